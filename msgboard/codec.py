@@ -1,0 +1,314 @@
+"""Conversions between msgboard's Python types and their protobuf form.
+
+One place for it: the server and client use it on the wire, and the LMDB
+store uses the same ``msgboard.v1.Message`` encoding for its records, so a
+snapshot can be decoded by any language that has the proto.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from msgboard.associative import (
+    ALL,
+    ANY,
+    MAX_ARITY,
+    Actual,
+    AddressPattern,
+    AnyField,
+    FieldPattern,
+    Formal,
+    Pattern,
+    Prefix,
+    Range,
+    Template,
+    ValueType,
+)
+from msgboard.associative.tuples import located
+from msgboard.errors import InvalidArgument
+from msgboard.message import Fields, Message, Section, Value
+from msgboard.spec import OverflowPolicy, QueueSpec
+from msgboard.v1 import board_pb2 as pb
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+_SECTION_TO_PB = {
+    Section.UNPROCESSED: pb.SECTION_UNPROCESSED,
+    Section.HISTORY: pb.SECTION_HISTORY,
+}
+_SECTION_FROM_PB = {v: k for k, v in _SECTION_TO_PB.items()}
+
+
+def value_to_pb(v: Value, out: pb.Value, where: str = "value") -> None:
+    """Fills ``out`` with ``v``; InvalidArgument for a type that is not a Value."""
+    if v is None:
+        out.null = pb.NULL_VALUE
+    elif v is True or v is False:
+        out.bool = v
+    elif type(v) is int:
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise InvalidArgument(f"{where}: integer {v} does not fit in 64 bits")
+        out.int = v
+    elif type(v) is float:
+        out.float = v
+    elif type(v) is str:
+        out.string = v
+    elif type(v) is bytes:
+        out.bytes = v
+    else:
+        raise InvalidArgument(
+            f"{where}: {type(v).__name__} is not a tuple type (null, bool, int, float, str, bytes)"
+        )
+
+
+def value_from_pb(p: pb.Value, where: str = "value") -> Value:
+    kind = p.WhichOneof("kind")
+    if kind is None:
+        raise InvalidArgument(f"{where}: no kind set")
+    if kind == "null":
+        return None
+    v: Value = getattr(p, kind)
+    return v
+
+
+def fields_to_pb(fields: Iterable[Value]) -> list[pb.Value]:
+    result = []
+    for i, v in enumerate(fields):
+        p = pb.Value()
+        value_to_pb(v, p, f"tuple[{i}]")
+        result.append(p)
+    return result
+
+
+def fields_from_pb(ps: Iterable[pb.Value]) -> Fields:
+    return tuple(value_from_pb(p, f"tuple[{i}]") for i, p in enumerate(ps))
+
+
+def us_to_ts(us: int, out: Timestamp) -> None:
+    out.seconds, rest = divmod(us, 1_000_000)
+    out.nanos = rest * 1000
+
+
+def ts_to_us(ts: Timestamp) -> int:
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = False) -> pb.Message:
+    """``m`` as a protobuf. With ``record``, leaves out what a store key or
+    table already says (queue, seq, section)."""
+    p = pb.Message() if out is None else out
+    if not record:
+        p.queue = m.queue
+        p.seq = m.seq
+        p.section = _SECTION_TO_PB[m.section]
+    if m.address:
+        p.address = m.address
+    if m.priority:
+        p.priority = m.priority
+    if m.headers:
+        p.headers.update(m.headers)
+    if m.reply_to:
+        p.reply_to = m.reply_to
+    if m.expires_at:
+        us_to_ts(m.expires_at, p.expires_at)
+    if m.tuple:
+        p.tuple.extend(fields_to_pb(m.tuple))
+    if m.posted_at:
+        us_to_ts(m.posted_at, p.posted_at)
+    if m.content_type:
+        p.content_type = m.content_type
+    if m.body:
+        p.body = m.body
+    if m.processed_at:
+        us_to_ts(m.processed_at, p.processed_at)
+    if m.delivery_count:
+        p.delivery_count = m.delivery_count
+    return p
+
+
+def message_from_pb(
+    p: pb.Message,
+    *,
+    queue: str | None = None,
+    seq: int | None = None,
+    section: Section | None = None,
+) -> Message:
+    """A Message from its protobuf; keyword arguments override what the
+    protobuf says (a store record leaves them out)."""
+    return Message(
+        tuple=fields_from_pb(p.tuple),
+        address=p.address,
+        priority=p.priority,
+        headers=dict(p.headers),
+        reply_to=p.reply_to,
+        expires_at=ts_to_us(p.expires_at) if p.HasField("expires_at") else 0,
+        content_type=p.content_type,
+        body=p.body,
+        queue=p.queue if queue is None else queue,
+        seq=p.seq if seq is None else seq,
+        posted_at=ts_to_us(p.posted_at) if p.HasField("posted_at") else 0,
+        processed_at=ts_to_us(p.processed_at) if p.HasField("processed_at") else 0,
+        delivery_count=p.delivery_count,
+        section=(
+            section if section is not None else _SECTION_FROM_PB.get(p.section, Section.UNPROCESSED)
+        ),
+    )
+
+
+def encode_record(m: Message) -> bytes:
+    """The bytes a store keeps for a message."""
+    return message_to_pb(m, record=True).SerializeToString()
+
+
+def decode_record(data: bytes, queue: str, seq: int, section: Section) -> Message:
+    p = pb.Message()
+    p.ParseFromString(data)
+    return message_from_pb(p, queue=queue, seq=seq, section=section)
+
+
+# ---------------------------------------------------------------- patterns
+
+_VALUE_TYPE_TO_PB = {
+    ValueType.NULL: pb.VALUE_TYPE_NULL,
+    ValueType.BOOL: pb.VALUE_TYPE_BOOL,
+    ValueType.INT: pb.VALUE_TYPE_INT,
+    ValueType.FLOAT: pb.VALUE_TYPE_FLOAT,
+    ValueType.STRING: pb.VALUE_TYPE_STRING,
+    ValueType.BYTES: pb.VALUE_TYPE_BYTES,
+}
+_VALUE_TYPE_FROM_PB = {v: k for k, v in _VALUE_TYPE_TO_PB.items()}
+
+
+def field_pattern_to_pb(f: FieldPattern, out: pb.FieldPattern) -> None:
+    """Fills ``out`` with ``f`` (valid by construction, so this cannot fail)."""
+    if isinstance(f, Actual):
+        value_to_pb(f.value, out.actual)
+    elif isinstance(f, Formal):
+        out.formal = _VALUE_TYPE_TO_PB[f.type]
+    elif isinstance(f, AnyField):
+        out.any.SetInParent()
+    elif isinstance(f, Range):
+        value_to_pb(f.lo, out.range.lo)
+        value_to_pb(f.hi, out.range.hi)
+    else:
+        value_to_pb(f.p, out.prefix)
+
+
+def field_pattern_from_pb(p: pb.FieldPattern, where: str = "field") -> FieldPattern:
+    """A field pattern; InvalidArgument naming ``where`` if it is malformed."""
+    kind = p.WhichOneof("kind")
+    if kind is None:
+        raise InvalidArgument(f"{where}: no kind set")
+    if kind == "actual":
+        return Actual(value_from_pb(p.actual, f"{where}.actual"))
+    if kind == "formal":
+        vt = _VALUE_TYPE_FROM_PB.get(p.formal)
+        if vt is None:
+            raise InvalidArgument(f"{where}.formal: {p.formal} is not a value type")
+        return Formal(vt)
+    if kind == "any":
+        return ANY
+    if kind == "range":
+        r = p.range
+        if not r.HasField("lo") or not r.HasField("hi"):
+            raise InvalidArgument(f"{where}.range: lo and hi are both required")
+        lo = value_from_pb(r.lo, f"{where}.range.lo")
+        hi = value_from_pb(r.hi, f"{where}.range.hi")
+        with located(where):
+            return Range(lo, hi)  # type: ignore[arg-type]  # Range checks the types
+    v = value_from_pb(p.prefix, f"{where}.prefix")
+    with located(where):
+        return Prefix(v)  # type: ignore[arg-type]  # Prefix checks the type
+
+
+def template_to_pb(t: Template, out: pb.Template | None = None) -> pb.Template:
+    p = pb.Template() if out is None else out
+    for f in t.fields:
+        field_pattern_to_pb(f, p.fields.add())
+    return p
+
+
+def template_from_pb(p: pb.Template, where: str = "template") -> Template:
+    n = len(p.fields)
+    if n > MAX_ARITY:
+        raise InvalidArgument(f"{where}: {n} fields, at most {MAX_ARITY}")
+    return Template(
+        tuple(field_pattern_from_pb(f, f"{where}.fields[{i}]") for i, f in enumerate(p.fields))
+    )
+
+
+def address_to_pb(a: AddressPattern, out: pb.AddressPattern | None = None) -> pb.AddressPattern:
+    p = pb.AddressPattern() if out is None else out
+    if a.kind == "all":
+        p.all.SetInParent()
+    else:
+        setattr(p, a.kind, a.text)
+    return p
+
+
+def address_from_pb(p: pb.AddressPattern, where: str = "address") -> AddressPattern:
+    """An address pattern; one with no kind set means every address, as an
+    unset one does."""
+    kind = p.WhichOneof("kind")
+    if kind is None or kind == "all":
+        return ALL
+    with located(f"{where}.{kind}"):
+        return AddressPattern(kind, getattr(p, kind))
+
+
+def pattern_to_pb(pt: Pattern, out: pb.Pattern | None = None) -> pb.Pattern:
+    """``pt`` as a protobuf; the all address pattern is left unset."""
+    p = pb.Pattern() if out is None else out
+    if pt.address.kind != "all":
+        address_to_pb(pt.address, p.address)
+    for t in pt.templates:
+        template_to_pb(t, p.templates.add())
+    if pt.filter:
+        p.filter = pt.filter
+    return p
+
+
+def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
+    """A Pattern; InvalidArgument with the path of the first bad part."""
+    address = address_from_pb(p.address, f"{where}.address") if p.HasField("address") else ALL
+    templates = tuple(
+        template_from_pb(t, f"{where}.templates[{i}]") for i, t in enumerate(p.templates)
+    )
+    if p.filter:
+        raise InvalidArgument(f"{where}.filter: filters are not supported yet")
+    return Pattern(address, templates)
+
+
+# ---------------------------------------------------------------- queues
+
+_OVERFLOW_FROM_PB = {
+    pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.REJECT,
+    pb.OVERFLOW_POLICY_REJECT: OverflowPolicy.REJECT,
+    pb.OVERFLOW_POLICY_DROP_NEW: OverflowPolicy.DROP_NEW,
+    pb.OVERFLOW_POLICY_DEAD_LETTER: OverflowPolicy.DEAD_LETTER,
+}
+_OVERFLOW_TO_PB = {v: k for k, v in _OVERFLOW_FROM_PB.items() if k}
+
+
+def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
+    if p.overflow not in _OVERFLOW_FROM_PB:
+        raise InvalidArgument(f"spec.overflow: unknown policy {p.overflow}")
+    return QueueSpec(
+        name=p.name,
+        transient=p.transient,
+        max_unprocessed=p.max_unprocessed,
+        overflow=_OVERFLOW_FROM_PB[p.overflow],
+        max_history=p.max_history,
+    )
+
+
+def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
+    return pb.QueueSpec(
+        name=s.name,
+        transient=s.transient,
+        max_unprocessed=s.max_unprocessed,
+        overflow=_OVERFLOW_TO_PB[s.overflow],
+        max_history=s.max_history,
+    )

@@ -1,0 +1,106 @@
+"""What the board accepts: names, sizes and counts, checked before any write.
+
+Every check raises InvalidArgument (or MessageTooLarge) naming the field, so
+bad input is refused before it can touch the store.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from msgboard.associative import check_fields
+from msgboard.errors import InvalidArgument, MessageTooLarge
+from msgboard.message import Message
+from msgboard.spec import OverflowPolicy, QueueSpec
+
+_NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UINT64_MAX = 2**64 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Board-wide limits; the server takes them from its options."""
+
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_arity: int = 64
+    max_address_bytes: int = 1024
+    max_batch: int = 10_000
+    max_take: int = 10_000
+    max_page: int = 10_000
+    #: The longest a Take or Read may block, in seconds.
+    max_timeout: float = 24 * 3600.0
+
+    def check_name(self, name: str, where: str = "queue") -> str:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidArgument(
+                f"{where}: {name!r} is not a queue name (1-255 letters, digits or '._:-')"
+            )
+        return name
+
+    def check_spec(self, spec: QueueSpec) -> QueueSpec:
+        self.check_name(spec.name, "spec.name")
+        if not 0 <= spec.max_unprocessed <= UINT64_MAX:
+            raise InvalidArgument("spec.max_unprocessed: must be 0 (no limit) or more")
+        if not 0 <= spec.max_history <= UINT64_MAX:
+            raise InvalidArgument("spec.max_history: must be 0 (keep none) or more")
+        if spec.overflow is OverflowPolicy.DEAD_LETTER:
+            raise InvalidArgument(
+                "spec.overflow: dead-letter is not supported yet; use reject or drop-new"
+            )
+        return spec
+
+    def check_message(self, m: Message, where: str) -> Message:
+        """Validates a message to post and returns it with the fields the
+        board sets cleared."""
+        check_fields(m.tuple, self.max_arity, f"{where}.tuple")
+        size = len(m.body)
+        if len(m.address.encode()) > self.max_address_bytes:
+            raise InvalidArgument(f"{where}.address: longer than {self.max_address_bytes} bytes")
+        size += len(m.address)
+        if not INT64_MIN <= m.priority <= INT64_MAX:
+            raise InvalidArgument(f"{where}.priority: does not fit in 64 bits")
+        for k, v in m.headers.items():
+            if not isinstance(k, str) or not 1 <= len(k.encode()) <= 255:
+                raise InvalidArgument(f"{where}.headers: key {k!r} must be 1-255 bytes")
+            if not isinstance(v, str):
+                raise InvalidArgument(f"{where}.headers[{k!r}]: value must be a string")
+            size += len(k) + len(v)
+        if m.reply_to:
+            self.check_name(m.reply_to, f"{where}.reply_to")
+        if m.expires_at < 0:
+            raise InvalidArgument(f"{where}.expires_at: before 1970")
+        for f in m.tuple:
+            size += len(f) if isinstance(f, str | bytes) else 9
+        if size > self.max_message_bytes:
+            raise MessageTooLarge(
+                f"{where}: {size} bytes is over the limit of {self.max_message_bytes}"
+            )
+        if m.seq or m.queue or m.posted_at or m.processed_at or m.delivery_count:
+            m = Message(
+                tuple=m.tuple,
+                address=m.address,
+                priority=m.priority,
+                headers=m.headers,
+                reply_to=m.reply_to,
+                expires_at=m.expires_at,
+                content_type=m.content_type,
+                body=m.body,
+            )
+        return m
+
+    def check_count(self, n: int, limit: int, where: str, default: int) -> int:
+        """A max/limit argument: 0 means ``default``; negative is invalid."""
+        if n < 0:
+            raise InvalidArgument(f"{where}: must not be negative (got {n})")
+        if n > limit:
+            raise InvalidArgument(f"{where}: at most {limit} (got {n})")
+        return n or default
+
+    def check_timeout(self, seconds: float, where: str = "timeout") -> float:
+        if not seconds >= 0:  # also refuses NaN
+            raise InvalidArgument(f"{where}: must not be negative (got {seconds})")
+        if seconds > self.max_timeout:
+            raise InvalidArgument(f"{where}: at most {self.max_timeout:.0f} seconds")
+        return seconds

@@ -1,0 +1,198 @@
+"""The single writer: one thread that runs every operation, in group commits.
+
+Callers submit operations (functions of a ``Batch``) and get a
+``concurrent.futures.Future``. The writer thread takes everything waiting in
+its inbox, runs it all inside one write transaction per store, commits once
+(one fsync for the lot) and only then answers each future. While it commits,
+new operations pile up in the inbox and form the next group: the busier the
+board, the bigger the groups.
+
+Because one thread runs everything, the engine's in-memory state needs no
+locks, and LMDB's rule that a write transaction stays on its thread holds by
+construction. An operation must check its input before it writes: one that
+raises a MsgboardError after writing would leave its writes in the group.
+An operation's effects on memory are registered with ``Batch.undo`` (run if
+the group aborts) and ``Batch.after`` (run once it is durable).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from msgboard.engine.waiters import Waiters, answer
+from msgboard.errors import MsgboardError, StoreError, Unavailable
+from msgboard.lmdbstore import MapFull, Store, Txn
+from msgboard.message import now_us
+
+log = logging.getLogger(__name__)
+
+#: Returned by an operation whose future is now answered by someone else
+#: (a waiter), or whose caller already gave up.
+PENDING: Any = object()
+
+
+class Batch:
+    """The shared transactions of one group commit."""
+
+    def __init__(self, durable: Store, memory: Store, reserve: int) -> None:
+        self._durable = durable
+        self._memory = memory
+        self._reserve = reserve
+        self._txns: dict[bool, Txn] = {}
+        self._undo: list[Callable[[], None]] = []
+        self._after: list[Callable[[], None]] = []
+        #: The time of the batch, µs: one clock reading for every op in it.
+        self.now = now_us()
+
+    def txn(self, durable: bool) -> Txn:
+        """The batch's transaction on the durable or the memory store."""
+        t = self._txns.get(durable)
+        if t is None:
+            t = self._durable.begin(self._reserve) if durable else self._memory.begin()
+            self._txns[durable] = t
+        return t
+
+    def undo(self, fn: Callable[[], None]) -> None:
+        """Runs ``fn`` if the batch aborts."""
+        self._undo.append(fn)
+
+    def after(self, fn: Callable[[], None]) -> None:
+        """Runs ``fn`` once the batch is durable."""
+        self._after.append(fn)
+
+    def commit(self) -> None:
+        durable = self._txns.pop(True, None)
+        if durable is not None:
+            try:
+                durable.commit()
+            except BaseException:
+                self.abort()
+                raise
+        memory = self._txns.pop(False, None)
+        if memory is not None:
+            memory.commit()
+        for fn in self._after:
+            fn()
+
+    def abort(self) -> None:
+        for t in self._txns.values():
+            t.abort()
+        self._txns.clear()
+        for fn in reversed(self._undo):
+            fn()
+        self._undo.clear()
+
+
+Run = Callable[[Batch], Any]
+
+
+class Writer:
+    """The thread that owns the stores and the engine's memory."""
+
+    def __init__(self, durable: Store, memory: Store, waiters: Waiters, max_batch: int = 4096):
+        self._durable = durable
+        self._memory = memory
+        self._waiters = waiters
+        self._max_batch = max_batch
+        self._inbox: queue.SimpleQueue[tuple[Run, Future[Any], int] | None] = queue.SimpleQueue()
+        self._closed = False
+        self._lock = threading.Lock()
+        self.commits = 0
+        self.committed_ops = 0
+        self._thread = threading.Thread(target=self._run, name="msgboard-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, run: Run, fut: Future[Any] | None = None, size: int = 0) -> Future[Any]:
+        """Queues ``run`` for the next group commit; its return value (or
+        MsgboardError) answers the future once the group is durable."""
+        fut = Future() if fut is None else fut
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the board is closed")
+            self._inbox.put((run, fut, size))
+        return fut
+
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        """Finishes what was submitted, answers every waiter with nothing and
+        ends the thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._inbox.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            deadline = self._waiters.next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ops = []
+            try:
+                item = self._inbox.get(timeout=timeout)
+                while True:
+                    if item is None:
+                        stop = True
+                        break
+                    ops.append(item)
+                    if len(ops) >= self._max_batch:
+                        break
+                    item = self._inbox.get_nowait()
+            except queue.Empty:
+                pass
+            for w in self._waiters.expire(time.monotonic()):
+                answer(w.future, [])
+            if ops:
+                self._execute(ops)
+        for w in self._waiters.all():
+            self._waiters.remove(w)
+            answer(w.future, [])
+
+    def _execute(self, ops: list[tuple[Run, Future[Any], int]]) -> None:
+        reserve = sum(size for _, _, size in ops)
+        while True:
+            batch = Batch(self._durable, self._memory, reserve)
+            results: list[tuple[Any, BaseException | None]] = []
+            try:
+                for run, _, _ in ops:
+                    try:
+                        results.append((run(batch), None))
+                    except StoreError:
+                        raise
+                    except MsgboardError as e:
+                        results.append((None, e))
+                batch.commit()
+            except MapFull:
+                batch.abort()
+                self._durable.grow()
+                log.info("LMDB map grown to %d bytes", self._durable.info().map_size)
+                continue
+            except BaseException as e:
+                batch.abort()
+                if not isinstance(e, MsgboardError):
+                    log.exception("operation failed; its group was rolled back")
+                    e = StoreError(f"internal error: {e!r}")
+                for _, fut, _ in ops:
+                    if not fut.done():
+                        fut.set_exception(e)
+                return
+            break
+        self.commits += 1
+        self.committed_ops += len(ops)
+        for (_, fut, _), (value, err) in zip(ops, results, strict=True):
+            if fut.done() or value is PENDING:
+                continue
+            if err is not None:
+                if fut.running() or fut.set_running_or_notify_cancel():
+                    fut.set_exception(err)
+            elif fut.running() or fut.set_running_or_notify_cancel():
+                fut.set_result(value)

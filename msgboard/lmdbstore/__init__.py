@@ -1,0 +1,22 @@
+"""Where queues and messages live: the store contract and its two backends.
+
+``DurableStore`` keeps them in LMDB, ``MemoryStore`` in memory (for transient
+queues); both keep the contract in ``store.py``.
+"""
+
+from __future__ import annotations
+
+from msgboard.lmdbstore.durable import DurableStore
+from msgboard.lmdbstore.memory import MemoryStore
+from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
+
+__all__ = [
+    "Counts",
+    "DurableStore",
+    "MapFull",
+    "MemoryStore",
+    "QueueInfo",
+    "Store",
+    "StoreInfo",
+    "Txn",
+]

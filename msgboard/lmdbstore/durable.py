@@ -1,0 +1,625 @@
+"""The durable store: queues and messages in one LMDB environment.
+
+Layout. One environment (a directory), six named sub-databases; a Spark
+reader decodes these files directly, so change the layout only together with
+``schema``. Integers are big-endian, so keys sort by queue, then seq::
+
+    sub-database  key                            value
+    ------------  -----------------------------  -----------------------------
+    meta          b"schema"                      b"1"
+                  b"next_qid"                    u64: the next queue id
+    queues        queue name, UTF-8              JSON {"id": qid,
+                                                   "spec": QueueSpec.to_json(),
+                                                   "created_at": µs}
+    state         qid u32                        ">QQQ": next_seq, unprocessed
+                                                   count, history count
+    unprocessed   qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
+    history       qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
+    times         qid u32 + second u64           seq u64
+
+A record is a ``msgboard.v1.Message`` without queue, seq and section: its key
+and sub-database say them. ``times`` is a sparse index: one entry per second
+in which the queue's posted second changed, holding the first seq posted in
+that second. As ``posted_at`` never goes backwards within a queue, every seq
+from one entry up to the next was posted in that entry's second; this is what
+makes ``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
+queue removes all its keys.
+
+Caches. Opening reads ``meta``, ``queues`` and ``state`` (a few reads per
+queue, never one per message). Each queue's counters live in memory; a
+transaction works on private copies of the queues it writes and publishes
+them only when LMDB has committed, so an abort leaves no trace. Counters are
+written to ``state`` once per transaction, at commit. A queue's last
+``posted_at`` is derived when first needed, from its last record and its last
+``times`` entry (two cursor reads).
+
+py-lmdb's rules, which the engine keeps:
+
+- A write transaction stays on the thread that began it; one at a time.
+- Never keep an environment across ``fork()``: open the store in the child.
+- The map grows through ``Environment.set_mapsize``, only while this process
+  has no transaction open: ``begin(reserve)`` grows ahead when the reserve
+  might not fit, and after ``MapFull`` the caller calls ``grow()`` and runs
+  the transaction again.
+- ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
+  of the machine, not just the process, may lose the last commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import heapq
+import json
+import os
+import struct
+from collections.abc import Callable, Iterator
+from types import TracebackType
+
+import lmdb
+
+from msgboard.codec import decode_record, encode_record
+from msgboard.errors import MsgboardError, StoreError, StoreFull
+from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
+from msgboard.message import Message, Section
+from msgboard.spec import QueueSpec
+
+SCHEMA = b"1"
+MiB = 1 << 20
+#: Free map space ``begin`` keeps beyond twice the reserve.
+HEADROOM = 16 * MiB
+
+_QID = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_KEY = struct.Struct(">IQ")
+_STATE = struct.Struct(">QQQ")
+_LAST = b"\xff" * 8  # sorts after every seq of a queue
+_MAX_U64 = 2**64 - 1
+_US = 1_000_000
+
+_UNPROCESSED = Section.UNPROCESSED
+_HISTORY = Section.HISTORY
+
+
+def _translate(e: lmdb.Error) -> MsgboardError:
+    if isinstance(e, lmdb.MapFullError):
+        return MapFull(f"LMDB map full: {e}")
+    if isinstance(e, lmdb.DiskError) or getattr(e, "code", 0) == errno.ENOSPC:
+        return StoreFull(f"the disk refused a write: {e}")
+    return StoreError(f"LMDB: {e}")
+
+
+class _Guard:
+    """Translates lmdb errors into store errors, at this one boundary; first
+    calls ``on_error`` (which aborts the transaction: a failed LMDB write
+    leaves the transaction unusable)."""
+
+    __slots__ = ("_on_error",)
+
+    def __init__(self, on_error: Callable[[], None] | None = None) -> None:
+        self._on_error = on_error
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, lmdb.Error):
+            if self._on_error is not None:
+                self._on_error()
+            raise _translate(exc) from exc
+
+
+def _stamp(
+    m: Message,
+    queue: str,
+    seq: int,
+    posted_at: int,
+    processed_at: int,
+    delivery_count: int,
+    section: Section,
+) -> Message:
+    # Twice as fast as dataclasses.replace, and append is the hot path.
+    return Message(
+        tuple=m.tuple,
+        address=m.address,
+        priority=m.priority,
+        headers=m.headers,
+        reply_to=m.reply_to,
+        expires_at=m.expires_at,
+        content_type=m.content_type,
+        body=m.body,
+        queue=queue,
+        seq=seq,
+        posted_at=posted_at,
+        processed_at=processed_at,
+        delivery_count=delivery_count,
+        section=section,
+    )
+
+
+def _seek_last(cur: lmdb.Cursor[bytes], key: bytes) -> bool:
+    """Positions ``cur`` on the last key <= ``key``; False if there is none."""
+    if cur.set_range(key):
+        return cur.key() == key or cur.prev()
+    return cur.last()
+
+
+def _walk(
+    cur: lmdb.Cursor[bytes], prefix: bytes, key: bytes, reverse: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    """Yields the items from ``key`` on (down, if ``reverse``) while their keys
+    start with ``prefix``."""
+    if not (_seek_last(cur, key) if reverse else cur.set_range(key)):
+        return
+    step = cur.prev if reverse else cur.next
+    k, v = cur.item()
+    while k[:4] == prefix:
+        yield k, v
+        if not step():
+            return
+        k, v = cur.item()
+
+
+class _Queue:
+    """A queue's counters: the committed ones in the store's cache, a private
+    copy in a transaction that writes the queue."""
+
+    __slots__ = (
+        "history",
+        "info",
+        "known",
+        "last_posted",
+        "last_second",
+        "next_seq",
+        "prefix",
+        "qid",
+        "unprocessed",
+    )
+
+    def __init__(
+        self, qid: int, info: QueueInfo, next_seq: int, unprocessed: int, history: int
+    ) -> None:
+        self.qid = qid
+        self.prefix = _QID.pack(qid)
+        self.info = info
+        self.next_seq = next_seq
+        self.unprocessed = unprocessed
+        self.history = history
+        #: False until last_posted and last_second are read from the records.
+        self.known = False
+        self.last_posted = 0
+        self.last_second = -1
+
+    def copy(self) -> _Queue:
+        q = _Queue(self.qid, self.info, self.next_seq, self.unprocessed, self.history)
+        q.known, q.last_posted, q.last_second = self.known, self.last_posted, self.last_second
+        return q
+
+
+class DurableStore(Store):
+    """Queues and messages in the LMDB environment at ``path`` (a directory,
+    created if missing). ``map_size``: the initial map; ``max_map_size``: the
+    most it grows to (None: no limit; beyond it writes fail with StoreFull)."""
+
+    durable = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        map_size: int = 256 * MiB,
+        max_map_size: int | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.sync = sync
+        self._max_map_size = max_map_size
+        self._txn: DurableTxn | None = None
+        self._commits = 0
+        self._closed = False
+        os.makedirs(self.path, exist_ok=True)
+        with _Guard():
+            self._env = self._open_env(self.path, map_size, sync)
+            try:
+                self._psize = self._env.stat()["psize"]
+                self._load()
+            except BaseException:
+                self._env.close()
+                raise
+
+    def _open_env(self, path: str, map_size: int, sync: bool) -> lmdb.Environment:
+        """Opens the environment; a seam for tests that watch what is read."""
+        return lmdb.open(
+            path, map_size=map_size, subdir=True, create=True, max_dbs=6, sync=sync, metasync=sync
+        )
+
+    def _load(self) -> None:
+        env = self._env
+        with env.begin(write=True) as txn:
+            self._meta = env.open_db(b"meta", txn=txn)
+            self._queues_db = env.open_db(b"queues", txn=txn)
+            self._state = env.open_db(b"state", txn=txn)
+            self._unprocessed = env.open_db(b"unprocessed", txn=txn)
+            self._history = env.open_db(b"history", txn=txn)
+            self._times = env.open_db(b"times", txn=txn)
+            schema = txn.get(b"schema", db=self._meta)
+            if schema is None:
+                txn.put(b"schema", SCHEMA, db=self._meta)
+            elif schema != SCHEMA:
+                raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
+            raw = txn.get(b"next_qid", db=self._meta)
+            self._next_qid = 1 if raw is None else _U64.unpack(raw)[0]
+            self._queues: dict[str, _Queue] = {}
+            for key, value in txn.cursor(db=self._queues_db):
+                d = json.loads(value)
+                info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
+                state = txn.get(_QID.pack(d["id"]), db=self._state)
+                counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                self._queues[key.decode()] = _Queue(d["id"], info, *counts)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.path} is closed")
+        if self._txn is not None:
+            raise StoreError("a transaction is already open on this store")
+
+    def begin(self, reserve: int = 0) -> DurableTxn:
+        self._check()
+        with _Guard():
+            info = self._env.info()
+            size = info["map_size"]
+            need = (info["last_pgno"] + 1) * self._psize + 2 * reserve + HEADROOM
+            if need > size:
+                while size < need:
+                    size *= 2
+                if self._max_map_size is not None:
+                    size = min(size, self._max_map_size)
+                if size > info["map_size"]:
+                    self._env.set_mapsize(size)
+            self._txn = DurableTxn(self, self._env.begin(write=True))
+        return self._txn
+
+    def grow(self) -> None:
+        self._check()
+        with _Guard():
+            size = self._env.info()["map_size"]
+            new = size * 2
+            if self._max_map_size is not None:
+                new = min(new, self._max_map_size)
+            if new <= size:
+                raise StoreFull(f"the LMDB map is at its maximum, {size} bytes")
+            self._env.set_mapsize(new)
+
+    def info(self) -> StoreInfo:
+        with _Guard():
+            info = self._env.info()
+        return StoreInfo(
+            durable=True,
+            sync="fsync" if self.sync else "weaker-no-fsync",
+            map_size=info["map_size"],
+            map_used=(info["last_pgno"] + 1) * self._psize,
+            commits=self._commits,
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._txn is not None:
+            self._txn.abort()
+        self._closed = True
+        self._env.close()
+
+
+class DurableTxn(Txn):
+    """The write transaction of a DurableStore."""
+
+    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes]) -> None:
+        self._store = store
+        self._txn = txn
+        #: Queues this transaction wrote: private copies, None once deleted.
+        self._q: dict[str, _Queue | None] = {}
+        self._next_qid = store._next_qid
+        self._wrote = False
+        self._done = False
+        self._failed = False
+        self._guard = _Guard(self._fail)
+        self._unprocessed = store._unprocessed
+        self._history = store._history
+        self._times = store._times
+
+    # -- ending -----------------------------------------------------------
+
+    def commit(self) -> None:
+        if self._done:
+            # Ending a `with` block after abort() commits nothing, as in
+            # py-lmdb; but an error must not pass for a commit.
+            if self._failed:
+                raise StoreError("the transaction was aborted by an earlier error")
+            return
+        if not self._wrote:
+            self.abort()  # nothing to write, nothing to fsync
+            return
+        store = self._store
+        with self._guard:
+            put = self._txn.put
+            for q in self._q.values():
+                if q is not None:
+                    state = _STATE.pack(q.next_seq, q.unprocessed, q.history)
+                    put(q.prefix, state, db=store._state)
+            if self._next_qid != store._next_qid:
+                put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
+            self._txn.commit()
+        self._done = True
+        store._txn = None
+        for name, q in self._q.items():
+            if q is None:
+                store._queues.pop(name, None)
+            else:
+                store._queues[name] = q
+        store._next_qid = self._next_qid
+        store._commits += 1
+
+    def _fail(self) -> None:
+        if not self._done:
+            self._failed = True
+        self.abort()
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._store._txn = None
+        with contextlib.suppress(lmdb.Error):  # abort never raises
+            self._txn.abort()
+
+    # -- queues -----------------------------------------------------------
+
+    def _find(self, name: str) -> _Queue | None:
+        if name in self._q:
+            return self._q[name]
+        return self._store._queues.get(name)
+
+    def _get(self, name: str) -> _Queue:
+        q = self._find(name)
+        if q is None:
+            raise KeyError(f"no queue {name!r}")
+        return q
+
+    def _touch(self, name: str) -> _Queue:
+        """The queue's private copy, to write to."""
+        q = self._q.get(name)
+        if q is None:
+            q = self._get(name).copy()
+            self._q[name] = q
+        return q
+
+    def create_queue(self, spec: QueueSpec, created_at: int) -> None:
+        name = spec.name
+        if self._find(name) is not None:
+            raise KeyError(f"queue {name!r} exists")
+        qid = self._next_qid
+        if qid > 0xFFFFFFFF:
+            raise StoreError("queue ids exhausted")
+        value = {"id": qid, "spec": spec.to_json(), "created_at": created_at}
+        with self._guard:
+            self._txn.put(name.encode(), json.dumps(value).encode(), db=self._store._queues_db)
+        self._next_qid = qid + 1
+        q = _Queue(qid, QueueInfo(spec, created_at), 1, 0, 0)
+        q.known = True  # a new queue has posted nothing
+        self._q[name] = q
+        self._wrote = True
+
+    def queue(self, name: str) -> QueueInfo | None:
+        q = self._find(name)
+        return None if q is None else q.info
+
+    def queues(self) -> list[QueueInfo]:
+        names = sorted(self._store._queues.keys() | self._q.keys())
+        return [q.info for q in map(self._find, names) if q is not None]
+
+    def delete_queue(self, name: str) -> bool:
+        q = self._find(name)
+        if q is None:
+            return False
+        store = self._store
+        with self._guard:
+            self._txn.delete(name.encode(), db=store._queues_db)
+            self._txn.delete(q.prefix, db=store._state)
+            for db in (self._unprocessed, self._history, self._times):
+                cur = self._txn.cursor(db)
+                if cur.set_range(q.prefix):
+                    while cur.key()[:4] == q.prefix and cur.delete():
+                        pass
+        self._q[name] = None
+        self._wrote = True
+        return True
+
+    def counts(self, name: str) -> Counts:
+        q = self._get(name)
+        return Counts(q.unprocessed, q.history, q.next_seq)
+
+    # -- messages ---------------------------------------------------------
+
+    def _derive(self, q: _Queue, name: str) -> None:
+        """Reads the queue's last posted_at and posted second (two cursor
+        reads): the last record may have been dropped, the times entry not."""
+        end = q.prefix + _LAST
+        for db, section in ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)):
+            cur = self._txn.cursor(db)
+            if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
+                seq = _U64.unpack_from(cur.key(), 4)[0]
+                m = decode_record(cur.value(), name, seq, section)
+                q.last_posted = max(q.last_posted, m.posted_at)
+        cur = self._txn.cursor(self._times)
+        if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
+            q.last_second = _U64.unpack_from(cur.key(), 4)[0]
+            q.last_posted = max(q.last_posted, q.last_second * _US)
+        q.known = True
+
+    def append(self, name: str, msg: Message, now: int) -> Message:
+        q = self._q.get(name) or self._touch(name)
+        with self._guard:
+            if not q.known:
+                self._derive(q, name)
+            posted = now if now > q.last_posted else q.last_posted
+            seq = q.next_seq
+            m = _stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+            self._txn.put(_KEY.pack(q.qid, seq), encode_record(m), db=self._unprocessed)
+            second = posted // _US
+            if second != q.last_second:
+                key = _KEY.pack(q.qid, second)
+                self._txn.put(key, _U64.pack(seq), overwrite=False, db=self._times)
+                q.last_second = second
+        q.next_seq = seq + 1
+        q.unprocessed += 1
+        q.last_posted = posted
+        self._wrote = True
+        return m
+
+    def fetch(self, name: str, seq: int) -> Message | None:
+        q = self._get(name)
+        if not 0 < seq < q.next_seq:
+            return None
+        key = _KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._txn.get(key, db=self._unprocessed)
+            if raw is not None:
+                return decode_record(raw, name, seq, _UNPROCESSED)
+            raw = self._txn.get(key, db=self._history)
+        return None if raw is None else decode_record(raw, name, seq, _HISTORY)
+
+    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+        q = self._q.get(name) or self._touch(name)
+        if not 0 < seq < q.next_seq:
+            raise KeyError(f"{name!r} has no seq {seq}")
+        key = _KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._txn.pop(key, db=self._unprocessed)
+            if raw is None:
+                raise KeyError(f"{name!r} seq {seq} is not unprocessed")
+            old = decode_record(raw, name, seq, _UNPROCESSED)
+            m = _stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+            q.unprocessed -= 1
+            self._wrote = True
+            if max_history > 0:
+                self._txn.put(key, encode_record(m), db=self._history)
+                q.history += 1
+                if q.history > max_history:
+                    self._trim(q, q.history - max_history)
+        return m
+
+    def _trim(self, q: _Queue, n: int) -> None:
+        """Drops the queue's ``n`` oldest history messages."""
+        cur = self._txn.cursor(self._history)
+        if not cur.set_range(q.prefix):
+            return
+        while n > 0 and cur.key()[:4] == q.prefix and cur.delete():
+            q.history -= 1
+            n -= 1
+
+    def restore(self, name: str, msg: Message) -> None:
+        q = self._q.get(name) or self._touch(name)
+        seq = msg.seq
+        if not 0 < seq < q.next_seq:
+            raise KeyError(f"{name!r} has no seq {seq}")
+        key = _KEY.pack(q.qid, seq)
+        m = _stamp(msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED)
+        with self._guard:
+            if self._txn.pop(key, db=self._history) is not None:
+                q.history -= 1
+            if self._txn.replace(key, encode_record(m), db=self._unprocessed) is None:
+                q.unprocessed += 1
+        self._wrote = True
+
+    def scan(
+        self,
+        name: str,
+        section: Section | None = None,
+        start: int | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Message]:
+        q = self._get(name)  # raises now, not at the first next()
+        if start is None:
+            key = q.prefix + _LAST if reverse else q.prefix
+        else:
+            key = _KEY.pack(q.qid, min(max(start, 0), _MAX_U64))
+        if section is None:
+            return self._merged(name, q.prefix, key, reverse)
+        return self._scan(name, section, q.prefix, key, reverse)
+
+    def _scan(
+        self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
+    ) -> Iterator[Message]:
+        with self._guard:
+            db = self._unprocessed if section is _UNPROCESSED else self._history
+            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
+                yield decode_record(v, name, _U64.unpack_from(k, 4)[0], section)
+
+    def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
+        with self._guard:
+            u = _walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
+            h = _walk(self._txn.cursor(self._history), prefix, key, reverse)
+            # Keys share the prefix, so they compare as seqs do.
+            both = heapq.merge(
+                ((k, v, _UNPROCESSED) for k, v in u),
+                ((k, v, _HISTORY) for k, v in h),
+                key=_first,
+                reverse=reverse,
+            )
+            for k, v, section in both:
+                yield decode_record(v, name, _U64.unpack_from(k, 4)[0], section)
+
+    def seq_at(self, name: str, time_us: int) -> int | None:
+        q = self._get(name)
+        second = max(time_us, 0) // _US
+        with self._guard:
+            cur = self._txn.cursor(self._times)
+            if not cur.set_range(_KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
+                return None  # nothing was posted in that second or later
+            lo = _U64.unpack(cur.value())[0]
+            if _U64.unpack_from(cur.key(), 4)[0] > second:
+                hi = lo  # lo is the first seq posted after that second
+            elif cur.next() and cur.key()[:4] == q.prefix:
+                hi = _U64.unpack(cur.value())[0]
+            else:
+                hi = q.next_seq
+            # Binary search within [lo, hi]: posted_at rises with seq.
+            first = self._first_from(name, q.prefix)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                found = first(mid)
+                if found is None or found.posted_at >= time_us:
+                    hi = mid
+                else:
+                    lo = found.seq + 1
+            found = first(lo)
+        return None if found is None else found.seq
+
+    def _first_from(self, name: str, prefix: bytes) -> Callable[[int], Message | None]:
+        """A function giving the first message (either section) at or after a seq."""
+        curs = [(self._txn.cursor(self._unprocessed), _UNPROCESSED)]
+        curs.append((self._txn.cursor(self._history), _HISTORY))
+
+        def first(seq: int) -> Message | None:
+            key = prefix + _U64.pack(seq)
+            best: tuple[bytes, bytes, Section] | None = None
+            for cur, section in curs:
+                if cur.set_range(key):
+                    k = cur.key()
+                    if k[:4] == prefix and (best is None or k < best[0]):
+                        best = (k, cur.value(), section)
+            if best is None:
+                return None
+            k, raw, section = best
+            return decode_record(raw, name, _U64.unpack_from(k, 4)[0], section)
+
+        return first
+
+
+def _first(item: tuple[bytes, bytes, Section]) -> bytes:
+    return item[0]

@@ -1,0 +1,310 @@
+"""The memory store: the store contract for transient queues, in process.
+
+Each queue keeps its two sections as ``SortedDict`` (seq -> Message) and a
+sparse time index like the LMDB store's ``times`` (second -> first seq posted
+in it). A transaction applies its writes at once and logs how to undo each;
+``abort`` plays the log backwards and puts the queues' counters back, so an
+aborted transaction leaves no trace; ``commit`` drops the log. Nothing
+survives ``close`` or the process.
+
+The LMDB store's rules hold here too: one transaction at a time, on the
+thread that began it, and no writes while iterating a ``scan``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from operator import attrgetter
+from typing import Any
+
+from sortedcontainers import SortedDict
+
+from msgboard.errors import StoreError
+from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
+from msgboard.message import Message, Section
+from msgboard.spec import QueueSpec
+
+_US = 1_000_000
+_UNPROCESSED = Section.UNPROCESSED
+_HISTORY = Section.HISTORY
+_seq = attrgetter("seq")
+
+#: One undo step: a function and its arguments.
+_Undo = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+def _stamp(
+    m: Message,
+    queue: str,
+    seq: int,
+    posted_at: int,
+    processed_at: int,
+    delivery_count: int,
+    section: Section,
+) -> Message:
+    # Twice as fast as dataclasses.replace, and append is the hot path.
+    return Message(
+        tuple=m.tuple,
+        address=m.address,
+        priority=m.priority,
+        headers=m.headers,
+        reply_to=m.reply_to,
+        expires_at=m.expires_at,
+        content_type=m.content_type,
+        body=m.body,
+        queue=queue,
+        seq=seq,
+        posted_at=posted_at,
+        processed_at=processed_at,
+        delivery_count=delivery_count,
+        section=section,
+    )
+
+
+class _Queue:
+    __slots__ = (
+        "history",
+        "info",
+        "last_posted",
+        "last_second",
+        "next_seq",
+        "times",
+        "unprocessed",
+    )
+
+    def __init__(self, info: QueueInfo) -> None:
+        self.info = info
+        self.next_seq = 1
+        self.last_posted = 0
+        self.last_second = -1
+        self.unprocessed: SortedDict = SortedDict()  # seq -> Message
+        self.history: SortedDict = SortedDict()  # seq -> Message
+        self.times: SortedDict = SortedDict()  # second -> first seq posted in it
+
+    def first_from(self, seq: int) -> Message | None:
+        """The first message (either section) at or after ``seq``."""
+        best: Message | None = None
+        for sd in (self.unprocessed, self.history):
+            i = sd.bisect_left(seq)
+            if i < len(sd):
+                m: Message = sd.peekitem(i)[1]
+                if best is None or m.seq < best.seq:
+                    best = m
+        return best
+
+
+class MemoryStore(Store):
+    """Queues and messages in this process's memory."""
+
+    durable = False
+
+    def __init__(self) -> None:
+        self._queues: dict[str, _Queue] = {}
+        self._txn: MemoryTxn | None = None
+        self._commits = 0
+        self._closed = False
+
+    def begin(self, reserve: int = 0) -> MemoryTxn:
+        if self._closed:
+            raise StoreError("the memory store is closed")
+        if self._txn is not None:
+            raise StoreError("a transaction is already open on this store")
+        self._txn = MemoryTxn(self)
+        return self._txn
+
+    def grow(self) -> None:
+        """Nothing to grow: memory has no map."""
+
+    def info(self) -> StoreInfo:
+        return StoreInfo(
+            durable=False, sync="memory", map_size=0, map_used=0, commits=self._commits
+        )
+
+    def close(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+        self._closed = True
+        self._queues.clear()
+
+
+class MemoryTxn(Txn):
+    """The transaction of a MemoryStore."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._queues = store._queues
+        self._log: list[_Undo] = []
+        #: Counters of the queues this transaction wrote, as they were.
+        self._saved: dict[_Queue, tuple[int, int, int]] = {}
+        self._done = False
+
+    # -- ending -----------------------------------------------------------
+
+    def commit(self) -> None:
+        if self._done:
+            return  # a `with` block ending after abort() commits nothing
+        self._done = True
+        self._store._txn = None
+        if self._log:
+            self._store._commits += 1
+        self._log = []
+        self._saved = {}
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._store._txn = None
+        for fn, args in reversed(self._log):
+            fn(*args)
+        for q, (next_seq, last_posted, last_second) in self._saved.items():
+            q.next_seq, q.last_posted, q.last_second = next_seq, last_posted, last_second
+        self._log = []
+        self._saved = {}
+
+    # -- queues -----------------------------------------------------------
+
+    def _get(self, name: str) -> _Queue:
+        if self._done:
+            raise StoreError("the transaction has ended")
+        q = self._queues.get(name)
+        if q is None:
+            raise KeyError(f"no queue {name!r}")
+        return q
+
+    def _touch(self, name: str) -> _Queue:
+        """The queue, its counters saved for abort."""
+        q = self._get(name)
+        if q not in self._saved:
+            self._saved[q] = (q.next_seq, q.last_posted, q.last_second)
+        return q
+
+    def create_queue(self, spec: QueueSpec, created_at: int) -> None:
+        if self._done:
+            raise StoreError("the transaction has ended")
+        if spec.name in self._queues:
+            raise KeyError(f"queue {spec.name!r} exists")
+        self._queues[spec.name] = _Queue(QueueInfo(spec, created_at))
+        self._log.append((self._queues.__delitem__, (spec.name,)))
+
+    def queue(self, name: str) -> QueueInfo | None:
+        q = self._queues.get(name)
+        return None if q is None else q.info
+
+    def queues(self) -> list[QueueInfo]:
+        return [self._queues[name].info for name in sorted(self._queues)]
+
+    def delete_queue(self, name: str) -> bool:
+        if self._done:
+            raise StoreError("the transaction has ended")
+        q = self._queues.pop(name, None)
+        if q is None:
+            return False
+        # The queue object is left as it was, so undo just puts it back.
+        self._log.append((self._queues.__setitem__, (name, q)))
+        return True
+
+    def counts(self, name: str) -> Counts:
+        q = self._get(name)
+        return Counts(len(q.unprocessed), len(q.history), q.next_seq)
+
+    # -- messages ---------------------------------------------------------
+
+    def append(self, name: str, msg: Message, now: int) -> Message:
+        q = self._touch(name)
+        posted = now if now > q.last_posted else q.last_posted
+        seq = q.next_seq
+        m = _stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+        q.unprocessed[seq] = m
+        self._log.append((q.unprocessed.__delitem__, (seq,)))
+        second = posted // _US
+        if second != q.last_second:
+            q.times[second] = seq
+            self._log.append((q.times.__delitem__, (second,)))
+            q.last_second = second
+        q.next_seq = seq + 1
+        q.last_posted = posted
+        return m
+
+    def fetch(self, name: str, seq: int) -> Message | None:
+        q = self._get(name)
+        m: Message | None = q.unprocessed.get(seq)
+        return q.history.get(seq) if m is None else m
+
+    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+        q = self._get(name)
+        old: Message | None = q.unprocessed.pop(seq, None)
+        if old is None:
+            raise KeyError(f"{name!r} seq {seq} is not unprocessed")
+        log = self._log
+        log.append((q.unprocessed.__setitem__, (seq, old)))
+        m = _stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+        if max_history > 0:
+            history = q.history
+            history[seq] = m
+            log.append((history.__delitem__, (seq,)))
+            while len(history) > max_history:
+                log.append((history.__setitem__, history.popitem(0)))
+        return m
+
+    def restore(self, name: str, msg: Message) -> None:
+        q = self._get(name)
+        seq = msg.seq
+        if not 0 < seq < q.next_seq:
+            raise KeyError(f"{name!r} has no seq {seq}")
+        old = q.history.pop(seq, None)
+        if old is not None:
+            self._log.append((q.history.__setitem__, (seq, old)))
+        old = q.unprocessed.get(seq)
+        q.unprocessed[seq] = _stamp(
+            msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED
+        )
+        if old is None:
+            self._log.append((q.unprocessed.__delitem__, (seq,)))
+        else:
+            self._log.append((q.unprocessed.__setitem__, (seq, old)))
+
+    def scan(
+        self,
+        name: str,
+        section: Section | None = None,
+        start: int | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Message]:
+        q = self._get(name)  # raises now, not at the first next()
+        if section is _UNPROCESSED:
+            return _walk(q.unprocessed, start, reverse)
+        if section is _HISTORY:
+            return _walk(q.history, start, reverse)
+        both = (_walk(q.unprocessed, start, reverse), _walk(q.history, start, reverse))
+        return heapq.merge(*both, key=_seq, reverse=reverse)
+
+    def seq_at(self, name: str, time_us: int) -> int | None:
+        q = self._get(name)
+        second = max(time_us, 0) // _US
+        times = q.times
+        i = times.bisect_left(second)
+        if i == len(times):
+            return None  # nothing was posted in that second or later
+        at, lo = times.peekitem(i)
+        hi = lo  # when at > second, lo is the first seq posted after it
+        if at == second:
+            hi = times.peekitem(i + 1)[1] if i + 1 < len(times) else q.next_seq
+        # Binary search within [lo, hi]: posted_at rises with seq.
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = q.first_from(mid)
+            if found is None or found.posted_at >= time_us:
+                hi = mid
+            else:
+                lo = found.seq + 1
+        found = q.first_from(lo)
+        return None if found is None else found.seq
+
+
+def _walk(sd: SortedDict, start: int | None, reverse: bool) -> Iterator[Message]:
+    keys = sd.irange(maximum=start, reverse=True) if reverse else sd.irange(minimum=start)
+    for seq in keys:
+        m: Message = sd[seq]
+        yield m

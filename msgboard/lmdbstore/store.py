@@ -1,0 +1,198 @@
+"""The store contract: where queues and messages live.
+
+Two implementations keep the same contract: ``DurableStore`` (LMDB, in
+``durable.py``) and ``MemoryStore`` (``memory.py``, for transient queues).
+``tests/test_store.py`` holds the contract tests, written once and run on
+both.
+
+Every verb works inside a transaction::
+
+    with store.begin() as txn:      # commits on success, aborts on error
+        msg = txn.append("jobs", Message(tuple=("job", 1)), now=now_us())
+
+Rules (from py-lmdb's documentation, and kept by the memory store too):
+
+- One transaction at a time per store, and it stays on the thread that
+  began it: the engine runs every transaction on its own single thread.
+- Never keep an environment across ``fork()``.
+- Do not write while iterating a ``scan``: collect first, then write.
+- A transaction sees its own writes. Nothing is visible to a later
+  transaction until commit; an aborted transaction leaves no trace, in the
+  store or in its in-memory counters.
+- The store assigns seqs: per queue, increasing from 1, never reused, also
+  across restarts. ``posted_at`` never goes backwards within a queue.
+
+Errors: ``MapFull`` when the LMDB map needs to grow mid-transaction (the
+transaction is aborted; call ``grow()`` and run it again), ``StoreFull`` when
+the disk refuses a write, ``StoreError`` for anything else the backend
+raises. Contract violations by the caller (a queue that does not exist, a
+seq that is not there) raise ``KeyError``: the engine checks first.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+from msgboard.errors import StoreError
+from msgboard.message import Message, Section
+from msgboard.spec import QueueSpec
+
+
+class MapFull(StoreError):
+    """The LMDB map is full: the transaction was aborted; grow and retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A stored queue: its properties and when it was created (µs)."""
+
+    spec: QueueSpec
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many messages a queue holds, and the seq its next one gets."""
+
+    unprocessed: int
+    history: int
+    next_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """Figures for Stats."""
+
+    durable: bool
+    #: "fsync", "weaker-no-fsync" (LMDB) or "memory".
+    sync: str
+    map_size: int
+    map_used: int
+    #: Write transactions that changed something, since open.
+    commits: int
+
+
+class Txn(abc.ABC):
+    """A transaction over one store. Use it through ``with``."""
+
+    def __enter__(self) -> Txn:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    @abc.abstractmethod
+    def commit(self) -> None:
+        """Makes every write durable (for LMDB: fsync, in the default mode).
+        Raises StoreFull if the disk refuses, StoreError otherwise; either way
+        the transaction is then aborted."""
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Discards every write of this transaction. Never raises."""
+
+    # -- queues ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_queue(self, spec: QueueSpec, created_at: int) -> None:
+        """Stores a new, empty queue. KeyError if the name is taken."""
+
+    @abc.abstractmethod
+    def queue(self, name: str) -> QueueInfo | None:
+        """The queue of that name, or None."""
+
+    @abc.abstractmethod
+    def queues(self) -> list[QueueInfo]:
+        """Every queue, ordered by name. Costs one read per queue, never a
+        read per message."""
+
+    @abc.abstractmethod
+    def delete_queue(self, name: str) -> bool:
+        """Removes the queue and all its messages; False if there was none.
+        A queue created later under the same name starts again at seq 1."""
+
+    @abc.abstractmethod
+    def counts(self, name: str) -> Counts:
+        """The queue's counts, in O(1). KeyError if no such queue."""
+
+    # -- messages -------------------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, name: str, msg: Message, now: int) -> Message:
+        """Adds ``msg`` to the end of the queue's unprocessed section and
+        returns it as stored: ``queue``, the next ``seq``, ``posted_at`` (``now``,
+        or the queue's previous posted_at if that is later), section
+        UNPROCESSED; processed_at 0 and delivery_count as given."""
+
+    @abc.abstractmethod
+    def fetch(self, name: str, seq: int) -> Message | None:
+        """The message with that seq, from whichever section holds it."""
+
+    @abc.abstractmethod
+    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+        """Marks an unprocessed message processed and returns it with
+        ``processed_at=now``, ``delivery_count`` one higher and section
+        HISTORY. It is kept in history when ``max_history > 0``; then the
+        oldest history beyond ``max_history`` messages is discarded. KeyError
+        if the seq is not unprocessed."""
+
+    @abc.abstractmethod
+    def restore(self, name: str, msg: Message) -> None:
+        """Puts a processed message back into the unprocessed section under
+        its own seq (removing it from history if it is there), keeping its
+        delivery_count: a taken message that never reached its taker."""
+
+    @abc.abstractmethod
+    def scan(
+        self,
+        name: str,
+        section: Section | None = None,
+        start: int | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Message]:
+        """Yields the queue's messages in seq order (descending if
+        ``reverse``), from seq ``start`` included (None: from the first in
+        that direction), from one section or, with None, from both merged by
+        seq. Lazy: the caller stops when it has enough."""
+
+    @abc.abstractmethod
+    def seq_at(self, name: str, time_us: int) -> int | None:
+        """The seq of the first message (either section) posted at or after
+        ``time_us``, found without reading every message; None if none."""
+
+
+class Store(abc.ABC):
+    """A store of queues and messages."""
+
+    #: True for LMDB: survives a restart.
+    durable: bool
+
+    @abc.abstractmethod
+    def begin(self, reserve: int = 0) -> Txn:
+        """Begins the write transaction. ``reserve``: bytes the caller
+        expects to write; the LMDB store grows its map first if they might
+        not fit."""
+
+    @abc.abstractmethod
+    def grow(self) -> None:
+        """Makes room after MapFull (LMDB doubles its map). Only between
+        transactions."""
+
+    @abc.abstractmethod
+    def info(self) -> StoreInfo:
+        """Figures for Stats."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Releases the store; it cannot be used after."""

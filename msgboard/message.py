@@ -1,0 +1,67 @@
+"""The message: an envelope, a typed tuple and an opaque body.
+
+A message is immutable once posted. The board sets ``queue``, ``seq``,
+``posted_at`` and, when it is taken, ``processed_at``, ``delivery_count`` and
+``section``. Times are integers: microseconds since the Unix epoch (UTC), so
+they compare and store exactly.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+#: A tuple field: null, bool, int (64-bit), float (64-bit), str or bytes.
+Value = None | bool | int | float | str | bytes
+#: An ordered list of typed fields.
+Fields = tuple[Value, ...]
+
+
+class Section(enum.Enum):
+    """The two parts of a queue."""
+
+    UNPROCESSED = "unprocessed"
+    HISTORY = "history"
+
+
+def now_us() -> int:
+    """The current time in microseconds since the epoch."""
+    return time.time_ns() // 1000
+
+
+def to_datetime(us: int) -> datetime:
+    """A microsecond timestamp as an aware UTC datetime."""
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message. Construct with the envelope; the board fills the rest."""
+
+    tuple: Fields = ()
+    address: str = ""
+    priority: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)
+    reply_to: str = ""
+    #: Microseconds since the epoch after which it is never delivered; 0: never.
+    expires_at: int = 0
+    content_type: str = ""
+    body: bytes = b""
+    # Set by the board.
+    queue: str = ""
+    seq: int = 0
+    posted_at: int = 0
+    processed_at: int = 0
+    delivery_count: int = 0
+    section: Section = Section.UNPROCESSED
+
+    def expired(self, now: int) -> bool:
+        """True once the message's lease has run out."""
+        return self.expires_at != 0 and now >= self.expires_at
+
+    def but(self, **changes: object) -> Message:
+        """A copy with some fields changed."""
+        return replace(self, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,315 @@
+"""The gRPC server: a thin shell around ``msgboard.engine.Board``.
+
+Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
+awaits the operation's future and converts the answer back. Engine errors
+become status codes in one place, ``_status``. The server also serves the
+standard gRPC health service and server reflection, so stock tools such as
+grpcurl and grpc_health_probe work.
+
+Built, then run: ``create_server(board, address)`` returns the server and the
+port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
+SIGINT, then stops gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
+from grpc_reflection.v1alpha import reflection
+
+from msgboard import codec
+from msgboard.engine import Board, BoardStats, Limits, QueueView, Start
+from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.message import Message, Section
+from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import board_pb2_grpc as pb_grpc
+
+log = logging.getLogger("msgboard.server")
+T = TypeVar("T")
+
+DEFAULT_LISTEN = "127.0.0.1:7878"
+DEFAULT_DATA = "./msgboard-data"
+SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
+
+_SECTION_FROM_PB = {
+    pb.SECTION_UNSPECIFIED: None,
+    pb.SECTION_UNPROCESSED: Section.UNPROCESSED,
+    pb.SECTION_HISTORY: Section.HISTORY,
+}
+
+
+def _status(e: MsgboardError) -> grpc.StatusCode:
+    """The one place where engine errors become gRPC status codes."""
+    return getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
+
+
+Handler = Callable[..., Awaitable[T]]
+
+
+def _mapped(fn: Handler[T]) -> Handler[T]:
+    async def wrapper(
+        self: BoardService, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> T:
+        try:
+            return await fn(self, request, context)
+        except MsgboardError as e:
+            await context.abort(_status(e), str(e), ((ERROR_KEY, type(e).__name__),))
+            raise  # unreachable: abort raises
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def queue_to_pb(v: QueueView) -> pb.Queue:
+    q = pb.Queue(
+        spec=codec.spec_to_pb(v.spec),
+        unprocessed=v.unprocessed,
+        history=v.history,
+        next_seq=v.next_seq,
+        waiting=v.waiting,
+    )
+    codec.us_to_ts(v.created_at, q.created_at)
+    return q
+
+
+def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
+    return pb.StatsResponse(
+        map_size=s.store.map_size,
+        map_used=s.store.map_used,
+        sync=s.store.sync,
+        commits=s.commits,
+        committed_ops=s.committed_ops,
+        queues=[
+            pb.QueueStats(
+                name=q.name,
+                transient=q.transient,
+                unprocessed=q.unprocessed,
+                history=q.history,
+                waiting=q.waiting,
+                posted=q.posted,
+                taken=q.taken,
+                overflowed=q.overflowed,
+            )
+            for q in s.queues
+        ],
+    )
+
+
+def _seconds(d: Any, where: str) -> float:
+    if d.seconds < 0 or d.nanos < 0:
+        raise InvalidArgument(f"{where}: must not be negative")
+    return float(d.seconds + d.nanos / 1e9)
+
+
+def _messages(ps: Any) -> list[Message]:
+    return [codec.message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED) for p in ps]
+
+
+class BoardService(pb_grpc.BoardServicer):
+    """The Board service of board.proto, over one engine Board."""
+
+    def __init__(self, board: Board) -> None:
+        self.board = board
+
+    @_mapped
+    async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.Queue:
+        view = await _wait(self.board.create_queue_async(codec.spec_from_pb(request.spec)))
+        return queue_to_pb(view)
+
+    @_mapped
+    async def GetQueue(self, request: pb.GetQueueRequest, context: Any) -> pb.Queue:
+        return queue_to_pb(await _wait(self.board.get_queue_async(request.name)))
+
+    @_mapped
+    async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
+        views = await _wait(self.board.list_queues_async())
+        return pb.ListQueuesResponse(queues=[queue_to_pb(v) for v in views])
+
+    @_mapped
+    async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Any) -> Any:
+        await _wait(self.board.delete_queue_async(request.name))
+        return pb.DeleteQueueResponse()
+
+    @_mapped
+    async def Post(self, request: pb.PostRequest, context: Any) -> pb.PostResponse:
+        seqs = await _wait(self.board.post_async(request.queue, _messages(request.messages)))
+        return pb.PostResponse(seqs=seqs)
+
+    async def PostStream(
+        self, request_iterator: AsyncIterator[pb.PostStreamRequest], context: Any
+    ) -> AsyncIterator[pb.PostStreamResponse]:
+        # Read batches ahead while earlier ones commit, so that concurrent
+        # batches share a group commit; answer them in request order.
+        pending: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(maxsize=256)
+
+        async def read() -> None:
+            try:
+                async for req in request_iterator:
+                    answer: Any
+                    try:
+                        fut = self.board.post_async(req.queue, _messages(req.messages))
+                        answer = asyncio.wrap_future(fut)
+                    except MsgboardError as e:
+                        answer = e
+                    await pending.put((req.batch_id, answer))
+            finally:
+                await pending.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await pending.get()) is not None:
+                batch_id, answer = item
+                try:
+                    if isinstance(answer, MsgboardError):
+                        raise answer
+                    seqs = await answer
+                except MsgboardError as e:
+                    yield pb.PostStreamResponse(
+                        batch_id=batch_id,
+                        error=pb.Error(
+                            code=_status(e).value[0], message=str(e), name=type(e).__name__
+                        ),
+                    )
+                else:
+                    yield pb.PostStreamResponse(batch_id=batch_id, seqs=seqs)
+            await reader  # re-raises a failure to read the stream
+        finally:
+            reader.cancel()
+
+    @_mapped
+    async def Take(self, request: pb.TakeRequest, context: Any) -> pb.TakeResponse:
+        pattern = codec.pattern_from_pb(request.pattern)
+        timeout = _seconds(request.timeout, "timeout")
+        fut = self.board.take_async(request.queue, pattern, timeout, request.max)
+        try:
+            msgs = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            # The client went away (or its deadline passed): whatever the
+            # board already took for it goes back to the queue.
+            with contextlib.suppress(MsgboardError):
+                self.board.abandon(request.queue, fut)
+            raise
+        return pb.TakeResponse(messages=[codec.message_to_pb(m) for m in msgs])
+
+    @_mapped
+    async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:
+        pattern = codec.pattern_from_pb(request.pattern)
+        timeout = _seconds(request.timeout, "timeout")
+        msgs = await _wait(self.board.read_async(request.queue, pattern, timeout, request.max))
+        return pb.ReadResponse(messages=[codec.message_to_pb(m) for m in msgs])
+
+    @_mapped
+    async def Browse(self, request: pb.BrowseRequest, context: Any) -> pb.BrowseResponse:
+        reverse = request.direction == pb.DIRECTION_BACKWARD
+        if request.direction not in (
+            pb.DIRECTION_UNSPECIFIED,
+            pb.DIRECTION_FORWARD,
+            pb.DIRECTION_BACKWARD,
+        ):
+            raise InvalidArgument(f"direction: unknown value {request.direction}")
+        starts = {
+            pb.START_OLDEST: Start.OLDEST,
+            pb.START_LATEST: Start.LATEST,
+            pb.START_SEQ: Start.SEQ,
+            pb.START_TIME: Start.TIME,
+        }
+        if request.start == pb.START_UNSPECIFIED:
+            start = Start.LATEST if reverse else Start.OLDEST
+        elif request.start in starts:
+            start = starts[request.start]
+        else:
+            raise InvalidArgument(f"start: unknown value {request.start}")
+        if request.section not in _SECTION_FROM_PB:
+            raise InvalidArgument(f"section: unknown value {request.section}")
+        page = await _wait(
+            self.board.browse_async(
+                request.queue,
+                start,
+                seq=request.seq,
+                since=codec.ts_to_us(request.since),
+                reverse=reverse,
+                limit=request.limit,
+                section=_SECTION_FROM_PB[request.section],
+                pattern=codec.pattern_from_pb(request.pattern),
+            )
+        )
+        return pb.BrowseResponse(
+            messages=[codec.message_to_pb(m) for m in page.messages], next_seq=page.next_seq
+        )
+
+    @_mapped
+    async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
+        return stats_to_pb(await _wait(self.board.stats_async(request.queue)))
+
+
+async def _wait(fut: Future[T]) -> T:
+    return await asyncio.wrap_future(fut)
+
+
+async def create_server(board: Board, listen: str = DEFAULT_LISTEN) -> tuple[grpc.aio.Server, int]:
+    """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
+    port) but not started. Returns the server and the bound port."""
+    room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", room),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    pb_grpc.add_BoardServicer_to_server(BoardService(board), server)
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    for name in ("", SERVICE):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    names = (SERVICE, reflection.SERVICE_NAME, "grpc.health.v1.Health")
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    return server, port
+
+
+async def serve(
+    data: str = DEFAULT_DATA,
+    listen: str = DEFAULT_LISTEN,
+    *,
+    sync: bool = True,
+    limits: Limits | None = None,
+    grace: float = 2.0,
+    ready: Callable[[int], None] | None = None,
+) -> None:
+    """Runs a board on ``data`` at ``listen`` until SIGTERM or SIGINT."""
+    board = Board(data, sync=sync, limits=limits)
+    try:
+        server, port = await create_server(board, listen)
+        await server.start()
+        host = listen.rsplit(":", 1)[0]
+        log.info(
+            "msgboard serving on %s:%d (data %s, sync %s)",
+            host,
+            port,
+            data,
+            "fsync" if sync else "weaker-no-fsync",
+        )
+        if ready is not None:
+            ready(port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("msgboard stopping")
+        await server.stop(grace)
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, board.close)

@@ -1,0 +1,89 @@
+"""The msgboard command, in-process against a real server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from msgboard.cli import main
+from tests.conftest import ServerThread
+
+
+def run(server: ServerThread, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main([*args, "--server", server.address])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def test_a_session_from_the_command_line(
+    server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a running board, when I create a queue, post tuples and take,
+    read and browse them with --json, I expect one JSON object per line."""
+    assert run(server, capsys, "queue", "create", "jobs", "--max-history", "unlimited")[0] == 0
+    code, out = run(
+        server,
+        capsys,
+        "post",
+        "jobs",
+        "--tuple",
+        '["job", 7, 2.5, null]',
+        "--address",
+        "rec.pets.cats",
+        "--header",
+        "owner=ann",
+        "--body",
+        "hello",
+    )
+    assert (code, out.strip()) == (0, "1")
+    run(server, capsys, "post", "jobs", "--tuple", '["job", 8, 1.0, null]')
+    code, out = run(
+        server,
+        capsys,
+        "read",
+        "jobs",
+        "--tuple",
+        '["job", "?int", {"range": [2, 3]}, "?"]',
+        "--json",
+    )
+    [m] = lines(out)
+    assert m["seq"] == 1 and m["tuple"] == ["job", 7, 2.5, None] and m["body"] == "hello"
+    assert m["headers"] == {"owner": "ann"} and m["address"] == "rec.pets.cats"
+    code, out = run(server, capsys, "take", "jobs", "--address", "topic:rec.#", "--json")
+    assert [x["seq"] for x in lines(out)] == [1]
+    code, out = run(server, capsys, "take", "jobs", "--max", "5", "--json")
+    assert [x["seq"] for x in lines(out)] == [2]
+    code, out = run(server, capsys, "take", "jobs", "--timeout", "0.1")
+    assert code == 3 and out == ""
+    code, out = run(server, capsys, "browse", "jobs", "--backward", "--json")
+    assert [x["seq"] for x in lines(out)] == [2, 1]
+    assert all(x["section"] == "history" for x in lines(out))
+    code, out = run(server, capsys, "queue", "list", "--json")
+    [q] = lines(out)
+    assert q["name"] == "jobs" and q["history"] == 2 and q["max_history"] == "unlimited"
+    code, out = run(server, capsys, "stats", "--json")
+    board, row = lines(out)
+    assert board["board"]["sync"] == "fsync"  # type: ignore[index]
+    assert row["posted"] == 2 and row["taken"] == 2
+    assert run(server, capsys, "queue", "delete", "jobs")[0] == 0
+    code, out = run(server, capsys, "queue", "get", "jobs")
+    assert code == 1 and "NOT_FOUND" in out
+
+
+def test_bad_input_on_the_command_line_says_what_and_where(
+    server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(server, capsys, "queue", "create", "q")
+    code, out = run(server, capsys, "take", "q", "--tuple", '["a", {"range": [5, 1]}]')
+    assert code == 2 and "INVALID_ARGUMENT" in out and "range" in out
+    code, out = run(server, capsys, "post", "q", "--tuple", "[1, 2")
+    assert code == 2 and "--tuple" in out and "JSON" in out
+    code, out = run(server, capsys, "post", "q", "--header", "novalue")
+    assert code == 2 and "KEY=VALUE" in out
+    code, out = run(server, capsys, "take", "q", "--address", "topic:a.b*")
+    assert code == 2 and "INVALID_ARGUMENT" in out

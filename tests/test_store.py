@@ -1,0 +1,569 @@
+"""The store contract, as stories, run on both backends (LMDB and memory).
+
+The stories at the end hold for the LMDB store only: what survives a
+reopen, map growth, the key layout and what opening reads.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+from msgboard.errors import StoreError
+from msgboard.lmdbstore import (
+    Counts,
+    DurableStore,
+    MapFull,
+    MemoryStore,
+    QueueInfo,
+    Store,
+)
+from msgboard.message import Message, Section
+from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec
+
+U, H = Section.UNPROCESSED, Section.HISTORY
+S = 1_000_000  # one second in µs
+
+
+@pytest.fixture(params=["lmdb", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s: Store = DurableStore(tmp_path / "board") if request.param == "lmdb" else MemoryStore()
+    yield s
+    s.close()
+
+
+def make(store: Store, name: str = "q", max_history: int = 0) -> None:
+    with store.begin() as txn:
+        txn.create_queue(QueueSpec(name, max_history=max_history), created_at=1)
+
+
+def post(store: Store, n: int, name: str = "q", now: int = 10 * S, step: int = 0) -> list[Message]:
+    with store.begin() as txn:
+        return [txn.append(name, Message(tuple=(i,)), now + i * step) for i in range(n)]
+
+
+def seqs(msgs: Iterator[Message] | list[Message]) -> list[int]:
+    return [m.seq for m in msgs]
+
+
+# -- queues ------------------------------------------------------------------
+
+
+def test_create_find_and_list_queues(store: Store) -> None:
+    """Given queues created out of order, when I look them up, I expect each
+    with its spec and creation time, None for an unknown name, the list
+    ordered by name, and a second create of a taken name refused."""
+    spec = QueueSpec("jobs", max_unprocessed=5, overflow=OverflowPolicy.DROP_NEW, max_history=3)
+    with store.begin() as txn:
+        txn.create_queue(spec, created_at=42)
+        txn.create_queue(QueueSpec("alpha"), created_at=43)
+        txn.create_queue(QueueSpec("zeta"), created_at=44)
+        assert txn.queue("jobs") == QueueInfo(spec, 42)  # a txn sees its own writes
+    with store.begin() as txn:
+        assert txn.queue("jobs") == QueueInfo(spec, 42)
+        assert txn.queue("nope") is None
+        assert [i.spec.name for i in txn.queues()] == ["alpha", "jobs", "zeta"]
+        with pytest.raises(KeyError):
+            txn.create_queue(QueueSpec("jobs"), created_at=45)
+        assert txn.counts("jobs") == Counts(0, 0, 1)
+
+
+def test_delete_queue_removes_it_and_a_new_one_starts_at_seq_1(store: Store) -> None:
+    """Given a queue with messages in both sections, when I delete it, I
+    expect it gone with its messages (a second delete says False), and a new
+    queue of the same name to start again at seq 1, empty."""
+    make(store, max_history=UNLIMITED)
+    post(store, 3)
+    with store.begin() as txn:
+        txn.process("q", 1, now=11 * S, max_history=UNLIMITED)
+    with store.begin() as txn:
+        assert txn.delete_queue("q") is True
+        assert txn.delete_queue("q") is False
+        assert txn.queue("q") is None
+        with pytest.raises(KeyError):
+            txn.counts("q")
+    make(store)
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(0, 0, 1)
+        assert list(txn.scan("q")) == []
+        assert txn.fetch("q", 2) is None
+        assert txn.seq_at("q", 0) is None
+        assert txn.append("q", Message(), now=12 * S).seq == 1
+
+
+def test_unknown_queue_is_a_key_error(store: Store) -> None:
+    """Given no queue, when I use one, I expect KeyError (the engine checks first)."""
+    with store.begin() as txn:
+        for call in (
+            lambda: txn.append("nope", Message(), 1),
+            lambda: txn.counts("nope"),
+            lambda: txn.fetch("nope", 1),
+            lambda: txn.process("nope", 1, 1, 0),
+            lambda: txn.scan("nope"),
+            lambda: txn.seq_at("nope", 1),
+        ):
+            with pytest.raises(KeyError):
+                call()
+
+
+# -- append and fetch --------------------------------------------------------
+
+
+def test_append_assigns_seqs_and_keeps_posted_at_monotonic(store: Store) -> None:
+    """Given a queue, when I append with a clock that goes back, I expect seqs
+    1, 2, 3 and posted_at never lower than the one before."""
+    make(store)
+    with store.begin() as txn:
+        a = txn.append("q", Message(tuple=("a",)), now=5 * S)
+        b = txn.append("q", Message(tuple=("b",)), now=4 * S)
+    with store.begin() as txn:
+        c = txn.append("q", Message(tuple=("c",)), now=6 * S)
+    assert seqs([a, b, c]) == [1, 2, 3]
+    assert [m.posted_at for m in (a, b, c)] == [5 * S, 5 * S, 6 * S]
+    assert {(m.queue, m.section, m.processed_at) for m in (a, b, c)} == {("q", U, 0)}
+
+
+def test_append_stores_the_whole_envelope(store: Store) -> None:
+    """Given a message with every envelope field set, when I append and fetch
+    it, I expect it back as stored."""
+    make(store)
+    msg = Message(
+        tuple=(None, True, -7, 1.5, "s", b"\x00b"),
+        address="rec.pets.cats",
+        priority=3,
+        headers={"color": "red"},
+        reply_to="replies",
+        expires_at=99 * S,
+        content_type="text/plain",
+        body=b"hello",
+        delivery_count=2,
+    )
+    with store.begin() as txn:
+        stored = txn.append("q", msg, now=7 * S)
+    assert stored == msg.but(queue="q", seq=1, posted_at=7 * S)
+    with store.begin() as txn:
+        assert txn.fetch("q", 1) == stored
+        assert txn.fetch("q", 2) is None
+        assert txn.fetch("q", 0) is None
+
+
+# -- process and restore -----------------------------------------------------
+
+
+def test_process_with_no_history_drops_the_message(store: Store) -> None:
+    """Given max_history 0, when I process a message, I expect it returned as
+    processed, then found in neither section."""
+    make(store)
+    post(store, 2)
+    with store.begin() as txn:
+        m = txn.process("q", 1, now=20 * S, max_history=0)
+        assert (m.seq, m.section, m.processed_at, m.delivery_count) == (1, H, 20 * S, 1)
+        assert m.posted_at == 10 * S and m.tuple == (0,)
+    with store.begin() as txn:
+        assert txn.fetch("q", 1) is None
+        assert txn.counts("q") == Counts(1, 0, 3)
+        with pytest.raises(KeyError):
+            txn.process("q", 1, now=21 * S, max_history=0)
+
+
+def test_process_keeps_bounded_history_dropping_the_oldest(store: Store) -> None:
+    """Given max_history 2, when I process four messages, I expect the last
+    two in history, delivery_count one higher and processed_at set."""
+    make(store, max_history=2)
+    post(store, 5)
+    with store.begin() as txn:
+        for seq in (2, 1, 4, 3):
+            txn.process("q", seq, now=(20 + seq) * S, max_history=2)
+    with store.begin() as txn:
+        history = list(txn.scan("q", H))
+        assert seqs(history) == [3, 4]
+        assert [(m.processed_at, m.delivery_count) for m in history] == [(23 * S, 1), (24 * S, 1)]
+        assert txn.counts("q") == Counts(1, 2, 6)
+        assert txn.fetch("q", 1) is None
+        fetched = txn.fetch("q", 4)
+        assert fetched is not None and fetched.section is H
+
+
+def test_process_with_unlimited_history_keeps_everything(store: Store) -> None:
+    """Given max_history UNLIMITED, when I process every message, I expect them
+    all in history, in seq order."""
+    make(store, max_history=UNLIMITED)
+    post(store, 50)
+    with store.begin() as txn:
+        for seq in range(1, 51):
+            txn.process("q", seq, now=30 * S, max_history=UNLIMITED)
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(0, 50, 51)
+        assert seqs(txn.scan("q", H)) == list(range(1, 51))
+
+
+def test_restore_puts_a_message_back_under_its_seq(store: Store) -> None:
+    """Given a message processed into history and one dropped (max_history 0),
+    when I restore them, I expect both unprocessed again, under their own
+    seqs, keeping delivery_count, and history without them."""
+    make(store, max_history=5)
+    post(store, 3)
+    with store.begin() as txn:
+        kept = txn.process("q", 1, now=20 * S, max_history=5)
+        dropped = txn.process("q", 2, now=20 * S, max_history=0)
+    with store.begin() as txn:
+        txn.restore("q", kept)
+        txn.restore("q", dropped)
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(3, 0, 4)
+        back = list(txn.scan("q", U))
+        assert seqs(back) == [1, 2, 3]
+        assert [(m.section, m.delivery_count, m.processed_at) for m in back[:2]] == [(U, 1, 0)] * 2
+        assert back[0].posted_at == 10 * S
+        assert list(txn.scan("q", H)) == []
+        again = txn.process("q", 1, now=21 * S, max_history=5)
+        assert again.delivery_count == 2
+
+
+# -- scan, seq_at, counts ----------------------------------------------------
+
+
+@pytest.fixture
+def mixed(store: Store) -> Store:
+    """Seqs 1..10; the odd ones processed into history."""
+    make(store, max_history=UNLIMITED)
+    post(store, 10)
+    with store.begin() as txn:
+        for seq in range(1, 11, 2):
+            txn.process("q", seq, now=20 * S, max_history=UNLIMITED)
+    return store
+
+
+def test_scan_one_section_both_directions(mixed: Store) -> None:
+    """Given odd seqs in history and even ones waiting, when I scan one section
+    forward or back, from a start seq or not, I expect that section's seqs in
+    order, the start included when present."""
+    with mixed.begin() as txn:
+        assert seqs(txn.scan("q", U)) == [2, 4, 6, 8, 10]
+        assert seqs(txn.scan("q", H)) == [1, 3, 5, 7, 9]
+        assert seqs(txn.scan("q", U, start=4)) == [4, 6, 8, 10]
+        assert seqs(txn.scan("q", U, start=5)) == [6, 8, 10]
+        assert seqs(txn.scan("q", U, reverse=True)) == [10, 8, 6, 4, 2]
+        assert seqs(txn.scan("q", H, start=7, reverse=True)) == [7, 5, 3, 1]
+        assert seqs(txn.scan("q", H, start=6, reverse=True)) == [5, 3, 1]
+        assert seqs(txn.scan("q", H, start=100, reverse=True)) == [9, 7, 5, 3, 1]
+        assert seqs(txn.scan("q", U, start=11)) == []
+        assert seqs(txn.scan("q", U, start=1, reverse=True)) == []
+        assert {m.section for m in txn.scan("q", H)} == {H}
+
+
+def test_scan_both_sections_merged(mixed: Store) -> None:
+    """Given both sections filled, when I scan without a section, I expect
+    every message merged by seq, each with its section, in both directions;
+    and other queues' messages never leak in."""
+    make(mixed, "a")
+    make(mixed, "z")
+    post(mixed, 3, name="a")
+    post(mixed, 3, name="z")
+    with mixed.begin() as txn:
+        every = list(txn.scan("q"))
+        assert seqs(every) == list(range(1, 11))
+        assert [m.section for m in every[:3]] == [H, U, H]
+        assert seqs(txn.scan("q", reverse=True)) == list(range(10, 0, -1))
+        assert seqs(txn.scan("q", start=4)) == list(range(4, 11))
+        assert seqs(txn.scan("q", start=4, reverse=True)) == [4, 3, 2, 1]
+        lazy = txn.scan("q")
+        assert next(lazy).seq == 1
+
+
+def test_seq_at_finds_the_first_message_posted_at_or_after_a_time(store: Store) -> None:
+    """Given messages posted over several seconds, several in a second, some
+    processed and some dropped, when I ask for the seq at various times, I
+    expect what a full scan would say."""
+    make(store, max_history=3)
+    rng = random.Random(7)
+    now = 100 * S
+    with store.begin() as txn:
+        for _ in range(300):
+            now += rng.choice([0, 1, 1000, 300_000, 2 * S, 5 * S])
+            txn.append("q", Message(), now)
+    with store.begin() as txn:
+        for seq in rng.sample(range(1, 301), 150):
+            txn.process("q", seq, now=now, max_history=rng.choice([0, 3]))
+    with store.begin() as txn:
+        every = list(txn.scan("q"))
+        times = sorted({m.posted_at for m in every})
+        probes = [0, 50 * S, now, now + 1, now + 10 * S]
+        probes += [t + d for t in rng.sample(times, 60) for d in (-1, 0, 1)]
+        for t in probes:
+            expect = next((m.seq for m in every if m.posted_at >= t), None)
+            assert txn.seq_at("q", t) == expect, t
+
+
+def test_counts_follow_every_verb(store: Store) -> None:
+    """Given a queue, when I append, process and restore, I expect counts to
+    follow in the same transaction and after commit."""
+    make(store, max_history=1)
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(0, 0, 1)
+        txn.append("q", Message(), 1)
+        txn.append("q", Message(), 2)
+        m = txn.process("q", 1, 3, max_history=1)
+        assert txn.counts("q") == Counts(1, 1, 3)
+        txn.process("q", 2, 3, max_history=1)
+        assert txn.counts("q") == Counts(0, 1, 3)
+        txn.restore("q", m)  # seq 1, already trimmed from history by seq 2
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(1, 1, 3)
+
+
+# -- transactions ------------------------------------------------------------
+
+
+def test_abort_leaves_no_trace(store: Store) -> None:
+    """Given a queue with messages, when a transaction that created a queue,
+    appended, processed, restored and deleted fails, I expect everything as
+    before: queues, messages, counts, seqs and posted_at."""
+    make(store, max_history=2)
+    post(store, 3)
+    with store.begin() as txn:
+        kept = txn.process("q", 1, now=20 * S, max_history=2)
+    before = store.info().commits
+    with pytest.raises(RuntimeError), store.begin() as txn:
+        txn.create_queue(QueueSpec("new"), created_at=2)
+        txn.append("new", Message(), now=30 * S)
+        txn.append("q", Message(), now=90 * S)
+        txn.process("q", 2, now=90 * S, max_history=0)
+        txn.restore("q", kept)
+        txn.process("q", 3, now=90 * S, max_history=2)
+        txn.delete_queue("q")
+        raise RuntimeError("boom")
+    assert store.info().commits == before
+    with store.begin() as txn:
+        assert [i.spec.name for i in txn.queues()] == ["q"]
+        assert txn.counts("q") == Counts(2, 1, 4)
+        assert [(m.seq, m.section) for m in txn.scan("q")] == [(1, H), (2, U), (3, U)]
+        later = txn.append("q", Message(), now=11 * S)
+        assert (later.seq, later.posted_at) == (4, 11 * S)
+        txn.abort()
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(2, 1, 4)
+
+
+def test_one_transaction_at_a_time(store: Store) -> None:
+    """Given an open transaction, when I begin another, I expect StoreError;
+    after it ends, I can begin again. A read-only transaction is no commit."""
+    make(store)
+    before = store.info().commits
+    txn = store.begin()
+    with pytest.raises(StoreError):
+        store.begin()
+    txn.commit()
+    assert store.info().commits == before
+    with store.begin() as again:
+        again.append("q", Message(), 1)
+    assert store.info().commits == before + 1
+
+
+def test_info(store: Store) -> None:
+    """Given a store, I expect its info to say what kind it is."""
+    info = store.info()
+    assert info.durable is store.durable
+    if store.durable:
+        assert info.sync == "fsync" and info.map_used <= info.map_size
+    else:
+        assert (info.sync, info.map_size, info.map_used) == ("memory", 0, 0)
+
+
+# -- LMDB only ---------------------------------------------------------------
+
+
+def test_reopen_restores_everything(tmp_path: Path) -> None:
+    """Given a board with queues, messages in both sections and the last
+    messages processed and dropped, when I close and reopen it, I expect the
+    same queues, messages and counts, and seqs and posted_at going on from
+    where they were, never reused."""
+    path = tmp_path / "board"
+    s = DurableStore(path)
+    make(s, "a", max_history=UNLIMITED)
+    make(s, "b")
+    post(s, 4, name="a", now=50 * S, step=1)
+    post(s, 3, name="b", now=60 * S, step=S)
+    with s.begin() as txn:
+        txn.process("a", 1, now=70 * S, max_history=UNLIMITED)
+        txn.process("b", 2, now=70 * S, max_history=0)
+        txn.process("b", 3, now=70 * S, max_history=0)
+        before = [list(txn.scan(n)) for n in ("a", "b")]
+    s.close()
+    s = DurableStore(path)
+    try:
+        with s.begin() as txn:
+            assert [i.spec.name for i in txn.queues()] == ["a", "b"]
+            assert [list(txn.scan(n)) for n in ("a", "b")] == before
+            assert txn.counts("a") == Counts(3, 1, 5)
+            assert txn.counts("b") == Counts(1, 0, 4)
+            # The clock went back, and the latest record was dropped: posted_at
+            # still does not go below the second of the last post.
+            b = txn.append("b", Message(), now=1 * S)
+            assert (b.seq, b.posted_at) == (4, 62 * S)
+            assert txn.seq_at("b", 61 * S) == 4
+            assert txn.append("a", Message(), now=80 * S).seq == 5
+    finally:
+        s.close()
+
+
+def test_key_layout(tmp_path: Path) -> None:
+    """Given a board with one message processed into history, when I read the
+    LMDB files directly, I expect the documented layout (a Spark reader
+    depends on it)."""
+    path = tmp_path / "board"
+    s = DurableStore(path, sync=False)
+    assert s.info().sync == "weaker-no-fsync"
+    make(s, "jobs", max_history=UNLIMITED)
+    post(s, 2, name="jobs", now=1_700_000_000 * S)
+    with s.begin() as txn:
+        txn.process("jobs", 1, now=1_700_000_001 * S, max_history=UNLIMITED)
+    s.close()
+    env = lmdb.open(str(path), max_dbs=8, readonly=True)
+    try:
+        with env.begin() as txn:
+
+            def items(name: bytes) -> list[tuple[bytes, bytes]]:
+                return list(txn.cursor(env.open_db(name, txn=txn, create=False)))
+
+            meta = dict(items(b"meta"))
+            assert meta[b"schema"] == b"1" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
+            ((name, raw),) = items(b"queues")
+            d = json.loads(raw)
+            assert name == b"jobs" and d["id"] == 1 and d["created_at"] == 1
+            assert QueueSpec.from_json(d["spec"]) == QueueSpec("jobs", max_history=UNLIMITED)
+            assert items(b"state") == [(struct.pack(">I", 1), struct.pack(">QQQ", 3, 1, 1))]
+            assert [k for k, _ in items(b"unprocessed")] == [struct.pack(">IQ", 1, 2)]
+            assert [k for k, _ in items(b"history")] == [struct.pack(">IQ", 1, 1)]
+            assert items(b"times") == [(struct.pack(">IQ", 1, 1_700_000_000), struct.pack(">Q", 1))]
+    finally:
+        env.close()
+
+
+def test_map_grows_ahead_of_a_reserve(tmp_path: Path) -> None:
+    """Given a 1 MiB map, when I write 12 MiB through begin(reserve), I expect
+    the map grown first and every message stored."""
+    s = DurableStore(tmp_path / "board", map_size=1 << 20)
+    try:
+        make(s)
+        body = b"x" * 4096
+        for _ in range(3):
+            with s.begin(reserve=1100 * 4200) as txn:
+                for _ in range(1000):
+                    txn.append("q", Message(body=body), 1)
+        info = s.info()
+        assert info.map_size > 12 << 20 and info.map_used > 12 << 20
+        with s.begin() as txn:
+            assert txn.counts("q").unprocessed == 3000
+    finally:
+        s.close()
+
+
+def test_map_full_aborts_then_grow_and_retry_succeeds(tmp_path: Path) -> None:
+    """Given a 1 MiB map and no reserve, when one transaction writes 40 MiB, I
+    expect MapFull with nothing written; after grow() the retry succeeds."""
+    s = DurableStore(tmp_path / "board", map_size=1 << 20)
+    try:
+        make(s)
+        body = b"x" * 4096
+        failures = 0
+        while True:
+            try:
+                with s.begin() as txn:
+                    for _ in range(10_000):
+                        txn.append("q", Message(body=body), 1)
+                break
+            except MapFull:
+                failures += 1
+                with s.begin() as txn:
+                    assert txn.counts("q") == Counts(0, 0, 1)
+                s.grow()
+        assert failures >= 1
+        with s.begin() as txn:
+            assert txn.counts("q") == Counts(10_000, 0, 10_001)
+    finally:
+        s.close()
+
+
+def test_map_growth_stops_at_max_map_size(tmp_path: Path) -> None:
+    """Given a map that may not grow, when it is full, I expect grow() to
+    refuse with StoreFull (a full disk, to the engine)."""
+    from msgboard.errors import StoreFull
+
+    s = DurableStore(tmp_path / "board", map_size=1 << 20, max_map_size=1 << 20)
+    try:
+        with pytest.raises(StoreFull):
+            s.grow()
+    finally:
+        s.close()
+
+
+class _Watched:
+    """Wraps an lmdb object, counting calls that touch the message sub-dbs."""
+
+    def __init__(self, inner: Any, watch: dict[str, Any]) -> None:
+        self._inner, self._watch = inner, watch
+
+    def __enter__(self) -> _Watched:
+        self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.__exit__(*exc)
+
+    def __getattr__(self, attr: str) -> Any:
+        fn = getattr(self._inner, attr)
+        watch = self._watch
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs = {k: v._inner if isinstance(v, _Watched) else v for k, v in kwargs.items()}
+            if any(a is db for a in (*args, *kwargs.values()) for db in watch["dbs"]):
+                watch["reads"] += 1
+            result = fn(*args, **kwargs)
+            if attr == "open_db" and args[0] in (b"unprocessed", b"history"):
+                watch["dbs"].append(result)
+            return _Watched(result, watch) if attr == "begin" else result
+
+        return call
+
+
+class _WatchedStore(DurableStore):
+    watch: dict[str, Any]
+
+    def _open_env(self, path: str, map_size: int, sync: bool) -> Any:
+        return _Watched(super()._open_env(path, map_size, sync), self.watch)
+
+
+def test_open_reads_no_messages(tmp_path: Path) -> None:
+    """Given a board with 20,000 messages in both sections, when I open it, I
+    expect no read of the unprocessed or history sub-databases (the counter
+    does see the first fetch after)."""
+    path = tmp_path / "board"
+    s = DurableStore(path)
+    make(s, max_history=UNLIMITED)
+    for _ in range(4):
+        post(s, 5000)
+    with s.begin() as txn:
+        for seq in range(1, 5000):
+            txn.process("q", seq, now=20 * S, max_history=UNLIMITED)
+    s.close()
+    _WatchedStore.watch = {"dbs": [], "reads": 0}
+    s = _WatchedStore(path)
+    try:
+        assert len(_WatchedStore.watch["dbs"]) == 2
+        assert _WatchedStore.watch["reads"] == 0
+        with s.begin() as txn:
+            assert txn.counts("q") == Counts(15_001, 4999, 20_001)
+        assert _WatchedStore.watch["reads"] == 0
+        with s.begin() as txn:
+            assert txn.fetch("q", 7) is not None
+        assert _WatchedStore.watch["reads"] >= 1
+    finally:
+        s.close()
