@@ -7,7 +7,7 @@ import json
 import pytest
 
 from msgboard.cli import main
-from tests.conftest import ServerThread
+from msgboard.testing import ServerThread
 
 
 def run(server: ServerThread, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

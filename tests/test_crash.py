@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,37 +9,7 @@ from pathlib import Path
 from msgboard import Message
 from msgboard.client import Client
 from msgboard.errors import MsgboardError
-
-
-def start_server(data: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``msgboard serve`` in a child process on a free loopback port; its
-    log goes to a file beside the data, where the bound address is read."""
-    log = data.parent / f"server-{time.monotonic_ns()}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "msgboard",
-                "serve",
-                "--data",
-                str(data),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            stderr=out,
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = re.search(r"serving on (\S+:\d+)", log.read_text())
-        if found:
-            return proc, found.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise RuntimeError(f"the server did not start: {log.read_text()}")
+from msgboard.testing import ServerProcess
 
 
 def test_every_answered_post_survives_kill_9(tmp_path: Path) -> None:
@@ -53,7 +18,8 @@ def test_every_answered_post_survives_kill_9(tmp_path: Path) -> None:
     post that was answered to be there under its seq, and the seqs to run
     without gaps."""
     data = tmp_path / "board"
-    proc, address = start_server(data)
+    server = ServerProcess(data)
+    address = server.address
     acked: dict[int, tuple[object, ...]] = {}
     lock = threading.Lock()
     stop = threading.Event()
@@ -91,16 +57,15 @@ def test_every_answered_post_survives_kill_9(tmp_path: Path) -> None:
     for w in workers:
         w.start()
     time.sleep(1.5)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
+    server.kill()
     stop.set()
     for w in workers:
         w.join(20)
     assert len(acked) > 100, "the posters did not get going"
 
-    proc, address = start_server(data)
+    server = ServerProcess(data)
     try:
-        with Client(address) as c:
+        with Client(server.address) as c:
             stored: dict[int, tuple[object, ...]] = {}
             seq = 1
             while True:
@@ -114,5 +79,4 @@ def test_every_answered_post_survives_kill_9(tmp_path: Path) -> None:
             assert sorted(stored) == list(range(1, len(stored) + 1))
             assert c.post("durable", ("after",)) == len(stored) + 1
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, "SIGTERM did not stop the server cleanly"
+        assert server.stop() == 0, "SIGTERM did not stop the server cleanly"

@@ -21,9 +21,9 @@ from msgboard.errors import (
     QueueNotFound,
 )
 from msgboard.spec import UNLIMITED
+from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from tests.conftest import ServerThread
 
 
 def test_queue_rpcs_create_get_list_delete(client: Client) -> None:

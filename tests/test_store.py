@@ -16,7 +16,7 @@ from typing import Any
 import lmdb
 import pytest
 
-from msgboard.errors import StoreError
+from msgboard.errors import StoreError, StoreFull
 from msgboard.lmdbstore import (
     Counts,
     DurableStore,
@@ -296,7 +296,7 @@ def test_seq_at_finds_the_first_message_posted_at_or_after_a_time(store: Store) 
         every = list(txn.scan("q"))
         times = sorted({m.posted_at for m in every})
         probes = [0, 50 * S, now, now + 1, now + 10 * S]
-        probes += [t + d for t in rng.sample(times, 60) for d in (-1, 0, 1)]
+        probes += [t + d for t in rng.sample(times, 60) for d in (-1, 0, 1, S)]
         for t in probes:
             expect = next((m.seq for m in every if m.posted_at >= t), None)
             assert txn.seq_at("q", t) == expect, t
@@ -389,12 +389,14 @@ def test_reopen_restores_everything(tmp_path: Path) -> None:
     s = DurableStore(path)
     make(s, "a", max_history=UNLIMITED)
     make(s, "b")
+    make(s, "gone")
     post(s, 4, name="a", now=50 * S, step=1)
     post(s, 3, name="b", now=60 * S, step=S)
     with s.begin() as txn:
         txn.process("a", 1, now=70 * S, max_history=UNLIMITED)
         txn.process("b", 2, now=70 * S, max_history=0)
         txn.process("b", 3, now=70 * S, max_history=0)
+        txn.delete_queue("gone")
         before = [list(txn.scan(n)) for n in ("a", "b")]
     s.close()
     s = DurableStore(path)
@@ -410,6 +412,15 @@ def test_reopen_restores_everything(tmp_path: Path) -> None:
             assert (b.seq, b.posted_at) == (4, 62 * S)
             assert txn.seq_at("b", 61 * S) == 4
             assert txn.append("a", Message(), now=80 * S).seq == 5
+            txn.create_queue(QueueSpec("gone"), created_at=2)
+            assert txn.counts("gone") == Counts(0, 0, 1)
+    finally:
+        s.close()
+    s = DurableStore(path)
+    try:
+        with s.begin() as txn:
+            assert [i.spec.name for i in txn.queues()] == ["a", "b", "gone"]
+            assert txn.counts("b") == Counts(2, 0, 5)
     finally:
         s.close()
 
@@ -495,12 +506,33 @@ def test_map_full_aborts_then_grow_and_retry_succeeds(tmp_path: Path) -> None:
 def test_map_growth_stops_at_max_map_size(tmp_path: Path) -> None:
     """Given a map that may not grow, when it is full, I expect grow() to
     refuse with StoreFull (a full disk, to the engine)."""
-    from msgboard.errors import StoreFull
-
     s = DurableStore(tmp_path / "board", map_size=1 << 20, max_map_size=1 << 20)
     try:
         with pytest.raises(StoreFull):
             s.grow()
+    finally:
+        s.close()
+
+
+def test_an_lmdb_error_aborts_and_becomes_a_store_error(tmp_path: Path) -> None:
+    """Given a queue name longer than LMDB's key limit, when I create it among
+    other writes, I expect StoreError, the whole transaction aborted, and a
+    commit of it refused."""
+    s = DurableStore(tmp_path / "board")
+    try:
+        make(s)
+        with pytest.raises(StoreError), s.begin() as txn:
+            txn.append("q", Message(), 1)
+            txn.create_queue(QueueSpec("x" * 600), created_at=1)
+        txn2 = s.begin()
+        txn2.append("q", Message(), 1)
+        with pytest.raises(StoreError):
+            txn2.create_queue(QueueSpec("x" * 600), created_at=1)
+        with pytest.raises(StoreError):
+            txn2.commit()
+        with s.begin() as txn:
+            assert [i.spec.name for i in txn.queues()] == ["q"]
+            assert txn.counts("q") == Counts(0, 0, 1)
     finally:
         s.close()
 

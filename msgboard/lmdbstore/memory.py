@@ -13,6 +13,7 @@ thread that began it, and no writes while iterating a ``scan``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -34,7 +35,18 @@ _seq = attrgetter("seq")
 _Undo = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
-def _stamp(
+#: Message's slot descriptors: (get, set) of the fields a stamp copies, and
+#: the setters of those it sets, in ``stamp``'s argument order.
+_STAMPED = ("queue", "seq", "posted_at", "processed_at", "delivery_count", "section")
+_COPIED = [
+    (getattr(Message, f.name).__get__, getattr(Message, f.name).__set__)
+    for f in dataclasses.fields(Message)
+    if f.name not in _STAMPED
+]
+_SET = [getattr(Message, name).__set__ for name in _STAMPED]
+
+
+def stamp(
     m: Message,
     queue: str,
     seq: int,
@@ -43,23 +55,20 @@ def _stamp(
     delivery_count: int,
     section: Section,
 ) -> Message:
-    # Twice as fast as dataclasses.replace, and append is the hot path.
-    return Message(
-        tuple=m.tuple,
-        address=m.address,
-        priority=m.priority,
-        headers=m.headers,
-        reply_to=m.reply_to,
-        expires_at=m.expires_at,
-        content_type=m.content_type,
-        body=m.body,
-        queue=queue,
-        seq=seq,
-        posted_at=posted_at,
-        processed_at=processed_at,
-        delivery_count=delivery_count,
-        section=section,
-    )
+    """``m`` with the fields the board sets. Fills the frozen dataclass's
+    slots directly: twice as fast as ``Message.but``, on the hot path of
+    append and process (the LMDB store uses it too)."""
+    r: Message = object.__new__(Message)
+    for get, set_ in _COPIED:
+        set_(r, get(m))
+    sq, ss, sp, spr, sd, sse = _SET
+    sq(r, queue)
+    ss(r, seq)
+    sp(r, posted_at)
+    spr(r, processed_at)
+    sd(r, delivery_count)
+    sse(r, section)
+    return r
 
 
 class _Queue:
@@ -215,7 +224,7 @@ class MemoryTxn(Txn):
         q = self._touch(name)
         posted = now if now > q.last_posted else q.last_posted
         seq = q.next_seq
-        m = _stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+        m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
         q.unprocessed[seq] = m
         self._log.append((q.unprocessed.__delitem__, (seq,)))
         second = posted // _US
@@ -239,7 +248,7 @@ class MemoryTxn(Txn):
             raise KeyError(f"{name!r} seq {seq} is not unprocessed")
         log = self._log
         log.append((q.unprocessed.__setitem__, (seq, old)))
-        m = _stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+        m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
         if max_history > 0:
             history = q.history
             history[seq] = m
@@ -257,7 +266,7 @@ class MemoryTxn(Txn):
         if old is not None:
             self._log.append((q.history.__setitem__, (seq, old)))
         old = q.unprocessed.get(seq)
-        q.unprocessed[seq] = _stamp(
+        q.unprocessed[seq] = stamp(
             msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED
         )
         if old is None:

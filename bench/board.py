@@ -1,0 +1,172 @@
+"""Board benchmark: durable post and take rates over gRPC, beside the floors.
+
+Starts a real ``msgboard serve`` in a child process on a throw-away data
+directory (loopback only), drives it with the Python client, stops it, and
+prints one table plus a JSON file (bench/results/board-<time>.json). In the
+same run it measures the floors the figures should be read against: raw LMDB
+commits with fsync, one message and 100 messages per transaction.
+
+    scripts/bench [--messages 100000] [--unary 5000] [--rounds 3] [--sync fsync]
+
+Each figure is the median of ``--rounds`` runs (min and max beside it); the
+server and client share this machine's cores, as they would in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+
+from msgboard import Message
+from msgboard.client import Client
+from msgboard.testing import ServerProcess
+
+BODY = b"x" * 100
+
+
+def timed(fn: Callable[[], int]) -> float:
+    """Runs ``fn`` (which returns how many items it did) and gives items/s."""
+    t = time.perf_counter()
+    n = fn()
+    return n / (time.perf_counter() - t)
+
+
+def raw_lmdb(path: Path, per_txn: int, txns: int) -> float:
+    """Messages/s committed by bare py-lmdb with fsync: the physical floor."""
+    env = lmdb.open(str(path), map_size=1 << 30, sync=True, max_dbs=1)
+    db = env.open_db(b"m")
+    t = time.perf_counter()
+    seq = 0
+    for _ in range(txns):
+        with env.begin(write=True, db=db) as txn:
+            for _ in range(per_txn):
+                seq += 1
+                txn.put(seq.to_bytes(12, "big"), BODY)
+    rate = seq / (time.perf_counter() - t)
+    env.close()
+    return rate
+
+
+def round_once(c: Client, args: argparse.Namespace, r: int) -> dict[str, float]:
+    q = f"bench{r}"
+    c.create_queue(q)
+    out: dict[str, float] = {}
+
+    lat: list[float] = []
+
+    def unary() -> int:
+        for i in range(args.unary):
+            t = time.perf_counter()
+            c.post(q, (i,), body=BODY)
+            lat.append(time.perf_counter() - t)
+        return args.unary
+
+    out["post_unary_per_s"] = timed(unary)
+    lat.sort()
+    out["post_unary_p50_ms"] = lat[len(lat) // 2] * 1e3
+    out["post_unary_p99_ms"] = lat[int(len(lat) * 0.99)] * 1e3
+
+    msgs = [Message(tuple=(i,), body=BODY) for i in range(args.messages)]
+
+    def stream() -> int:
+        return len(c.post_many(q, msgs, batch=args.batch))
+
+    out["post_stream_per_s"] = timed(stream)
+
+    def take_one() -> int:
+        for _ in range(args.unary):
+            if not c.take(q):
+                raise RuntimeError("queue ran dry")
+        return args.unary
+
+    out["take_unary_per_s"] = timed(take_one)
+
+    def take_many() -> int:
+        n = 0
+        while n < args.messages - args.unary:
+            got = c.take(q, max=100)
+            if not got:
+                break
+            n += len(got)
+        return n
+
+    out["take_100_per_s"] = timed(take_many)
+    c.delete_queue(q)
+    return out
+
+
+LABELS = [
+    ("post_unary_per_s", "Post, one at a time, durable", "msgs/s"),
+    ("post_unary_p50_ms", "  latency p50", "ms"),
+    ("post_unary_p99_ms", "  latency p99", "ms"),
+    ("post_stream_per_s", "PostStream, batches, durable", "msgs/s"),
+    ("take_unary_per_s", "Take, one per call", "msgs/s"),
+    ("take_100_per_s", "Take, max=100 per call", "msgs/s"),
+    ("lmdb_fsync_1_per_s", "floor: raw LMDB, 1 msg/fsync'd txn", "msgs/s"),
+    ("lmdb_fsync_100_per_s", "floor: raw LMDB, 100 msgs/fsync'd txn", "msgs/s"),
+]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--messages", type=int, default=100_000, help="for the batched rows")
+    p.add_argument("--unary", type=int, default=5_000, help="for the one-at-a-time rows")
+    p.add_argument("--batch", type=int, default=100, help="messages per PostStream request")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--sync", choices=["fsync", "weaker-no-fsync"], default="fsync")
+    p.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = p.parse_args()
+
+    rounds: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-") as tmp:
+        server = ServerProcess(Path(tmp) / "board", "--sync", args.sync)
+        try:
+            with Client(server.address, timeout=600) as c:
+                c.wait_ready()
+                for r in range(args.rounds):
+                    figures = round_once(c, args, r)
+                    # The floor, alternating with the board's rounds.
+                    floor = Path(tmp) / f"raw{r}"
+                    figures["lmdb_fsync_1_per_s"] = raw_lmdb(floor, 1, 2000)
+                    figures["lmdb_fsync_100_per_s"] = raw_lmdb(Path(f"{floor}-100"), 100, 500)
+                    rounds.append(figures)
+                    print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        finally:
+            server.stop()
+
+    rows = {}
+    print(
+        f"\nmsgboard {args.sync}, {args.messages:,} x 100-byte messages (unary rows: "
+        f"{args.unary:,}), batch {args.batch}, median of {args.rounds} "
+        f"on {platform.node()} ({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}\n"
+    )
+    print(f"{'':44} {'median':>12} {'min':>12} {'max':>12}")
+    for key, label, unit in LABELS:
+        vals = [r[key] for r in rounds]
+        med = statistics.median(vals)
+        rows[key] = {"median": med, "min": min(vals), "max": max(vals), "unit": unit}
+        fmt = "{:>12,.0f}" if unit == "msgs/s" else "{:>12.3f}"
+        cells = " ".join(fmt.format(v) for v in (med, min(vals), max(vals)))
+        print(f"{label:44} {cells}  {unit}")
+    ratio_stream = rows["post_stream_per_s"]["median"] / rows["lmdb_fsync_100_per_s"]["median"]
+    ratio_unary = rows["post_unary_per_s"]["median"] / rows["lmdb_fsync_1_per_s"]["median"]
+    print(f"\nPostStream / raw LMDB at 100 per txn: {ratio_stream:.2f}")
+    print(f"unary Post / raw LMDB at 1 per txn:   {ratio_unary:.2f}")
+    os.makedirs(args.out, exist_ok=True)
+    path = Path(args.out) / f"board-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps({"args": vars(args), "rows": rows, "rounds": rounds}, indent=2))
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
