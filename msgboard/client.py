@@ -259,13 +259,8 @@ class Client:
     ) -> list[Message]:
         """Removes and returns up to ``max`` of the oldest matching messages,
         waiting up to ``timeout`` seconds for a first (0: try once)."""
-        req = pb.TakeRequest(
-            queue=queue, pattern=codec.pattern_to_pb(make_pattern(templates, address)), max=max
-        )
-        req.timeout.FromNanoseconds(int(timeout * 1e9))
-        with _mapped():
-            r = self._stub.Take(req, timeout=self._deadline(timeout))
-        return [codec.message_from_pb(m) for m in r.messages]
+        req = pb.TakeRequest(queue=queue, max=max)
+        return self._match(self._stub.Take, req, templates, address, timeout)
 
     def read(
         self,
@@ -277,12 +272,21 @@ class Client:
         max: int = 1,
     ) -> list[Message]:
         """Like take, but leaves the messages on the queue."""
-        req = pb.ReadRequest(
-            queue=queue, pattern=codec.pattern_to_pb(make_pattern(templates, address)), max=max
-        )
+        req = pb.ReadRequest(queue=queue, max=max)
+        return self._match(self._stub.Read, req, templates, address, timeout)
+
+    def _match(
+        self,
+        rpc: Any,
+        req: Any,
+        templates: Templates,
+        address: str | AddressPattern | None,
+        timeout: float,
+    ) -> list[Message]:
+        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with _mapped():
-            r = self._stub.Read(req, timeout=self._deadline(timeout))
+            r = rpc(req, timeout=self._deadline(timeout))
         return [codec.message_from_pb(m) for m in r.messages]
 
     def browse(

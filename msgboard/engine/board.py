@@ -164,14 +164,7 @@ class Board:
         return self.get_queue_async(name).result()
 
     def list_queues_async(self) -> Future[list[QueueView]]:
-        def run(b: Batch) -> list[QueueView]:
-            views = []
-            for durable in (True, False):
-                txn = b.txn(durable)
-                views += [self._view(txn, info) for info in txn.queues()]
-            return sorted(views, key=lambda v: v.spec.name)
-
-        return self._writer.submit(run)
+        return self._writer.submit(self._views)
 
     def list_queues(self) -> list[QueueView]:
         return self.list_queues_async().result()
@@ -425,14 +418,7 @@ class Board:
             self.limits.check_name(queue)
 
         def run(b: Batch) -> BoardStats:
-            if queue:
-                views = [self._view(*self._find(b, queue))]
-            else:
-                views = []
-                for durable in (True, False):
-                    txn = b.txn(durable)
-                    views += [self._view(txn, info) for info in txn.queues()]
-                views.sort(key=lambda v: v.spec.name)
+            views = [self._view(*self._find(b, queue))] if queue else self._views(b)
             rows = []
             for v in views:
                 t = self._traffic.get(v.spec.name, Traffic())
@@ -471,6 +457,14 @@ class Board:
         if found is None:
             raise QueueNotFound(name)
         return found
+
+    def _views(self, b: Batch) -> list[QueueView]:
+        """Every queue of both stores, by name."""
+        views = []
+        for durable in (True, False):
+            txn = b.txn(durable)
+            views += [self._view(txn, info) for info in txn.queues()]
+        return sorted(views, key=lambda v: v.spec.name)
 
     def _view(self, txn: Txn, info: QueueInfo) -> QueueView:
         c = txn.counts(info.spec.name)
