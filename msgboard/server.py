@@ -310,6 +310,9 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("msgboard stopping")
+        # Blocked calls get their "nothing in time" answer rather than wait
+        # out the grace period and be cancelled.
+        await _wait(board.release())
         await server.stop(grace)
     finally:
         await asyncio.get_running_loop().run_in_executor(None, board.close)

@@ -80,3 +80,20 @@ def test_every_answered_post_survives_kill_9(tmp_path: Path) -> None:
             assert c.post("durable", ("after",)) == len(stored) + 1
     finally:
         assert server.stop() == 0, "SIGTERM did not stop the server cleanly"
+
+
+def test_a_take_blocked_at_shutdown_gets_an_empty_answer_at_once(tmp_path: Path) -> None:
+    """Given a take blocked for a minute, when the server gets SIGTERM, I
+    expect the take answered with nothing well before the grace period."""
+    server = ServerProcess(tmp_path / "board")
+    got: list[object] = []
+    with Client(server.address) as c:
+        c.create_queue("q")
+        waiting = threading.Thread(target=lambda: got.append(c.take("q", timeout=60)))
+        waiting.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert server.stop() == 0
+        waiting.join(10)
+    assert got == [[]]
+    assert time.monotonic() - started < 1.5

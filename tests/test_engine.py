@@ -291,3 +291,26 @@ def test_concurrent_posts_share_group_commits(board: Board) -> None:
     seqs = sorted(s for f in futs for s in f.result(30))
     assert seqs == list(range(1, 2001))
     assert board.stats().commits - before < 1000
+
+
+def test_every_blocked_read_sees_a_post_even_one_that_a_take_consumes(board: Board) -> None:
+    """Given a blocked take and, after it, a blocked read for the same
+    tuple, when the tuple is posted, I expect both to get it."""
+    board.create_queue(QueueSpec("order"))
+    t = board.take_async("order", timeout=10)
+    time.sleep(0.05)
+    r = board.read_async("order", timeout=10)
+    time.sleep(0.05)
+    post(board, "order", ("x",))
+    assert t.result(5)[0].tuple == ("x",)
+    assert r.result(5)[0].tuple == ("x",)
+
+
+def test_release_answers_blocked_calls_with_nothing(board: Board) -> None:
+    board.create_queue(QueueSpec("rel"))
+    fut = board.take_async("rel", timeout=60)
+    time.sleep(0.05)
+    board.release().result(5)
+    assert fut.result(5) == []
+    post(board, "rel", ("x",))
+    assert board.get_queue("rel").unprocessed == 1

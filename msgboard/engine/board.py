@@ -234,22 +234,29 @@ class Board:
         return seqs
 
     def _offer(self, b: Batch, txn: Txn, spec: QueueSpec, msg: Message) -> None:
-        """Hands a new message to the waiters it matches, oldest first: every
-        matching Read gets it, then the first matching Take takes it."""
+        """Hands a new message to the waiters it matches: every matching Read
+        gets it, then the oldest matching Take takes it."""
         if msg.expired(b.now):
             return
-        for w in self._waiters.of(spec.name):
+        waiters = self._waiters.of(spec.name)
+        taker = None
+        for w in waiters:
             if w.claimed or not w.pattern.matches(msg):
                 continue
             if not claim(w.future):  # its caller gave up
                 self._waiters.remove(w)
-                continue
-            w.claimed = True
-            b.undo(lambda w=w: setattr(w, "claimed", False))  # type: ignore[misc]
-            got = txn.process(spec.name, msg.seq, b.now, spec.max_history) if w.take else msg
-            b.after(lambda w=w, got=got: self._wake(w, got))  # type: ignore[misc]
-            if w.take:
-                return
+            elif not w.take:
+                self._hand(b, w, msg)
+            elif taker is None:
+                taker = w
+        if taker is not None:
+            self._hand(b, taker, txn.process(spec.name, msg.seq, b.now, spec.max_history))
+
+    def _hand(self, b: Batch, w: Waiter, msg: Message) -> None:
+        """Gives ``msg`` to a waiter once the batch is durable."""
+        w.claimed = True
+        b.undo(lambda: setattr(w, "claimed", False))
+        b.after(lambda: self._wake(w, msg))
 
     def _wake(self, w: Waiter, msg: Message) -> None:
         self._waiters.remove(w)
@@ -320,6 +327,18 @@ class Board:
             return PENDING
 
         return self._writer.submit(run, fut)
+
+    def release(self) -> Future[None]:
+        """Answers every blocked Take and Read with nothing now, as if their
+        timeouts had passed (the server calls it before shutting down)."""
+
+        def run(b: Batch) -> None:
+            for w in self._waiters.all():
+                if not w.claimed:
+                    self._waiters.remove(w)
+                    answer(w.future, [])
+
+        return self._writer.submit(run)
 
     def abandon(self, queue: str, fut: Future[list[Message]]) -> None:
         """Tells the board that the caller of a take gave up on ``fut`` (its
