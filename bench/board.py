@@ -27,8 +27,9 @@ from pathlib import Path
 
 import lmdb
 
-from msgboard import Message
+from msgboard import Message, QueueSpec
 from msgboard.client import Client
+from msgboard.engine import Board
 from msgboard.testing import ServerProcess
 
 BODY = b"x" * 100
@@ -55,6 +56,32 @@ def raw_lmdb(path: Path, per_txn: int, txns: int) -> float:
     rate = seq / (time.perf_counter() - t)
     env.close()
     return rate
+
+
+def embedded(path: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The engine in this process, no gRPC: batched posts and takes."""
+    out: dict[str, float] = {}
+    with Board(path, sync=args.sync == "fsync") as b:
+        b.create_queue(QueueSpec("q"))
+        batches = [
+            [Message(tuple=(i,), body=BODY) for i in range(args.batch)]
+            for _ in range(args.messages // args.batch)
+        ]
+
+        def post() -> int:
+            futs = [b.post_async("q", batch) for batch in batches]
+            return sum(len(f.result()) for f in futs)
+
+        out["embedded_post_per_s"] = timed(post)
+
+        def take() -> int:
+            n = 0
+            while got := b.take("q", max=100):
+                n += len(got)
+            return n
+
+        out["embedded_take_100_per_s"] = timed(take)
+    return out
 
 
 def round_once(c: Client, args: argparse.Namespace, r: int) -> dict[str, float]:
@@ -112,6 +139,8 @@ LABELS = [
     ("post_stream_per_s", "PostStream, batches, durable", "msgs/s"),
     ("take_unary_per_s", "Take, one per call", "msgs/s"),
     ("take_100_per_s", "Take, max=100 per call", "msgs/s"),
+    ("embedded_post_per_s", "engine in-process, batched posts", "msgs/s"),
+    ("embedded_take_100_per_s", "engine in-process, take max=100", "msgs/s"),
     ("lmdb_fsync_1_per_s", "floor: raw LMDB, 1 msg/fsync'd txn", "msgs/s"),
     ("lmdb_fsync_100_per_s", "floor: raw LMDB, 100 msgs/fsync'd txn", "msgs/s"),
 ]
@@ -137,6 +166,7 @@ def main() -> None:
                     figures = round_once(c, args, r)
                     # The floor, alternating with the board's rounds.
                     floor = Path(tmp) / f"raw{r}"
+                    figures.update(embedded(Path(tmp) / f"embedded{r}", args))
                     figures["lmdb_fsync_1_per_s"] = raw_lmdb(floor, 1, 2000)
                     figures["lmdb_fsync_100_per_s"] = raw_lmdb(Path(f"{floor}-100"), 100, 500)
                     rounds.append(figures)
@@ -162,6 +192,8 @@ def main() -> None:
     ratio_unary = rows["post_unary_per_s"]["median"] / rows["lmdb_fsync_1_per_s"]["median"]
     print(f"\nPostStream / raw LMDB at 100 per txn: {ratio_stream:.2f}")
     print(f"unary Post / raw LMDB at 1 per txn:   {ratio_unary:.2f}")
+    ratio_grpc = rows["post_stream_per_s"]["median"] / rows["embedded_post_per_s"]["median"]
+    print(f"PostStream / engine in-process:       {ratio_grpc:.2f}")
     os.makedirs(args.out, exist_ok=True)
     path = Path(args.out) / f"board-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps({"args": vars(args), "rows": rows, "rounds": rounds}, indent=2))
