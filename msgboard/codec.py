@@ -26,13 +26,11 @@ from msgboard.associative import (
     Template,
     ValueType,
 )
-from msgboard.associative.tuples import located
+from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value
 from msgboard.spec import OverflowPolicy, QueueSpec
 from msgboard.v1 import board_pb2 as pb
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _SECTION_TO_PB = {
     Section.UNPROCESSED: pb.SECTION_UNPROCESSED,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 #: A tuple field: null, bool, int (64-bit), float (64-bit), str or bytes.
@@ -61,7 +61,3 @@ class Message:
     def expired(self, now: int) -> bool:
         """True once the message's lease has run out."""
         return self.expires_at != 0 and now >= self.expires_at
-
-    def but(self, **changes: object) -> Message:
-        """A copy with some fields changed."""
-        return replace(self, **changes)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ reopen, map growth, the key layout and what opening reads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import struct
@@ -147,7 +148,7 @@ def test_append_stores_the_whole_envelope(store: Store) -> None:
     )
     with store.begin() as txn:
         stored = txn.append("q", msg, now=7 * S)
-    assert stored == msg.but(queue="q", seq=1, posted_at=7 * S)
+    assert stored == dataclasses.replace(msg, queue="q", seq=1, posted_at=7 * S)
     with store.begin() as txn:
         assert txn.fetch("q", 1) == stored
         assert txn.fetch("q", 2) is None

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from msgboard.associative import Pattern
+from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine.limits import Limits
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
@@ -35,7 +35,6 @@ from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, StoreInfo, 
 from msgboard.message import Message, Section
 from msgboard.spec import OverflowPolicy, QueueSpec
 
-ANY_MESSAGE = Pattern()
 #: The most messages one Browse page reads before it answers, matching or
 #: not, so that a rare pattern cannot hold the writer for long.
 BROWSE_SCAN_LIMIT = 100_000
@@ -296,7 +295,7 @@ class Board:
         self.limits.check_name(queue)
         max = self.limits.check_count(max, self.limits.max_take, "max", 1)
         timeout = self.limits.check_timeout(timeout)
-        pat = pattern or ANY_MESSAGE
+        pat = pattern or EVERYTHING
         deadline = time.monotonic() + timeout
         fut: Future[list[Message]] = Future()
 
@@ -381,7 +380,7 @@ class Board:
         limit = self.limits.check_count(limit, self.limits.max_page, "limit", 100)
         if seq < 0:
             raise InvalidArgument(f"seq: must not be negative (got {seq})")
-        pat = pattern or ANY_MESSAGE
+        pat = pattern or EVERYTHING
 
         def run(b: Batch) -> Page:
             txn, _ = self._find(b, queue)

@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass
 
 from msgboard.associative import check_fields
+from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.errors import InvalidArgument, MessageTooLarge
 from msgboard.message import Message
 from msgboard.spec import OverflowPolicy, QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
 
