@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from msgboard.engine import Board, Limits
@@ -76,12 +77,15 @@ class ServerThread:
 class ServerProcess:
     """``msgboard serve`` in a child process on a free loopback port."""
 
-    def __init__(self, data: Path, *args: str) -> None:
+    def __init__(self, data: Path, *args: str, prefix: Sequence[str] = ()) -> None:
+        """``args`` go to ``msgboard serve``; ``prefix`` runs before it (e.g.
+        nsenter into a namespace with the data directory on a small disk)."""
         self.data = data
         self.log = data.parent / f"server-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [
+                    *prefix,
                     *(sys.executable, "-m", "msgboard", "serve"),
                     *("--data", str(data), "--listen", "127.0.0.1:0"),
                     *args,

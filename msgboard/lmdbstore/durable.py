@@ -52,6 +52,7 @@ import errno
 import heapq
 import json
 import os
+import shutil
 import struct
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -254,7 +255,7 @@ class DurableStore(Store):
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
                     self._env.set_mapsize(size)
-            self._txn = DurableTxn(self, self._env.begin(write=True))
+            self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
         return self._txn
 
     def grow(self) -> None:
@@ -291,9 +292,10 @@ class DurableStore(Store):
 class DurableTxn(Txn):
     """The write transaction of a DurableStore."""
 
-    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes]) -> None:
+    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int) -> None:
         self._store = store
         self._txn = txn
+        self._reserve = reserve
         #: Queues this transaction wrote: private copies, None once deleted.
         self._q: dict[str, _Queue | None] = {}
         self._next_qid = store._next_qid
@@ -318,15 +320,25 @@ class DurableTxn(Txn):
             self.abort()  # nothing to write, nothing to fsync
             return
         store = self._store
-        with self._guard:
-            put = self._txn.put
-            for q in self._q.values():
-                if q is not None:
-                    state = _STATE.pack(q.next_seq, q.unprocessed, q.history)
-                    put(q.prefix, state, db=store._state)
-            if self._next_qid != store._next_qid:
-                put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
-            self._txn.commit()
+        try:
+            with self._guard:
+                put = self._txn.put
+                for q in self._q.values():
+                    if q is not None:
+                        state = _STATE.pack(q.next_seq, q.unprocessed, q.history)
+                        put(q.prefix, state, db=store._state)
+                if self._next_qid != store._next_qid:
+                    put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
+                self._txn.commit()
+        except StoreError as e:
+            # A full disk shows as ENOSPC, or as EIO where a write came up
+            # short (LMDB's word for it): tell it by the free space.
+            free = shutil.disk_usage(store.path).free
+            if not isinstance(e, StoreFull) and free < 2 * self._reserve + HEADROOM:
+                raise StoreFull(
+                    f"disk full: {free} bytes free on {store.path}; the write was refused"
+                ) from e
+            raise
         self._done = True
         store._txn = None
         for name, q in self._q.items():
