@@ -139,7 +139,10 @@ class _DirectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Direction.V
     """Towards older messages (decreasing seq)."""
 
 class Direction(_Direction, metaclass=_DirectionEnumTypeWrapper):
-    """---------------------------------------------------------------- browsing"""
+    """---------------------------------------------------------------- browsing
+
+    Which way Browse pages.
+    """
 
 DIRECTION_UNSPECIFIED: Direction.ValueType  # 0
 """same as FORWARD"""
@@ -198,10 +201,15 @@ class Value(_message.Message):
     null: Global___NullValue.ValueType
     """The null value."""
     bool: _builtins.bool
+    """A boolean: matches only booleans (true is not 1)."""
     int: _builtins.int
+    """A signed 64-bit integer: matches only ints (1 is not 1.0)."""
     float: _builtins.float
+    """A 64-bit IEEE float: matches only floats. NaN equals NaN."""
     string: _builtins.str
+    """A UTF-8 string."""
     bytes: _builtins.bytes
+    """Opaque bytes."""
     def __init__(
         self,
         *,
@@ -417,9 +425,13 @@ class Range(_message.Message):
     LO_FIELD_NUMBER: _builtins.int
     HI_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def lo(self) -> Global___Value: ...
+    def lo(self) -> Global___Value:
+        """The low bound, included: a number (int or float) or a string."""
+
     @_builtins.property
-    def hi(self) -> Global___Value: ...
+    def hi(self) -> Global___Value:
+        """The high bound, included: of the same kind as lo, and not below it."""
+
     def __init__(
         self,
         *,
@@ -444,7 +456,9 @@ class Template(_message.Message):
 
     FIELDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def fields(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldPattern]: ...
+    def fields(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldPattern]:
+        """One pattern per tuple field, in order. At most 64."""
+
     def __init__(
         self,
         *,
@@ -601,9 +615,13 @@ class Queue(_message.Message):
     waiting: _builtins.int
     """Takes and Reads blocked on this queue."""
     @_builtins.property
-    def spec(self) -> Global___QueueSpec: ...
+    def spec(self) -> Global___QueueSpec:
+        """The queue's name and properties."""
+
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the queue was created."""
+
     def __init__(
         self,
         *,
@@ -624,11 +642,15 @@ Global___Queue: _TypeAlias = Queue  # noqa: Y015
 
 @_typing.final
 class CreateQueueRequest(_message.Message):
+    """CreateQueue's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SPEC_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def spec(self) -> Global___QueueSpec: ...
+    def spec(self) -> Global___QueueSpec:
+        """The queue to create. Only name is required."""
+
     def __init__(
         self,
         *,
@@ -644,10 +666,13 @@ Global___CreateQueueRequest: _TypeAlias = CreateQueueRequest  # noqa: Y015
 
 @_typing.final
 class GetQueueRequest(_message.Message):
+    """GetQueue's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """The queue's name."""
     def __init__(
         self,
         *,
@@ -663,6 +688,8 @@ Global___GetQueueRequest: _TypeAlias = GetQueueRequest  # noqa: Y015
 
 @_typing.final
 class ListQueuesRequest(_message.Message):
+    """ListQueues' request: no arguments."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -678,11 +705,15 @@ Global___ListQueuesRequest: _TypeAlias = ListQueuesRequest  # noqa: Y015
 
 @_typing.final
 class ListQueuesResponse(_message.Message):
+    """ListQueues' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___Queue]: ...
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___Queue]:
+        """Every queue, ordered by name."""
+
     def __init__(
         self,
         *,
@@ -698,10 +729,13 @@ Global___ListQueuesResponse: _TypeAlias = ListQueuesResponse  # noqa: Y015
 
 @_typing.final
 class DeleteQueueRequest(_message.Message):
+    """DeleteQueue's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """The queue's name."""
     def __init__(
         self,
         *,
@@ -717,6 +751,8 @@ Global___DeleteQueueRequest: _TypeAlias = DeleteQueueRequest  # noqa: Y015
 
 @_typing.final
 class DeleteQueueResponse(_message.Message):
+    """DeleteQueue's answer: nothing, once the queue is gone for good."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -732,7 +768,10 @@ Global___DeleteQueueResponse: _TypeAlias = DeleteQueueResponse  # noqa: Y015
 
 @_typing.final
 class PostRequest(_message.Message):
-    """---------------------------------------------------------------- posting"""
+    """---------------------------------------------------------------- posting
+
+    Post's request: messages for one queue.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -760,6 +799,8 @@ Global___PostRequest: _TypeAlias = PostRequest  # noqa: Y015
 
 @_typing.final
 class PostResponse(_message.Message):
+    """Post's answer, sent once the messages are durable."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQS_FIELD_NUMBER: _builtins.int
@@ -784,6 +825,8 @@ Global___PostResponse: _TypeAlias = PostResponse  # noqa: Y015
 
 @_typing.final
 class PostStreamRequest(_message.Message):
+    """One batch on a PostStream: messages for one queue, stored all-or-nothing."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BATCH_ID_FIELD_NUMBER: _builtins.int
@@ -792,8 +835,11 @@ class PostStreamRequest(_message.Message):
     batch_id: _builtins.int
     """Chosen by the client, echoed in the answer."""
     queue: _builtins.str
+    """The queue to post to."""
     @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
+        """One or more messages (at most 10000), stored in order in one transaction."""
+
     def __init__(
         self,
         *,
@@ -811,6 +857,8 @@ Global___PostStreamRequest: _TypeAlias = PostStreamRequest  # noqa: Y015
 
 @_typing.final
 class PostStreamResponse(_message.Message):
+    """The answer to one PostStream batch, in request order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BATCH_ID_FIELD_NUMBER: _builtins.int
@@ -853,6 +901,7 @@ class Error(_message.Message):
     code: _builtins.int
     """A gRPC status code number (e.g. 3 INVALID_ARGUMENT, 5 NOT_FOUND)."""
     message: _builtins.str
+    """What went wrong, naming the field where the request was bad."""
     name: _builtins.str
     """The error's class in msgboard's error tree (e.g. "QueueNotFound"), the
     same name unary calls send in the trailing metadata key
@@ -875,7 +924,10 @@ Global___Error: _TypeAlias = Error  # noqa: Y015
 
 @_typing.final
 class TakeRequest(_message.Message):
-    """---------------------------------------------------------------- taking"""
+    """---------------------------------------------------------------- taking
+
+    Take's request.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -884,6 +936,7 @@ class TakeRequest(_message.Message):
     TIMEOUT_FIELD_NUMBER: _builtins.int
     MAX_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
+    """The queue to take from."""
     max: _builtins.int
     """Most messages to return; 0 means 1. At most 10000."""
     @_builtins.property
@@ -912,6 +965,11 @@ Global___TakeRequest: _TypeAlias = TakeRequest  # noqa: Y015
 
 @_typing.final
 class TakeResponse(_message.Message):
+    """Take's answer. Taken messages are in section HISTORY with
+    processed_at set and delivery_count raised, whether or not the queue
+    keeps history.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
@@ -934,6 +992,8 @@ Global___TakeResponse: _TypeAlias = TakeResponse  # noqa: Y015
 
 @_typing.final
 class ReadRequest(_message.Message):
+    """Read's request: as TakeRequest."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUE_FIELD_NUMBER: _builtins.int
@@ -941,11 +1001,17 @@ class ReadRequest(_message.Message):
     TIMEOUT_FIELD_NUMBER: _builtins.int
     MAX_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
+    """The queue to read from."""
     max: _builtins.int
+    """Most messages to return; 0 means 1. At most 10000."""
     @_builtins.property
-    def pattern(self) -> Global___Pattern: ...
+    def pattern(self) -> Global___Pattern:
+        """Unset: any message."""
+
     @_builtins.property
-    def timeout(self) -> _duration_pb2.Duration: ...
+    def timeout(self) -> _duration_pb2.Duration:
+        """How long to wait for a first match. Unset or zero: try once."""
+
     def __init__(
         self,
         *,
@@ -964,11 +1030,15 @@ Global___ReadRequest: _TypeAlias = ReadRequest  # noqa: Y015
 
 @_typing.final
 class ReadResponse(_message.Message):
+    """Read's answer: the messages as they wait (section UNPROCESSED)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
+        """Oldest first; empty if nothing matched in time."""
+
     def __init__(
         self,
         *,
@@ -984,6 +1054,8 @@ Global___ReadResponse: _TypeAlias = ReadResponse  # noqa: Y015
 
 @_typing.final
 class BrowseRequest(_message.Message):
+    """Browse's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUE_FIELD_NUMBER: _builtins.int
@@ -995,12 +1067,15 @@ class BrowseRequest(_message.Message):
     SECTION_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
+    """The queue to browse."""
     start: Global___Start.ValueType
+    """Where the page starts."""
     seq: _builtins.int
     """With START_SEQ. To get the next page, pass the previous answer's
     next_seq with the same direction.
     """
     direction: Global___Direction.ValueType
+    """Which way to page. Unspecified: forward."""
     limit: _builtins.int
     """Most messages per page; 0 means 100. At most 10000."""
     section: Global___Section.ValueType
@@ -1035,6 +1110,8 @@ Global___BrowseRequest: _TypeAlias = BrowseRequest  # noqa: Y015
 
 @_typing.final
 class BrowseResponse(_message.Message):
+    """One page of a queue."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
@@ -1044,7 +1121,9 @@ class BrowseResponse(_message.Message):
     is nothing more.
     """
     @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
+        """In seq order for the direction asked."""
+
     def __init__(
         self,
         *,
@@ -1061,7 +1140,10 @@ Global___BrowseResponse: _TypeAlias = BrowseResponse  # noqa: Y015
 
 @_typing.final
 class StatsRequest(_message.Message):
-    """---------------------------------------------------------------- stats"""
+    """---------------------------------------------------------------- stats
+
+    Stats' request.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1083,6 +1165,8 @@ Global___StatsRequest: _TypeAlias = StatsRequest  # noqa: Y015
 
 @_typing.final
 class StatsResponse(_message.Message):
+    """Board figures, and one row per queue."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MAP_SIZE_FIELD_NUMBER: _builtins.int
@@ -1092,8 +1176,9 @@ class StatsResponse(_message.Message):
     COMMITTED_OPS_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
     map_size: _builtins.int
-    """Bytes of the LMDB map and how many are in use."""
+    """Bytes of the LMDB map: address space reserved, not disk used."""
     map_used: _builtins.int
+    """Bytes of the map in use (LMDB pages written so far)."""
     sync: _builtins.str
     """"fsync" (default) or "weaker-no-fsync"."""
     commits: _builtins.int
@@ -1101,8 +1186,11 @@ class StatsResponse(_message.Message):
     they carried: their ratio is the group-commit batch size.
     """
     committed_ops: _builtins.int
+    """Operations committed in those transactions."""
     @_builtins.property
-    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStats]: ...
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStats]:
+        """One row per queue, ordered by name."""
+
     def __init__(
         self,
         *,
@@ -1123,6 +1211,8 @@ Global___StatsResponse: _TypeAlias = StatsResponse  # noqa: Y015
 
 @_typing.final
 class QueueStats(_message.Message):
+    """One queue's figures."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
@@ -1134,13 +1224,19 @@ class QueueStats(_message.Message):
     TAKEN_FIELD_NUMBER: _builtins.int
     OVERFLOWED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """The queue's name."""
     transient: _builtins.bool
+    """True for a transient (in-memory) queue."""
     unprocessed: _builtins.int
+    """Messages waiting."""
     history: _builtins.int
+    """Messages in history."""
     waiting: _builtins.int
+    """Takes and Reads blocked on the queue."""
     posted: _builtins.int
     """Since the server started."""
     taken: _builtins.int
+    """Messages taken since the server started."""
     overflowed: _builtins.int
     """Posts refused or dropped because the queue was full."""
     def __init__(
