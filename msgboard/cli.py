@@ -18,6 +18,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -343,16 +344,7 @@ def _client_command(args: argparse.Namespace) -> int:
                 "committed_ops": s.committed_ops,
             }
             rows = [
-                {
-                    "queue": q.name,
-                    "transient": q.transient,
-                    "unprocessed": q.unprocessed,
-                    "history": q.history,
-                    "waiting": q.waiting,
-                    "posted": q.posted,
-                    "taken": q.taken,
-                    "overflowed": q.overflowed,
-                }
+                {"queue": q.name, **{k: v for k, v in asdict(q).items() if k != "name"}}
                 for q in s.queues
             ]
             if args.json:

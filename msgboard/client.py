@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -53,6 +54,9 @@ DEFAULT_SERVER = "127.0.0.1:7878"
 #: Extra seconds a blocking call's gRPC deadline gets beyond its timeout, so
 #: that the server answers "nothing in time" before the deadline cuts it off.
 _MARGIN = 30.0
+
+#: QueueStats' fields, named as in the proto's QueueStats.
+_QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
 
 TemplateLike = Template | tuple[Any, ...]
 Templates = TemplateLike | Sequence[TemplateLike] | None
@@ -337,19 +341,7 @@ class Client:
             StoreInfo(True, r.sync, r.map_size, r.map_used, r.commits),
             r.commits,
             r.committed_ops,
-            [
-                QueueStats(
-                    q.name,
-                    q.transient,
-                    q.unprocessed,
-                    q.history,
-                    q.waiting,
-                    q.posted,
-                    q.taken,
-                    q.overflowed,
-                )
-                for q in r.queues
-            ],
+            [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
         )
 
     def _deadline(self, timeout: float) -> float | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -89,19 +90,7 @@ def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
         sync=s.store.sync,
         commits=s.commits,
         committed_ops=s.committed_ops,
-        queues=[
-            pb.QueueStats(
-                name=q.name,
-                transient=q.transient,
-                unprocessed=q.unprocessed,
-                history=q.history,
-                waiting=q.waiting,
-                posted=q.posted,
-                taken=q.taken,
-                overflowed=q.overflowed,
-            )
-            for q in s.queues
-        ],
+        queues=[pb.QueueStats(**dataclasses.asdict(q)) for q in s.queues],
     )
 
 

@@ -353,7 +353,7 @@ class Board:
                 return
             if fut.cancelled() or fut.exception() is not None:
                 return
-            taken = [m for m in fut.result() if m.section is Section.HISTORY or m.processed_at]
+            taken = [m for m in fut.result() if m.section is Section.HISTORY]
             found = self._lookup(b, queue)
             if taken and found is not None:
                 txn, _ = found

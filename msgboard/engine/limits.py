@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from msgboard.associative import check_fields
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.errors import InvalidArgument, MessageTooLarge
-from msgboard.message import Message
+from msgboard.message import Message, Section, stamp
 from msgboard.spec import OverflowPolicy, QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
@@ -78,16 +78,7 @@ class Limits:
                 f"{where}: {size} bytes is over the limit of {self.max_message_bytes}"
             )
         if m.seq or m.queue or m.posted_at or m.processed_at or m.delivery_count:
-            m = Message(
-                tuple=m.tuple,
-                address=m.address,
-                priority=m.priority,
-                headers=m.headers,
-                reply_to=m.reply_to,
-                expires_at=m.expires_at,
-                content_type=m.content_type,
-                body=m.body,
-            )
+            m = stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
         return m
 
     def check_count(self, n: int, limit: int, where: str, default: int) -> int:

@@ -61,9 +61,8 @@ import lmdb
 
 from msgboard.codec import decode_record, encode_record
 from msgboard.errors import MsgboardError, StoreError, StoreFull
-from msgboard.lmdbstore.memory import stamp
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
-from msgboard.message import Message, Section
+from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
 
 SCHEMA = b"1"

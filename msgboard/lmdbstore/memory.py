@@ -13,7 +13,6 @@ thread that began it, and no writes while iterating a ``scan``.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -23,7 +22,7 @@ from sortedcontainers import SortedDict
 
 from msgboard.errors import StoreError
 from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
-from msgboard.message import Message, Section
+from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
 
 _US = 1_000_000
@@ -37,40 +36,6 @@ _Undo = tuple[Callable[..., Any], tuple[Any, ...]]
 
 #: Message's slot descriptors: (get, set) of the fields a stamp copies, and
 #: the setters of those it sets, in ``stamp``'s argument order.
-_STAMPED = ("queue", "seq", "posted_at", "processed_at", "delivery_count", "section")
-_COPIED = [
-    (getattr(Message, f.name).__get__, getattr(Message, f.name).__set__)
-    for f in dataclasses.fields(Message)
-    if f.name not in _STAMPED
-]
-_SET = [getattr(Message, name).__set__ for name in _STAMPED]
-
-
-def stamp(
-    m: Message,
-    queue: str,
-    seq: int,
-    posted_at: int,
-    processed_at: int,
-    delivery_count: int,
-    section: Section,
-) -> Message:
-    """``m`` with the fields the board sets. Fills the frozen dataclass's
-    slots directly: twice as fast as ``Message.but``, on the hot path of
-    append and process (the LMDB store uses it too)."""
-    r: Message = object.__new__(Message)
-    for get, set_ in _COPIED:
-        set_(r, get(m))
-    sq, ss, sp, spr, sd, sse = _SET
-    sq(r, queue)
-    ss(r, seq)
-    sp(r, posted_at)
-    spr(r, processed_at)
-    sd(r, delivery_count)
-    sse(r, section)
-    return r
-
-
 class _Queue:
     __slots__ = (
         "history",
