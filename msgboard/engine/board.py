@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -304,8 +304,8 @@ class Board:
                 return PENDING
             txn, info = self._find(b, queue)
             found = []
-            for m in txn.scan(queue, Section.UNPROCESSED):
-                if not m.expired(b.now) and pat.matches(m):
+            for m in self._waiting(txn, queue, pat):
+                if not m.expired(b.now):
                     found.append(m)
                     if len(found) >= max:
                         break
@@ -461,6 +461,16 @@ class Board:
         return self.stats_async(queue).result()
 
     # -- helpers (writer thread) ----------------------------------------
+
+    def _waiting(
+        self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None
+    ) -> Iterator[Message]:
+        """The queue's unprocessed messages that match ``pattern``, oldest
+        first, from seq ``start`` on. Every search of the waiting messages
+        goes through here: this is where the match indexes plug in."""
+        for m in txn.scan(queue, Section.UNPROCESSED, start):
+            if pattern.matches(m):
+                yield m
 
     def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None:
         for durable in (False, True):
