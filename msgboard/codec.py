@@ -29,7 +29,15 @@ from msgboard.associative import (
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value
-from msgboard.spec import OverflowPolicy, QueueSpec
+from msgboard.spec import (
+    Op,
+    OverflowPolicy,
+    Position,
+    QueueSpec,
+    Role,
+    SelectorSpec,
+    UnmatchedPolicy,
+)
 from msgboard.v1 import board_pb2 as pb
 
 _SECTION_TO_PB = {
@@ -290,15 +298,30 @@ _OVERFLOW_FROM_PB = {
 _OVERFLOW_TO_PB = {v: k for k, v in _OVERFLOW_FROM_PB.items() if k}
 
 
+_UNMATCHED_FROM_PB = {
+    pb.UNMATCHED_POLICY_UNSPECIFIED: UnmatchedPolicy.HOLD,
+    pb.UNMATCHED_POLICY_HOLD: UnmatchedPolicy.HOLD,
+    pb.UNMATCHED_POLICY_DISCARD: UnmatchedPolicy.DISCARD,
+    pb.UNMATCHED_POLICY_DEAD_LETTER: UnmatchedPolicy.DEAD_LETTER,
+}
+_UNMATCHED_TO_PB = {v: k for k, v in _UNMATCHED_FROM_PB.items() if k}
+
+
 def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
     if p.overflow not in _OVERFLOW_FROM_PB:
         raise InvalidArgument(f"spec.overflow: unknown policy {p.overflow}")
+    if p.unmatched not in _UNMATCHED_FROM_PB:
+        raise InvalidArgument(f"spec.unmatched: unknown policy {p.unmatched}")
     return QueueSpec(
         name=p.name,
         transient=p.transient,
         max_unprocessed=p.max_unprocessed,
         overflow=_OVERFLOW_FROM_PB[p.overflow],
         max_history=p.max_history,
+        dead_letter=p.dead_letter,
+        unmatched=_UNMATCHED_FROM_PB[p.unmatched],
+        auto_delete=p.auto_delete,
+        max_deliveries=p.max_deliveries,
     )
 
 
@@ -309,4 +332,81 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         max_unprocessed=s.max_unprocessed,
         overflow=_OVERFLOW_TO_PB[s.overflow],
         max_history=s.max_history,
+        dead_letter=s.dead_letter,
+        unmatched=_UNMATCHED_TO_PB[s.unmatched],
+        auto_delete=s.auto_delete,
+        max_deliveries=s.max_deliveries,
     )
+
+
+# ---------------------------------------------------------------- selectors
+
+_OP_FROM_PB = {
+    pb.OPERATION_UNSPECIFIED: Op.MOVE,
+    pb.OPERATION_MOVE: Op.MOVE,
+    pb.OPERATION_COPY: Op.COPY,
+    pb.OPERATION_DELETE: Op.DELETE,
+    pb.OPERATION_BOUNCE: Op.BOUNCE,
+}
+_OP_TO_PB = {v: k for k, v in _OP_FROM_PB.items() if k}
+_ROLE_FROM_PB = {
+    pb.ROLE_UNSPECIFIED: Role.NORMAL,
+    pb.ROLE_NORMAL: Role.NORMAL,
+    pb.ROLE_DEFAULT: Role.DEFAULT,
+    pb.ROLE_OVERFLOW: Role.OVERFLOW,
+}
+_ROLE_TO_PB = {v: k for k, v in _ROLE_FROM_PB.items() if k}
+_POSITION_FROM_PB = {
+    pb.POSITION_UNSPECIFIED: Position.CURRENT,
+    pb.POSITION_CURRENT: Position.CURRENT,
+    pb.POSITION_HEAD: Position.HEAD,
+    pb.POSITION_SEQ: Position.SEQ,
+    pb.POSITION_TIME: Position.TIME,
+}
+_POSITION_TO_PB = {v: k for k, v in _POSITION_FROM_PB.items() if k}
+
+
+def op_from_pb(op: int, where: str = "op") -> Op:
+    if op not in _OP_FROM_PB:
+        raise InvalidArgument(f"{where}: unknown operation {op}")
+    return _OP_FROM_PB[op]  # type: ignore[index]
+
+
+def position_from_pb(pos: int, where: str = "start") -> Position:
+    if pos not in _POSITION_FROM_PB:
+        raise InvalidArgument(f"{where}: unknown position {pos}")
+    return _POSITION_FROM_PB[pos]  # type: ignore[index]
+
+
+def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSpec:
+    if p.role not in _ROLE_FROM_PB:
+        raise InvalidArgument(f"{where}.role: unknown role {p.role}")
+    return SelectorSpec(
+        source=p.source,
+        pattern=pattern_from_pb(p.pattern, f"{where}.pattern"),
+        op=op_from_pb(p.op, f"{where}.op"),
+        destination=p.destination,
+        credit=p.credit,
+        unlimited_credit=p.unlimited_credit,
+        start=position_from_pb(p.start, f"{where}.start"),
+        start_seq=p.start_seq,
+        start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
+        role=_ROLE_FROM_PB[p.role],
+    )
+
+
+def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> pb.SelectorSpec:
+    p = pb.SelectorSpec() if out is None else out
+    p.source = s.source
+    if not s.pattern.matches_all or s.pattern.filter:
+        pattern_to_pb(s.pattern, p.pattern)
+    p.op = _OP_TO_PB[s.op]
+    p.destination = s.destination
+    p.credit = s.credit
+    p.unlimited_credit = s.unlimited_credit
+    p.start = _POSITION_TO_PB[s.start]
+    p.start_seq = s.start_seq
+    if s.start_time:
+        us_to_ts(s.start_time, p.start_time)
+    p.role = _ROLE_TO_PB[s.role]
+    return p

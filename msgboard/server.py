@@ -14,13 +14,14 @@ SIGINT, then stops gracefully.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,9 +29,10 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec
-from msgboard.engine import Board, BoardStats, Limits, QueueView, Start
+from msgboard.engine import Board, BoardStats, Limits, QueueView, SelectorView, Start
 from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
 from msgboard.message import Message, Section
+from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -56,6 +58,13 @@ def _status(e: MsgboardError) -> grpc.StatusCode:
 Handler = Callable[..., Awaitable[T]]
 
 
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], e: MsgboardError) -> NoReturn:
+    """Ends the call with the error's status; the error's class name goes in
+    the trailing metadata."""
+    await context.abort(_status(e), str(e), ((ERROR_KEY, type(e).__name__),))
+    raise AssertionError("unreachable: abort raises")
+
+
 def _mapped(fn: Handler[T]) -> Handler[T]:
     async def wrapper(
         self: BoardService, request: Any, context: grpc.aio.ServicerContext[Any, Any]
@@ -63,8 +72,7 @@ def _mapped(fn: Handler[T]) -> Handler[T]:
         try:
             return await fn(self, request, context)
         except MsgboardError as e:
-            await context.abort(_status(e), str(e), ((ERROR_KEY, type(e).__name__),))
-            raise  # unreachable: abort raises
+            await _abort(context, e)
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -91,6 +99,31 @@ def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
         commits=s.commits,
         committed_ops=s.committed_ops,
         queues=[pb.QueueStats(**dataclasses.asdict(q)) for q in s.queues],
+    )
+
+
+def selector_to_pb(v: SelectorView) -> pb.Selector:
+    return pb.Selector(
+        id=v.id,
+        spec=codec.selector_spec_to_pb(v.spec),
+        durable=v.durable,
+        attached=v.attached,
+        outstanding=v.outstanding,
+        delivered=v.delivered,
+        dropped=v.dropped,
+    )
+
+
+def error_to_pb(e: MsgboardError) -> pb.Error:
+    return pb.Error(code=_status(e).value[0], message=str(e), name=type(e).__name__)
+
+
+def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
+    to_pb = codec.message_to_pb
+    return pb.SubscribeResponse(
+        deliveries=pb.Deliveries(
+            deliveries=[pb.Delivery(id=d.id, message=to_pb(d.message)) for d in batch]
+        )
     )
 
 
@@ -163,12 +196,7 @@ class BoardService(pb_grpc.BoardServicer):
                         raise answer
                     seqs = await answer
                 except MsgboardError as e:
-                    yield pb.PostStreamResponse(
-                        batch_id=batch_id,
-                        error=pb.Error(
-                            code=_status(e).value[0], message=str(e), name=type(e).__name__
-                        ),
-                    )
+                    yield pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
                 else:
                     yield pb.PostStreamResponse(batch_id=batch_id, seqs=seqs)
             await reader  # re-raises a failure to read the stream
@@ -179,16 +207,35 @@ class BoardService(pb_grpc.BoardServicer):
     async def Take(self, request: pb.TakeRequest, context: Any) -> pb.TakeResponse:
         pattern = codec.pattern_from_pb(request.pattern)
         timeout = _seconds(request.timeout, "timeout")
-        fut = self.board.take_async(request.queue, pattern, timeout, request.max)
+        lease = _seconds(request.lease, "lease")
+        fut: Future[Any]
+        if lease:
+            fut = self.board.take_leased_async(
+                request.queue, pattern, timeout, request.max, lease=lease
+            )
+        else:
+            fut = self.board.take_async(request.queue, pattern, timeout, request.max)
         try:
-            msgs = await asyncio.wrap_future(fut)
+            got: list[Any] = await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
             # The client went away (or its deadline passed): whatever the
             # board already took for it goes back to the queue.
             with contextlib.suppress(MsgboardError):
                 self.board.abandon(request.queue, fut)
             raise
-        return pb.TakeResponse(messages=[codec.message_to_pb(m) for m in msgs])
+        if lease:
+            return pb.TakeResponse(
+                messages=[codec.message_to_pb(d.message) for d in got],
+                lease_ids=[d.id for d in got],
+            )
+        return pb.TakeResponse(messages=[codec.message_to_pb(m) for m in got])
+
+    @_mapped
+    async def Ack(self, request: pb.AckRequest, context: Any) -> pb.AckResponse:
+        await _wait(
+            self.board.ack_leases_async(request.queue, list(request.lease_ids), request.nack)
+        )
+        return pb.AckResponse()
 
     @_mapped
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:
@@ -239,6 +286,129 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
         return stats_to_pb(await _wait(self.board.stats_async(request.queue)))
+
+    # -- selectors ------------------------------------------------------
+
+    @_mapped
+    async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
+        spec = codec.selector_spec_from_pb(request.spec)
+        return selector_to_pb(await _wait(self.board.create_selector_async(spec)))
+
+    @_mapped
+    async def GetSelector(self, request: pb.GetSelectorRequest, context: Any) -> pb.Selector:
+        return selector_to_pb(await _wait(self.board.get_selector_async(request.id)))
+
+    @_mapped
+    async def ListSelectors(
+        self, request: pb.ListSelectorsRequest, context: Any
+    ) -> pb.ListSelectorsResponse:
+        views = await _wait(self.board.list_selectors_async(request.queue))
+        return pb.ListSelectorsResponse(selectors=[selector_to_pb(v) for v in views])
+
+    @_mapped
+    async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
+        await _wait(self.board.delete_selector_async(request.id))
+        return pb.DeleteSelectorResponse()
+
+    # -- subscriptions --------------------------------------------------
+
+    async def Subscribe(
+        self,
+        request_iterator: AsyncIterator[pb.SubscribeRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[pb.SubscribeResponse]:
+        loop = asyncio.get_running_loop()
+        # What to send: delivery batches (lists) from the writer thread,
+        # answers (responses) from the reader, and the end (``done``, or the
+        # error that ended the subscription).
+        out: collections.deque[Any] = collections.deque()
+        ready = asyncio.Event()
+        done = object()
+
+        def push(item: Any) -> None:
+            out.append(item)
+            ready.set()
+
+        def hand(item: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                loop.call_soon_threadsafe(push, item)
+
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "open":
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "the first request must be `open`"
+            )
+        o = first.open
+        try:
+            if o.op not in (pb.OPERATION_UNSPECIFIED, pb.OPERATION_MOVE, pb.OPERATION_COPY):
+                raise InvalidArgument("open.op: a subscription moves or copies")
+            attach = bool(o.selector_id)
+            consumer, view = await _wait(
+                self.board.subscribe_async(
+                    o.queue,
+                    codec.pattern_from_pb(o.pattern, "open.pattern")
+                    if o.HasField("pattern")
+                    else None,
+                    deliver=hand,
+                    end=lambda why: hand(done if why is None else why),
+                    op=codec.op_from_pb(o.op, "open.op") if not attach else Op.MOVE,
+                    credit=o.credit,
+                    start=codec.position_from_pb(o.start, "open.start"),
+                    start_seq=o.start_seq,
+                    start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
+                    selector_id=o.selector_id,
+                )
+            )
+        except MsgboardError as e:
+            await _abort(context, e)
+        board = self.board
+
+        async def read() -> None:
+            async for req in request_iterator:
+                kind = req.WhichOneof("kind")
+                try:
+                    if kind == "ack":
+                        fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
+                        acked = await asyncio.wrap_future(fut)
+                        push(pb.SubscribeResponse(acked=pb.Acks(ids=acked)))
+                    elif kind == "nack":
+                        fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
+                        await asyncio.wrap_future(fut)
+                    elif kind == "credit":
+                        await asyncio.wrap_future(board.add_credit_async(consumer, req.credit))
+                    else:
+                        raise InvalidArgument(f"request: `{kind}` is not allowed after `open`")
+                except MsgboardError as e:
+                    push(pb.SubscribeResponse(error=error_to_pb(e)))
+            push(done)  # the client closed its side
+
+        reader = asyncio.create_task(read())
+        try:
+            yield pb.SubscribeResponse(subscribed=selector_to_pb(view))
+            while True:
+                await ready.wait()
+                ready.clear()
+                item = None
+                while out:
+                    item = out.popleft()
+                    if isinstance(item, list):
+                        while out and isinstance(out[0], list):
+                            item += out.popleft()  # one response for what piled up
+                        yield deliveries_to_pb(item)
+                    elif isinstance(item, pb.SubscribeResponse):
+                        yield item
+                    else:
+                        break
+                if isinstance(item, MsgboardError):
+                    await _abort(context, item)
+                if item is done:
+                    break
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                raise reader.exception()  # type: ignore[misc]
+        finally:
+            reader.cancel()
+            with contextlib.suppress(MsgboardError):
+                board.unsubscribe_async(consumer)
 
 
 async def _wait(fut: Future[T]) -> T:

@@ -1,10 +1,14 @@
-"""Queue properties, fixed when a queue is created."""
+"""Queue and selector properties, fixed when they are created."""
 
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from msgboard.associative import EVERYTHING, Pattern
+from msgboard.message import Message
 
 #: ``max_history`` value meaning "keep every taken message".
 UNLIMITED = 2**64 - 1
@@ -15,7 +19,16 @@ class OverflowPolicy(enum.Enum):
 
     REJECT = "reject"  # the poster gets RESOURCE_EXHAUSTED
     DROP_NEW = "drop-new"  # accepted, answered with seq 0, not stored
-    DEAD_LETTER = "dead-letter"  # not supported yet
+    DEAD_LETTER = "dead-letter"  # to the queue's dead-letter queue
+
+
+class UnmatchedPolicy(enum.Enum):
+    """What happens to a message that no MOVE, BOUNCE or DELETE selector
+    matches, on a queue that has selectors."""
+
+    HOLD = "hold"  # it waits (default)
+    DISCARD = "discard"  # processed at once, into history
+    DEAD_LETTER = "dead-letter"  # to the queue's dead-letter queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +42,104 @@ class QueueSpec:
     overflow: OverflowPolicy = OverflowPolicy.REJECT
     #: Most taken messages kept in history; 0 keeps none, UNLIMITED all.
     max_history: int = 0
+    #: The queue that receives dead letters; "": they are discarded.
+    dead_letter: str = ""
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.HOLD
+    #: Delete the queue when its last selector goes.
+    auto_delete: bool = False
+    #: Deliveries of one message before it is dead-lettered; 0: no limit.
+    max_deliveries: int = 0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["overflow"] = self.overflow.value
+        d["unmatched"] = self.unmatched.value
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> QueueSpec:
-        return cls(**{**d, "overflow": OverflowPolicy(d["overflow"])})
+        """The spec stored by ``to_json``; fields added since take their
+        defaults."""
+        return cls(
+            **{
+                **d,
+                "overflow": OverflowPolicy(d["overflow"]),
+                "unmatched": UnmatchedPolicy(d.get("unmatched", "hold")),
+            }
+        )
+
+
+#: A terminal selector's credit when none is given.
+DEFAULT_CREDIT = 100
+
+
+class Op(enum.Enum):
+    """What a selector does with a matching message."""
+
+    MOVE = "move"  # one selector gets it, round-robin among those with credit
+    COPY = "copy"  # every COPY gets a copy; the message stays
+    DELETE = "delete"  # processed without delivery
+    BOUNCE = "bounce"  # MOVE to the message's reply_to, address and reply_to swapped
+
+
+class Role(enum.Enum):
+    """When a selector runs."""
+
+    NORMAL = "normal"
+    DEFAULT = "default"  # for messages no normal selector matches
+    OVERFLOW = "overflow"  # for posts that find the queue full
+
+
+class Position(enum.Enum):
+    """Where a selector starts reading its source queue."""
+
+    CURRENT = "current"  # MOVE: every waiting message; COPY: from now on
+    HEAD = "head"  # COPY: from the oldest message in history
+    SEQ = "seq"
+    TIME = "time"
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorSpec:
+    """A selector's properties, fixed when it is created."""
+
+    source: str
+    pattern: Pattern = EVERYTHING
+    op: Op = Op.MOVE
+    #: The queue it moves or copies to; "": terminal (a consumer).
+    destination: str = ""
+    #: Terminal: most deliveries not yet acked (0: DEFAULT_CREDIT). To a
+    #: queue: most messages it will ever move (0: no limit).
+    credit: int = 0
+    unlimited_credit: bool = False
+    start: Position = Position.CURRENT
+    start_seq: int = 0
+    #: µs since the epoch, with Position.TIME.
+    start_time: int = 0
+    role: Role = Role.NORMAL
+
+    @property
+    def terminal(self) -> bool:
+        """True when it delivers to a consumer rather than to a queue."""
+        return self.op in (Op.MOVE, Op.COPY) and not self.destination
+
+    def window(self) -> float:
+        """A terminal selector's credit: most deliveries not yet acked."""
+        if self.unlimited_credit:
+            return math.inf
+        return self.credit or DEFAULT_CREDIT
+
+    def quota(self) -> float:
+        """An internal selector's budget of messages."""
+        if self.unlimited_credit or not self.credit:
+            return math.inf
+        return self.credit
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message handed to a consumer (or leased by a Take): ack or nack it
+    by ``id``."""
+
+    id: int
+    message: Message

@@ -381,6 +381,44 @@ def test_info(store: Store) -> None:
 # -- LMDB only ---------------------------------------------------------------
 
 
+def test_selectors_are_stored_and_rolled_back(store: Store) -> None:
+    """Given stored selectors, when I put, replace and delete them, I expect
+    the list to follow in id order, ids never handed out twice, and an aborted
+    transaction to leave no trace."""
+    with store.begin() as txn:
+        a, b = txn.new_selector_id(), txn.new_selector_id()
+        assert a < b
+        txn.put_selector("sel-2", b"two")
+        txn.put_selector("sel-1", b"one")
+    with store.begin() as txn:
+        txn.put_selector("sel-1", b"uno")
+        assert txn.delete_selector("sel-2")
+        assert not txn.delete_selector("sel-9")
+        assert txn.new_selector_id() > b
+        txn.abort()
+    with store.begin() as txn:
+        assert txn.selectors() == [("sel-1", b"one"), ("sel-2", b"two")]
+        assert txn.new_selector_id() == b + 1
+        assert txn.delete_selector("sel-2")
+    with store.begin() as txn:
+        assert txn.selectors() == [("sel-1", b"one")]
+
+
+def test_selectors_and_their_ids_survive_reopen(tmp_path: Path) -> None:
+    s = DurableStore(tmp_path / "board")
+    with s.begin() as txn:
+        n = txn.new_selector_id()
+        txn.put_selector("sel-1", b"one")
+    s.close()
+    s = DurableStore(tmp_path / "board")
+    try:
+        with s.begin() as txn:
+            assert txn.selectors() == [("sel-1", b"one")]
+            assert txn.new_selector_id() == n + 1
+    finally:
+        s.close()
+
+
 def test_reopen_restores_everything(tmp_path: Path) -> None:
     """Given a board with queues, messages in both sections and the last
     messages processed and dropped, when I close and reopen it, I expect the

@@ -5,7 +5,24 @@ Embeddable with no gRPC: ``Board(path)`` is all a program needs.
 
 from __future__ import annotations
 
-from msgboard.engine.board import Board, BoardStats, Page, QueueStats, QueueView, Start
+from msgboard.engine.board import (
+    Board,
+    BoardStats,
+    Page,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+)
 from msgboard.engine.limits import Limits
 
-__all__ = ["Board", "BoardStats", "Limits", "Page", "QueueStats", "QueueView", "Start"]
+__all__ = [
+    "Board",
+    "BoardStats",
+    "Limits",
+    "Page",
+    "QueueStats",
+    "QueueView",
+    "SelectorView",
+    "Start",
+]

@@ -14,26 +14,51 @@ answered once the operation is durable; ``xxx`` waits for it. Never call the
 waiting form from inside an operation.
 
 Durable queues live in LMDB, transient ones in memory; a queue's name is
-unique across both.
+unique across both. Selectors, subscriptions and leases are routed by the
+network (``network.py``); the board checks arguments and wires the calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import itertools
+import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
+from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine.limits import Limits
+from msgboard.engine.network import Network, Traffic
+from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
-from msgboard.errors import InvalidArgument, QueueExists, QueueFull, QueueNotFound
+from msgboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    QueueExists,
+    QueueFull,
+    QueueNotFound,
+)
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, StoreInfo, Txn
 from msgboard.message import Message, Section
-from msgboard.spec import OverflowPolicy, QueueSpec
+from msgboard.spec import (
+    Delivery,
+    Op,
+    OverflowPolicy,
+    Position,
+    QueueSpec,
+    Role,
+    SelectorSpec,
+)
+from msgboard.v1 import board_pb2 as pb
 
 #: The most messages one Browse page reads before it answers, matching or
 #: not, so that a rare pattern cannot hold the writer for long.
@@ -69,15 +94,6 @@ class Page:
     next_seq: int
 
 
-@dataclass(slots=True)
-class Traffic:
-    """Per-queue counts since the board opened."""
-
-    posted: int = 0
-    taken: int = 0
-    overflowed: int = 0
-
-
 @dataclass(frozen=True, slots=True)
 class QueueStats:
     name: str
@@ -88,6 +104,25 @@ class QueueStats:
     posted: int
     taken: int
     overflowed: int
+    ready: int
+    outstanding: int
+    consumers: int
+    dropped: int
+    dead_lettered: int
+    selectors: int
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorView:
+    """A selector and its figures at one moment."""
+
+    id: str
+    spec: SelectorSpec
+    durable: bool
+    attached: bool
+    outstanding: int
+    delivered: int
+    dropped: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +149,14 @@ class Board:
         self._durable = DurableStore(self.path, sync=sync, map_size=map_size)
         self._memory = MemoryStore()
         self._waiters = Waiters()
-        self._traffic: dict[str, Traffic] = {}
         self._writer = Writer(self._durable, self._memory, self._waiters)
+        self._net = Network(self._writer, self._waiters, self._lookup, self._waiting)
+        self._sessions = itertools.count(1)
+        try:
+            self._writer.submit(self._load).result()
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> Board:
         return self
@@ -124,11 +165,38 @@ class Board:
         self.close()
 
     def close(self) -> None:
-        """Finishes submitted work, answers blocked calls with nothing, and
-        closes the stores."""
+        """Finishes submitted work, answers blocked calls with nothing, ends
+        the subscriptions and closes the stores."""
+        if not self._writer.closed:
+            with contextlib.suppress(Exception):  # closing anyway
+                self._writer.submit(self._end_all).result()
         self._writer.stop()
         self._durable.close()
         self._memory.close()
+
+    def _load(self, b: Batch) -> None:
+        """Brings back the durable selectors (a read per selector, none per
+        message); MOVEs pull what waits for them."""
+        txn = b.txn(True)
+        for sid, data in txn.selectors():
+            pbspec = pb.SelectorSpec.FromString(data)
+            spec = codec.selector_spec_from_pb(pbspec)
+            if txn.queue(spec.source) is None:
+                continue
+            s = Selector(sid, spec, durable=True, session=False, quota=spec.quota())
+            if spec.op is Op.COPY:
+                s.cursor = txn.counts(spec.source).next_seq
+            else:
+                s.behind = True
+            self._net.add(b, s)
+        self._net.settle(b)
+
+    def _end_all(self, b: Batch) -> None:
+        for s in list(self._net.selectors.values()):
+            c = s.consumer
+            if c is not None:
+                self._net.detach(b, c)
+                b.after(partial(c.end, None))
 
     # -- queues ---------------------------------------------------------
 
@@ -172,23 +240,47 @@ class Board:
         self.limits.check_name(name, "name")
 
         def run(b: Batch) -> None:
-            txn, _ = self._find(b, name)
-            txn.delete_queue(name)
-
-            def gone() -> None:
-                self._traffic.pop(name, None)
-                for w in self._waiters.drop_queue(name):
-                    if claim(w.future):
-                        w.future.set_exception(QueueNotFound(name))
-
-            b.after(gone)
+            self._find(b, name)
+            self._delete_queue(b, name)
+            self._net.settle(b)
 
         return self._writer.submit(run)
 
     def delete_queue(self, name: str) -> None:
-        """Deletes a queue and its messages; blocked calls on it get
+        """Deletes a queue, its messages and the selectors reading it or
+        writing to it; blocked calls and subscriptions on it get
         QueueNotFound."""
         self.delete_queue_async(name).result()
+
+    def _delete_queue(self, b: Batch, name: str) -> None:
+        txn, _ = self._find(b, name)
+        txn.delete_queue(name)
+        gone = self._net.queue_gone(b, name)
+        for s in gone:
+            self._forget(b, s, QueueNotFound(name))
+
+        def after() -> None:
+            self._net.traffic.pop(name, None)
+            for w in self._waiters.drop_queue(name):
+                if claim(w.future):
+                    w.future.set_exception(QueueNotFound(name))
+
+        b.after(after)
+        for source in dict.fromkeys(s.source for s in gone if s.source != name):
+            self._auto_delete(b, source)
+
+    def _forget(self, b: Batch, s: Selector, why: BaseException | None) -> None:
+        """A removed selector leaves the store; its consumer is told."""
+        if s.durable:
+            b.txn(True).delete_selector(s.id)
+        c = s.consumer
+        if c is not None:
+            b.after(lambda: c.end(why))
+
+    def _auto_delete(self, b: Batch, queue: str) -> None:
+        found = self._lookup(b, queue)
+        if found is not None and found[1].spec.auto_delete and not self._net.of(queue):
+            self._delete_queue(b, queue)
 
     # -- posting --------------------------------------------------------
 
@@ -203,65 +295,41 @@ class Board:
         return self._writer.submit(lambda b: self._post(b, queue, msgs), size=size)
 
     def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Stores messages in order, in one transaction, and returns their
-        seqs once durable (0 for a message the drop-new policy dropped)."""
+        """Stores messages in order, in one transaction, routes them, and
+        returns their seqs once durable. A message that finds the queue full
+        and is not refused (drop-new, dead-letter, an overflow selector) is
+        not stored on this queue: its seq is 0."""
         return self.post_async(queue, messages).result()
 
     def _post(self, b: Batch, queue: str, msgs: list[Message]) -> list[int]:
         txn, info = self._find(b, queue)
         spec = info.spec
-        keep = n = len(msgs)
-        if spec.max_unprocessed:
-            room = max(0, spec.max_unprocessed - txn.counts(queue).unprocessed)
+        net = self._net
+        limit = spec.max_unprocessed
+        n = len(msgs)
+        if limit and spec.overflow is OverflowPolicy.REJECT and not net.has_overflow(queue):
+            # All or nothing, counted as if none of it were routed away.
+            room = max(0, limit - txn.counts(queue).unprocessed)
             if room < n:
-                b.after(lambda: self._count(queue, overflowed=n - room))
-                if spec.overflow is OverflowPolicy.REJECT:
-                    raise QueueFull(
-                        f"queue {queue!r} is full: max_unprocessed is "
-                        f"{spec.max_unprocessed}; {n} message(s) refused"
-                    )
-                keep = room
+                b.after(lambda: net.count(queue, overflowed=n))
+                raise QueueFull(
+                    f"queue {queue!r} is full: max_unprocessed is {limit}; "
+                    f"{n - room} of {n} message(s) do not fit"
+                )
         seqs = []
-        waiting = self._waiters.any(queue)
-        for m in msgs[:keep]:
+        arrive = net.arrive
+        for m in msgs:
+            if limit and txn.counts(queue).unprocessed >= limit:
+                net.overflow(b, info, m)
+                seqs.append(0)
+                continue
             stored = txn.append(queue, m, b.now)
             seqs.append(stored.seq)
-            if waiting:
-                self._offer(b, txn, spec, stored)
-        seqs += [0] * (n - keep)
-        b.after(lambda: self._count(queue, posted=keep))
+            arrive(b, txn, info, stored)
+        posted = n - seqs.count(0)
+        b.after(lambda: net.count(queue, posted=posted))
+        net.settle(b)
         return seqs
-
-    def _offer(self, b: Batch, txn: Txn, spec: QueueSpec, msg: Message) -> None:
-        """Hands a new message to the waiters it matches: every matching Read
-        gets it, then the oldest matching Take takes it."""
-        if msg.expired(b.now):
-            return
-        waiters = self._waiters.of(spec.name)
-        taker = None
-        for w in waiters:
-            if w.claimed or not w.pattern.matches(msg):
-                continue
-            if not claim(w.future):  # its caller gave up
-                self._waiters.remove(w)
-            elif not w.take:
-                self._hand(b, w, msg)
-            elif taker is None:
-                taker = w
-        if taker is not None:
-            self._hand(b, taker, txn.process(spec.name, msg.seq, b.now, spec.max_history))
-
-    def _hand(self, b: Batch, w: Waiter, msg: Message) -> None:
-        """Gives ``msg`` to a waiter once the batch is durable."""
-        w.claimed = True
-        b.undo(lambda: setattr(w, "claimed", False))
-        b.after(lambda: self._wake(w, msg))
-
-    def _wake(self, w: Waiter, msg: Message) -> None:
-        self._waiters.remove(w)
-        answer(w.future, [msg])
-        if w.take:
-            self._count(w.queue, taken=1)
 
     # -- taking and reading ---------------------------------------------
 
@@ -278,6 +346,52 @@ class Board:
         Nothing in time is an empty list."""
         return self.take_async(queue, pattern, timeout, max).result()
 
+    def take_leased_async(
+        self,
+        queue: str,
+        pattern: Pattern | None = None,
+        timeout: float = 0.0,
+        max: int = 1,
+        *,
+        lease: float,
+    ) -> Future[list[Delivery]]:
+        lease = self.limits.check_timeout(lease, "lease")
+        if lease <= 0:
+            raise InvalidArgument("lease: must be more than 0 seconds")
+        return self._match_async(queue, pattern, timeout, max, take=True, lease=lease)
+
+    def take_leased(
+        self,
+        queue: str,
+        pattern: Pattern | None = None,
+        timeout: float = 0.0,
+        max: int = 1,
+        *,
+        lease: float,
+    ) -> list[Delivery]:
+        """Like take, but the messages stay in the queue, invisible to every
+        one else, until acked (``ack_leases``); when the lease runs out they
+        come back with their delivery count raised."""
+        return self.take_leased_async(queue, pattern, timeout, max, lease=lease).result()
+
+    def ack_leases_async(self, queue: str, ids: Sequence[int], nack: bool = False) -> Future[None]:
+        self.limits.check_name(queue)
+        if not ids:
+            raise InvalidArgument("lease_ids: at least one lease is needed")
+
+        def run(b: Batch) -> None:
+            self._find(b, queue)
+            self._net.ack_leases(b, queue, list(ids), nack)
+            self._net.settle(b)
+
+        return self._writer.submit(run)
+
+    def ack_leases(self, queue: str, ids: Sequence[int], nack: bool = False) -> None:
+        """Processes leased messages for good (or, with ``nack``, gives them
+        back now). NotFound for a lease already acked or run out; nothing is
+        changed unless every lease is good."""
+        self.ack_leases_async(queue, ids, nack).result()
+
     def read_async(
         self, queue: str, pattern: Pattern | None = None, timeout: float = 0.0, max: int = 1
     ) -> Future[list[Message]]:
@@ -290,37 +404,56 @@ class Board:
         return self.read_async(queue, pattern, timeout, max).result()
 
     def _match_async(
-        self, queue: str, pattern: Pattern | None, timeout: float, max: int, *, take: bool
-    ) -> Future[list[Message]]:
+        self,
+        queue: str,
+        pattern: Pattern | None,
+        timeout: float,
+        max: int,
+        *,
+        take: bool,
+        lease: float = 0.0,
+    ) -> Future[Any]:
         self.limits.check_name(queue)
         max = self.limits.check_count(max, self.limits.max_take, "max", 1)
         timeout = self.limits.check_timeout(timeout)
         pat = pattern or EVERYTHING
         deadline = time.monotonic() + timeout
-        fut: Future[list[Message]] = Future()
+        fut: Future[Any] = Future()
+        net = self._net
 
         def run(b: Batch) -> object:
             if fut.cancelled():
                 return PENDING
             txn, info = self._find(b, queue)
-            found = []
+            held = net.held(queue)
+            found: list[Message] = []
+            expired: list[Message] = []
             for m in self._waiting(txn, queue, pat):
-                if not m.expired(b.now):
-                    found.append(m)
-                    if len(found) >= max:
-                        break
+                if m.seq in held:
+                    continue
+                if m.expired(b.now):
+                    expired.append(m)
+                    continue
+                found.append(m)
+                if len(found) >= max:
+                    break
+            for m in expired:  # rule 8: never delivered
+                net.dead(b, txn, info, m, "expired", 0)
             if found:
                 if not claim(fut):
                     return PENDING
                 if not take:
                     return found
-                spec = info.spec
-                taken = [txn.process(queue, m.seq, b.now, spec.max_history) for m in found]
-                b.after(lambda: self._count(queue, taken=len(taken)))
+                if lease:
+                    return net.lease(b, txn, info, found, lease)
+                taken = [net.process(b, txn, info, m) for m in found]
+                b.after(lambda: net.count(queue, taken=len(taken)))
+                net.settle(b)
                 return taken
+            net.settle(b)
             if timeout <= 0:
                 return []
-            w = Waiter(queue, pat, take, deadline, fut)
+            w = Waiter(queue, pat, take, deadline, fut, lease=lease)
             self._waiters.add(w)
             b.undo(lambda: self._waiters.remove(w))
             return PENDING
@@ -339,7 +472,7 @@ class Board:
 
         return self._writer.submit(run)
 
-    def abandon(self, queue: str, fut: Future[list[Message]]) -> None:
+    def abandon(self, queue: str, fut: Future[Any]) -> None:
         """Tells the board that the caller of a take gave up on ``fut`` (its
         client went away): a blocked take stops waiting, and messages it was
         already given go back to the queue, so nothing is lost."""
@@ -353,14 +486,306 @@ class Board:
                 return
             if fut.cancelled() or fut.exception() is not None:
                 return
-            taken = [m for m in fut.result() if m.section is Section.HISTORY]
             found = self._lookup(b, queue)
-            if taken and found is not None:
-                txn, _ = found
-                for m in taken:
-                    txn.restore(queue, m)
+            if found is None:
+                return
+            txn, _ = found
+            for item in fut.result():
+                if isinstance(item, Delivery):
+                    self._net.ack_leases_quietly(b, queue, item.id)
+                elif item.section is Section.HISTORY:
+                    txn.restore(queue, item)
+            self._net.settle(b)
 
         self._writer.submit(run)
+
+    # -- selectors ------------------------------------------------------
+
+    def create_selector_async(self, spec: SelectorSpec) -> Future[SelectorView]:
+        spec = self._check_selector(spec)
+
+        def run(b: Batch) -> SelectorView:
+            txn, info = self._find_source(b, spec)
+            txn_d = b.txn(True)
+            durable = not info.spec.transient
+            sid = f"sel-{txn_d.new_selector_id()}"
+            s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
+            self._net.start(txn, s)
+            if durable:
+                txn_d.put_selector(sid, codec.selector_spec_to_pb(spec).SerializeToString())
+            self._net.add(b, s)
+            self._net.settle(b)
+            return self._selector_view(s)
+
+        return self._writer.submit(run)
+
+    def create_selector(self, spec: SelectorSpec) -> SelectorView:
+        """Creates a selector on an existing queue: QueueNotFound for a missing
+        source or destination, FailedPrecondition for one that would close a
+        cycle of queues. It is durable when its source queue is."""
+        return self.create_selector_async(spec).result()
+
+    def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
+        self.limits.check_name(spec.source, f"{where}.source")
+        if spec.destination:
+            self.limits.check_name(spec.destination, f"{where}.destination")
+            if spec.op in (Op.DELETE, Op.BOUNCE):
+                raise InvalidArgument(
+                    f"{where}.destination: a {spec.op.value} selector has no destination"
+                )
+        if spec.credit < 0:
+            raise InvalidArgument(f"{where}.credit: must not be negative (got {spec.credit})")
+        if spec.role is Role.OVERFLOW and not (
+            spec.op is Op.DELETE or (spec.op is Op.MOVE and spec.destination)
+        ):
+            raise InvalidArgument(f"{where}.role: an overflow selector moves to a queue or deletes")
+        if spec.start is Position.SEQ and spec.start_seq < 1:
+            raise InvalidArgument(f"{where}.start_seq: must be 1 or more")
+        return spec
+
+    def _find_source(self, b: Batch, spec: SelectorSpec) -> tuple[Txn, QueueInfo]:
+        found = self._lookup(b, spec.source)
+        if found is None:
+            raise QueueNotFound(f"{spec.source} (the selector's source)")
+        dest = spec.destination
+        if dest:
+            if self._lookup(b, dest) is None:
+                raise QueueNotFound(f"{dest} (the selector's destination)")
+            if self._net.reaches(dest, spec.source):
+                raise FailedPrecondition(
+                    f"a selector from {spec.source!r} to {dest!r} would close a cycle: "
+                    f"messages already flow from {dest!r} back to {spec.source!r}"
+                )
+        return found
+
+    def get_selector_async(self, sid: str) -> Future[SelectorView]:
+        return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
+
+    def get_selector(self, sid: str) -> SelectorView:
+        return self.get_selector_async(sid).result()
+
+    def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:
+        if queue:
+            self.limits.check_name(queue)
+
+        def run(b: Batch) -> list[SelectorView]:
+            if queue:
+                self._find(b, queue)
+            sels = [s for s in self._net.selectors.values() if not queue or s.source == queue]
+            sels.sort(key=lambda s: s.source)
+            return [self._selector_view(s) for s in sels]
+
+        return self._writer.submit(run)
+
+    def list_selectors(self, queue: str = "") -> list[SelectorView]:
+        """The selectors of one queue, or of every queue (by source queue,
+        then in creation order)."""
+        return self.list_selectors_async(queue).result()
+
+    def delete_selector_async(self, sid: str) -> Future[None]:
+        def run(b: Batch) -> None:
+            s = self._selector(sid)
+            self._net.remove(b, s)
+            self._forget(b, s, NotFound(f"selector {sid} was deleted"))
+            self._auto_delete(b, s.source)
+            self._net.settle(b)
+
+        return self._writer.submit(run)
+
+    def delete_selector(self, sid: str) -> None:
+        """Deletes a selector; what it had delivered and not seen acked goes
+        back to the source queue; an auto_delete source queue left without
+        selectors deletes itself."""
+        self.delete_selector_async(sid).result()
+
+    def _selector(self, sid: str) -> Selector:
+        s = self._net.selectors.get(sid)
+        if s is None:
+            raise NotFound(f"no selector {sid!r}")
+        return s
+
+    @staticmethod
+    def _selector_view(s: Selector) -> SelectorView:
+        c = s.consumer
+        return SelectorView(
+            s.id,
+            s.spec,
+            s.durable,
+            c is not None,
+            0 if c is None else len(c.outstanding),
+            s.delivered,
+            s.dropped,
+        )
+
+    # -- subscriptions --------------------------------------------------
+
+    def subscribe_async(
+        self,
+        queue: str = "",
+        pattern: Pattern | None = None,
+        *,
+        deliver: Callable[[list[Delivery]], None],
+        end: Callable[[BaseException | None], None],
+        op: Op = Op.MOVE,
+        credit: int = 0,
+        unlimited_credit: bool = False,
+        start: Position = Position.CURRENT,
+        start_seq: int = 0,
+        start_time: int = 0,
+        selector_id: str = "",
+    ) -> Future[tuple[Consumer, SelectorView]]:
+        if credit < 0:
+            raise InvalidArgument(f"credit: must not be negative (got {credit})")
+        if selector_id:
+            if queue or pattern is not None or op is not Op.MOVE or start is not Position.CURRENT:
+                raise InvalidArgument(
+                    "selector_id: attaching to a selector takes no queue, pattern, op or start"
+                )
+            spec = None
+        else:
+            if op not in (Op.MOVE, Op.COPY):
+                raise InvalidArgument(f"op: a subscription moves or copies, not {op.value}")
+            spec = self._check_selector(
+                SelectorSpec(
+                    queue,
+                    pattern or EVERYTHING,
+                    op,
+                    credit=credit,
+                    unlimited_credit=unlimited_credit,
+                    start=start,
+                    start_seq=start_seq,
+                    start_time=start_time,
+                ),
+                "subscription",
+            )
+
+        def run(b: Batch) -> tuple[Consumer, SelectorView]:
+            if spec is None:
+                s = self._selector(selector_id)
+                if not s.spec.terminal:
+                    raise FailedPrecondition(
+                        f"selector {selector_id} delivers to queue {s.spec.destination!r}, "
+                        "not to a consumer"
+                    )
+                if s.consumer is not None:
+                    raise FailedPrecondition(f"selector {selector_id} already has a consumer")
+                window = s.spec.window()
+                if credit or unlimited_credit:
+                    window = math.inf if unlimited_credit else credit
+            else:
+                txn, _ = self._find_source(b, spec)
+                s = Selector(f"sub-{next(self._sessions)}", spec, durable=False, session=True)
+                self._net.start(txn, s)
+                self._net.add(b, s)
+                window = spec.window()
+            c = Consumer(s, window, deliver, end)
+            self._net.attach(b, s, c)
+            self._net.settle(b)
+            return c, self._selector_view(s)
+
+        return self._writer.submit(run)
+
+    def subscribe(
+        self,
+        queue: str = "",
+        pattern: Pattern | None = None,
+        *,
+        deliver: Callable[[list[Delivery]], None],
+        end: Callable[[BaseException | None], None],
+        op: Op = Op.MOVE,
+        credit: int = 0,
+        unlimited_credit: bool = False,
+        start: Position = Position.CURRENT,
+        start_seq: int = 0,
+        start_time: int = 0,
+        selector_id: str = "",
+    ) -> tuple[Consumer, SelectorView]:
+        """Attaches a consumer: a session selector on ``queue`` (MOVE or COPY),
+        or the durable terminal selector ``selector_id``. ``deliver`` gets
+        batches of deliveries and ``end`` the reason the board ended the
+        subscription; both run on the writer thread and must only hand over."""
+        return self.subscribe_async(
+            queue,
+            pattern,
+            deliver=deliver,
+            end=end,
+            op=op,
+            credit=credit,
+            unlimited_credit=unlimited_credit,
+            start=start,
+            start_seq=start_seq,
+            start_time=start_time,
+            selector_id=selector_id,
+        ).result()
+
+    def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[list[int]]:
+        def run(b: Batch) -> list[int]:
+            self._live(c)
+            acked = self._net.ack(b, c, list(ids), up_to)
+            self._net.settle(b)
+            return acked
+
+        return self._writer.submit(run)
+
+    def ack(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> list[int]:
+        """Acks deliveries (and every one up to ``up_to``); returns the ids
+        acked, once durable. Checks every id before changing anything."""
+        return self.ack_async(c, ids, up_to).result()
+
+    def nack_async(
+        self, c: Consumer, ids: Sequence[int], reject: bool = False
+    ) -> Future[list[int]]:
+        def run(b: Batch) -> list[int]:
+            self._live(c)
+            done = self._net.nack(b, c, list(ids), reject)
+            self._net.settle(b)
+            return done
+
+        return self._writer.submit(run)
+
+    def nack(self, c: Consumer, ids: Sequence[int], reject: bool = False) -> list[int]:
+        """Gives deliveries back for redelivery after a short backoff, or
+        dead-letters them (``reject``)."""
+        return self.nack_async(c, ids, reject).result()
+
+    def add_credit_async(self, c: Consumer, n: int) -> Future[None]:
+        if n < 0:
+            raise InvalidArgument(f"credit: must not be negative (got {n})")
+
+        def run(b: Batch) -> None:
+            self._live(c)
+            b.undo(partial(setattr, c, "window", c.window))
+            c.window += n
+            self._net.wake(c.selector)
+            self._net.settle(b)
+
+        return self._writer.submit(run)
+
+    def add_credit(self, c: Consumer, n: int) -> None:
+        self.add_credit_async(c, n).result()
+
+    def unsubscribe_async(self, c: Consumer) -> Future[None]:
+        def run(b: Batch) -> None:
+            if c.closed:
+                return
+            s = c.selector
+            self._net.detach(b, c)
+            if s.session and self._net.selectors.get(s.id) is s:
+                self._net.remove(b, s)
+                self._auto_delete(b, s.source)
+            self._net.settle(b)
+
+        return self._writer.submit(run)
+
+    def unsubscribe(self, c: Consumer) -> None:
+        """Detaches a consumer: its outstanding messages go back to their
+        queue at once (delivery count raised); a session selector goes."""
+        self.unsubscribe_async(c).result()
+
+    @staticmethod
+    def _live(c: Consumer) -> None:
+        if c.closed:
+            raise FailedPrecondition("the subscription has ended")
 
     # -- browsing and figures -------------------------------------------
 
@@ -438,11 +863,14 @@ class Board:
         def run(b: Batch) -> BoardStats:
             views = [self._view(*self._find(b, queue))] if queue else self._views(b)
             rows = []
+            net = self._net
             for v in views:
-                t = self._traffic.get(v.spec.name, Traffic())
+                name = v.spec.name
+                t = net.traffic.get(name, Traffic())
+                out = net.outstanding(name)
                 rows.append(
                     QueueStats(
-                        v.spec.name,
+                        name,
                         v.spec.transient,
                         v.unprocessed,
                         v.history,
@@ -450,6 +878,12 @@ class Board:
                         t.posted,
                         t.taken,
                         t.overflowed,
+                        ready=v.unprocessed - out,
+                        outstanding=out,
+                        consumers=net.consumers(name),
+                        dropped=t.dropped,
+                        dead_lettered=t.dead_lettered,
+                        selectors=len(net.of(name)),
                     )
                 )
             w = self._writer
@@ -504,11 +938,3 @@ class Board:
             c.next_seq,
             self._waiters.count(info.spec.name),
         )
-
-    def _count(self, queue: str, *, posted: int = 0, taken: int = 0, overflowed: int = 0) -> None:
-        t = self._traffic.get(queue)
-        if t is None:
-            t = self._traffic[queue] = Traffic()
-        t.posted += posted
-        t.taken += taken
-        t.overflowed += overflowed

@@ -13,7 +13,7 @@ from msgboard.associative import check_fields
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.errors import InvalidArgument, MessageTooLarge
 from msgboard.message import Message, Section, stamp
-from msgboard.spec import OverflowPolicy, QueueSpec
+from msgboard.spec import QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
 UINT64_MAX = 2**64 - 1
@@ -45,10 +45,14 @@ class Limits:
             raise InvalidArgument("spec.max_unprocessed: must be 0 (no limit) or more")
         if not 0 <= spec.max_history <= UINT64_MAX:
             raise InvalidArgument("spec.max_history: must be 0 (keep none) or more")
-        if spec.overflow is OverflowPolicy.DEAD_LETTER:
-            raise InvalidArgument(
-                "spec.overflow: dead-letter is not supported yet; use reject or drop-new"
-            )
+        if spec.dead_letter:
+            self.check_name(spec.dead_letter, "spec.dead_letter")
+            if spec.dead_letter == spec.name:
+                raise InvalidArgument(
+                    "spec.dead_letter: a queue cannot be its own dead-letter queue"
+                )
+        if not 0 <= spec.max_deliveries <= 0xFFFFFFFF:
+            raise InvalidArgument("spec.max_deliveries: must be 0 (no limit) to 2^32-1")
         return spec
 
     def check_message(self, m: Message, where: str) -> Message:

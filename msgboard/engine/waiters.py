@@ -40,6 +40,8 @@ class Waiter:
     take: bool
     deadline: float
     future: Result
+    #: A Take with a lease (seconds): it holds what it takes.
+    lease: float = 0.0
     #: Set while a batch has given it a message that is not yet committed.
     claimed: bool = False
     done: bool = False

@@ -17,6 +17,8 @@ the group aborts) and ``Batch.after`` (run once it is durable).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import threading
@@ -45,8 +47,8 @@ class Batch:
         self._memory = memory
         self._reserve = reserve
         self._txns: dict[bool, Txn] = {}
-        self._undo: list[Callable[[], None]] = []
-        self._after: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
+        self._after: list[Callable[[], object]] = []
         #: The time of the batch, µs: one clock reading for every op in it.
         self.now = now_us()
 
@@ -58,11 +60,11 @@ class Batch:
             self._txns[durable] = t
         return t
 
-    def undo(self, fn: Callable[[], None]) -> None:
+    def undo(self, fn: Callable[[], object]) -> None:
         """Runs ``fn`` if the batch aborts."""
         self._undo.append(fn)
 
-    def after(self, fn: Callable[[], None]) -> None:
+    def after(self, fn: Callable[[], object]) -> None:
         """Runs ``fn`` once the batch is durable."""
         self._after.append(fn)
 
@@ -92,6 +94,26 @@ class Batch:
 Run = Callable[[Batch], Any]
 
 
+class Timer:
+    """An operation due at a monotonic time; ``cancel`` before then drops it."""
+
+    __slots__ = ("cancelled", "deadline", "order", "run")
+
+    _orders = itertools.count()
+
+    def __init__(self, deadline: float, run: Run) -> None:
+        self.deadline = deadline
+        self.order = next(self._orders)
+        self.run = run
+        self.cancelled = False
+
+    def __lt__(self, other: Timer) -> bool:
+        return (self.deadline, self.order) < (other.deadline, other.order)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class Writer:
     """The thread that owns the stores and the engine's memory."""
 
@@ -102,6 +124,7 @@ class Writer:
         self._max_batch = max_batch
         self._inbox: queue.SimpleQueue[tuple[Run, Future[Any], int] | None] = queue.SimpleQueue()
         self._closed = False
+        self._timers: list[Timer] = []
         self._lock = threading.Lock()
         self.commits = 0
         self.committed_ops = 0
@@ -117,6 +140,35 @@ class Writer:
                 raise Unavailable("the board is closed")
             self._inbox.put((run, fut, size))
         return fut
+
+    def at(self, deadline: float, run: Run) -> Timer:
+        """Runs ``run`` in the first group commit after the monotonic time
+        ``deadline``. Writer thread only."""
+        t = Timer(deadline, run)
+        heapq.heappush(self._timers, t)
+        return t
+
+    def _next_deadline(self) -> float | None:
+        timers = self._timers
+        while timers and timers[0].cancelled:
+            heapq.heappop(timers)
+        first = self._waiters.next_deadline()
+        if timers and (first is None or timers[0].deadline < first):
+            return timers[0].deadline
+        return first
+
+    def _due(self, now: float) -> list[tuple[Run, Future[Any], int]]:
+        timers = self._timers
+        due: list[tuple[Run, Future[Any], int]] = []
+        while timers and timers[0].deadline <= now:
+            t = heapq.heappop(timers)
+            if not t.cancelled:
+                due.append((t.run, Future(), 0))
+        return due
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def on_thread(self) -> bool:
         return threading.current_thread() is self._thread
@@ -134,7 +186,7 @@ class Writer:
     def _run(self) -> None:
         stop = False
         while not stop:
-            deadline = self._waiters.next_deadline()
+            deadline = self._next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             ops = []
             try:
@@ -149,8 +201,10 @@ class Writer:
                     item = self._inbox.get_nowait()
             except queue.Empty:
                 pass
-            for w in self._waiters.expire(time.monotonic()):
+            now = time.monotonic()
+            for w in self._waiters.expire(now):
                 answer(w.future, [])
+            ops += self._due(now)
             if ops:
                 self._execute(ops)
         for w in self._waiters.all():

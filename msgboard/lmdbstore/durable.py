@@ -16,6 +16,8 @@ reader decodes these files directly, so change the layout only together with
     unprocessed   qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
     history       qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
     times         qid u32 + second u64           seq u64
+    selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
+    meta          b"next_sid"                    u64: the next selector number
 
 A record is a ``msgboard.v1.Message`` without queue, seq and section: its key
 and sub-database say them. ``times`` is a sparse index: one entry per second
@@ -208,7 +210,7 @@ class DurableStore(Store):
     def _open_env(self, path: str, map_size: int, sync: bool) -> lmdb.Environment:
         """Opens the environment; a seam for tests that watch what is read."""
         return lmdb.open(
-            path, map_size=map_size, subdir=True, create=True, max_dbs=6, sync=sync, metasync=sync
+            path, map_size=map_size, subdir=True, create=True, max_dbs=16, sync=sync, metasync=sync
         )
 
     def _load(self) -> None:
@@ -220,6 +222,7 @@ class DurableStore(Store):
             self._unprocessed = env.open_db(b"unprocessed", txn=txn)
             self._history = env.open_db(b"history", txn=txn)
             self._times = env.open_db(b"times", txn=txn)
+            self._selectors = env.open_db(b"selectors", txn=txn)
             schema = txn.get(b"schema", db=self._meta)
             if schema is None:
                 txn.put(b"schema", SCHEMA, db=self._meta)
@@ -227,6 +230,8 @@ class DurableStore(Store):
                 raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
             raw = txn.get(b"next_qid", db=self._meta)
             self._next_qid = 1 if raw is None else _U64.unpack(raw)[0]
+            raw = txn.get(b"next_sid", db=self._meta)
+            self._next_sid = 1 if raw is None else _U64.unpack(raw)[0]
             self._queues: dict[str, _Queue] = {}
             for key, value in txn.cursor(db=self._queues_db):
                 d = json.loads(value)
@@ -298,6 +303,7 @@ class DurableTxn(Txn):
         #: Queues this transaction wrote: private copies, None once deleted.
         self._q: dict[str, _Queue | None] = {}
         self._next_qid = store._next_qid
+        self._next_sid = store._next_sid
         self._wrote = False
         self._done = False
         self._failed = False
@@ -328,6 +334,8 @@ class DurableTxn(Txn):
                         put(q.prefix, state, db=store._state)
                 if self._next_qid != store._next_qid:
                     put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
+                if self._next_sid != store._next_sid:
+                    put(b"next_sid", _U64.pack(self._next_sid), db=store._meta)
                 self._txn.commit()
         except StoreError as e:
             # A full disk shows as ENOSPC, or as EIO where a write came up
@@ -346,6 +354,7 @@ class DurableTxn(Txn):
             else:
                 store._queues[name] = q
         store._next_qid = self._next_qid
+        store._next_sid = self._next_sid
         store._commits += 1
 
     def _fail(self) -> None:
@@ -557,6 +566,29 @@ class DurableTxn(Txn):
             )
             for k, v, section in both:
                 yield decode_record(v, name, _U64.unpack_from(k, 4)[0], section)
+
+    # -- selectors --------------------------------------------------------
+
+    def new_selector_id(self) -> int:
+        sid = self._next_sid
+        self._next_sid += 1
+        self._wrote = True
+        return sid
+
+    def put_selector(self, sid: str, data: bytes) -> None:
+        with self._guard:
+            self._txn.put(sid.encode(), data, db=self._store._selectors)
+        self._wrote = True
+
+    def delete_selector(self, sid: str) -> bool:
+        with self._guard:
+            found: bool = self._txn.delete(sid.encode(), db=self._store._selectors)
+        self._wrote = self._wrote or found
+        return found
+
+    def selectors(self) -> list[tuple[str, bytes]]:
+        with self._guard:
+            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._store._selectors)]
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)

@@ -75,6 +75,8 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._queues: dict[str, _Queue] = {}
+        self._selectors: dict[str, bytes] = {}
+        self._next_sid = 1
         self._txn: MemoryTxn | None = None
         self._commits = 0
         self._closed = False
@@ -253,6 +255,35 @@ class MemoryTxn(Txn):
             return _walk(q.history, start, reverse)
         both = (_walk(q.unprocessed, start, reverse), _walk(q.history, start, reverse))
         return heapq.merge(*both, key=_seq, reverse=reverse)
+
+    # -- selectors --------------------------------------------------------
+
+    def new_selector_id(self) -> int:
+        store = self._store
+        sid = store._next_sid
+        store._next_sid += 1
+        self._log.append((setattr, (store, "_next_sid", sid)))
+        return sid
+
+    def put_selector(self, sid: str, data: bytes) -> None:
+        sels = self._store._selectors
+        old = sels.get(sid)
+        sels[sid] = data
+        if old is None:
+            self._log.append((sels.pop, (sid, None)))
+        else:
+            self._log.append((sels.__setitem__, (sid, old)))
+
+    def delete_selector(self, sid: str) -> bool:
+        sels = self._store._selectors
+        old = sels.pop(sid, None)
+        if old is None:
+            return False
+        self._log.append((sels.__setitem__, (sid, old)))
+        return True
+
+    def selectors(self) -> list[tuple[str, bytes]]:
+        return sorted(self._store._selectors.items())
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)

@@ -166,6 +166,25 @@ class Txn(abc.ABC):
         that direction), from one section or, with None, from both merged by
         seq. Lazy: the caller stops when it has enough."""
 
+    # -- selectors ------------------------------------------------------
+
+    @abc.abstractmethod
+    def new_selector_id(self) -> int:
+        """A number never handed out before by this store (for LMDB: not even
+        before a restart)."""
+
+    @abc.abstractmethod
+    def put_selector(self, sid: str, data: bytes) -> None:
+        """Stores a selector's serialized spec under its id."""
+
+    @abc.abstractmethod
+    def delete_selector(self, sid: str) -> bool:
+        """Removes a selector; False if there was none."""
+
+    @abc.abstractmethod
+    def selectors(self) -> list[tuple[str, bytes]]:
+        """Every stored selector as (id, data), in id order."""
+
     @abc.abstractmethod
     def seq_at(self, name: str, time_us: int) -> int | None:
         """The seq of the first message (either section) posted at or after

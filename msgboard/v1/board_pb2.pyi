@@ -107,7 +107,9 @@ class _OverflowPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Overfl
     OVERFLOW_POLICY_DROP_NEW: _OverflowPolicy.ValueType  # 2
     """The post succeeds but the message is dropped (answered with seq 0)."""
     OVERFLOW_POLICY_DEAD_LETTER: _OverflowPolicy.ValueType  # 3
-    """The message goes to the queue's dead-letter queue. Not supported yet."""
+    """The message goes to the queue's dead-letter queue (`dead_letter`, which
+    the spec must name).
+    """
 
 class OverflowPolicy(_OverflowPolicy, metaclass=_OverflowPolicyEnumTypeWrapper):
     """---------------------------------------------------------------- queues
@@ -122,8 +124,41 @@ OVERFLOW_POLICY_REJECT: OverflowPolicy.ValueType  # 1
 OVERFLOW_POLICY_DROP_NEW: OverflowPolicy.ValueType  # 2
 """The post succeeds but the message is dropped (answered with seq 0)."""
 OVERFLOW_POLICY_DEAD_LETTER: OverflowPolicy.ValueType  # 3
-"""The message goes to the queue's dead-letter queue. Not supported yet."""
+"""The message goes to the queue's dead-letter queue (`dead_letter`, which
+the spec must name).
+"""
 Global___OverflowPolicy: _TypeAlias = OverflowPolicy  # noqa: Y015
+
+class _UnmatchedPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UnmatchedPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UnmatchedPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    UNMATCHED_POLICY_UNSPECIFIED: _UnmatchedPolicy.ValueType  # 0
+    """same as HOLD"""
+    UNMATCHED_POLICY_HOLD: _UnmatchedPolicy.ValueType  # 1
+    """The message waits, for Take and for selectors created later (default)."""
+    UNMATCHED_POLICY_DISCARD: _UnmatchedPolicy.ValueType  # 2
+    """The message is processed at once (kept in history as max_history says)."""
+    UNMATCHED_POLICY_DEAD_LETTER: _UnmatchedPolicy.ValueType  # 3
+    """The message goes to the dead-letter queue."""
+
+class UnmatchedPolicy(_UnmatchedPolicy, metaclass=_UnmatchedPolicyEnumTypeWrapper):
+    """What happens to a message that no MOVE, BOUNCE or DELETE selector
+    matches, on a queue that has selectors (COPY selectors do not decide a
+    message's fate).
+    """
+
+UNMATCHED_POLICY_UNSPECIFIED: UnmatchedPolicy.ValueType  # 0
+"""same as HOLD"""
+UNMATCHED_POLICY_HOLD: UnmatchedPolicy.ValueType  # 1
+"""The message waits, for Take and for selectors created later (default)."""
+UNMATCHED_POLICY_DISCARD: UnmatchedPolicy.ValueType  # 2
+"""The message is processed at once (kept in history as max_history says)."""
+UNMATCHED_POLICY_DEAD_LETTER: UnmatchedPolicy.ValueType  # 3
+"""The message goes to the dead-letter queue."""
+Global___UnmatchedPolicy: _TypeAlias = UnmatchedPolicy  # noqa: Y015
 
 class _Direction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -179,6 +214,103 @@ START_SEQ: Start.ValueType  # 3
 START_TIME: Start.ValueType  # 4
 """At the first message posted at or after `since`."""
 Global___Start: _TypeAlias = Start  # noqa: Y015
+
+class _Operation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _OperationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    OPERATION_UNSPECIFIED: _Operation.ValueType  # 0
+    """same as MOVE"""
+    OPERATION_MOVE: _Operation.ValueType  # 1
+    """One selector gets the message (round-robin among those with credit)."""
+    OPERATION_COPY: _Operation.ValueType  # 2
+    """Every COPY selector gets a copy; the message stays where it is."""
+    OPERATION_DELETE: _Operation.ValueType  # 3
+    """The message is processed without delivery."""
+    OPERATION_BOUNCE: _Operation.ValueType  # 4
+    """Like MOVE, to the message's reply_to queue, with address and reply_to
+    swapped and the original address kept in header "x-bounced-from".
+    """
+
+class Operation(_Operation, metaclass=_OperationEnumTypeWrapper):
+    """---------------------------------------------------------------- selectors
+
+    What a selector does with a matching message.
+    """
+
+OPERATION_UNSPECIFIED: Operation.ValueType  # 0
+"""same as MOVE"""
+OPERATION_MOVE: Operation.ValueType  # 1
+"""One selector gets the message (round-robin among those with credit)."""
+OPERATION_COPY: Operation.ValueType  # 2
+"""Every COPY selector gets a copy; the message stays where it is."""
+OPERATION_DELETE: Operation.ValueType  # 3
+"""The message is processed without delivery."""
+OPERATION_BOUNCE: Operation.ValueType  # 4
+"""Like MOVE, to the message's reply_to queue, with address and reply_to
+swapped and the original address kept in header "x-bounced-from".
+"""
+Global___Operation: _TypeAlias = Operation  # noqa: Y015
+
+class _Role:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ROLE_UNSPECIFIED: _Role.ValueType  # 0
+    """same as NORMAL"""
+    ROLE_NORMAL: _Role.ValueType  # 1
+    ROLE_DEFAULT: _Role.ValueType  # 2
+    """Only for messages no normal selector matches."""
+    ROLE_OVERFLOW: _Role.ValueType  # 3
+    """Only for posts that find the queue full (MOVE to a queue, or DELETE)."""
+
+class Role(_Role, metaclass=_RoleEnumTypeWrapper):
+    """When a selector runs."""
+
+ROLE_UNSPECIFIED: Role.ValueType  # 0
+"""same as NORMAL"""
+ROLE_NORMAL: Role.ValueType  # 1
+ROLE_DEFAULT: Role.ValueType  # 2
+"""Only for messages no normal selector matches."""
+ROLE_OVERFLOW: Role.ValueType  # 3
+"""Only for posts that find the queue full (MOVE to a queue, or DELETE)."""
+Global___Role: _TypeAlias = Role  # noqa: Y015
+
+class _Position:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Position.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    POSITION_UNSPECIFIED: _Position.ValueType  # 0
+    """same as CURRENT"""
+    POSITION_CURRENT: _Position.ValueType  # 1
+    """MOVE: every waiting message. COPY: messages posted from now on."""
+    POSITION_HEAD: _Position.ValueType  # 2
+    """COPY: from the oldest message in history, then on."""
+    POSITION_SEQ: _Position.ValueType  # 3
+    """From seq `start_seq`."""
+    POSITION_TIME: _Position.ValueType  # 4
+    """From the first message posted at or after `start_time`."""
+
+class Position(_Position, metaclass=_PositionEnumTypeWrapper):
+    """Where a selector starts reading its source queue."""
+
+POSITION_UNSPECIFIED: Position.ValueType  # 0
+"""same as CURRENT"""
+POSITION_CURRENT: Position.ValueType  # 1
+"""MOVE: every waiting message. COPY: messages posted from now on."""
+POSITION_HEAD: Position.ValueType  # 2
+"""COPY: from the oldest message in history, then on."""
+POSITION_SEQ: Position.ValueType  # 3
+"""From seq `start_seq`."""
+POSITION_TIME: Position.ValueType  # 4
+"""From the first message posted at or after `start_time`."""
+Global___Position: _TypeAlias = Position  # noqa: Y015
 
 @_typing.final
 class Value(_message.Message):
@@ -563,6 +695,10 @@ class QueueSpec(_message.Message):
     MAX_UNPROCESSED_FIELD_NUMBER: _builtins.int
     OVERFLOW_FIELD_NUMBER: _builtins.int
     MAX_HISTORY_FIELD_NUMBER: _builtins.int
+    DEAD_LETTER_FIELD_NUMBER: _builtins.int
+    UNMATCHED_FIELD_NUMBER: _builtins.int
+    AUTO_DELETE_FIELD_NUMBER: _builtins.int
+    MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1-255 bytes of letters, digits and `._:-`."""
     transient: _builtins.bool
@@ -577,6 +713,19 @@ class QueueSpec(_message.Message):
     """Most messages kept in history once taken; the oldest go first.
     0 (default) keeps none; 18446744073709551615 (2^64-1) means no limit.
     """
+    dead_letter: _builtins.str
+    """The queue that receives this queue's dead letters (expired, rejected,
+    over max_deliveries, overflow or unmatched with those policies). Empty:
+    dead letters are discarded, and counted.
+    """
+    unmatched: Global___UnmatchedPolicy.ValueType
+    """See UnmatchedPolicy."""
+    auto_delete: _builtins.bool
+    """The queue deletes itself when its last selector is deleted."""
+    max_deliveries: _builtins.int
+    """Most deliveries of one message (consumer nacks, disconnects, leases run
+    out) before it is dead-lettered; 0 = no limit.
+    """
     def __init__(
         self,
         *,
@@ -585,10 +734,14 @@ class QueueSpec(_message.Message):
         max_unprocessed: _builtins.int = ...,
         overflow: Global___OverflowPolicy.ValueType = ...,
         max_history: _builtins.int = ...,
+        dead_letter: _builtins.str = ...,
+        unmatched: Global___UnmatchedPolicy.ValueType = ...,
+        auto_delete: _builtins.bool = ...,
+        max_deliveries: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unmatched", b"unmatched"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -935,6 +1088,7 @@ class TakeRequest(_message.Message):
     PATTERN_FIELD_NUMBER: _builtins.int
     TIMEOUT_FIELD_NUMBER: _builtins.int
     MAX_FIELD_NUMBER: _builtins.int
+    LEASE_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """The queue to take from."""
     max: _builtins.int
@@ -947,6 +1101,13 @@ class TakeRequest(_message.Message):
     def timeout(self) -> _duration_pb2.Duration:
         """How long to wait for a first match. Unset or zero: try once."""
 
+    @_builtins.property
+    def lease(self) -> _duration_pb2.Duration:
+        """Unset or zero: the messages are processed now. Otherwise they stay in
+        the queue, invisible to everyone else, until acked with Ack; if the
+        lease runs out first they come back (delivery count raised).
+        """
+
     def __init__(
         self,
         *,
@@ -954,10 +1115,11 @@ class TakeRequest(_message.Message):
         pattern: Global___Pattern | None = ...,
         timeout: _duration_pb2.Duration | None = ...,
         max: _builtins.int = ...,
+        lease: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease", "pattern", b"pattern", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max", b"max", "pattern", b"pattern", "queue", b"queue", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease", "max", b"max", "pattern", b"pattern", "queue", b"queue", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -973,22 +1135,81 @@ class TakeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
+    LEASE_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
-        """Oldest first; empty if nothing matched in time."""
+        """Oldest first; empty if nothing matched in time. With a lease, the
+        messages are still UNPROCESSED, with delivery_count counting this one.
+        """
+
+    @_builtins.property
+    def lease_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """With a lease: the lease of each message, in the same order."""
 
     def __init__(
         self,
         *,
         messages: _abc.Iterable[Global___Message] | None = ...,
+        lease_ids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ids", b"lease_ids", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TakeResponse: _TypeAlias = TakeResponse  # noqa: Y015
+
+@_typing.final
+class AckRequest(_message.Message):
+    """Ack's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    LEASE_IDS_FIELD_NUMBER: _builtins.int
+    NACK_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """The queue the messages were taken from."""
+    nack: _builtins.bool
+    """Give the messages back now (delivery count raised) instead of
+    processing them.
+    """
+    @_builtins.property
+    def lease_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Leases from TakeResponse.lease_ids."""
+
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        lease_ids: _abc.Iterable[_builtins.int] | None = ...,
+        nack: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ids", b"lease_ids", "nack", b"nack", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AckRequest: _TypeAlias = AckRequest  # noqa: Y015
+
+@_typing.final
+class AckResponse(_message.Message):
+    """Ack's answer: nothing, once the acks are durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AckResponse: _TypeAlias = AckResponse  # noqa: Y015
 
 @_typing.final
 class ReadRequest(_message.Message):
@@ -1223,6 +1444,12 @@ class QueueStats(_message.Message):
     POSTED_FIELD_NUMBER: _builtins.int
     TAKEN_FIELD_NUMBER: _builtins.int
     OVERFLOWED_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    OUTSTANDING_FIELD_NUMBER: _builtins.int
+    CONSUMERS_FIELD_NUMBER: _builtins.int
+    DROPPED_FIELD_NUMBER: _builtins.int
+    DEAD_LETTERED_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
     transient: _builtins.bool
@@ -1239,6 +1466,22 @@ class QueueStats(_message.Message):
     """Messages taken since the server started."""
     overflowed: _builtins.int
     """Posts refused or dropped because the queue was full."""
+    ready: _builtins.int
+    """Waiting messages visible to takers: unprocessed less outstanding."""
+    outstanding: _builtins.int
+    """Messages delivered to consumers or leased and not yet acked."""
+    consumers: _builtins.int
+    """Consumers attached to the queue's selectors."""
+    dropped: _builtins.int
+    """Copies a COPY consumer could not take (no credit) since the server
+    started: lost to that consumer, never stalling the queue.
+    """
+    dead_lettered: _builtins.int
+    """Messages sent to the dead-letter queue or discarded as dead letters
+    since the server started.
+    """
+    selectors: _builtins.int
+    """Selectors reading the queue."""
     def __init__(
         self,
         *,
@@ -1250,11 +1493,523 @@ class QueueStats(_message.Message):
         posted: _builtins.int = ...,
         taken: _builtins.int = ...,
         overflowed: _builtins.int = ...,
+        ready: _builtins.int = ...,
+        outstanding: _builtins.int = ...,
+        consumers: _builtins.int = ...,
+        dropped: _builtins.int = ...,
+        dead_lettered: _builtins.int = ...,
+        selectors: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "name", b"name", "overflowed", b"overflowed", "posted", b"posted", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___QueueStats: _TypeAlias = QueueStats  # noqa: Y015
+
+@_typing.final
+class SelectorSpec(_message.Message):
+    """A selector's properties, fixed when it is created."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    UNLIMITED_CREDIT_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    START_SEQ_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """The queue it reads."""
+    op: Global___Operation.ValueType
+    """What it does with them."""
+    destination: _builtins.str
+    """The queue it moves or copies to; empty: terminal (a consumer attached
+    through Subscribe). Empty for DELETE and BOUNCE.
+    """
+    credit: _builtins.int
+    """Terminal: most messages delivered and not yet acked (0: 100).
+    To a queue: most messages it will ever move (0: no limit; the
+    destination's free room limits it as well). Negative: INVALID_ARGUMENT.
+    """
+    unlimited_credit: _builtins.bool
+    """No credit limit (a terminal consumer then gets everything at once)."""
+    start: Global___Position.ValueType
+    """Where it starts."""
+    start_seq: _builtins.int
+    """With POSITION_SEQ."""
+    role: Global___Role.ValueType
+    """When it runs."""
+    @_builtins.property
+    def pattern(self) -> Global___Pattern:
+        """Which messages; unset: all."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """With POSITION_TIME."""
+
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        pattern: Global___Pattern | None = ...,
+        op: Global___Operation.ValueType = ...,
+        destination: _builtins.str = ...,
+        credit: _builtins.int = ...,
+        unlimited_credit: _builtins.bool = ...,
+        start: Global___Position.ValueType = ...,
+        start_seq: _builtins.int = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        role: Global___Role.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SelectorSpec: _TypeAlias = SelectorSpec  # noqa: Y015
+
+@_typing.final
+class Selector(_message.Message):
+    """A selector and its figures."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    DURABLE_FIELD_NUMBER: _builtins.int
+    ATTACHED_FIELD_NUMBER: _builtins.int
+    OUTSTANDING_FIELD_NUMBER: _builtins.int
+    DELIVERED_FIELD_NUMBER: _builtins.int
+    DROPPED_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Assigned by the board: "sel-N" for durable selectors, "sub-N" for a
+    subscription's session selector.
+    """
+    durable: _builtins.bool
+    """Kept across restarts (a selector of a durable queue)."""
+    attached: _builtins.bool
+    """A consumer is attached (terminal selectors)."""
+    outstanding: _builtins.int
+    """Messages delivered and not yet acked."""
+    delivered: _builtins.int
+    """Messages moved, copied or delivered since the server started."""
+    dropped: _builtins.int
+    """Copies lost for want of credit since the server started."""
+    @_builtins.property
+    def spec(self) -> Global___SelectorSpec:
+        """Its properties."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        spec: Global___SelectorSpec | None = ...,
+        durable: _builtins.bool = ...,
+        attached: _builtins.bool = ...,
+        outstanding: _builtins.int = ...,
+        delivered: _builtins.int = ...,
+        dropped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attached", b"attached", "delivered", b"delivered", "dropped", b"dropped", "durable", b"durable", "id", b"id", "outstanding", b"outstanding", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Selector: _TypeAlias = Selector  # noqa: Y015
+
+@_typing.final
+class CreateSelectorRequest(_message.Message):
+    """CreateSelector's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___SelectorSpec:
+        """The selector to create."""
+
+    def __init__(
+        self,
+        *,
+        spec: Global___SelectorSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSelectorRequest: _TypeAlias = CreateSelectorRequest  # noqa: Y015
+
+@_typing.final
+class GetSelectorRequest(_message.Message):
+    """GetSelector's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The selector's id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSelectorRequest: _TypeAlias = GetSelectorRequest  # noqa: Y015
+
+@_typing.final
+class ListSelectorsRequest(_message.Message):
+    """ListSelectors' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only the selectors reading this queue; empty: all."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSelectorsRequest: _TypeAlias = ListSelectorsRequest  # noqa: Y015
+
+@_typing.final
+class ListSelectorsResponse(_message.Message):
+    """ListSelectors' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___Selector]:
+        """By source queue, then in creation order."""
+
+    def __init__(
+        self,
+        *,
+        selectors: _abc.Iterable[Global___Selector] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["selectors", b"selectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSelectorsResponse: _TypeAlias = ListSelectorsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteSelectorRequest(_message.Message):
+    """DeleteSelector's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The selector's id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSelectorRequest: _TypeAlias = DeleteSelectorRequest  # noqa: Y015
+
+@_typing.final
+class DeleteSelectorResponse(_message.Message):
+    """DeleteSelector's answer: nothing."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSelectorResponse: _TypeAlias = DeleteSelectorResponse  # noqa: Y015
+
+@_typing.final
+class SubscribeRequest(_message.Message):
+    """---------------------------------------------------------------- subscribing
+
+    One request on a Subscribe stream: the first is `open`, then any of the
+    others.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPEN_FIELD_NUMBER: _builtins.int
+    ACK_FIELD_NUMBER: _builtins.int
+    NACK_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    credit: _builtins.int
+    """Raises the consumer's credit by this many messages."""
+    @_builtins.property
+    def open(self) -> Global___Subscription:
+        """Opens the subscription (first request only)."""
+
+    @_builtins.property
+    def ack(self) -> Global___Acks:
+        """Acknowledges deliveries: they are done with."""
+
+    @_builtins.property
+    def nack(self) -> Global___Nacks:
+        """Gives deliveries back."""
+
+    def __init__(
+        self,
+        *,
+        open: Global___Subscription | None = ...,
+        ack: Global___Acks | None = ...,
+        nack: Global___Nacks | None = ...,
+        credit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "credit", b"credit", "kind", b"kind", "nack", b"nack", "open", b"open"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "credit", b"credit", "kind", b"kind", "nack", b"nack", "open", b"open"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["open", "ack", "nack", "credit"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___SubscribeRequest: _TypeAlias = SubscribeRequest  # noqa: Y015
+
+@_typing.final
+class Subscription(_message.Message):
+    """What a subscription receives."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    START_SEQ_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    SELECTOR_ID_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """The queue to read (with a session selector)."""
+    op: Global___Operation.ValueType
+    """MOVE (default: each message to one consumer, acked) or COPY (every
+    subscriber gets every message while attached; lost copies are counted).
+    """
+    credit: _builtins.int
+    """Most deliveries not yet acked; 0: 100. Acks give credit back."""
+    start: Global___Position.ValueType
+    """Where to start (COPY replays history from HEAD, a seq or a time)."""
+    start_seq: _builtins.int
+    """With POSITION_SEQ."""
+    selector_id: _builtins.str
+    """Attach to this durable terminal selector instead (queue, pattern, op
+    and start must then be unset).
+    """
+    @_builtins.property
+    def pattern(self) -> Global___Pattern:
+        """Which messages; unset: all."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """With POSITION_TIME."""
+
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        pattern: Global___Pattern | None = ...,
+        op: Global___Operation.ValueType = ...,
+        credit: _builtins.int = ...,
+        start: Global___Position.ValueType = ...,
+        start_seq: _builtins.int = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        selector_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "op", b"op", "pattern", b"pattern", "queue", b"queue", "selector_id", b"selector_id", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Subscription: _TypeAlias = Subscription  # noqa: Y015
+
+@_typing.final
+class Acks(_message.Message):
+    """Acks of deliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    UP_TO_FIELD_NUMBER: _builtins.int
+    up_to: _builtins.int
+    """Also every outstanding delivery with an id up to this one (cumulative)."""
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Delivery ids."""
+
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        up_to: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "up_to", b"up_to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Acks: _TypeAlias = Acks  # noqa: Y015
+
+@_typing.final
+class Nacks(_message.Message):
+    """Nacks of deliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    REJECT_FIELD_NUMBER: _builtins.int
+    reject: _builtins.bool
+    """Dead-letter them instead of giving them back for redelivery."""
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Delivery ids."""
+
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        reject: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "reject", b"reject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Nacks: _TypeAlias = Nacks  # noqa: Y015
+
+@_typing.final
+class SubscribeResponse(_message.Message):
+    """One response on a Subscribe stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBSCRIBED_FIELD_NUMBER: _builtins.int
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ACKED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def subscribed(self) -> Global___Selector:
+        """The answer to `open`: the selector the consumer reads."""
+
+    @_builtins.property
+    def deliveries(self) -> Global___Deliveries:
+        """Messages, in seq order per queue."""
+
+    @_builtins.property
+    def error(self) -> Global___Error:
+        """A request that failed (an unknown delivery id, negative credit...);
+        nothing was changed and the stream carries on.
+        """
+
+    @_builtins.property
+    def acked(self) -> Global___Acks:
+        """Acks now durable: these deliveries will never come again."""
+
+    def __init__(
+        self,
+        *,
+        subscribed: Global___Selector | None = ...,
+        deliveries: Global___Deliveries | None = ...,
+        error: Global___Error | None = ...,
+        acked: Global___Acks | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "deliveries", b"deliveries", "error", b"error", "kind", b"kind", "subscribed", b"subscribed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "deliveries", b"deliveries", "error", b"error", "kind", b"kind", "subscribed", b"subscribed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribed", "deliveries", "error", "acked"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___SubscribeResponse: _TypeAlias = SubscribeResponse  # noqa: Y015
+
+@_typing.final
+class Deliveries(_message.Message):
+    """A batch of deliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Delivery]:
+        """In delivery order."""
+
+    def __init__(
+        self,
+        *,
+        deliveries: _abc.Iterable[Global___Delivery] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Deliveries: _TypeAlias = Deliveries  # noqa: Y015
+
+@_typing.final
+class Delivery(_message.Message):
+    """One delivered message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Ack or nack it by this id (increasing per subscription)."""
+    @_builtins.property
+    def message(self) -> Global___Message:
+        """The message; delivery_count counts this delivery."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        message: Global___Message | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Delivery: _TypeAlias = Delivery  # noqa: Y015

@@ -80,10 +80,40 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.BrowseRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.BrowseResponse.FromString,
                 _registered_method=True)
+        self.Ack = channel.unary_unary(
+                '/msgboard.v1.Board/Ack',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.AckRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.AckResponse.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/msgboard.v1.Board/Stats',
                 request_serializer=msgboard_dot_v1_dot_board__pb2.StatsRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.CreateSelector = channel.unary_unary(
+                '/msgboard.v1.Board/CreateSelector',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.CreateSelectorRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.Selector.FromString,
+                _registered_method=True)
+        self.GetSelector = channel.unary_unary(
+                '/msgboard.v1.Board/GetSelector',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.GetSelectorRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.Selector.FromString,
+                _registered_method=True)
+        self.ListSelectors = channel.unary_unary(
+                '/msgboard.v1.Board/ListSelectors',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ListSelectorsRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ListSelectorsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSelector = channel.unary_unary(
+                '/msgboard.v1.Board/DeleteSelector',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.DeleteSelectorRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteSelectorResponse.FromString,
+                _registered_method=True)
+        self.Subscribe = channel.stream_stream(
+                '/msgboard.v1.Board/Subscribe',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
 
 
@@ -166,8 +196,62 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Ack(self, request, context):
+        """Acknowledges messages taken with a lease (TakeRequest.lease): they are
+        processed for good. With `nack`, gives them back to the queue instead.
+        NOT_FOUND for a lease that is unknown, already acked or run out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Board and per-queue figures.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSelector(self, request, context):
+        """Creates a selector: a standing MOVE, COPY, DELETE or BOUNCE of the
+        messages of one queue that match a pattern, to another queue or to a
+        consumer (terminal). It lives as long as its source queue: durable
+        queues keep their selectors across restarts. NOT_FOUND for a missing
+        source or destination queue; FAILED_PRECONDITION for a selector that
+        would close a cycle of queues.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSelector(self, request, context):
+        """One selector by id. NOT_FOUND if there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSelectors(self, request, context):
+        """The selectors of one queue, or of every queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSelector(self, request, context):
+        """Deletes a selector; messages it had delivered and not yet seen acked go
+        back to the source queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Subscribe(self, request_iterator, context):
+        """A consumer's stream: the first request opens a subscription (a session
+        selector, or attaches to a durable terminal selector), later ones ack,
+        nack and add credit. The server answers `subscribed`, then streams
+        deliveries, several per response when many are ready. Bad acks are
+        answered with an `error` response and the stream carries on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -221,10 +305,40 @@ def add_BoardServicer_to_server(servicer, server):
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.BrowseRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.BrowseResponse.SerializeToString,
             ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.AckRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.AckResponse.SerializeToString,
+            ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.StatsRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.StatsResponse.SerializeToString,
+            ),
+            'CreateSelector': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSelector,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.CreateSelectorRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.Selector.SerializeToString,
+            ),
+            'GetSelector': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSelector,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.GetSelectorRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.Selector.SerializeToString,
+            ),
+            'ListSelectors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSelectors,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ListSelectorsRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ListSelectorsResponse.SerializeToString,
+            ),
+            'DeleteSelector': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSelector,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteSelectorRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.DeleteSelectorResponse.SerializeToString,
+            ),
+            'Subscribe': grpc.stream_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.SubscribeRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.SubscribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -482,6 +596,33 @@ class Board:
             _registered_method=True)
 
     @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/Ack',
+            msgboard_dot_v1_dot_board__pb2.AckRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.AckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Stats(request,
             target,
             options=(),
@@ -498,6 +639,141 @@ class Board:
             '/msgboard.v1.Board/Stats',
             msgboard_dot_v1_dot_board__pb2.StatsRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSelector(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/CreateSelector',
+            msgboard_dot_v1_dot_board__pb2.CreateSelectorRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.Selector.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSelector(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/GetSelector',
+            msgboard_dot_v1_dot_board__pb2.GetSelectorRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.Selector.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSelectors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ListSelectors',
+            msgboard_dot_v1_dot_board__pb2.ListSelectorsRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ListSelectorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSelector(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/DeleteSelector',
+            msgboard_dot_v1_dot_board__pb2.DeleteSelectorRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.DeleteSelectorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/msgboard.v1.Board/Subscribe',
+            msgboard_dot_v1_dot_board__pb2.SubscribeRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -79,8 +79,36 @@ class BoardStub:
     """Like Take, but leaves the messages where they are (Linda `rd`/`rdp`)."""
     Browse: _grpc.UnaryUnaryMultiCallable[_board_pb2.BrowseRequest, _board_pb2.BrowseResponse]
     """Pages through a queue's waiting messages and its history, in seq order."""
+    Ack: _grpc.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]
+    """Acknowledges messages taken with a lease (TakeRequest.lease): they are
+    processed for good. With `nack`, gives them back to the queue instead.
+    NOT_FOUND for a lease that is unknown, already acked or run out.
+    """
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
+    CreateSelector: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateSelectorRequest, _board_pb2.Selector]
+    """Creates a selector: a standing MOVE, COPY, DELETE or BOUNCE of the
+    messages of one queue that match a pattern, to another queue or to a
+    consumer (terminal). It lives as long as its source queue: durable
+    queues keep their selectors across restarts. NOT_FOUND for a missing
+    source or destination queue; FAILED_PRECONDITION for a selector that
+    would close a cycle of queues.
+    """
+    GetSelector: _grpc.UnaryUnaryMultiCallable[_board_pb2.GetSelectorRequest, _board_pb2.Selector]
+    """One selector by id. NOT_FOUND if there is none."""
+    ListSelectors: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListSelectorsRequest, _board_pb2.ListSelectorsResponse]
+    """The selectors of one queue, or of every queue."""
+    DeleteSelector: _grpc.UnaryUnaryMultiCallable[_board_pb2.DeleteSelectorRequest, _board_pb2.DeleteSelectorResponse]
+    """Deletes a selector; messages it had delivered and not yet seen acked go
+    back to the source queue.
+    """
+    Subscribe: _grpc.StreamStreamMultiCallable[_board_pb2.SubscribeRequest, _board_pb2.SubscribeResponse]
+    """A consumer's stream: the first request opens a subscription (a session
+    selector, or attaches to a durable terminal selector), later ones ack,
+    nack and add credit. The server answers `subscribed`, then streams
+    deliveries, several per response when many are ready. Bad acks are
+    answered with an `error` response and the stream carries on.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -122,8 +150,36 @@ class BoardAsyncStub(BoardStub):
     """Like Take, but leaves the messages where they are (Linda `rd`/`rdp`)."""
     Browse: _aio.UnaryUnaryMultiCallable[_board_pb2.BrowseRequest, _board_pb2.BrowseResponse]  # type: ignore[assignment]
     """Pages through a queue's waiting messages and its history, in seq order."""
+    Ack: _aio.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]  # type: ignore[assignment]
+    """Acknowledges messages taken with a lease (TakeRequest.lease): they are
+    processed for good. With `nack`, gives them back to the queue instead.
+    NOT_FOUND for a lease that is unknown, already acked or run out.
+    """
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
+    CreateSelector: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateSelectorRequest, _board_pb2.Selector]  # type: ignore[assignment]
+    """Creates a selector: a standing MOVE, COPY, DELETE or BOUNCE of the
+    messages of one queue that match a pattern, to another queue or to a
+    consumer (terminal). It lives as long as its source queue: durable
+    queues keep their selectors across restarts. NOT_FOUND for a missing
+    source or destination queue; FAILED_PRECONDITION for a selector that
+    would close a cycle of queues.
+    """
+    GetSelector: _aio.UnaryUnaryMultiCallable[_board_pb2.GetSelectorRequest, _board_pb2.Selector]  # type: ignore[assignment]
+    """One selector by id. NOT_FOUND if there is none."""
+    ListSelectors: _aio.UnaryUnaryMultiCallable[_board_pb2.ListSelectorsRequest, _board_pb2.ListSelectorsResponse]  # type: ignore[assignment]
+    """The selectors of one queue, or of every queue."""
+    DeleteSelector: _aio.UnaryUnaryMultiCallable[_board_pb2.DeleteSelectorRequest, _board_pb2.DeleteSelectorResponse]  # type: ignore[assignment]
+    """Deletes a selector; messages it had delivered and not yet seen acked go
+    back to the source queue.
+    """
+    Subscribe: _aio.StreamStreamMultiCallable[_board_pb2.SubscribeRequest, _board_pb2.SubscribeResponse]  # type: ignore[assignment]
+    """A consumer's stream: the first request opens a subscription (a session
+    selector, or attaches to a durable terminal selector), later ones ack,
+    nack and add credit. The server answers `subscribed`, then streams
+    deliveries, several per response when many are ready. Bad acks are
+    answered with an `error` response and the stream carries on.
+    """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
     """The board service."""
@@ -218,11 +274,75 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         """Pages through a queue's waiting messages and its history, in seq order."""
 
     @_abc_1.abstractmethod
+    def Ack(
+        self,
+        request: _board_pb2.AckRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.AckResponse, _abc.Awaitable[_board_pb2.AckResponse]]:
+        """Acknowledges messages taken with a lease (TakeRequest.lease): they are
+        processed for good. With `nack`, gives them back to the queue instead.
+        NOT_FOUND for a lease that is unknown, already acked or run out.
+        """
+
+    @_abc_1.abstractmethod
     def Stats(
         self,
         request: _board_pb2.StatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_board_pb2.StatsResponse, _abc.Awaitable[_board_pb2.StatsResponse]]:
         """Board and per-queue figures."""
+
+    @_abc_1.abstractmethod
+    def CreateSelector(
+        self,
+        request: _board_pb2.CreateSelectorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.Selector, _abc.Awaitable[_board_pb2.Selector]]:
+        """Creates a selector: a standing MOVE, COPY, DELETE or BOUNCE of the
+        messages of one queue that match a pattern, to another queue or to a
+        consumer (terminal). It lives as long as its source queue: durable
+        queues keep their selectors across restarts. NOT_FOUND for a missing
+        source or destination queue; FAILED_PRECONDITION for a selector that
+        would close a cycle of queues.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSelector(
+        self,
+        request: _board_pb2.GetSelectorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.Selector, _abc.Awaitable[_board_pb2.Selector]]:
+        """One selector by id. NOT_FOUND if there is none."""
+
+    @_abc_1.abstractmethod
+    def ListSelectors(
+        self,
+        request: _board_pb2.ListSelectorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListSelectorsResponse, _abc.Awaitable[_board_pb2.ListSelectorsResponse]]:
+        """The selectors of one queue, or of every queue."""
+
+    @_abc_1.abstractmethod
+    def DeleteSelector(
+        self,
+        request: _board_pb2.DeleteSelectorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.DeleteSelectorResponse, _abc.Awaitable[_board_pb2.DeleteSelectorResponse]]:
+        """Deletes a selector; messages it had delivered and not yet seen acked go
+        back to the source queue.
+        """
+
+    @_abc_1.abstractmethod
+    def Subscribe(
+        self,
+        request_iterator: _MaybeAsyncIterator[_board_pb2.SubscribeRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_board_pb2.SubscribeResponse], _abc.AsyncIterator[_board_pb2.SubscribeResponse]]:
+        """A consumer's stream: the first request opens a subscription (a session
+        selector, or attaches to a durable terminal selector), later ones ack,
+        nack and add credit. The server answers `subscribed`, then streams
+        deliveries, several per response when many are ready. Bad acks are
+        answered with an `error` response and the stream carries on.
+        """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,839 @@
+"""The routing network: where a message goes when it arrives on a queue.
+
+The rules are DESIGN.md's, in its order. When a message arrives:
+
+1. the selectors of its queue whose pattern matches are found;
+2. every matching COPY gets a copy (a terminal COPY whose consumer has no
+   credit loses it, counted as dropped; the queue never stalls);
+3. a matching DELETE drops it (it is processed, into history); otherwise the
+   first matching MOVE or BOUNCE with credit, in round-robin order, takes it
+   and goes to the back of the order;
+4. matching MOVEs without credit: it waits, and the first of them to get
+   credit pulls it (oldest first);
+5. no selectors: it waits. Selectors, but no MOVE, BOUNCE or DELETE matched
+   (COPYs do not decide a message's fate): the ``default`` selector, else the
+   queue's ``unmatched`` policy;
+6. a post to a full queue goes to the ``overflow`` selector, else the
+   queue's overflow policy (``Board._post``);
+7. processed messages go to history, as ``max_history`` bounds;
+8. an expired message is dead-lettered (or discarded), never delivered.
+
+A message that waits is offered to blocked Reads (every one gets it) and
+then to the oldest blocked Take.
+
+Credit. A terminal selector's credit is its consumer's window less the
+deliveries not yet acked; an ack gives one back. A selector into a queue has
+as much credit as that queue has room under ``max_unprocessed`` (and its own
+quota), so when a consumer drains the destination the parent pulls again:
+credit flows up the graph. Each selector pulls from a cursor: no waiting
+message below it is one it could take, except held ones, which rewind the
+cursors when they come back; pulls are bounded per operation and continue in
+the next one, so one busy selector cannot hold the writer.
+
+Delivered-but-unacked messages (and leased Takes) stay in the unprocessed
+section, *held*: invisible to everyone else, in memory only. Acking
+processes them; a nack, a disconnect or a lease running out gives them back
+with their delivery count raised (a nack after a short, growing backoff).
+If the server dies, holds die with it and the messages are simply waiting
+again: at-least-once, with nothing written per delivery.
+
+Everything here runs on the writer thread; every change to memory is
+registered with ``Batch.undo`` so that a group that aborts leaves no trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from msgboard.associative import Pattern
+from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
+from msgboard.engine.waiters import Waiter, Waiters, answer, claim
+from msgboard.engine.writer import Batch, Writer
+from msgboard.errors import InvalidArgument, NotFound
+from msgboard.lmdbstore import QueueInfo, Txn
+from msgboard.message import Message, Section, stamp
+from msgboard.spec import Delivery, Op, Position, Role
+
+#: Most hops one message makes through selectors in one arrival (a bound on
+#: BOUNCE and dead-letter loops; static MOVE/COPY cycles are refused).
+MAX_HOPS = 32
+#: Most messages pulled by selectors in one operation; the rest is pulled
+#: by a follow-up operation.
+PULL_BUDGET = 10_000
+#: Most messages one pull collects before acting on them.
+PULL_CHUNK = 256
+#: A nacked message's first backoff, doubled per delivery, capped.
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 5.0
+
+Found = tuple[Txn, QueueInfo]
+Lookup = Callable[[Batch, str], Found | None]
+Waiting = Callable[[Txn, str, Pattern, int | None], Iterator[Message]]
+
+
+@dataclass(slots=True)
+class Traffic:
+    """Per-queue counts since the board opened."""
+
+    posted: int = 0
+    taken: int = 0
+    overflowed: int = 0
+    dead_lettered: int = 0
+    dropped: int = 0
+
+
+def fresh(m: Message) -> Message:
+    """``m`` as a new post: the fields the board sets cleared."""
+    return stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
+
+
+def delivered(m: Message) -> Message:
+    """``m`` as its consumer sees it: delivery_count counts this delivery."""
+    return stamp(m, m.queue, m.seq, m.posted_at, 0, m.delivery_count + 1, m.section)
+
+
+class Network:
+    """Selectors, consumers, holds and leases of one board."""
+
+    def __init__(self, writer: Writer, waiters: Waiters, lookup: Lookup, waiting: Waiting):
+        self._writer = writer
+        self._waiters = waiters
+        self._lookup = lookup
+        self._waiting = waiting
+        #: By id, in creation order.
+        self.selectors: dict[str, Selector] = {}
+        #: Source queue -> its selectors, in round-robin order.
+        self._by_source: dict[str, list[Selector]] = {}
+        #: Destination queue -> the MOVE selectors feeding it.
+        self._by_dest: dict[str, list[Selector]] = {}
+        self._holds: dict[str, dict[int, object]] = {}
+        self._leases: dict[int, Lease] = {}
+        self._next_lease = 1
+        self._work: dict[Selector, None] = {}
+        self._budget = PULL_BUDGET
+        self.traffic: dict[str, Traffic] = {}
+
+    # -- memory changes, undone if the batch aborts ---------------------
+
+    @staticmethod
+    def _set(b: Batch, obj: object, attr: str, value: Any) -> None:
+        old = getattr(obj, attr)
+        setattr(obj, attr, value)
+        b.undo(lambda: setattr(obj, attr, old))
+
+    def _hold(self, b: Batch, queue: str, seq: int, owner: object) -> None:
+        held = self._holds.setdefault(queue, {})
+        old = held.get(seq)
+        held[seq] = owner
+        b.undo(lambda: held.__setitem__(seq, old) if old is not None else held.pop(seq, None))
+
+    def _unhold(self, b: Batch, queue: str, seq: int) -> None:
+        held = self._holds.get(queue)
+        if held is not None and seq in held:
+            old = held.pop(seq)
+            b.undo(lambda: held.__setitem__(seq, old))
+
+    def held(self, queue: str) -> dict[int, object]:
+        """The queue's held seqs (do not change it)."""
+        return self._holds.get(queue) or {}
+
+    def count(self, queue: str, **by: int) -> None:
+        """Adds to the queue's traffic counts (call from ``Batch.after``)."""
+        t = self.traffic.get(queue)
+        if t is None:
+            t = self.traffic[queue] = Traffic()
+        for k, v in by.items():
+            setattr(t, k, getattr(t, k) + v)
+
+    def _later(self, b: Batch, queue: str, **by: int) -> None:
+        b.after(lambda: self.count(queue, **by))
+
+    # -- selectors ------------------------------------------------------
+
+    def of(self, queue: str) -> list[Selector]:
+        return self._by_source.get(queue) or []
+
+    def add(self, b: Batch, s: Selector) -> None:
+        self.selectors[s.id] = s
+        lst = self._by_source.setdefault(s.source, [])
+        lst.append(s)
+        feeds = self._by_dest.setdefault(s.spec.destination, [])
+        feeds.append(s)
+
+        def undo() -> None:
+            self.selectors.pop(s.id, None)
+            if s in lst:
+                lst.remove(s)
+            if s in feeds:
+                feeds.remove(s)
+
+        b.undo(undo)
+        self._work[s] = None
+
+    def remove(self, b: Batch, s: Selector) -> None:
+        """Drops a selector; its consumer's outstanding messages go back."""
+        c = s.consumer
+        if c is not None:
+            self.detach(b, c)
+        self.selectors.pop(s.id, None)
+        lst = self._by_source.get(s.source, [])
+        i = lst.index(s)
+        del lst[i]
+        feeds = self._by_dest.get(s.spec.destination, [])
+        j = feeds.index(s)
+        del feeds[j]
+
+        def undo() -> None:
+            self.selectors[s.id] = s
+            lst.insert(i, s)
+            feeds.insert(j, s)
+
+        b.undo(undo)
+        self._work.pop(s, None)
+
+    def reaches(self, start: str, goal: str) -> bool:
+        """True if messages can flow from queue ``start`` to ``goal`` through
+        internal MOVE and COPY selectors."""
+        seen, todo = {start}, [start]
+        while todo:
+            q = todo.pop()
+            if q == goal:
+                return True
+            for s in self.of(q):
+                d = s.spec.destination
+                if d and d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return False
+
+    def start(self, txn: Txn, s: Selector) -> None:
+        """Places a new selector's cursor as its start position says."""
+        spec, q = s.spec, s.source
+        if spec.start is Position.SEQ:
+            s.cursor = max(spec.start_seq, 1)
+        elif spec.start is Position.TIME:
+            at = txn.seq_at(q, spec.start_time)
+            s.cursor = txn.counts(q).next_seq if at is None else at
+        elif spec.op is Op.COPY and spec.start is Position.CURRENT:
+            s.cursor = txn.counts(q).next_seq
+        else:
+            s.cursor = 1
+        s.behind = spec.op is not Op.COPY or s.cursor < txn.counts(q).next_seq
+
+    # -- arrival ----------------------------------------------------------
+
+    def arrive(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, hops: int = 0) -> None:
+        """Routes a message just stored on its queue."""
+        q = info.spec.name
+        sels = self._by_source.get(q)
+        if not sels and not msg.expires_at and not self._waiters.any(q):
+            return  # the common case of a plain queue: it waits
+        if hops > MAX_HOPS:
+            self._process(b, txn, info, msg)
+            self._later(b, q, dead_lettered=1)
+            return
+        if msg.expired(b.now):
+            self.dead(b, txn, info, msg, "expired", hops)
+            return
+        if sels and self._route(b, txn, info, msg, sels, hops, copies=True):
+            self._offer(b, txn, info, msg, takeable=False)
+            return
+        self._offer(b, txn, info, msg, takeable=True)
+
+    def _route(
+        self,
+        b: Batch,
+        txn: Txn,
+        info: QueueInfo,
+        msg: Message,
+        sels: list[Selector],
+        hops: int,
+        *,
+        copies: bool,
+    ) -> bool:
+        """Rules 2-5 for one waiting, unheld message; True if it left."""
+        fate: list[Selector] = []
+        default: Selector | None = None
+        normal = False
+        for s in sels:
+            spec = s.spec
+            if spec.role is Role.OVERFLOW:
+                continue
+            normal = True
+            if spec.role is Role.DEFAULT:
+                if default is None and spec.pattern.matches(msg):
+                    default = s
+                continue
+            if not spec.pattern.matches(msg):
+                continue
+            if spec.op is Op.COPY:
+                if copies and not s.behind:
+                    self._copy(b, s, msg, hops)
+            else:
+                fate.append(s)
+        if not fate:
+            if default is not None:
+                if default.spec.op is Op.COPY:
+                    if copies:
+                        self._copy(b, default, msg, hops)
+                    return False
+                fate = [default]
+            elif not normal:
+                return False  # rule 5: no selectors, it waits
+            else:
+                return self._unmatched(b, txn, info, msg, hops)
+        for s in fate:
+            if s.spec.op is Op.DELETE:
+                self._take(b, txn, info, s, msg, hops)
+                return True
+        for s in fate:  # round-robin order: the list is rotated on each take
+            if not s.behind and self._can_take(b, s, msg):
+                self._take(b, txn, info, s, msg, hops)
+                self._rotate(b, sels, s)
+                if msg.seq >= s.cursor and copies:
+                    self._set(b, s, "cursor", msg.seq + 1)
+                return True
+        return False
+
+    def _unmatched(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, hops: int) -> bool:
+        policy = info.spec.unmatched.value
+        if policy == "discard":
+            self._process(b, txn, info, msg)
+            return True
+        if policy == "dead-letter":
+            self.dead(b, txn, info, msg, "unmatched", hops)
+            return True
+        return False
+
+    def _rotate(self, b: Batch, sels: list[Selector], s: Selector) -> None:
+        i = sels.index(s)
+        if i == len(sels) - 1:
+            return
+        del sels[i]
+        sels.append(s)
+
+        def undo() -> None:
+            sels.remove(s)
+            sels.insert(i, s)
+
+        b.undo(undo)
+
+    def _offer(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, *, takeable: bool) -> None:
+        """Hands a message to the blocked calls it matches: every matching
+        Read gets it, then (if it is still waiting) the oldest matching Take."""
+        q = info.spec.name
+        if not self._waiters.any(q):
+            return
+        taker: Waiter | None = None
+        for w in self._waiters.of(q):
+            if w.claimed or not w.pattern.matches(msg):
+                continue
+            if not claim(w.future):  # its caller gave up
+                self._waiters.remove(w)
+            elif not w.take:
+                self._hand(b, w, [msg])
+            elif taker is None and takeable:
+                taker = w
+        if taker is None:
+            return
+        if taker.lease:
+            self._hand(b, taker, self.lease(b, txn, info, [msg], taker.lease))
+        else:
+            self._hand(b, taker, [self.process(b, txn, info, msg)])
+            self._later(b, q, taken=1)
+
+    def _hand(self, b: Batch, w: Waiter, found: list[Any]) -> None:
+        """Gives a waiter its answer once the batch is durable."""
+        w.claimed = True
+        b.undo(lambda: setattr(w, "claimed", False))
+
+        def wake() -> None:
+            self._waiters.remove(w)
+            answer(w.future, found)
+
+        b.after(wake)
+
+    # -- what selectors do --------------------------------------------------
+
+    def _room(self, b: Batch, name: str) -> tuple[float, Found | None]:
+        found = self._lookup(b, name)
+        if found is None:
+            return 0, None
+        txn, info = found
+        limit = info.spec.max_unprocessed
+        if not limit:
+            return math.inf, found
+        return max(0, limit - txn.counts(name).unprocessed), found
+
+    def credit(self, b: Batch, s: Selector) -> float:
+        """How many messages ``s`` may take now."""
+        spec = s.spec
+        if spec.op is Op.DELETE:
+            return math.inf
+        if spec.terminal:
+            c = s.consumer
+            return 0 if c is None or c.closed else c.credit()
+        if spec.op is Op.BOUNCE:
+            return s.quota
+        return min(s.quota, self._room(b, spec.destination)[0])
+
+    def _can_take(self, b: Batch, s: Selector, msg: Message) -> bool:
+        return self.credit(b, s) > 0
+
+    def _take(
+        self, b: Batch, txn: Txn, info: QueueInfo, s: Selector, msg: Message, hops: int
+    ) -> None:
+        """``s`` (DELETE, MOVE or BOUNCE) takes the waiting ``msg``."""
+        spec, q = s.spec, info.spec.name
+        sid = s.id
+        b.after(lambda: self._bump(sid))
+        if spec.op is Op.DELETE:
+            self._process(b, txn, info, msg)
+        elif spec.terminal:
+            c = s.consumer
+            assert c is not None
+            did = c.next_id
+            self._set(b, c, "next_id", did + 1)
+            c.outstanding[did] = msg
+            b.undo(lambda: c.outstanding.pop(did, None))
+            self._hold(b, q, msg.seq, c)
+            self._deliver(b, c, Delivery(did, delivered(msg)))
+        elif spec.op is Op.BOUNCE:
+            self._process(b, txn, info, msg)
+            self._set(b, s, "quota", s.quota - 1)
+            if not msg.reply_to or self._room(b, msg.reply_to)[0] <= 0:
+                self.dead_letter(b, info, msg, "bounce: no room in reply_to", hops)
+                return
+            headers = {**msg.headers, "x-bounced-from": msg.address}
+            out = Message(
+                tuple=msg.tuple,
+                address=msg.reply_to,
+                priority=msg.priority,
+                headers=headers,
+                reply_to=msg.address if msg.address else q,
+                expires_at=msg.expires_at,
+                content_type=msg.content_type,
+                body=msg.body,
+            )
+            self.append(b, msg.reply_to, out, hops + 1)
+        else:
+            self._process(b, txn, info, msg)
+            self._set(b, s, "quota", s.quota - 1)
+            self.append(b, spec.destination, fresh(msg), hops + 1)
+
+    def _bump(self, sid: str, dropped: int = 0) -> None:
+        s = self.selectors.get(sid)
+        if s is not None:
+            if dropped:
+                s.dropped += dropped
+            else:
+                s.delivered += 1
+
+    def _copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
+        """``s`` copies ``msg``; False if it could not (no credit or room):
+        the copy is lost to it and counted."""
+        spec, sid = s.spec, s.id
+        if spec.terminal:
+            c = s.consumer
+            if c is None or c.closed:
+                return True  # a terminal COPY delivers only while attached
+            if c.credit() <= 0:
+                b.after(lambda: self._bump(sid, dropped=1))
+                self._later(b, spec.source, dropped=1)
+                return False
+            did = c.next_id
+            self._set(b, c, "next_id", did + 1)
+            c.outstanding[did] = msg
+            b.undo(lambda: c.outstanding.pop(did, None))
+            self._deliver(b, c, Delivery(did, delivered(msg)))
+        else:
+            if s.quota <= 0 or self._room(b, spec.destination)[0] <= 0:
+                b.after(lambda: self._bump(sid, dropped=1))
+                self._later(b, spec.source, dropped=1)
+                return False
+            self._set(b, s, "quota", s.quota - 1)
+            self.append(b, spec.destination, fresh(msg), hops + 1)
+        b.after(lambda: self._bump(sid))
+        return True
+
+    def _deliver(self, b: Batch, c: Consumer, d: Delivery) -> None:
+        pending = c.pending
+        n = len(pending)
+        pending.append(d)
+        b.undo(lambda: pending.__delitem__(slice(n, None)))
+        if not c.flushing:
+            self._set(b, c, "flushing", True)
+            b.after(lambda: self._flush(c))
+
+    @staticmethod
+    def _flush(c: Consumer) -> None:
+        batch, c.pending = c.pending, []
+        c.flushing = False
+        if batch and not c.closed:
+            c.deliver(batch)
+
+    def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
+        """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,
+        COPY, BOUNCE or dead letter) and routes it there; 0 if the queue is
+        gone."""
+        found = self._lookup(b, name)
+        if found is None:
+            return 0
+        txn, info = found
+        stored = txn.append(name, msg, b.now)
+        self._later(b, name, posted=1)
+        self.arrive(b, txn, info, stored, hops)
+        return stored.seq
+
+    def _process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
+        """Processes a waiting message into history; the queue has room
+        again, so the selectors feeding it may pull."""
+        q = info.spec.name
+        self._unhold(b, q, msg.seq)
+        done = txn.process(q, msg.seq, b.now, info.spec.max_history)
+        self._drained(q)
+        return done
+
+    def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
+        """A Take's processing of ``msg``."""
+        return self._process(b, txn, info, msg)
+
+    def _drained(self, queue: str) -> None:
+        feeds = self._by_dest.get(queue)
+        if feeds:
+            for s in feeds:
+                self._work[s] = None
+
+    def dead(
+        self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
+    ) -> None:
+        """Processes a waiting message and sends it to the dead-letter queue."""
+        self._process(b, txn, info, msg)
+        self.dead_letter(b, info, msg, reason, hops)
+
+    def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> None:
+        """Sends ``msg`` (not stored on its queue) to the queue's dead-letter
+        queue, with headers saying why and whence; discarded when there is
+        none or it is full. Counted either way."""
+        spec = info.spec
+        self._later(b, spec.name, dead_lettered=1)
+        dlq = spec.dead_letter
+        if not dlq or self._room(b, dlq)[0] <= 0 or hops > MAX_HOPS:
+            return
+        headers = {
+            **msg.headers,
+            "x-dead-letter-reason": reason,
+            "x-dead-letter-queue": spec.name,
+            "x-dead-letter-seq": str(msg.seq),
+        }
+        self.append(b, dlq, dataclasses.replace(fresh(msg), headers=headers), hops + 1)
+
+    # -- pulling: credit arrived -----------------------------------------
+
+    def wake(self, s: Selector) -> None:
+        """``s`` may have credit again: it pulls at the end of the operation."""
+        self._work[s] = None
+
+    def settle(self, b: Batch) -> None:
+        """Lets every selector that got credit pull what waits for it. Call at
+        the end of each operation that can give credit or return messages."""
+        work = self._work
+        while work:
+            s = next(iter(work))
+            del work[s]
+            if self.selectors.get(s.id) is s:
+                self._pull(b, s)
+        self._budget = PULL_BUDGET
+
+    def _pull(self, b: Batch, s: Selector) -> None:
+        found = self._lookup(b, s.source)
+        if found is None:
+            return
+        txn, info = found
+        q = info.spec.name
+        copy = s.spec.op is Op.COPY
+        if copy and not s.behind:
+            return
+        while True:
+            credit = self.credit(b, s)
+            if credit <= 0:
+                return
+            if self._budget <= 0:
+                self._set(b, s, "behind", True)
+                self._continue(s)
+                return
+            want = int(min(credit, PULL_CHUNK, self._budget))
+            held = self.held(q)
+            chunk: list[Message] = []
+            end = True
+            if copy:
+                source: Iterator[Message] = (
+                    m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
+                )
+            else:
+                source = self._waiting(txn, q, s.spec.pattern, s.cursor)
+            for m in source:
+                if m.seq in held and not copy:
+                    continue
+                chunk.append(m)
+                if len(chunk) >= want:
+                    end = False
+                    break
+            self._budget -= len(chunk)
+            for m in chunk:
+                if m.expired(b.now) and not copy:
+                    self.dead(b, txn, info, m, "expired", 0)
+                elif copy:
+                    self._copy(b, s, m, 0)
+                elif self._can_take(b, s, m):
+                    self._take(b, txn, info, s, m, 0)
+                else:
+                    self._set(b, s, "cursor", m.seq)
+                    return
+                self._set(b, s, "cursor", m.seq + 1)
+            if end:
+                if copy:
+                    self._set(b, s, "cursor", txn.counts(q).next_seq)
+                self._set(b, s, "behind", False)
+                return
+
+    def _continue(self, s: Selector) -> None:
+        def more(b: Batch) -> None:
+            self._work[s] = None
+            self.settle(b)
+
+        self._writer.submit(more)
+
+    # -- consumers ----------------------------------------------------------
+
+    def attach(self, b: Batch, s: Selector, c: Consumer) -> None:
+        self._set(b, s, "consumer", c)
+        self._work[s] = None
+
+    def detach(self, b: Batch, c: Consumer) -> None:
+        """Ends a consumer: its outstanding messages go back to their queue,
+        in seq order, with their delivery count raised."""
+        s = c.selector
+        if s.consumer is c:
+            self._set(b, s, "consumer", None)
+        self._set(b, c, "closed", True)
+        ids = sorted(c.outstanding, key=lambda i: c.outstanding[i].seq)
+        self._return(b, c, ids, delay=False)
+
+    def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> list[int]:
+        """Acks deliveries; returns the ids acked. Checks every id first."""
+        chosen = self._chosen(c, ids, up_to)
+        s = c.selector
+        for i in chosen:
+            m = c.outstanding.pop(i)
+            b.undo(partial(c.outstanding.__setitem__, i, m))
+            if s.spec.op is not Op.COPY:
+                found = self._lookup(b, m.queue)
+                if found is not None:
+                    self._process(b, *found, m)
+        self._work[s] = None
+        return chosen
+
+    def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
+        chosen = self._chosen(c, ids, 0)
+        if reject:
+            for i in chosen:
+                m = c.outstanding.pop(i)
+                b.undo(partial(c.outstanding.__setitem__, i, m))
+                found = self._lookup(b, m.queue)
+                if found is not None and c.selector.spec.op is not Op.COPY:
+                    self.dead(b, *found, m, "rejected", 0)
+        else:
+            self._return(b, c, chosen, delay=True)
+        self._work[c.selector] = None
+        return chosen
+
+    @staticmethod
+    def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
+        for i in ids:
+            if i not in c.outstanding:
+                if 0 < i < c.next_id:
+                    raise NotFound(f"delivery {i} was already acked or given back")
+                raise InvalidArgument(f"delivery {i} was never delivered on this subscription")
+        if up_to >= c.next_id:
+            raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
+        chosen = dict.fromkeys(ids)
+        if up_to:
+            chosen.update(dict.fromkeys(i for i in c.outstanding if i <= up_to))
+        return list(chosen)
+
+    def _return(self, b: Batch, c: Consumer, ids: list[int], *, delay: bool) -> None:
+        copy = c.selector.spec.op is Op.COPY
+        for i in ids:
+            m = c.outstanding.pop(i)
+            b.undo(partial(c.outstanding.__setitem__, i, m))
+            if copy:
+                continue
+            found = self._lookup(b, m.queue)
+            if found is not None:
+                self.give_back(b, *found, m, delay=delay)
+
+    def give_back(self, b: Batch, txn: Txn, info: QueueInfo, m: Message, *, delay: bool) -> None:
+        """A held message comes back, its delivery count raised: dead-lettered
+        past max_deliveries, else held back a moment (``delay``) or routed
+        again at once."""
+        q = info.spec.name
+        back = stamp(m, q, m.seq, m.posted_at, 0, m.delivery_count + 1, Section.UNPROCESSED)
+        txn.restore(q, back)
+        limit = info.spec.max_deliveries
+        if limit and back.delivery_count >= limit:
+            self.dead(b, txn, info, back, "max-deliveries", 0)
+            return
+        if delay:
+            hold = Backoff(q, back)
+            self._hold(b, q, back.seq, hold)
+            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (back.delivery_count - 1))
+            deadline = time.monotonic() + wait
+            b.after(partial(self._writer.at, deadline, partial(self._release, hold=hold)))
+            return
+        self._unhold(b, q, back.seq)
+        self.requeue(b, txn, info, back)
+
+    def _release(self, b: Batch, *, hold: Backoff) -> None:
+        if self.held(hold.queue).get(hold.message.seq) is not hold:
+            return
+        found = self._lookup(b, hold.queue)
+        if found is None:
+            return
+        txn, info = found
+        self._unhold(b, hold.queue, hold.message.seq)
+        self.requeue(b, txn, info, hold.message)
+        self.settle(b)
+
+    def requeue(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:
+        """Routes a message that came back (not its COPYs again); if it waits,
+        every selector that could take it is rewound to it."""
+        q = info.spec.name
+        if m.expired(b.now):
+            self.dead(b, txn, info, m, "expired", 0)
+            return
+        sels = self.of(q)
+        if sels and self._route(b, txn, info, m, sels, 0, copies=False):
+            return
+        for s in sels:
+            if s.spec.op is not Op.COPY and s.cursor > m.seq:
+                self._set(b, s, "cursor", m.seq)
+                self._work[s] = None
+        self._offer(b, txn, info, m, takeable=True)
+
+    # -- leases ---------------------------------------------------------
+
+    def lease(
+        self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message], seconds: float
+    ) -> list[Delivery]:
+        """Holds ``msgs`` for a Take with a lease."""
+        q = info.spec.name
+        out = []
+        deadline = time.monotonic() + seconds
+        for m in msgs:
+            lid = self._next_lease
+            self._set(b, self, "_next_lease", lid + 1)
+            lease = Lease(lid, q, m)
+            self._leases[lid] = lease
+            b.undo(partial(self._leases.pop, lid, None))
+            self._hold(b, q, m.seq, lease)
+            b.after(partial(self._writer.at, deadline, partial(self._expire, lid=lid)))
+            out.append(Delivery(lid, delivered(m)))
+        return out
+
+    def _expire(self, b: Batch, *, lid: int) -> None:
+        lease = self._leases.pop(lid, None)
+        if lease is None:
+            return
+        b.undo(lambda: self._leases.__setitem__(lid, lease))
+        found = self._lookup(b, lease.queue)
+        if found is not None:
+            self.give_back(b, *found, lease.message, delay=False)
+            self.settle(b)
+
+    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
+        for lid in ids:
+            lease = self._leases.get(lid)
+            if lease is None:
+                if 0 < lid < self._next_lease:
+                    raise NotFound(f"lease {lid}: already acked or ran out")
+                raise InvalidArgument(f"lease {lid} was never given")
+            if lease.queue != queue:
+                raise InvalidArgument(f"lease {lid} is on queue {lease.queue!r}, not {queue!r}")
+        found = self._lookup(b, queue)
+        for lid in dict.fromkeys(ids):
+            lease = self._leases.pop(lid)
+            b.undo(partial(self._leases.__setitem__, lid, lease))
+            if found is None:
+                continue
+            if nack:
+                self.give_back(b, *found, lease.message, delay=False)
+            else:
+                self._process(b, *found, lease.message)
+                self._later(b, queue, taken=1)
+
+    def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
+        """Gives back a leased message whose taker never got it."""
+        lease = self._leases.get(lid)
+        if lease is not None and lease.queue == queue:
+            self.ack_leases(b, queue, [lid], nack=True)
+
+    # -- overflow ---------------------------------------------------------
+
+    def has_overflow(self, queue: str) -> bool:
+        return any(s.spec.role is Role.OVERFLOW for s in self.of(queue))
+
+    def overflow(self, b: Batch, info: QueueInfo, msg: Message) -> None:
+        """Rule 6: a post found the queue full. Its overflow selector takes the
+        message, else the overflow policy: dead-letter, or drop (drop-new, or
+        reject when an overflow selector's destination is full too)."""
+        q = info.spec.name
+        self._later(b, q, overflowed=1)
+        for s in self.of(q):
+            spec = s.spec
+            if spec.role is not Role.OVERFLOW or not spec.pattern.matches(msg):
+                continue
+            if spec.op is Op.DELETE:
+                return
+            if s.quota > 0 and self._room(b, spec.destination)[0] > 0:
+                self._set(b, s, "quota", s.quota - 1)
+                b.after(partial(self._bump, s.id))
+                self.append(b, spec.destination, msg, 1)
+                return
+            break
+        if info.spec.overflow.value == "dead-letter":
+            self.dead_letter(b, info, msg, "overflow", 0)
+
+    # -- a queue goes -----------------------------------------------------
+
+    def queue_gone(self, b: Batch, queue: str) -> list[Selector]:
+        """Forgets a deleted queue's holds and leases, and removes the
+        selectors reading it or writing to it; returns those selectors."""
+        holds = self._holds.pop(queue, None)
+        if holds is not None:
+            b.undo(lambda: self._holds.__setitem__(queue, holds))
+        for lid, lease in list(self._leases.items()):
+            if lease.queue == queue:
+                del self._leases[lid]
+                b.undo(partial(self._leases.__setitem__, lid, lease))
+        gone = [s for s in self.selectors.values() if queue in (s.source, s.spec.destination)]
+        for s in gone:
+            c = s.consumer
+            if c is not None:
+                stale = dict(c.outstanding)
+                c.outstanding.clear()
+                b.undo(partial(c.outstanding.update, stale))
+            self.remove(b, s)
+        return gone
+
+    def consumers(self, queue: str) -> int:
+        return sum(1 for s in self.of(queue) if s.consumer is not None)
+
+    def outstanding(self, queue: str) -> int:
+        return len(self._holds.get(queue) or ())
