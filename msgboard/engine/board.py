@@ -256,8 +256,8 @@ class Board:
         txn, _ = self._find(b, name)
         txn.delete_queue(name)
         gone = self._net.queue_gone(b, name)
-        for s in gone:
-            self._forget(b, s, QueueNotFound(name))
+        for s, c in gone:
+            self._forget(b, s, c, QueueNotFound(name))
 
         def after() -> None:
             self._net.traffic.pop(name, None)
@@ -266,14 +266,13 @@ class Board:
                     w.future.set_exception(QueueNotFound(name))
 
         b.after(after)
-        for source in dict.fromkeys(s.source for s in gone if s.source != name):
+        for source in dict.fromkeys(s.source for s, _ in gone if s.source != name):
             self._auto_delete(b, source)
 
-    def _forget(self, b: Batch, s: Selector, why: BaseException | None) -> None:
+    def _forget(self, b: Batch, s: Selector, c: Consumer | None, why: BaseException | None) -> None:
         """A removed selector leaves the store; its consumer is told."""
         if s.durable:
             b.txn(True).delete_selector(s.id)
-        c = s.consumer
         if c is not None:
             b.after(lambda: c.end(why))
 
@@ -585,8 +584,8 @@ class Board:
     def delete_selector_async(self, sid: str) -> Future[None]:
         def run(b: Batch) -> None:
             s = self._selector(sid)
-            self._net.remove(b, s)
-            self._forget(b, s, NotFound(f"selector {sid} was deleted"))
+            c = self._net.remove(b, s)
+            self._forget(b, s, c, NotFound(f"selector {sid} was deleted"))
             self._auto_delete(b, s.source)
             self._net.settle(b)
 

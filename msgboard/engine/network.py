@@ -176,8 +176,9 @@ class Network:
         b.undo(undo)
         self._work[s] = None
 
-    def remove(self, b: Batch, s: Selector) -> None:
-        """Drops a selector; its consumer's outstanding messages go back."""
+    def remove(self, b: Batch, s: Selector) -> Consumer | None:
+        """Drops a selector; its consumer's outstanding messages go back.
+        Returns the consumer it had."""
         c = s.consumer
         if c is not None:
             self.detach(b, c)
@@ -196,6 +197,7 @@ class Network:
 
         b.undo(undo)
         self._work.pop(s, None)
+        return c
 
     def reaches(self, start: str, goal: str) -> bool:
         """True if messages can flow from queue ``start`` to ``goal`` through
@@ -532,7 +534,8 @@ class Network:
             "x-dead-letter-queue": spec.name,
             "x-dead-letter-seq": str(msg.seq),
         }
-        self.append(b, dlq, dataclasses.replace(fresh(msg), headers=headers), hops + 1)
+        out = dataclasses.replace(fresh(msg), headers=headers, expires_at=0)
+        self.append(b, dlq, out, hops + 1)
 
     # -- pulling: credit arrived -----------------------------------------
 
@@ -812,9 +815,10 @@ class Network:
 
     # -- a queue goes -----------------------------------------------------
 
-    def queue_gone(self, b: Batch, queue: str) -> list[Selector]:
+    def queue_gone(self, b: Batch, queue: str) -> list[tuple[Selector, Consumer | None]]:
         """Forgets a deleted queue's holds and leases, and removes the
-        selectors reading it or writing to it; returns those selectors."""
+        selectors reading it or writing to it; returns those selectors and
+        their consumers."""
         holds = self._holds.pop(queue, None)
         if holds is not None:
             b.undo(lambda: self._holds.__setitem__(queue, holds))
@@ -823,14 +827,15 @@ class Network:
                 del self._leases[lid]
                 b.undo(partial(self._leases.__setitem__, lid, lease))
         gone = [s for s in self.selectors.values() if queue in (s.source, s.spec.destination)]
+        out = []
         for s in gone:
             c = s.consumer
-            if c is not None:
+            if c is not None and s.source == queue:
                 stale = dict(c.outstanding)
                 c.outstanding.clear()
                 b.undo(partial(c.outstanding.update, stale))
-            self.remove(b, s)
-        return gone
+            out.append((s, self.remove(b, s)))
+        return out
 
     def consumers(self, queue: str) -> int:
         return sum(1 for s in self.of(queue) if s.consumer is not None)
