@@ -19,11 +19,14 @@ name). Errors are the classes of ``msgboard.errors``, never a raw RpcError.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import collections
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import queue as queue_
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -40,15 +43,34 @@ from msgboard.associative import (
     parse_address,
     template,
 )
-from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, Start
+from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 from msgboard.errors import ERROR_KEY, MsgboardError, Unavailable, from_wire
 from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
-from msgboard.spec import OverflowPolicy, QueueSpec
+from msgboard.spec import (
+    Delivery,
+    Op,
+    OverflowPolicy,
+    Position,
+    QueueSpec,
+    Role,
+    SelectorSpec,
+    UnmatchedPolicy,
+)
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
-__all__ = ["ANY", "Client", "Message", "Prefix", "Range", "Start"]
+__all__ = [
+    "ANY",
+    "AsyncSubscription",
+    "Client",
+    "Delivery",
+    "Message",
+    "Prefix",
+    "Range",
+    "Start",
+    "Subscription",
+]
 
 DEFAULT_SERVER = "127.0.0.1:7878"
 #: Extra seconds a blocking call's gRPC deadline gets beyond its timeout, so
@@ -103,6 +125,25 @@ def make_pattern(
     return Pattern(address=addr, templates=alts)
 
 
+def _selector_view(p: pb.Selector) -> SelectorView:
+    return SelectorView(
+        p.id,
+        codec.selector_spec_from_pb(p.spec),
+        p.durable,
+        p.attached,
+        p.outstanding,
+        p.delivered,
+        p.dropped,
+    )
+
+
+def _position(start: Position | str | int, where: str) -> tuple[Position, int]:
+    """A start position from ``Position``, a name or a seq number."""
+    if isinstance(start, int):
+        return Position.SEQ, start
+    return Position(start), 0
+
+
 def _view(q: pb.Queue) -> QueueView:
     return QueueView(
         codec.spec_from_pb(q.spec),
@@ -155,9 +196,23 @@ class Client:
         max_unprocessed: int = 0,
         overflow: OverflowPolicy | str = OverflowPolicy.REJECT,
         max_history: int = 0,
+        dead_letter: str = "",
+        unmatched: UnmatchedPolicy | str = UnmatchedPolicy.HOLD,
+        auto_delete: bool = False,
+        max_deliveries: int = 0,
     ) -> QueueView:
         """Creates a queue (idempotent for the same properties)."""
-        spec = QueueSpec(name, transient, max_unprocessed, OverflowPolicy(overflow), max_history)
+        spec = QueueSpec(
+            name,
+            transient,
+            max_unprocessed,
+            OverflowPolicy(overflow),
+            max_history,
+            dead_letter,
+            UnmatchedPolicy(unmatched),
+            auto_delete,
+            max_deliveries,
+        )
         with _mapped():
             q = self._stub.CreateQueue(
                 pb.CreateQueueRequest(spec=codec.spec_to_pb(spec)), timeout=self.timeout
@@ -344,6 +399,145 @@ class Client:
             [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
         )
 
+    # -- leases -----------------------------------------------------------
+
+    def take_leased(
+        self,
+        queue: str,
+        templates: Templates = None,
+        *,
+        lease: float,
+        address: str | AddressPattern | None = None,
+        timeout: float = 0.0,
+        max: int = 1,
+    ) -> list[Delivery]:
+        """Like take, but the messages stay invisible in the queue until
+        ``ack``ed by delivery id; if the lease runs out first they come back."""
+        req = pb.TakeRequest(queue=queue, max=max)
+        req.lease.FromNanoseconds(int(lease * 1e9))
+        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
+        req.timeout.FromNanoseconds(int(timeout * 1e9))
+        with _mapped():
+            r = self._stub.Take(req, timeout=self._deadline(timeout))
+        return [
+            Delivery(i, codec.message_from_pb(m))
+            for i, m in zip(r.lease_ids, r.messages, strict=True)
+        ]
+
+    def ack(self, queue: str, leases: Iterable[Delivery | int], *, nack: bool = False) -> None:
+        """Acks leased messages (processed for good); with ``nack`` gives
+        them back now."""
+        ids = [d.id if isinstance(d, Delivery) else d for d in leases]
+        with _mapped():
+            self._stub.Ack(
+                pb.AckRequest(queue=queue, lease_ids=ids, nack=nack), timeout=self.timeout
+            )
+
+    # -- selectors ------------------------------------------------------
+
+    def create_selector(
+        self,
+        source: str,
+        *,
+        op: Op | str = Op.MOVE,
+        to: str = "",
+        templates: Templates = None,
+        address: str | AddressPattern | None = None,
+        pattern: Pattern | None = None,
+        credit: int = 0,
+        unlimited_credit: bool = False,
+        start: Position | str | int = Position.CURRENT,
+        start_time: int = 0,
+        role: Role | str = Role.NORMAL,
+    ) -> SelectorView:
+        """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
+        BOUNCE, to queue ``to`` or, with none, terminal (attach with
+        ``subscribe(selector=...)``). ``start``: a Position, its name, or a
+        seq."""
+        position, seq = _position(start, "start")
+        spec = SelectorSpec(
+            source,
+            pattern or make_pattern(templates, address),
+            Op(op),
+            to,
+            credit,
+            unlimited_credit,
+            position,
+            seq,
+            start_time,
+            Role(role),
+        )
+        req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
+        with _mapped():
+            return _selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
+
+    def get_selector(self, sid: str) -> SelectorView:
+        with _mapped():
+            r = self._stub.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
+        return _selector_view(r)
+
+    def list_selectors(self, queue: str = "") -> list[SelectorView]:
+        with _mapped():
+            r = self._stub.ListSelectors(pb.ListSelectorsRequest(queue=queue), timeout=self.timeout)
+        return [_selector_view(p) for p in r.selectors]
+
+    def delete_selector(self, sid: str) -> None:
+        with _mapped():
+            self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+
+    # -- subscriptions --------------------------------------------------
+
+    def subscribe(
+        self,
+        queue: str = "",
+        templates: Templates = None,
+        *,
+        address: str | AddressPattern | None = None,
+        pattern: Pattern | None = None,
+        copy: bool = False,
+        credit: int = 0,
+        start: Position | str | int = Position.CURRENT,
+        start_time: int = 0,
+        selector: str = "",
+    ) -> Subscription:
+        """Opens a subscription: a session MOVE (or ``copy``) selector on
+        ``queue``, or attaches to the durable terminal selector ``selector``.
+        Iterate it for deliveries and ack or nack each::
+
+            with client.subscribe("jobs", credit=10) as sub:
+                for d in sub:
+                    work(d.message)
+                    sub.ack(d)
+        """
+        return Subscription(
+            self._stub,
+            _open(queue, templates, address, pattern, copy, credit, start, start_time, selector),
+        )
+
+    def subscribe_async(
+        self,
+        queue: str = "",
+        templates: Templates = None,
+        *,
+        address: str | AddressPattern | None = None,
+        pattern: Pattern | None = None,
+        copy: bool = False,
+        credit: int = 0,
+        start: Position | str | int = Position.CURRENT,
+        start_time: int = 0,
+        selector: str = "",
+    ) -> AsyncSubscription:
+        """``subscribe`` for asyncio::
+
+        async with client.subscribe_async("jobs") as sub:
+            async for d in sub:
+                await sub.ack(d)
+        """
+        return AsyncSubscription(
+            self.address,
+            _open(queue, templates, address, pattern, copy, credit, start, start_time, selector),
+        )
+
     def _deadline(self, timeout: float) -> float | None:
         return None if self.timeout is None else max(self.timeout, timeout + _MARGIN)
 
@@ -354,3 +548,188 @@ def _code_name(number: int) -> str:
         if c.value[0] == number:
             return c.name
     return "UNKNOWN"
+
+
+def _open(
+    queue: str,
+    templates: Templates,
+    address: str | AddressPattern | None,
+    pattern: Pattern | None,
+    copy: bool,
+    credit: int,
+    start: Position | str | int,
+    start_time: int,
+    selector: str,
+) -> pb.Subscription:
+    position, seq = _position(start, "start")
+    o = pb.Subscription(
+        queue=queue,
+        op=pb.OPERATION_COPY if copy else pb.OPERATION_UNSPECIFIED,
+        credit=credit,
+        start_seq=seq,
+        selector_id=selector,
+    )
+    if position is not Position.CURRENT:
+        o.start = codec.selector_spec_to_pb(SelectorSpec("x", start=position)).start
+    if start_time:
+        codec.us_to_ts(start_time, o.start_time)
+    pat = pattern or make_pattern(templates, address)
+    if not pat.matches_all or pat.filter:
+        codec.pattern_to_pb(pat, o.pattern)
+    return o
+
+
+def _ids(items: Iterable[Delivery | int]) -> list[int]:
+    return [d.id if isinstance(d, Delivery) else d for d in items]
+
+
+class _Stream:
+    """What both subscription kinds share: turning responses into
+    deliveries, acks and errors."""
+
+    def __init__(self) -> None:
+        self._buffer: collections.deque[Delivery] = collections.deque()
+        #: Delivery ids whose acks the board has made durable.
+        self.acked: set[int] = set()
+        self.selector: SelectorView | None = None
+
+    def _take(self, r: pb.SubscribeResponse) -> None:
+        kind = r.WhichOneof("kind")
+        if kind == "deliveries":
+            self._buffer.extend(
+                Delivery(d.id, codec.message_from_pb(d.message)) for d in r.deliveries.deliveries
+            )
+        elif kind == "acked":
+            self.acked.update(r.acked.ids)
+        elif kind == "subscribed":
+            self.selector = _selector_view(r.subscribed)
+        elif kind == "error":
+            e = r.error
+            raise from_wire(_code_name(e.code), e.message, e.name)
+
+    @staticmethod
+    def _ack(items: Iterable[Delivery | int], up_to: Delivery | int) -> pb.SubscribeRequest:
+        last = up_to.id if isinstance(up_to, Delivery) else up_to
+        return pb.SubscribeRequest(ack=pb.Acks(ids=_ids(items), up_to=last))
+
+    @staticmethod
+    def _nack(items: Iterable[Delivery | int], reject: bool) -> pb.SubscribeRequest:
+        return pb.SubscribeRequest(nack=pb.Nacks(ids=_ids(items), reject=reject))
+
+
+class Subscription(_Stream):
+    """A consumer's stream (see ``Client.subscribe``). Iterating yields
+    deliveries; an error the board reports about an ack or nack is raised
+    from the iteration, which can go on after it."""
+
+    def __init__(self, stub: pb_grpc.BoardStub, open_: pb.Subscription) -> None:
+        super().__init__()
+        self._requests: queue_.SimpleQueue[pb.SubscribeRequest | None] = queue_.SimpleQueue()
+        self._requests.put(pb.SubscribeRequest(open=open_))
+        call: Any = stub.Subscribe(iter(self._requests.get, None))
+        self._call = call
+        self._closed = False
+        with _mapped():
+            self._take(next(call))
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Delivery]:
+        return self
+
+    def __next__(self) -> Delivery:
+        while not self._buffer:
+            try:
+                r = next(self._call)
+            except grpc.RpcError as e:
+                if self._closed:
+                    raise StopIteration from None
+                raise _error(e) from None
+            self._take(r)
+        return self._buffer.popleft()
+
+    def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> None:
+        """Acks deliveries (and, with ``up_to``, every one up to it)."""
+        self._requests.put(self._ack(items, up_to))
+
+    def nack(self, *items: Delivery | int, reject: bool = False) -> None:
+        """Gives deliveries back for redelivery, or dead-letters them."""
+        self._requests.put(self._nack(items, reject))
+
+    def credit(self, n: int) -> None:
+        """Raises the credit by ``n`` messages."""
+        self._requests.put(pb.SubscribeRequest(credit=n))
+
+    def close(self) -> None:
+        """Ends the subscription: unacked deliveries go back to the queue."""
+        if not self._closed:
+            self._closed = True
+            self._requests.put(None)
+            self._call.cancel()
+
+
+class AsyncSubscription(_Stream):
+    """``Subscription`` for asyncio, over its own channel."""
+
+    def __init__(self, address: str, open_: pb.Subscription) -> None:
+        super().__init__()
+        self._address = address
+        self._open = open_
+        self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._call: Any = None
+
+    async def __aenter__(self) -> AsyncSubscription:
+        self._channel = grpc.aio.insecure_channel(self._address)
+        requests: asyncio.Queue[pb.SubscribeRequest | None] = asyncio.Queue()
+        self._requests = requests
+        await requests.put(pb.SubscribeRequest(open=self._open))
+
+        async def gen() -> AsyncIterator[pb.SubscribeRequest]:
+            while (r := await requests.get()) is not None:
+                yield r
+
+        stub = pb_grpc.BoardStub(self._channel)
+        self._call = stub.Subscribe(gen())
+        with _mapped():
+            self._take(await self._call.read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __aiter__(self) -> AsyncSubscription:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        while not self._buffer:
+            with _mapped():
+                r = await self._call.read()
+            if r is grpc.aio.EOF:  # type: ignore[attr-defined]
+                raise StopAsyncIteration
+            self._take(r)
+        return self._buffer.popleft()
+
+    async def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> None:
+        assert self._requests is not None
+        await self._requests.put(self._ack(items, up_to))
+
+    async def nack(self, *items: Delivery | int, reject: bool = False) -> None:
+        assert self._requests is not None
+        await self._requests.put(self._nack(items, reject))
+
+    async def credit(self, n: int) -> None:
+        assert self._requests is not None
+        await self._requests.put(pb.SubscribeRequest(credit=n))
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            if self._requests is not None:
+                await self._requests.put(None)
+            self._call.cancel()
+            await self._channel.close(None)
+            self._channel = None
