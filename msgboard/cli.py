@@ -178,10 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--transient", action="store_true", help="in memory, gone on restart")
     p.add_argument("--max-unprocessed", type=_count, default=0, help="0: no limit")
-    p.add_argument("--overflow", choices=["reject", "drop-new"], default="reject")
+    p.add_argument("--overflow", choices=["reject", "drop-new", "dead-letter"], default="reject")
     p.add_argument(
         "--max-history", type=_count, default=0, help="taken messages kept: N or unlimited"
     )
+    p.add_argument("--dead-letter", default="", metavar="QUEUE", help="where dead letters go")
+    p.add_argument(
+        "--unmatched",
+        choices=["hold", "discard", "dead-letter"],
+        default="hold",
+        help="messages no MOVE/DELETE selector matches (default hold)",
+    )
+    p.add_argument("--auto-delete", action="store_true", help="delete with its last selector")
+    p.add_argument("--max-deliveries", type=_count, default=0, help="then dead-letter; 0: no limit")
     for action in ("get", "delete"):
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
         p.add_argument("name")
@@ -214,6 +223,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backward", action="store_true", help="newest first")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--section", choices=["unprocessed", "history"])
+    _pattern_args(p)
+
+    q = sub.add_parser("selector", help="create, get, list or delete selectors")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser("create", parents=[common], help="create a selector; prints its id")
+    p.add_argument("source")
+    p.add_argument("--op", choices=["move", "copy", "delete", "bounce"], default="move")
+    p.add_argument("--to", default="", metavar="QUEUE", help="destination; none: terminal")
+    _pattern_args(p)
+    p.add_argument("--credit", default="0", help="N or unlimited")
+    p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
+    p.add_argument("--role", choices=["normal", "default", "overflow"], default="normal")
+    p = qs.add_parser("get", parents=[common], help="show a selector")
+    p.add_argument("id")
+    p = qs.add_parser("delete", parents=[common], help="delete a selector")
+    p.add_argument("id")
+    p = qs.add_parser("list", parents=[common], help="list selectors")
+    p.add_argument("queue", nargs="?", default="")
+
+    p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
+    p.add_argument("queue", nargs="?", default="")
+    p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")
+    p.add_argument("--credit", type=int, default=100)
+    p.add_argument("--selector", default="", metavar="ID", help="attach to a durable selector")
+    p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
+    p.add_argument("--max", type=int, default=0, help="exit after N deliveries")
     _pattern_args(p)
 
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
@@ -257,6 +292,10 @@ def _client_command(args: argparse.Namespace) -> int:
                     max_unprocessed=args.max_unprocessed,
                     overflow=args.overflow,
                     max_history=args.max_history,
+                    dead_letter=args.dead_letter,
+                    unmatched=args.unmatched,
+                    auto_delete=args.auto_delete,
+                    max_deliveries=args.max_deliveries,
                 )
                 _print_queue(v, args.json)
             elif args.action == "get":
@@ -334,6 +373,10 @@ def _client_command(args: argparse.Namespace) -> int:
                     else f"# more: --from {page.next_seq}",
                     file=sys.stdout if args.json else sys.stderr,
                 )
+        elif cmd == "selector":
+            return _selector_command(c, args)
+        elif cmd == "watch":
+            return _watch(c, args)
         elif cmd == "stats":
             s = c.stats(args.queue)
             board = {
@@ -355,6 +398,99 @@ def _client_command(args: argparse.Namespace) -> int:
                 print("  ".join(f"{k}={v}" for k, v in board.items()))
                 for r in rows:
                     print("  ".join(f"{k}={v}" for k, v in r.items()))
+    return 0
+
+
+def _start(text: str) -> tuple[str | int, int]:
+    """--start: a position name, a seq, or an ISO time (then µs)."""
+    if text in ("current", "head"):
+        return text, 0
+    if text.isdigit():
+        return int(text), 0
+    return "time", _time_us(text)
+
+
+def _selector_json(v: Any) -> dict[str, Any]:
+    spec = v.spec
+    d: dict[str, Any] = {
+        "id": v.id,
+        "source": spec.source,
+        "op": spec.op.value,
+        "to": spec.destination or "(terminal)",
+        "credit": "unlimited" if spec.unlimited_credit else spec.credit,
+        "role": spec.role.value,
+        "durable": v.durable,
+        "attached": v.attached,
+        "outstanding": v.outstanding,
+        "delivered": v.delivered,
+        "dropped": v.dropped,
+    }
+    return d
+
+
+def _selector_command(c: Any, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        unlimited = args.credit == "unlimited"
+        try:
+            credit = 0 if unlimited else int(args.credit)
+        except ValueError:
+            raise InvalidArgument(f"--credit: not a number or unlimited: {args.credit!r}") from None
+        start, when = _start(args.start)
+        v = c.create_selector(
+            args.source,
+            op=args.op,
+            to=args.to,
+            templates=_templates(args),
+            address=args.address,
+            credit=credit,
+            unlimited_credit=unlimited,
+            start=start,
+            start_time=when,
+            role=args.role,
+        )
+        print(json.dumps(_selector_json(v)) if args.json else v.id)
+    elif args.action == "get":
+        _print_row(_selector_json(c.get_selector(args.id)), args.json)
+    elif args.action == "list":
+        for v in c.list_selectors(args.queue):
+            _print_row(_selector_json(v), args.json)
+    else:
+        c.delete_selector(args.id)
+        if args.json:
+            print(json.dumps({"deleted": args.id}))
+    return 0
+
+
+def _print_row(d: dict[str, Any], as_json: bool) -> None:
+    print(json.dumps(d) if as_json else "  ".join(f"{k}={v}" for k, v in d.items()))
+
+
+def _watch(c: Any, args: argparse.Namespace) -> int:
+    """Prints deliveries as they come and acks each once printed."""
+    if not args.queue and not args.selector:
+        raise InvalidArgument("watch: give a QUEUE or --selector ID")
+    start, when = _start(args.start)
+    n = 0
+    with c.subscribe(
+        args.queue,
+        _templates(args),
+        address=args.address,
+        copy=args.copy,
+        credit=args.credit,
+        start=start,
+        start_time=when,
+        selector=args.selector,
+    ) as sub:
+        for d in sub:
+            if args.json:
+                print(json.dumps({"delivery": d.id, **message_json(d.message)}), flush=True)
+            else:
+                _print_message(d.message, False)
+                sys.stdout.flush()
+            sub.ack(d)
+            n += 1
+            if args.max and n >= args.max:
+                break
     return 0
 
 

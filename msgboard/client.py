@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import os
 import queue as queue_
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -664,12 +665,24 @@ class Subscription(_Stream):
         """Raises the credit by ``n`` messages."""
         self._requests.put(pb.SubscribeRequest(credit=n))
 
-    def close(self) -> None:
-        """Ends the subscription: unacked deliveries go back to the queue."""
-        if not self._closed:
-            self._closed = True
-            self._requests.put(None)
-            self._call.cancel()
+    def close(self, wait: float = 5.0) -> None:
+        """Ends the subscription: the board first applies the acks and nacks
+        sent so far (waiting up to ``wait`` seconds), then gives back the
+        unacked deliveries."""
+        if self._closed:
+            return
+        self._closed = True
+        self._requests.put(None)  # half-close: the board ends the stream
+        timer = threading.Timer(wait, self._call.cancel)
+        timer.start()
+        try:
+            for r in self._call:
+                if r.WhichOneof("kind") == "acked":
+                    self.acked.update(r.acked.ids)
+        except grpc.RpcError:
+            pass
+        finally:
+            timer.cancel()
 
 
 class AsyncSubscription(_Stream):

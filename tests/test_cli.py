@@ -87,3 +87,60 @@ def test_bad_input_on_the_command_line_says_what_and_where(
     assert code == 2 and "KEY=VALUE" in out
     code, out = run(server, capsys, "take", "q", "--address", "topic:a.b*")
     assert code == 2 and "INVALID_ARGUMENT" in out
+
+
+def test_seed_patterns_from_the_command_line(
+    server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Wolfpack, Parrot and Housecat from the CLI: selectors print their ids,
+    watch prints deliveries (acking them) and exits after --max."""
+    for q in ("pets", "cats", "dogs"):
+        assert run(server, capsys, "queue", "create", q)[0] == 0
+    # Housecat: address EQ selectors.
+    for animal in ("cat", "dog"):
+        code, out = run(
+            server, capsys, "selector", "create", "pets", "--to", animal + "s",
+            "--address", f"eq:{animal}",
+        )  # fmt: skip
+        assert code == 0 and out.strip().startswith("sel-")
+    for animal in ("cat", "dog", "cat"):
+        run(server, capsys, "post", "pets", "--address", animal, "--tuple", f'["{animal}"]')
+    code, out = run(server, capsys, "watch", "cats", "--max", "2", "--json")
+    assert code == 0
+    assert [d["tuple"] for d in lines(out)] == [["cat"], ["cat"]]
+    assert [d["delivery"] for d in lines(out)] == [1, 2]
+    code, out = run(server, capsys, "selector", "list", "pets", "--json")
+    assert [d["to"] for d in lines(out)] == ["cats", "dogs"]
+    code, out = run(server, capsys, "stats", "cats", "--json")
+    assert lines(out)[1]["unprocessed"] == 0  # watch acked both
+
+    # Wolfpack: MOVE selectors share the work; Parrot: COPY gets everything.
+    run(server, capsys, "queue", "create", "work", "--unmatched", "hold")
+    run(server, capsys, "queue", "create", "w1")
+    run(server, capsys, "queue", "create", "w2")
+    run(server, capsys, "queue", "create", "tap")
+    for dest in ("w1", "w2"):
+        run(server, capsys, "selector", "create", "work", "--to", dest)
+    run(server, capsys, "selector", "create", "work", "--op", "copy", "--to", "tap")
+    for i in range(4):
+        run(server, capsys, "post", "work", "--tuple", f"[{i}]")
+    code, out = run(server, capsys, "read", "w1", "--max", "9", "--json")
+    assert [d["tuple"] for d in lines(out)] == [[0], [2]]
+    code, out = run(server, capsys, "read", "w2", "--max", "9", "--json")
+    assert [d["tuple"] for d in lines(out)] == [[1], [3]]
+    code, out = run(server, capsys, "read", "tap", "--max", "9", "--json")
+    assert [d["tuple"] for d in lines(out)] == [[0], [1], [2], [3]]
+
+
+def test_selector_errors_from_the_command_line(
+    server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(server, capsys, "queue", "create", "a")
+    code, out = run(server, capsys, "selector", "create", "a", "--to", "missing")
+    assert code == 1 and "NOT_FOUND" in out
+    code, out = run(server, capsys, "selector", "create", "a", "--to", "a")
+    assert code == 1 and "FAILED_PRECONDITION" in out and "cycle" in out
+    code, out = run(server, capsys, "selector", "create", "a", "--credit", "-3")
+    assert code == 2 and "credit" in out
+    code, out = run(server, capsys, "selector", "delete", "sel-77")
+    assert code == 1 and "NOT_FOUND" in out
