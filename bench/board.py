@@ -21,6 +21,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -129,7 +130,68 @@ def round_once(c: Client, args: argparse.Namespace, r: int) -> dict[str, float]:
 
     out["take_100_per_s"] = timed(take_many)
     c.delete_queue(q)
+    for credit in (100, 1000):
+        out[f"subscribe_{credit}_per_s"] = subscribe_rate(c, f"sub{r}-{credit}", args, credit)
+    out.update(latency(c, f"lat{r}", args))
     return out
+
+
+def subscribe_rate(c: Client, q: str, args: argparse.Namespace, credit: int) -> float:
+    """Deliveries/s through Subscribe from a full queue, acked cumulatively
+    each half-credit (every message is acked; one ack request per
+    credit/2 deliveries)."""
+    c.create_queue(q)
+    c.post_many(q, [Message(tuple=(i,), body=BODY) for i in range(args.messages)])
+
+    def consume() -> int:
+        n = 0
+        with c.subscribe(q, credit=credit) as sub:
+            for d in sub:
+                n += 1
+                if n % (credit // 2) == 0 or n == args.messages:
+                    sub.ack(up_to=d)
+                if n == args.messages:
+                    break
+        return n
+
+    rate = timed(consume)
+    c.delete_queue(q)
+    return rate
+
+
+def latency(c: Client, q: str, args: argparse.Namespace) -> dict[str, float]:
+    """Post-to-delivery latency at a steady ``--rate``: one poster posting
+    unary Posts on schedule, one MOVE subscriber acking each delivery."""
+    c.create_queue(q)
+    n = int(args.rate * args.latency_seconds)
+    lat: list[float] = []
+    ready = threading.Event()
+
+    def consume() -> None:
+        with Client(c.address, timeout=600) as c2, c2.subscribe(q, credit=100) as sub:
+            ready.set()
+            for d in sub:
+                lat.append(time.perf_counter() - float(d.message.headers["t"]))
+                sub.ack(d)
+                if len(lat) == n:
+                    break
+
+    t = threading.Thread(target=consume)
+    t.start()
+    ready.wait()
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i / args.rate
+        while (now := time.perf_counter()) < due:
+            time.sleep(min(due - now, 0.001))
+        c.post(q, (i,), body=BODY, headers={"t": repr(time.perf_counter())})
+    t.join()
+    c.delete_queue(q)
+    lat.sort()
+    return {
+        "e2e_p50_ms": lat[len(lat) // 2] * 1e3,
+        "e2e_p99_ms": lat[int(len(lat) * 0.99)] * 1e3,
+    }
 
 
 LABELS = [
@@ -139,6 +201,10 @@ LABELS = [
     ("post_stream_per_s", "PostStream, batches, durable", "msgs/s"),
     ("take_unary_per_s", "Take, one per call", "msgs/s"),
     ("take_100_per_s", "Take, max=100 per call", "msgs/s"),
+    ("subscribe_100_per_s", "Subscribe MOVE, credit 100, acked", "msgs/s"),
+    ("subscribe_1000_per_s", "Subscribe MOVE, credit 1000, acked", "msgs/s"),
+    ("e2e_p50_ms", "Post -> delivery latency p50 (at --rate)", "ms"),
+    ("e2e_p99_ms", "Post -> delivery latency p99 (at --rate)", "ms"),
     ("embedded_post_per_s", "engine in-process, batched posts", "msgs/s"),
     ("embedded_take_100_per_s", "engine in-process, take max=100", "msgs/s"),
     ("lmdb_fsync_1_per_s", "floor: raw LMDB, 1 msg/fsync'd txn", "msgs/s"),
@@ -152,6 +218,8 @@ def main() -> None:
     p.add_argument("--unary", type=int, default=5_000, help="for the one-at-a-time rows")
     p.add_argument("--batch", type=int, default=100, help="messages per PostStream request")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rate", type=float, default=500.0, help="msgs/s for the latency row")
+    p.add_argument("--latency-seconds", type=float, default=4.0)
     p.add_argument("--sync", choices=["fsync", "weaker-no-fsync"], default="fsync")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = p.parse_args()
