@@ -140,6 +140,12 @@ def _pattern_args(p: argparse.ArgumentParser) -> None:
         help="JSON template; repeat for alternatives (OR)",
     )
     p.add_argument("--address", metavar="PATTERN", help="eq:NAME, topic:a.*.#, prefix:P, all")
+    p.add_argument(
+        "--filter",
+        metavar="EXPR",
+        default="",
+        help='JMS-style selector, e.g. "priority > 3 AND t[1] BETWEEN 1 AND 9"',
+    )
 
 
 def _templates(args: argparse.Namespace) -> list[Any] | None:
@@ -300,6 +306,7 @@ def _client_command(args: argparse.Namespace) -> int:
                 args.queue,
                 _templates(args),
                 address=args.address,
+                filter=args.filter,
                 timeout=args.timeout,
                 max=args.max,
             )
@@ -323,6 +330,7 @@ def _client_command(args: argparse.Namespace) -> int:
                 section=Section(args.section) if args.section else None,
                 templates=_templates(args),
                 address=args.address,
+                filter=args.filter,
                 **kw,
             )
             for m in page.messages:

@@ -83,9 +83,10 @@ def _mapped() -> Iterator[None]:
 
 
 def make_pattern(
-    templates: Templates = None, address: str | AddressPattern | None = None
+    templates: Templates = None, address: str | AddressPattern | None = None, filter: str = ""
 ) -> Pattern:
-    """A Pattern from the client's natural notation."""
+    """A Pattern from the client's natural notation; ``filter`` is a JMS-style
+    selector expression (docs/concepts.md, Filters)."""
     if templates is None:
         alts: tuple[Template, ...] = ()
     elif isinstance(templates, Template):
@@ -100,7 +101,7 @@ def make_pattern(
         addr = address
     else:
         addr = parse_address(address)
-    return Pattern(address=addr, templates=alts)
+    return Pattern(address=addr, templates=alts, filter=filter)
 
 
 def _view(q: pb.Queue) -> QueueView:
@@ -258,13 +259,14 @@ class Client:
         templates: Templates = None,
         *,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Message]:
         """Removes and returns up to ``max`` of the oldest matching messages,
         waiting up to ``timeout`` seconds for a first (0: try once)."""
         req = pb.TakeRequest(queue=queue, max=max)
-        return self._match(self._stub.Take, req, templates, address, timeout)
+        return self._match(self._stub.Take, req, make_pattern(templates, address, filter), timeout)
 
     def read(
         self,
@@ -272,22 +274,16 @@ class Client:
         templates: Templates = None,
         *,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Message]:
         """Like take, but leaves the messages on the queue."""
         req = pb.ReadRequest(queue=queue, max=max)
-        return self._match(self._stub.Read, req, templates, address, timeout)
+        return self._match(self._stub.Read, req, make_pattern(templates, address, filter), timeout)
 
-    def _match(
-        self,
-        rpc: Any,
-        req: Any,
-        templates: Templates,
-        address: str | AddressPattern | None,
-        timeout: float,
-    ) -> list[Message]:
-        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
+    def _match(self, rpc: Any, req: Any, pattern: Pattern, timeout: float) -> list[Message]:
+        codec.pattern_to_pb(pattern, req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with _mapped():
             r = rpc(req, timeout=self._deadline(timeout))
@@ -305,6 +301,7 @@ class Client:
         section: Section | str | None = None,
         templates: Templates = None,
         address: str | AddressPattern | None = None,
+        filter: str = "",
     ) -> Page:
         """One page of the queue in seq order; pass ``Start.SEQ`` with the
         page's ``next_seq`` for the next one. ``since``: µs since the epoch."""
@@ -320,7 +317,7 @@ class Client:
             seq=seq,
             direction=pb.DIRECTION_BACKWARD if reverse else pb.DIRECTION_FORWARD,
             limit=limit,
-            pattern=codec.pattern_to_pb(make_pattern(templates, address)),
+            pattern=codec.pattern_to_pb(make_pattern(templates, address, filter)),
         )
         if since:
             codec.us_to_ts(since, req.since)

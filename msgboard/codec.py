@@ -274,9 +274,7 @@ def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
     templates = tuple(
         template_from_pb(t, f"{where}.templates[{i}]") for i, t in enumerate(p.templates)
     )
-    if p.filter:
-        raise InvalidArgument(f"{where}.filter: filters are not supported yet")
-    return Pattern(address, templates)
+    return Pattern(address, templates, p.filter)
 
 
 # ---------------------------------------------------------------- queues
