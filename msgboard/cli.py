@@ -140,6 +140,12 @@ def _pattern_args(p: argparse.ArgumentParser) -> None:
         help="JSON template; repeat for alternatives (OR)",
     )
     p.add_argument("--address", metavar="PATTERN", help="eq:NAME, topic:a.*.#, prefix:P, all")
+    p.add_argument(
+        "--filter",
+        metavar="EXPR",
+        default="",
+        help='JMS-style selector, e.g. "priority > 3 AND t[1] BETWEEN 1 AND 9"',
+    )
 
 
 def _templates(args: argparse.Namespace) -> list[Any] | None:
@@ -339,6 +345,7 @@ def _client_command(args: argparse.Namespace) -> int:
                 args.queue,
                 _templates(args),
                 address=args.address,
+                filter=args.filter,
                 timeout=args.timeout,
                 max=args.max,
             )
@@ -362,6 +369,7 @@ def _client_command(args: argparse.Namespace) -> int:
                 section=Section(args.section) if args.section else None,
                 templates=_templates(args),
                 address=args.address,
+                filter=args.filter,
                 **kw,
             )
             for m in page.messages:
@@ -442,6 +450,7 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
             to=args.to,
             templates=_templates(args),
             address=args.address,
+            filter=args.filter,
             credit=credit,
             unlimited_credit=unlimited,
             start=start,
@@ -475,6 +484,7 @@ def _watch(c: Any, args: argparse.Namespace) -> int:
         args.queue,
         _templates(args),
         address=args.address,
+        filter=args.filter,
         copy=args.copy,
         credit=args.credit,
         start=start,

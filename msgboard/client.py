@@ -106,9 +106,10 @@ def _mapped() -> Iterator[None]:
 
 
 def make_pattern(
-    templates: Templates = None, address: str | AddressPattern | None = None
+    templates: Templates = None, address: str | AddressPattern | None = None, filter: str = ""
 ) -> Pattern:
-    """A Pattern from the client's natural notation."""
+    """A Pattern from the client's natural notation; ``filter`` is a JMS-style
+    selector expression (docs/concepts.md, Filters)."""
     if templates is None:
         alts: tuple[Template, ...] = ()
     elif isinstance(templates, Template):
@@ -123,7 +124,7 @@ def make_pattern(
         addr = address
     else:
         addr = parse_address(address)
-    return Pattern(address=addr, templates=alts)
+    return Pattern(address=addr, templates=alts, filter=filter)
 
 
 def _selector_view(p: pb.Selector) -> SelectorView:
@@ -314,13 +315,14 @@ class Client:
         templates: Templates = None,
         *,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Message]:
         """Removes and returns up to ``max`` of the oldest matching messages,
         waiting up to ``timeout`` seconds for a first (0: try once)."""
         req = pb.TakeRequest(queue=queue, max=max)
-        return self._match(self._stub.Take, req, templates, address, timeout)
+        return self._match(self._stub.Take, req, make_pattern(templates, address, filter), timeout)
 
     def read(
         self,
@@ -328,22 +330,16 @@ class Client:
         templates: Templates = None,
         *,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Message]:
         """Like take, but leaves the messages on the queue."""
         req = pb.ReadRequest(queue=queue, max=max)
-        return self._match(self._stub.Read, req, templates, address, timeout)
+        return self._match(self._stub.Read, req, make_pattern(templates, address, filter), timeout)
 
-    def _match(
-        self,
-        rpc: Any,
-        req: Any,
-        templates: Templates,
-        address: str | AddressPattern | None,
-        timeout: float,
-    ) -> list[Message]:
-        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
+    def _match(self, rpc: Any, req: Any, pattern: Pattern, timeout: float) -> list[Message]:
+        codec.pattern_to_pb(pattern, req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with _mapped():
             r = rpc(req, timeout=self._deadline(timeout))
@@ -361,6 +357,7 @@ class Client:
         section: Section | str | None = None,
         templates: Templates = None,
         address: str | AddressPattern | None = None,
+        filter: str = "",
     ) -> Page:
         """One page of the queue in seq order; pass ``Start.SEQ`` with the
         page's ``next_seq`` for the next one. ``since``: µs since the epoch."""
@@ -376,7 +373,7 @@ class Client:
             seq=seq,
             direction=pb.DIRECTION_BACKWARD if reverse else pb.DIRECTION_FORWARD,
             limit=limit,
-            pattern=codec.pattern_to_pb(make_pattern(templates, address)),
+            pattern=codec.pattern_to_pb(make_pattern(templates, address, filter)),
         )
         if since:
             codec.us_to_ts(since, req.since)
@@ -445,6 +442,7 @@ class Client:
         templates: Templates = None,
         address: str | AddressPattern | None = None,
         pattern: Pattern | None = None,
+        filter: str = "",
         credit: int = 0,
         unlimited_credit: bool = False,
         start: Position | str | int = Position.CURRENT,
@@ -458,7 +456,7 @@ class Client:
         position, seq = _position(start, "start")
         spec = SelectorSpec(
             source,
-            pattern or make_pattern(templates, address),
+            pattern or make_pattern(templates, address, filter),
             Op(op),
             to,
             credit,
@@ -495,6 +493,7 @@ class Client:
         *,
         address: str | AddressPattern | None = None,
         pattern: Pattern | None = None,
+        filter: str = "",
         copy: bool = False,
         credit: int = 0,
         start: Position | str | int = Position.CURRENT,
@@ -512,7 +511,15 @@ class Client:
         """
         return Subscription(
             self._stub,
-            _open(queue, templates, address, pattern, copy, credit, start, start_time, selector),
+            _open(
+                queue,
+                pattern or make_pattern(templates, address, filter),
+                copy,
+                credit,
+                start,
+                start_time,
+                selector,
+            ),
         )
 
     def subscribe_async(
@@ -522,6 +529,7 @@ class Client:
         *,
         address: str | AddressPattern | None = None,
         pattern: Pattern | None = None,
+        filter: str = "",
         copy: bool = False,
         credit: int = 0,
         start: Position | str | int = Position.CURRENT,
@@ -536,7 +544,15 @@ class Client:
         """
         return AsyncSubscription(
             self.address,
-            _open(queue, templates, address, pattern, copy, credit, start, start_time, selector),
+            _open(
+                queue,
+                pattern or make_pattern(templates, address, filter),
+                copy,
+                credit,
+                start,
+                start_time,
+                selector,
+            ),
         )
 
     def _deadline(self, timeout: float) -> float | None:
@@ -553,9 +569,7 @@ def _code_name(number: int) -> str:
 
 def _open(
     queue: str,
-    templates: Templates,
-    address: str | AddressPattern | None,
-    pattern: Pattern | None,
+    pat: Pattern,
     copy: bool,
     credit: int,
     start: Position | str | int,
@@ -574,8 +588,7 @@ def _open(
         o.start = codec.selector_spec_to_pb(SelectorSpec("x", start=position)).start
     if start_time:
         codec.us_to_ts(start_time, o.start_time)
-    pat = pattern or make_pattern(templates, address)
-    if not pat.matches_all or pat.filter:
+    if not pat.matches_all:
         codec.pattern_to_pb(pat, o.pattern)
     return o
 

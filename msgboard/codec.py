@@ -282,9 +282,7 @@ def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
     templates = tuple(
         template_from_pb(t, f"{where}.templates[{i}]") for i, t in enumerate(p.templates)
     )
-    if p.filter:
-        raise InvalidArgument(f"{where}.filter: filters are not supported yet")
-    return Pattern(address, templates)
+    return Pattern(address, templates, p.filter)
 
 
 # ---------------------------------------------------------------- queues
@@ -398,7 +396,7 @@ def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSp
 def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> pb.SelectorSpec:
     p = pb.SelectorSpec() if out is None else out
     p.source = s.source
-    if not s.pattern.matches_all or s.pattern.filter:
+    if not s.pattern.matches_all:
         pattern_to_pb(s.pattern, p.pattern)
     p.op = _OP_TO_PB[s.op]
     p.destination = s.destination

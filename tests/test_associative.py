@@ -410,11 +410,34 @@ def test_pattern_without_templates_matches_every_tuple() -> None:
     assert only_empty.matches(Message()) and not only_empty.matches(Message(tuple=(1,)))
 
 
-def test_pattern_refuses_filters_and_wrong_parts() -> None:
-    """Given a filter, expect InvalidArgument until the filter language lands;
-    given parts of the wrong type, expect InvalidArgument too."""
-    with pytest.raises(InvalidArgument, match=r"pattern\.filter: filters are not supported yet"):
-        Pattern(filter="priority > 3")
+def test_pattern_runs_its_filter_after_address_and_templates() -> None:
+    """Given a pattern with an address, a template and a filter, expect a
+    message to match only when all three do; matches_parts leaves the filter
+    to filter_matches, and equal texts make equal, hashable patterns."""
+    p = Pattern(AddressPattern.topic("jobs.#"), (template("resize", int),), "t[1] > 2")
+    assert not p.matches_all
+    assert p.matches(Message(tuple=("resize", 3), address="jobs.img"))
+    assert not p.matches(Message(tuple=("resize", 2), address="jobs.img"))
+    assert not p.matches(Message(tuple=("resize", 3), address="mail"))
+    assert not p.matches(Message(tuple=("crop", 3), address="jobs"))
+    assert p.matches_parts("jobs.x", ("resize", 1))
+    assert not p.filter_matches(Message(tuple=("resize", 1)))
+    assert not Pattern(filter="priority > 3").matches_all
+    assert Pattern(filter="priority > 3").matches(Message(priority=4))
+    assert Pattern(filter="priority > 3") == Pattern(filter="priority > 3")
+    assert len({Pattern(filter="priority > 3"), Pattern(filter="priority > 3")}) == 1
+
+
+def test_pattern_refuses_bad_filters_and_wrong_parts() -> None:
+    """Given a filter that does not compile, expect InvalidArgument naming
+    pattern.filter and the column; given parts of the wrong type,
+    InvalidArgument too."""
+    with pytest.raises(
+        InvalidArgument, match=r"^pattern\.filter: expected a value, found the end at column 11"
+    ):
+        Pattern(filter="priority >")
+    with pytest.raises(InvalidArgument, match=r"^pattern\.filter: int is not a string"):
+        Pattern(filter=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"pattern\.templates\[0\]"):
         Pattern(templates=(("a",),))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"pattern\.address"):
@@ -603,7 +626,7 @@ def _bad(build: str) -> pb.Pattern:
     elif build == "topic":
         p.address.topic = "a.b*"
     elif build == "filter":
-        p.filter = "priority > 1"
+        p.filter = "priority > 'x'"
     return p
 
 
@@ -620,7 +643,7 @@ def _bad(build: str) -> pb.Pattern:
         ("prefix int", r"^pattern\.templates\[0\]\.fields\[0\]: prefix must be str or bytes"),
         ("arity", r"^pattern\.templates\[0\]: 65 fields, at most 64"),
         ("topic", r"^pattern\.address\.topic: topic word 'b\*' mixes"),
-        ("filter", r"^pattern\.filter: filters are not supported yet"),
+        ("filter", r"^pattern\.filter: a number cannot be compared with a string at column 10"),
     ],
 )
 def test_bad_protobuf_patterns_name_the_path(build: str, message: str) -> None:

@@ -486,3 +486,20 @@ def test_copy_from_head_replays_history_then_goes_live(board: Board) -> None:
     sink.wait(3)
     post(board, "log", ("n", 3))
     assert [d.message.tuple for d in sink.wait(4)] == nums(4)
+
+
+def test_selectors_and_subscriptions_apply_filters(board: Board) -> None:
+    """Match first, filter second: a selector's filter and a subscription's
+    filter each see only what they select."""
+    board.create_queue(QueueSpec("in"))
+    board.create_queue(QueueSpec("urgent"))
+    board.create_selector(SelectorSpec("in", Pattern(filter="priority > 5"), destination="urgent"))
+    _, sink = subscribe(board, "in", pattern=Pattern(filter="t[0] = 'x'"))
+    board.post(
+        "in",
+        [Message(tuple=("x",), priority=9), Message(tuple=("x",)), Message(tuple=("y",))],
+    )
+    assert [m.priority for m in board.read("urgent", max=5)] == [9]
+    [d] = sink.wait(1)
+    assert (d.message.tuple, d.message.priority) == (("x",), 0)
+    assert [m.tuple for m in board.read("in", max=5)] == [("y",)]

@@ -170,8 +170,11 @@ def test_bad_input_gets_the_right_status_and_the_board_carries_on(
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, t
         assert "pattern.templates[0]" in (e.value.details() or "")
     with pytest.raises(grpc.RpcError) as e:
-        stub.Read(pb.ReadRequest(queue="ok", pattern=pb.Pattern(filter="a > 1")))
+        stub.Read(pb.ReadRequest(queue="ok", pattern=pb.Pattern(filter="a = 'x' AND")))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "pattern.filter: expected a value, found the end at column 12" in (
+        e.value.details() or ""
+    )
     with pytest.raises(grpc.RpcError) as e:
         stub.Post(pb.PostRequest(queue="ok", messages=[pb.Message(tuple=[pb.Value()])]))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT

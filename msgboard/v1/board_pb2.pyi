@@ -656,8 +656,11 @@ class Pattern(_message.Message):
     TEMPLATES_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
     filter: _builtins.str
-    """A message-selector expression. Not supported yet: a non-empty filter is
-    INVALID_ARGUMENT.
+    """A JMS message selector (SQL-92 conditions) over the envelope, headers
+    and tuple fields, e.g. "priority > 3 AND t[0] = 'job' AND color IN
+    ('red', 'blue')"; empty: no filter. It runs on what the address and
+    templates matched. One that does not compile is INVALID_ARGUMENT, with
+    the column. Grammar and semantics: docs/concepts.md, "Filters".
     """
     @_builtins.property
     def address(self) -> Global___AddressPattern:
