@@ -503,3 +503,15 @@ def test_selectors_and_subscriptions_apply_filters(board: Board) -> None:
     [d] = sink.wait(1)
     assert (d.message.tuple, d.message.priority) == (("x",), 0)
     assert [m.tuple for m in board.read("in", max=5)] == [("y",)]
+
+
+def test_a_durable_selector_into_a_transient_queue_goes_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "board"
+    with Board(path) as board:
+        board.create_queue(QueueSpec("src"))
+        board.create_queue(QueueSpec("tmp", transient=True))
+        board.create_selector(SelectorSpec("src", destination="tmp"))
+    with Board(path) as board:
+        assert board.list_selectors() == []
+        post(board, "src", ("kept",))
+        assert [m.tuple for m in board.read("src")] == [("kept",)]

@@ -181,7 +181,11 @@ class Board:
         for sid, data in txn.selectors():
             pbspec = pb.SelectorSpec.FromString(data)
             spec = codec.selector_spec_from_pb(pbspec)
-            if txn.queue(spec.source) is None:
+            dest = spec.destination
+            if txn.queue(spec.source) is None or (dest and self._lookup(b, dest) is None):
+                # Its destination was a transient queue, gone with the restart:
+                # the selector goes too, as when a queue is deleted.
+                txn.delete_selector(sid)
                 continue
             s = Selector(sid, spec, durable=True, session=False, quota=spec.quota())
             if spec.op is Op.COPY:
