@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -31,7 +31,7 @@ from msgboard.engine.limits import Limits
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, QueueNotFound
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, StoreInfo, Txn
+from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, StoreInfo, Txn
 from msgboard.message import Message, Section
 from msgboard.spec import OverflowPolicy, QueueSpec
 
@@ -299,16 +299,23 @@ class Board:
         deadline = time.monotonic() + timeout
         fut: Future[list[Message]] = Future()
 
-        def run(b: Batch) -> object:
+        def run(b: Batch, start: int | None = None) -> object:
             if fut.cancelled():
                 return PENDING
             txn, info = self._find(b, queue)
             found = []
-            for m in self._waiting(txn, queue, pat):
+            search = self._waiting(txn, queue, pat, start)
+            for m in search:
                 if not m.expired(b.now):
                     found.append(m)
                     if len(found) >= max:
                         break
+            if not found and search.next_seq:
+                # The search's budget ran out: resume in the next group, so
+                # a long search never holds the writer for long.
+                resume = search.next_seq
+                self._writer.submit(lambda b: run(b, resume), fut)
+                return PENDING
             if found:
                 if not claim(fut):
                     return PENDING
@@ -462,15 +469,13 @@ class Board:
 
     # -- helpers (writer thread) ----------------------------------------
 
-    def _waiting(
-        self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None
-    ) -> Iterator[Message]:
+    def _waiting(self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None) -> Search:
         """The queue's unprocessed messages that match ``pattern``, oldest
-        first, from seq ``start`` on. Every search of the waiting messages
-        goes through here: this is where the match indexes plug in."""
-        for m in txn.scan(queue, Section.UNPROCESSED, start):
-            if pattern.matches(m):
-                yield m
+        first, from seq ``start`` on, through the store's index
+        (``Txn.find``). Every search of the waiting messages goes through
+        here. It examines at most FIND_BUDGET candidates; then its
+        ``next_seq`` says where a later operation resumes."""
+        return txn.find(queue, pattern, start)
 
     def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None:
         for durable in (False, True):
