@@ -237,10 +237,9 @@ class Board:
         gets it, then the oldest matching Take takes it."""
         if msg.expired(b.now):
             return
-        waiters = self._waiters.of(spec.name)
         taker = None
-        for w in waiters:
-            if w.claimed or not w.pattern.matches(msg):
+        for w in self._waiters.match(spec.name, msg):
+            if w.claimed:
                 continue
             if not claim(w.future):  # its caller gave up
                 self._waiters.remove(w)
