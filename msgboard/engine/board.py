@@ -299,7 +299,7 @@ class Board:
         fut: Future[list[Message]] = Future()
 
         def run(b: Batch, start: int | None = None) -> object:
-            if fut.cancelled():
+            if fut.done():  # cancelled, or abandoned while a search resumed
                 return PENDING
             txn, info = self._find(b, queue)
             found = []

@@ -34,7 +34,7 @@ from msgboard.message import Message
 __all__ = ["FIND_BUDGET", "RANGE_KEYS", "Reader", "Search"]
 
 #: Candidates (or records, scanning) one search examines before it stops.
-FIND_BUDGET = 10_000
+FIND_BUDGET = 2_000
 #: The most distinct keys a key range may span and still be used.
 RANGE_KEYS = 256
 #: A template whose best exact key holds at most this many messages skips
