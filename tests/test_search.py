@@ -18,7 +18,7 @@ from msgboard.associative import ANY, EVERYTHING, AddressPattern, Pattern, Range
 from msgboard.associative.keys import message_keys
 from msgboard.errors import StoreError
 from msgboard.lmdbstore import FIND_BUDGET, DurableStore, MemoryStore, Store
-from msgboard.lmdbstore.search import RANGE_KEYS
+from msgboard.lmdbstore.search import MAX_ALTERNATIVES, RANGE_KEYS
 from msgboard.message import Message, Section
 from msgboard.spec import UNLIMITED, QueueSpec
 from tests.strategies import addresses, patterns, tuples
@@ -220,6 +220,20 @@ def test_alternatives_are_a_union_in_seq_order(store: Store) -> None:
         assert [m.seq for m in search] == [6]
         p = Pattern(templates=(template("item", 70, str), template("item", 3, str)))
         assert [m.seq for m in txn.find("q", p)] == [4, 71]
+
+
+def test_too_many_alternatives_are_not_planned_through_the_index(store: Store) -> None:
+    """Given items, when I find by more alternative templates than the
+    planner takes, I expect a scan that still finds exactly the matches."""
+    make(store)
+    post(store, items(100))
+    alts = tuple(template("item", i, str) for i in range(MAX_ALTERNATIVES + 1))
+    with store.begin() as txn:
+        search = txn.find("q", Pattern(templates=alts))
+        assert [m.seq for m in search] == list(range(1, MAX_ALTERNATIVES + 2))
+        assert search.plan == "scan"
+        search = txn.find("q", Pattern(templates=alts[:MAX_ALTERNATIVES]))
+        assert len(list(search)) == MAX_ALTERNATIVES and search.plan == "template"
 
 
 def test_without_a_selective_key_a_bounded_scan_resumes(store: Store) -> None:

@@ -10,8 +10,9 @@ section and index. A search then:
    filed under its key(s), which both stores count without reading a
    message: the address lookup; and, per alternative template, the cheapest
    of its lookups (each actual field, its shape), summed over the templates
-   (the OR is a union). The cheapest option wins; a key range counts only
-   if it spans at most ``RANGE_KEYS`` distinct keys. With no option, or
+   (the OR is a union; at most ``MAX_ALTERNATIVES`` templates). The
+   cheapest option wins; a key range counts only if it spans at most
+   ``RANGE_KEYS`` distinct keys. With no option, or
    none cheaper than the whole section, it scans.
 2. **Reads** the chosen keys' seq lists merged in seq order (each seq once),
    fetches each candidate and checks the whole pattern on it (filter
@@ -31,12 +32,15 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import Lookup, address_lookup, template_lookups
 from msgboard.message import Message
 
-__all__ = ["FIND_BUDGET", "RANGE_KEYS", "Reader", "Search"]
+__all__ = ["FIND_BUDGET", "MAX_ALTERNATIVES", "RANGE_KEYS", "Reader", "Search"]
 
 #: Candidates (or records, scanning) one search examines before it stops.
 FIND_BUDGET = 2_000
 #: The most distinct keys a key range may span and still be used.
 RANGE_KEYS = 256
+#: The most alternative templates planned through the index (planning
+#: costs a few counts per template); more are matched by a scan.
+MAX_ALTERNATIVES = 64
 #: A template whose best exact key holds at most this many messages skips
 #: the shape range (counting it costs more than reading them).
 _FEW = 16
@@ -92,7 +96,7 @@ def plan(r: Reader, pattern: Pattern) -> tuple[str, int, list[bytes]]:
         res = _resolve(r, lk)
         if res is not None and res[0] < best[1]:
             best = ("address", *res)
-    if pattern.templates:
+    if 0 < len(pattern.templates) <= MAX_ALTERNATIVES:
         total, keys = 0, []
         for t in pattern.templates:
             chosen: tuple[int, list[bytes]] | None = None
