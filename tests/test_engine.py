@@ -18,6 +18,7 @@ from msgboard.errors import (
     QueueFull,
     QueueNotFound,
 )
+from msgboard.lmdbstore import FIND_BUDGET
 from msgboard.spec import UNLIMITED, OverflowPolicy
 
 
@@ -314,3 +315,23 @@ def test_release_answers_blocked_calls_with_nothing(board: Board) -> None:
     assert fut.result(5) == []
     post(board, "rel", ("x",))
     assert board.get_queue("rel").unprocessed == 1
+
+
+def test_a_search_longer_than_its_budget_resumes_in_later_groups(board: Board) -> None:
+    """Given more same-shaped items than one search examines (FIND_BUDGET),
+    when I take and read by a range that only the last items match (no key
+    narrows it: a scan), I expect the match found all the same, by searches
+    resumed in later groups; and with a transient queue too."""
+    for spec in (QueueSpec("q"), QueueSpec("t", transient=True)):
+        board.create_queue(spec)
+        n = FIND_BUDGET + 2_000
+        for first in range(0, n, 5_000):
+            post(board, spec.name, *[("item", i) for i in range(first, min(n, first + 5_000))])
+        last = tpl("item", Range(n - 2, n))
+        assert [m.tuple for m in board.read(spec.name, last, max=5)] == [
+            ("item", n - 2),
+            ("item", n - 1),
+        ]
+        [m] = board.take(spec.name, last)
+        assert m.seq == n - 1
+        assert board.take(spec.name, tpl("item", Range(n, n + 5))) == []

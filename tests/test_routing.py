@@ -515,3 +515,16 @@ def test_a_durable_selector_into_a_transient_queue_goes_with_it(tmp_path: Path) 
         assert board.list_selectors() == []
         post(board, "src", ("kept",))
         assert [m.tuple for m in board.read("src")] == [("kept",)]
+
+
+def test_a_pull_goes_on_past_the_search_budget(board: Board) -> None:
+    """A subscriber whose pattern the index cannot narrow (a filter) scans in
+    budgeted steps; a match beyond the first step is still delivered."""
+    from msgboard.lmdbstore.search import FIND_BUDGET
+
+    board.create_queue(QueueSpec("q"))
+    board.post("q", [Message(tuple=("x",)) for _ in range(FIND_BUDGET + 500)])
+    post(board, "q", ("y",))
+    _, sink = subscribe(board, "q", pattern=Pattern(filter="t[0] = 'y'"))
+    [d] = sink.wait(1)
+    assert d.message.tuple == ("y",)

@@ -484,7 +484,7 @@ def test_key_layout(tmp_path: Path) -> None:
                 return list(txn.cursor(env.open_db(name, txn=txn, create=False)))
 
             meta = dict(items(b"meta"))
-            assert meta[b"schema"] == b"1" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
+            assert meta[b"schema"] == b"2" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
             ((name, raw),) = items(b"queues")
             d = json.loads(raw)
             assert name == b"jobs" and d["id"] == 1 and d["created_at"] == 1
@@ -493,6 +493,12 @@ def test_key_layout(tmp_path: Path) -> None:
             assert [k for k, _ in items(b"unprocessed")] == [struct.pack(">IQ", 1, 2)]
             assert [k for k, _ in items(b"history")] == [struct.pack(">IQ", 1, 1)]
             assert items(b"times") == [(struct.pack(">IQ", 1, 1_700_000_000), struct.pack(">Q", 1))]
+            q1, seq2 = struct.pack(">I", 1), struct.pack(">Q", 2)
+            assert items(b"index") == [
+                (q1 + b"a", seq2),  # address ""
+                (q1 + b"f\x01\x00\x02" + struct.pack(">q", 1), seq2),  # field 0 of 1: int 1
+                (q1 + b"s\x01\x02", seq2),  # shape: one int
+            ]
     finally:
         env.close()
 

@@ -26,7 +26,7 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -47,7 +47,7 @@ from msgboard.errors import (
     QueueFull,
     QueueNotFound,
 )
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, StoreInfo, Txn
+from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, StoreInfo, Txn
 from msgboard.message import Message, Section
 from msgboard.spec import (
     Delivery,
@@ -424,14 +424,15 @@ class Board:
         fut: Future[Any] = Future()
         net = self._net
 
-        def run(b: Batch) -> object:
-            if fut.cancelled():
+        def run(b: Batch, start: int | None = None) -> object:
+            if fut.done():  # cancelled, or abandoned while a search resumed
                 return PENDING
             txn, info = self._find(b, queue)
             held = net.held(queue)
             found: list[Message] = []
             expired: list[Message] = []
-            for m in self._waiting(txn, queue, pat):
+            search = self._waiting(txn, queue, pat, start)
+            for m in search:
                 if m.seq in held:
                     continue
                 if m.expired(b.now):
@@ -442,6 +443,12 @@ class Board:
                     break
             for m in expired:  # rule 8: never delivered
                 net.dead(b, txn, info, m, "expired", 0)
+            if not found and search.next_seq:
+                # The search's budget ran out: resume in the next group, so
+                # a long search never holds the writer for long.
+                resume = search.next_seq
+                self._writer.submit(lambda b: run(b, resume), fut)
+                return PENDING
             if found:
                 if not claim(fut):
                     return PENDING
@@ -899,15 +906,13 @@ class Board:
 
     # -- helpers (writer thread) ----------------------------------------
 
-    def _waiting(
-        self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None
-    ) -> Iterator[Message]:
+    def _waiting(self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None) -> Search:
         """The queue's unprocessed messages that match ``pattern``, oldest
-        first, from seq ``start`` on. Every search of the waiting messages
-        goes through here: this is where the match indexes plug in."""
-        for m in txn.scan(queue, Section.UNPROCESSED, start):
-            if pattern.matches(m):
-                yield m
+        first, from seq ``start`` on, through the store's index
+        (``Txn.find``). Every search of the waiting messages goes through
+        here. It examines at most FIND_BUDGET candidates; then its
+        ``next_seq`` says where a later operation resumes."""
+        return txn.find(queue, pattern, start)
 
     def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None:
         for durable in (False, True):

@@ -56,7 +56,7 @@ from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, NotFound
-from msgboard.lmdbstore import QueueInfo, Txn
+from msgboard.lmdbstore import QueueInfo, Search, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import Delivery, Op, Position, Role
 
@@ -74,7 +74,7 @@ BACKOFF_MAX = 5.0
 
 Found = tuple[Txn, QueueInfo]
 Lookup = Callable[[Batch, str], Found | None]
-Waiting = Callable[[Txn, str, Pattern, int | None], Iterator[Message]]
+Waiting = Callable[[Txn, str, Pattern, int | None], Search]
 
 
 @dataclass(slots=True)
@@ -333,8 +333,8 @@ class Network:
         if not self._waiters.any(q):
             return
         taker: Waiter | None = None
-        for w in self._waiters.of(q):
-            if w.claimed or not w.pattern.matches(msg):
+        for w in self._waiters.match(q, msg):
+            if w.claimed:
                 continue
             if not claim(w.future):  # its caller gave up
                 self._waiters.remove(w)
@@ -575,20 +575,31 @@ class Network:
             held = self.held(q)
             chunk: list[Message] = []
             end = True
+            resume = 0
             if copy:
                 source: Iterator[Message] = (
                     m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
                 )
+                for m in source:
+                    chunk.append(m)
+                    if len(chunk) >= want:
+                        end = False
+                        break
+                self._budget -= len(chunk)
             else:
-                source = self._waiting(txn, q, s.spec.pattern, s.cursor)
-            for m in source:
-                if m.seq in held and not copy:
-                    continue
-                chunk.append(m)
-                if len(chunk) >= want:
-                    end = False
-                    break
-            self._budget -= len(chunk)
+                search = self._waiting(txn, q, s.spec.pattern, s.cursor)
+                for m in search:
+                    if m.seq in held:
+                        continue
+                    chunk.append(m)
+                    if len(chunk) >= want:
+                        end = False
+                        break
+                if end and search.next_seq:
+                    # The search's budget ran out before the end of the queue:
+                    # everything before next_seq was seen; go on from there.
+                    end, resume = False, search.next_seq
+                self._budget -= max(len(chunk), search.examined, 1)
             for m in chunk:
                 if m.expired(b.now) and not copy:
                     self.dead(b, txn, info, m, "expired", 0)
@@ -600,6 +611,8 @@ class Network:
                     self._set(b, s, "cursor", m.seq)
                     return
                 self._set(b, s, "cursor", m.seq + 1)
+            if resume > s.cursor:
+                self._set(b, s, "cursor", resume)
             if end:
                 if copy:
                     self._set(b, s, "cursor", txn.counts(q).next_seq)

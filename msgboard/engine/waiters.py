@@ -2,21 +2,23 @@
 
 A waiter belongs to one queue; each queue keeps its waiters in arrival
 order, so when several Takes wait for the same kind of message the oldest
-gets it. Deadlines sit in a heap that the writer thread checks between
-batches: an expired wait is answered with nothing, never by polling.
+gets it. They are filed in a ``PatternIndex`` by their patterns, so a post
+finds the waiters it matches (``match``) without trying the others.
+Deadlines sit in a heap that the writer thread checks between batches: an
+expired wait is answered with nothing, never by polling.
 
 Everything here runs on the writer thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from msgboard.associative import Pattern
+from msgboard.associative.index import PatternIndex
 from msgboard.message import Message
 
 Result = Future[list[Message]]
@@ -52,25 +54,33 @@ class Waiters:
     """The blocked calls of every queue."""
 
     def __init__(self) -> None:
-        self._by_queue: dict[str, list[Waiter]] = {}
+        self._by_queue: dict[str, PatternIndex[Waiter]] = {}
         self._deadlines: list[tuple[float, int, Waiter]] = []
 
     def add(self, w: Waiter) -> None:
-        self._by_queue.setdefault(w.queue, []).append(w)
+        index = self._by_queue.get(w.queue)
+        if index is None:
+            index = self._by_queue[w.queue] = PatternIndex()
+        index.add(w, w.pattern)
         heapq.heappush(self._deadlines, (w.deadline, w.order, w))
 
     def remove(self, w: Waiter) -> None:
         w.done = True
-        lst = self._by_queue.get(w.queue)
-        if lst is not None:
-            with contextlib.suppress(ValueError):
-                lst.remove(w)
-            if not lst:
-                del self._by_queue[w.queue]
+        index = self._by_queue.get(w.queue)
+        if index is not None and index.remove(w) and not index:
+            del self._by_queue[w.queue]
 
     def of(self, queue: str) -> list[Waiter]:
         """The queue's live waiters, oldest first (a copy)."""
         return [w for w in self._by_queue.get(queue, ()) if not w.done]
+
+    def match(self, queue: str, msg: Message) -> list[Waiter]:
+        """The queue's live waiters whose pattern matches ``msg``, oldest
+        first, found through the index (the others are not tried)."""
+        index = self._by_queue.get(queue)
+        if index is None:
+            return []
+        return [w for w in index.match(msg) if not w.done]
 
     def count(self, queue: str) -> int:
         return sum(1 for w in self._by_queue.get(queue, ()) if not w.done)
@@ -95,7 +105,7 @@ class Waiters:
 
     def drop_queue(self, queue: str) -> list[Waiter]:
         """Removes and returns every waiter of a deleted queue."""
-        ws = self._by_queue.pop(queue, [])
+        ws = list(self._by_queue.pop(queue, ()))
         for w in ws:
             w.done = True
         return ws

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from msgboard.lmdbstore.durable import DurableStore
 from msgboard.lmdbstore.memory import MemoryStore
+from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 
 __all__ = [
+    "FIND_BUDGET",
     "Counts",
     "DurableStore",
     "MapFull",
     "MemoryStore",
     "QueueInfo",
+    "Search",
     "Store",
     "StoreInfo",
     "Txn",

@@ -1,12 +1,12 @@
 """The durable store: queues and messages in one LMDB environment.
 
-Layout. One environment (a directory), six named sub-databases; a Spark
+Layout. One environment (a directory), seven named sub-databases; a Spark
 reader decodes these files directly, so change the layout only together with
 ``schema``. Integers are big-endian, so keys sort by queue, then seq::
 
     sub-database  key                            value
     ------------  -----------------------------  -----------------------------
-    meta          b"schema"                      b"1"
+    meta          b"schema"                      b"2"
                   b"next_qid"                    u64: the next queue id
     queues        queue name, UTF-8              JSON {"id": qid,
                                                    "spec": QueueSpec.to_json(),
@@ -18,6 +18,8 @@ reader decodes these files directly, so change the layout only together with
     times         qid u32 + second u64           seq u64
     selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
     meta          b"next_sid"                    u64: the next selector number
+    index         qid u32 + index key            seq u64, sorted duplicates
+                  (dupsort, dupfixed)              (one per message filed)
 
 A record is a ``msgboard.v1.Message`` without queue, seq and section: its key
 and sub-database say them. ``times`` is a sparse index: one entry per second
@@ -26,6 +28,18 @@ that second. As ``posted_at`` never goes backwards within a queue, every seq
 from one entry up to the next was posted in that entry's second; this is what
 makes ``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
 queue removes all its keys.
+
+``index`` files each *unprocessed* message under the keys of
+``msgboard.associative.keys`` (its address ``a…``, its shape ``s…``, each
+field ``f…``), written and deleted in the transaction that appends,
+processes or restores it; ``find`` (``search.py``) reads it. A key's
+duplicates are big-endian seqs, so they come back in seq order, and
+LMDB counts them without reading them.
+
+Schemas. ``2`` added ``index``. A schema-1 directory is upgraded when it is
+opened: the index is built from the unprocessed records, once, in one
+transaction, with a log line (the one time opening reads messages). A
+directory of any other schema is refused with StoreError.
 
 Caches. Opening reads ``meta``, ``queues`` and ``state`` (a few reads per
 queue, never one per message). Each queue's counters live in memory; a
@@ -53,21 +67,32 @@ import contextlib
 import errno
 import heapq
 import json
+import logging
 import os
 import shutil
 import struct
+import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
 import lmdb
 
+from msgboard.associative import Pattern
+from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record, encode_record
 from msgboard.errors import MsgboardError, StoreError, StoreFull
+from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
 
-SCHEMA = b"1"
+log = logging.getLogger(__name__)
+
+SCHEMA = b"2"
+#: Schemas this version upgrades when it opens them.
+_UPGRADES = (b"1",)
+#: Named sub-databases the environment has room for (seven used).
+MAX_DBS = 16
 MiB = 1 << 20
 #: Free map space ``begin`` keeps beyond twice the reserve.
 HEADROOM = 16 * MiB
@@ -88,7 +113,7 @@ def _translate(e: lmdb.Error) -> MsgboardError:
     if isinstance(e, lmdb.MapFullError):
         return MapFull(f"LMDB map full: {e}")
     if isinstance(e, lmdb.DiskError) or getattr(e, "code", 0) == errno.ENOSPC:
-        return StoreFull(f"the disk refused a write: {e}")
+        return StoreFull(f"disk full: the disk refused a write: {e}")
     return StoreError(f"LMDB: {e}")
 
 
@@ -210,10 +235,24 @@ class DurableStore(Store):
     def _open_env(self, path: str, map_size: int, sync: bool) -> lmdb.Environment:
         """Opens the environment; a seam for tests that watch what is read."""
         return lmdb.open(
-            path, map_size=map_size, subdir=True, create=True, max_dbs=16, sync=sync, metasync=sync
+            path,
+            map_size=map_size,
+            subdir=True,
+            create=True,
+            max_dbs=MAX_DBS,
+            sync=sync,
+            metasync=sync,
         )
 
     def _load(self) -> None:
+        while True:
+            try:
+                self._load_once()
+                return
+            except lmdb.MapFullError:  # only an upgrade writes much
+                self._env.set_mapsize(self._env.info()["map_size"] * 2)
+
+    def _load_once(self) -> None:
         env = self._env
         with env.begin(write=True) as txn:
             self._meta = env.open_db(b"meta", txn=txn)
@@ -223,9 +262,12 @@ class DurableStore(Store):
             self._history = env.open_db(b"history", txn=txn)
             self._times = env.open_db(b"times", txn=txn)
             self._selectors = env.open_db(b"selectors", txn=txn)
+            self._index = env.open_db(b"index", txn=txn, dupsort=True, dupfixed=True)
             schema = txn.get(b"schema", db=self._meta)
             if schema is None:
                 txn.put(b"schema", SCHEMA, db=self._meta)
+            elif schema in _UPGRADES:
+                self._upgrade(txn, schema)
             elif schema != SCHEMA:
                 raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
             raw = txn.get(b"next_qid", db=self._meta)
@@ -239,6 +281,30 @@ class DurableStore(Store):
                 state = txn.get(_QID.pack(d["id"]), db=self._state)
                 counts = (1, 0, 0) if state is None else _STATE.unpack(state)
                 self._queues[key.decode()] = _Queue(d["id"], info, *counts)
+
+    def _upgrade(self, txn: lmdb.Transaction[bytes], schema: bytes) -> None:
+        """Schema 1 to 2: files every unprocessed message in ``index``."""
+        t0 = time.monotonic()
+        qids = {}
+        for key, value in txn.cursor(db=self._queues_db):
+            qids[json.loads(value)["id"]] = key.decode()
+        n = 0
+        put = txn.put
+        for k, v in txn.cursor(db=self._unprocessed):
+            qid, seq = _KEY.unpack(k)
+            m = decode_record(v, qids.get(qid, ""), seq, _UNPROCESSED)
+            for key in message_keys(m.address, m.tuple):
+                put(k[:4] + key, k[4:], db=self._index)
+            n += 1
+        txn.put(b"schema", SCHEMA, db=self._meta)
+        log.warning(
+            "%s: upgraded schema %s to %s: indexed %d unprocessed messages in %.1f s",
+            self.path,
+            schema.decode(),
+            SCHEMA.decode(),
+            n,
+            time.monotonic() - t0,
+        )
 
     def _check(self) -> None:
         if self._closed:
@@ -311,6 +377,7 @@ class DurableTxn(Txn):
         self._unprocessed = store._unprocessed
         self._history = store._history
         self._times = store._times
+        self._index = store._index
 
     # -- ending -----------------------------------------------------------
 
@@ -423,10 +490,10 @@ class DurableTxn(Txn):
         with self._guard:
             self._txn.delete(name.encode(), db=store._queues_db)
             self._txn.delete(q.prefix, db=store._state)
-            for db in (self._unprocessed, self._history, self._times):
+            for db in (self._unprocessed, self._history, self._times, self._index):
                 cur = self._txn.cursor(db)
                 if cur.set_range(q.prefix):
-                    while cur.key()[:4] == q.prefix and cur.delete():
+                    while cur.key()[:4] == q.prefix and cur.delete(dupdata=True):
                         pass
         self._q[name] = None
         self._wrote = True
@@ -463,6 +530,7 @@ class DurableTxn(Txn):
             seq = q.next_seq
             m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
             self._txn.put(_KEY.pack(q.qid, seq), encode_record(m), db=self._unprocessed)
+            self._file(q.prefix, m)
             second = posted // _US
             if second != q.last_second:
                 key = _KEY.pack(q.qid, second)
@@ -496,6 +564,7 @@ class DurableTxn(Txn):
             if raw is None:
                 raise KeyError(f"{name!r} seq {seq} is not unprocessed")
             old = decode_record(raw, name, seq, _UNPROCESSED)
+            self._unfile(q.prefix, old)
             m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
             q.unprocessed -= 1
             self._wrote = True
@@ -525,9 +594,32 @@ class DurableTxn(Txn):
         with self._guard:
             if self._txn.pop(key, db=self._history) is not None:
                 q.history -= 1
-            if self._txn.replace(key, encode_record(m), db=self._unprocessed) is None:
+            old = self._txn.replace(key, encode_record(m), db=self._unprocessed)
+            if old is None:
                 q.unprocessed += 1
+            else:
+                self._unfile(q.prefix, decode_record(old, name, seq, _UNPROCESSED))
+            self._file(q.prefix, m)
         self._wrote = True
+
+    def _file(self, prefix: bytes, m: Message) -> None:
+        """Files an unprocessed message under its index keys."""
+        put, seq, db = self._txn.put, _U64.pack(m.seq), self._index
+        for key in message_keys(m.address, m.tuple):
+            put(prefix + key, seq, db=db)
+
+    def _unfile(self, prefix: bytes, m: Message) -> None:
+        """Removes a message from the index."""
+        delete, seq, db = self._txn.delete, _U64.pack(m.seq), self._index
+        for key in message_keys(m.address, m.tuple):
+            delete(prefix + key, seq, db=db)
+
+    def find(
+        self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET
+    ) -> Search:
+        q = self._get(name)
+        with self._guard:
+            return Search(_Reader(self, name, q), pattern, start, budget)
 
     def scan(
         self,
@@ -639,3 +731,47 @@ class DurableTxn(Txn):
 
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:
     return item[0]
+
+
+class _Reader(Reader):
+    """One LMDB queue's unprocessed section and index, for ``Search``."""
+
+    def __init__(self, t: DurableTxn, name: str, q: _Queue) -> None:
+        self._t, self._name, self._prefix = t, name, q.prefix
+        self._txn = t._txn
+        self.unprocessed = q.unprocessed
+
+    def count(self, key: bytes) -> int:
+        cur = self._txn.cursor(self._t._index)
+        return cur.count() if cur.set_key(self._prefix + key) else 0
+
+    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
+        full = self._prefix + prefix
+        with self._t._guard:
+            cur = self._txn.cursor(self._t._index)
+            if not cur.set_range(full):
+                return
+            while True:
+                key = cur.key()
+                if not key.startswith(full):
+                    return
+                yield key[4:], cur.count()
+                if not cur.next_nodup():
+                    return
+
+    def seqs(self, key: bytes, start: int) -> Iterator[int]:
+        unpack = _U64.unpack
+        with self._t._guard:
+            cur = self._txn.cursor(self._t._index)
+            if cur.set_range_dup(self._prefix + key, _U64.pack(min(start, _MAX_U64))):
+                for v in cur.iternext_dup(keys=False):
+                    yield unpack(v)[0]
+
+    def get(self, seq: int) -> Message | None:
+        with self._t._guard:
+            raw = self._txn.get(self._prefix + _U64.pack(seq), db=self._t._unprocessed)
+        return None if raw is None else decode_record(raw, self._name, seq, _UNPROCESSED)
+
+    def scan(self, start: int) -> Iterator[Message]:
+        key = self._prefix + _U64.pack(min(start, _MAX_U64))
+        return self._t._scan(self._name, _UNPROCESSED, self._prefix, key, False)

@@ -1,8 +1,10 @@
 """The memory store: the store contract for transient queues, in process.
 
-Each queue keeps its two sections as ``SortedDict`` (seq -> Message) and a
+Each queue keeps its two sections as ``SortedDict`` (seq -> Message), a
 sparse time index like the LMDB store's ``times`` (second -> first seq posted
-in it). A transaction applies its writes at once and logs how to undo each;
+in it), and the index of its unprocessed messages as the LMDB store's
+``index`` holds it: a ``SortedDict`` of index key -> ``SortedList`` of seqs.
+A transaction applies its writes at once and logs how to undo each;
 ``abort`` plays the log backwards and puts the queues' counters back, so an
 aborted transaction leaves no trace; ``commit`` drops the log. Nothing
 survives ``close`` or the process.
@@ -18,9 +20,12 @@ from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedDict, SortedList
 
+from msgboard.associative import Pattern
+from msgboard.associative.keys import message_keys
 from msgboard.errors import StoreError
+from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
@@ -34,11 +39,10 @@ _seq = attrgetter("seq")
 _Undo = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
-#: Message's slot descriptors: (get, set) of the fields a stamp copies, and
-#: the setters of those it sets, in ``stamp``'s argument order.
 class _Queue:
     __slots__ = (
         "history",
+        "index",
         "info",
         "last_posted",
         "last_second",
@@ -55,6 +59,26 @@ class _Queue:
         self.unprocessed: SortedDict = SortedDict()  # seq -> Message
         self.history: SortedDict = SortedDict()  # seq -> Message
         self.times: SortedDict = SortedDict()  # second -> first seq posted in it
+        self.index: SortedDict = SortedDict()  # index key -> SortedList of seqs
+
+    def file(self, m: Message) -> None:
+        """Files an unprocessed message under its index keys."""
+        index, seq = self.index, m.seq
+        for key in message_keys(m.address, m.tuple):
+            seqs = index.get(key)
+            if seqs is None:
+                index[key] = SortedList((seq,))
+            else:
+                seqs.add(seq)
+
+    def unfile(self, m: Message) -> None:
+        """Removes a message from the index."""
+        index, seq = self.index, m.seq
+        for key in message_keys(m.address, m.tuple):
+            seqs = index[key]
+            seqs.remove(seq)
+            if not seqs:
+                del index[key]
 
     def first_from(self, seq: int) -> Message | None:
         """The first message (either section) at or after ``seq``."""
@@ -193,7 +217,9 @@ class MemoryTxn(Txn):
         seq = q.next_seq
         m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
         q.unprocessed[seq] = m
+        q.file(m)
         self._log.append((q.unprocessed.__delitem__, (seq,)))
+        self._log.append((q.unfile, (m,)))
         second = posted // _US
         if second != q.last_second:
             q.times[second] = seq
@@ -213,8 +239,10 @@ class MemoryTxn(Txn):
         old: Message | None = q.unprocessed.pop(seq, None)
         if old is None:
             raise KeyError(f"{name!r} seq {seq} is not unprocessed")
+        q.unfile(old)
         log = self._log
         log.append((q.unprocessed.__setitem__, (seq, old)))
+        log.append((q.file, (old,)))
         m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
         if max_history > 0:
             history = q.history
@@ -233,9 +261,13 @@ class MemoryTxn(Txn):
         if old is not None:
             self._log.append((q.history.__setitem__, (seq, old)))
         old = q.unprocessed.get(seq)
-        q.unprocessed[seq] = stamp(
-            msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED
-        )
+        if old is not None:
+            q.unfile(old)
+            self._log.append((q.file, (old,)))
+        m = stamp(msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED)
+        q.unprocessed[seq] = m
+        q.file(m)
+        self._log.append((q.unfile, (m,)))
         if old is None:
             self._log.append((q.unprocessed.__delitem__, (seq,)))
         else:
@@ -285,6 +317,11 @@ class MemoryTxn(Txn):
     def selectors(self) -> list[tuple[str, bytes]]:
         return sorted(self._store._selectors.items())
 
+    def find(
+        self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET
+    ) -> Search:
+        return Search(_Reader(self._get(name)), pattern, start, budget)
+
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
         second = max(time_us, 0) // _US
@@ -313,3 +350,34 @@ def _walk(sd: SortedDict, start: int | None, reverse: bool) -> Iterator[Message]
     for seq in keys:
         m: Message = sd[seq]
         yield m
+
+
+class _Reader(Reader):
+    """One memory queue's unprocessed section and index, for ``Search``."""
+
+    def __init__(self, q: _Queue) -> None:
+        self._q = q
+        self.unprocessed = len(q.unprocessed)
+
+    def count(self, key: bytes) -> int:
+        seqs = self._q.index.get(key)
+        return 0 if seqs is None else len(seqs)
+
+    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
+        index = self._q.index
+        for key in index.irange(minimum=prefix):
+            if not key.startswith(prefix):
+                return
+            yield key, len(index[key])
+
+    def seqs(self, key: bytes, start: int) -> Iterator[int]:
+        seqs = self._q.index.get(key)
+        if seqs is not None:
+            yield from seqs.irange(minimum=start)
+
+    def get(self, seq: int) -> Message | None:
+        m: Message | None = self._q.unprocessed.get(seq)
+        return m
+
+    def scan(self, start: int) -> Iterator[Message]:
+        return _walk(self._q.unprocessed, start, False)

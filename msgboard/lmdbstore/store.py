@@ -27,6 +27,11 @@ transaction is aborted; call ``grow()`` and run it again), ``StoreFull`` when
 the disk refuses a write, ``StoreError`` for anything else the backend
 raises. Contract violations by the caller (a queue that does not exist, a
 seq that is not there) raise ``KeyError``: the engine checks first.
+
+Indexes: each store files every unprocessed message under its index keys
+(``msgboard.associative.keys``) in the transaction that appends, processes
+or restores it, and drops a queue's keys with the queue, so ``find`` is
+exact at every commit. History is not indexed.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
+from msgboard.associative import Pattern
 from msgboard.errors import StoreError
+from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.message import Message, Section
 from msgboard.spec import QueueSpec
 
@@ -184,6 +191,18 @@ class Txn(abc.ABC):
     @abc.abstractmethod
     def selectors(self) -> list[tuple[str, bytes]]:
         """Every stored selector as (id, data), in id order."""
+
+    @abc.abstractmethod
+    def find(
+        self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET
+    ) -> Search:
+        """The queue's unprocessed messages that match ``pattern``, oldest
+        first, from seq ``start`` included (None: from the first), found
+        through the queue's index when a key is more selective than the whole
+        section (see ``search.py``), else by a scan. Lazy, and bounded: it
+        examines at most ``budget`` candidates, then ends with ``next_seq``
+        set to the seq to resume from (0: nothing left). Do not write while
+        iterating it. KeyError if no such queue (at the call)."""
 
     @abc.abstractmethod
     def seq_at(self, name: str, time_us: int) -> int | None:
