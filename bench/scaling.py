@@ -13,10 +13,14 @@ Three rows, each measured side by side in one run:
    bounded fallback scan) on the smaller queues.
 2. **Restart** of that board (about 1.1 million messages): ``Board(path)``
    until its first Take answers (goal: under 2 s; opening reads no message).
-3. **Routing through the pattern index**, at the index level (selectors are
-   not built yet): one message against 10, 1,000 and 10,000 patterns, half
-   eq addresses and half topics, via ``PatternIndex.match`` and, beside it,
-   via a loop calling ``Pattern.matches`` on every pattern.
+3. **Routing through the pattern index**, at the index level: one message
+   against 10, 1,000 and 10,000 patterns, half eq addresses and half
+   topics, via ``PatternIndex.match`` and, beside it, via a loop calling
+   ``Pattern.matches`` on every pattern.
+4. **Post through selectors**: posts/s into a queue with 10, 1,000 and
+   10,000 selectors (half eq, half topic, each a MOVE to one of ten queues),
+   through the engine, each message matching one selector; the ratio of the
+   fewest selectors' rate to the most's (goal: at most 2).
 
     .venv/bin/python bench/scaling.py [--sizes 1000,10000,100000,1000000]
         [--takes 2000] [--sync weaker-no-fsync]
@@ -44,6 +48,7 @@ from msgboard import Message, QueueSpec
 from msgboard.associative import ANY, AddressPattern, Pattern, Range, template
 from msgboard.associative.index import PatternIndex
 from msgboard.engine import Board
+from msgboard.spec import SelectorSpec
 
 PAYLOAD = "p" * 40
 BODY = b"x" * 100
@@ -150,6 +155,52 @@ def routing(counts: list[int], messages: int, rng: random.Random) -> dict[int, d
     return out
 
 
+def posting(
+    tmp: Path, counts: list[int], messages: int, rounds: int, rng: random.Random
+) -> dict[int, float]:
+    """Posts/s into a queue with N selectors (half eq addresses, half topics,
+    each MOVE to one of ten queues), through the engine; each message
+    matches one selector. The boards are measured in turns."""
+    boards = {}
+    for k in counts:
+        b = Board(tmp / f"routing{k}", sync=False)
+        b.create_queue(QueueSpec("in"))
+        for d in range(10):
+            b.create_queue(QueueSpec(f"d{d}"))
+        futs = []
+        for j in range(k):
+            addr = (
+                AddressPattern.topic(f"orders.{j}.*") if j % 2 else AddressPattern.eq(f"orders.{j}")
+            )
+            spec = SelectorSpec("in", Pattern(addr), destination=f"d{j % 10}")
+            futs.append(b.create_selector_async(spec))
+        for f in futs:
+            f.result()
+        boards[k] = b
+    rates: dict[int, list[float]] = {k: [] for k in counts}
+    try:
+        for _ in range(rounds):
+            for k, b in boards.items():
+                batches = []
+                for _ in range(messages // 1000):
+                    batch = []
+                    for _ in range(1000):
+                        j = rng.randrange(k)
+                        address = f"orders.{j}.created" if j % 2 else f"orders.{j}"
+                        batch.append(Message(tuple=(j,), address=address))
+                    batches.append(batch)
+                t = time.perf_counter()
+                for f in [b.post_async("in", batch) for batch in batches]:
+                    f.result()
+                rates[k].append(messages / (time.perf_counter() - t))
+                if b.get_queue("in").unprocessed:
+                    raise RuntimeError("a message was not routed")
+    finally:
+        for b in boards.values():
+            b.close()
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000,100000,1000000")
@@ -158,6 +209,7 @@ def main() -> None:
     p.add_argument("--patterns", default="10,1000,10000")
     p.add_argument("--sync", choices=["fsync", "weaker-no-fsync"], default="weaker-no-fsync")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--route-messages", type=int, default=20_000, help="per posting round")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -180,6 +232,7 @@ def main() -> None:
             scan = scans(board, [n for n in sizes if n <= args.scan_up_to], 3)
         opened, first = restart(path, sync, sizes[-1])
         total = sum(sizes)
+        posted = posting(Path(tmp), counts, args.route_messages, 3, rng)
     routed = routing(counts, 2000, rng)
 
     day = time.strftime("%Y-%m-%d")
@@ -200,6 +253,13 @@ def main() -> None:
     for k, row in routed.items():
         gain = row["loop"] / row["index"]
         print(f"{k:>16,} {row['index']:>14.2f} {row['loop']:>12.2f} {gain:>12.1f}")
+    print("\nPost into a queue with N selectors (half eq, half topic; MOVE to 10 queues),")
+    print("engine in-process, weaker-no-fsync, batches of 1,000, median of 3 turns")
+    print(f"{'selectors':>16} {'posts/s':>14}")
+    for k, rate in posted.items():
+        print(f"{k:>16,} {rate:>14,.0f}")
+    route_ratio = posted[counts[0]] / posted[counts[-1]]
+    print(f"posts/s ratio {counts[0]:,} / {counts[-1]:,} selectors: {route_ratio:.2f} (goal <= 2)")
     print(f"\nbuild rate (batches of 1,000, not measured above): {rates}")
 
     res = {
@@ -212,6 +272,8 @@ def main() -> None:
         "restart_first_take_s": first,
         "restart_messages": total,
         "routing_us": routed,
+        "post_through_selectors_per_s": posted,
+        "post_through_selectors_ratio": route_ratio,
         "build_posts_per_s": rates,
     }
     os.makedirs(args.out, exist_ok=True)

@@ -44,6 +44,7 @@ registered with ``Batch.undo`` so that a group that aborts leaves no trace.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ from functools import partial
 from typing import Any
 
 from msgboard.associative import Pattern
+from msgboard.associative.index import PatternIndex
 from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
@@ -88,6 +90,10 @@ class Traffic:
     dropped: int = 0
 
 
+def _turn(s: Selector) -> int:
+    return s.turn
+
+
 def fresh(m: Message) -> Message:
     """``m`` as a new post: the fields the board sets cleared."""
     return stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
@@ -110,6 +116,11 @@ class Network:
         self.selectors: dict[str, Selector] = {}
         #: Source queue -> its selectors, in round-robin order.
         self._by_source: dict[str, list[Selector]] = {}
+        #: Source queue -> its selectors, indexed by pattern.
+        self._index: dict[str, PatternIndex[Selector]] = {}
+        #: Source queue -> how many normal or default selectors it has.
+        self._normal: dict[str, int] = {}
+        self._turns = itertools.count(1)
         #: Destination queue -> the MOVE selectors feeding it.
         self._by_dest: dict[str, list[Selector]] = {}
         self._holds: dict[str, dict[int, object]] = {}
@@ -165,8 +176,11 @@ class Network:
         lst.append(s)
         feeds = self._by_dest.setdefault(s.spec.destination, [])
         feeds.append(s)
+        self._file(s, +1)
+        s.turn = next(self._turns)
 
         def undo() -> None:
+            self._file(s, -1)
             self.selectors.pop(s.id, None)
             if s in lst:
                 lst.remove(s)
@@ -189,8 +203,10 @@ class Network:
         feeds = self._by_dest.get(s.spec.destination, [])
         j = feeds.index(s)
         del feeds[j]
+        self._file(s, -1)
 
         def undo() -> None:
+            self._file(s, +1)
             self.selectors[s.id] = s
             lst.insert(i, s)
             feeds.insert(j, s)
@@ -198,6 +214,25 @@ class Network:
         b.undo(undo)
         self._work.pop(s, None)
         return c
+
+    def _file(self, s: Selector, step: int) -> None:
+        """Adds (+1) or removes (-1) ``s`` in its queue's pattern index."""
+        q = s.source
+        index = self._index.get(q)
+        if step > 0:
+            if index is None:
+                index = self._index[q] = PatternIndex()
+            index.add(s, s.spec.pattern)
+        elif index is not None:
+            index.remove(s)
+            if not len(index):
+                del self._index[q]
+        if s.spec.role is not Role.OVERFLOW:
+            n = self._normal.get(q, 0) + step
+            if n:
+                self._normal[q] = n
+            else:
+                self._normal.pop(q, None)
 
     def reaches(self, start: str, goal: str) -> bool:
         """True if messages can flow from queue ``start`` to ``goal`` through
@@ -243,7 +278,7 @@ class Network:
         if msg.expired(b.now):
             self.dead(b, txn, info, msg, "expired", hops)
             return
-        if sels and self._route(b, txn, info, msg, sels, hops, copies=True):
+        if sels and self._route(b, txn, info, msg, hops, copies=True):
             self._offer(b, txn, info, msg, takeable=False)
             return
         self._offer(b, txn, info, msg, takeable=True)
@@ -254,7 +289,6 @@ class Network:
         txn: Txn,
         info: QueueInfo,
         msg: Message,
-        sels: list[Selector],
         hops: int,
         *,
         copies: bool,
@@ -262,17 +296,15 @@ class Network:
         """Rules 2-5 for one waiting, unheld message; True if it left."""
         fate: list[Selector] = []
         default: Selector | None = None
-        normal = False
-        for s in sels:
+        q = info.spec.name
+        index = self._index.get(q)
+        for s in index.match(msg) if index is not None else ():
             spec = s.spec
             if spec.role is Role.OVERFLOW:
                 continue
-            normal = True
             if spec.role is Role.DEFAULT:
-                if default is None and spec.pattern.matches(msg):
+                if default is None:
                     default = s
-                continue
-            if not spec.pattern.matches(msg):
                 continue
             if spec.op is Op.COPY:
                 if copies and not s.behind:
@@ -286,7 +318,7 @@ class Network:
                         self._copy(b, default, msg, hops)
                     return False
                 fate = [default]
-            elif not normal:
+            elif not self._normal.get(q):
                 return False  # rule 5: no selectors, it waits
             else:
                 return self._unmatched(b, txn, info, msg, hops)
@@ -294,10 +326,12 @@ class Network:
             if s.spec.op is Op.DELETE:
                 self._take(b, txn, info, s, msg, hops)
                 return True
-        for s in fate:  # round-robin order: the list is rotated on each take
+        if len(fate) > 1:
+            fate.sort(key=_turn)  # round-robin: a selector that takes goes last
+        for s in fate:
             if not s.behind and self._can_take(b, s, msg):
                 self._take(b, txn, info, s, msg, hops)
-                self._rotate(b, sels, s)
+                self._set(b, s, "turn", next(self._turns))
                 if msg.seq >= s.cursor and copies:
                     self._set(b, s, "cursor", msg.seq + 1)
                 return True
@@ -312,19 +346,6 @@ class Network:
             self.dead(b, txn, info, msg, "unmatched", hops)
             return True
         return False
-
-    def _rotate(self, b: Batch, sels: list[Selector], s: Selector) -> None:
-        i = sels.index(s)
-        if i == len(sels) - 1:
-            return
-        del sels[i]
-        sels.append(s)
-
-        def undo() -> None:
-            sels.remove(s)
-            sels.insert(i, s)
-
-        b.undo(undo)
 
     def _offer(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, *, takeable: bool) -> None:
         """Hands a message to the blocked calls it matches: every matching
@@ -734,10 +755,10 @@ class Network:
         if m.expired(b.now):
             self.dead(b, txn, info, m, "expired", 0)
             return
-        sels = self.of(q)
-        if sels and self._route(b, txn, info, m, sels, 0, copies=False):
+        index = self._index.get(q)
+        if index is not None and self._route(b, txn, info, m, 0, copies=False):
             return
-        for s in sels:
+        for s in index.match(m) if index is not None else ():
             if s.spec.op is not Op.COPY and s.cursor > m.seq:
                 self._set(b, s, "cursor", m.seq)
                 self._work[s] = None

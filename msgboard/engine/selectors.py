@@ -82,6 +82,9 @@ class Selector:
     behind: bool = False
     delivered: int = 0
     dropped: int = 0
+    #: Round-robin order among MOVEs: the lowest turn goes first; a selector
+    #: that takes a message gets the next turn, to the back of the line.
+    turn: int = 0
 
     @property
     def source(self) -> str:
