@@ -16,6 +16,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -218,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
     p.add_argument("queue", nargs="?", default="")
+
+    p = sub.add_parser(
+        "snapshot", parents=[common], help="have the server write a consistent copy of the board"
+    )
+    p.add_argument("dir", help="a new or empty directory on the server (relative: to this cwd)")
     return parser
 
 
@@ -334,6 +340,13 @@ def _client_command(args: argparse.Namespace) -> int:
                     else f"# more: --from {page.next_seq}",
                     file=sys.stdout if args.json else sys.stderr,
                 )
+        elif cmd == "snapshot":
+            snap = c.snapshot(os.path.abspath(args.dir))
+            d = {**asdict(snap), "taken_at": _when(snap.taken_at)}
+            if args.json:
+                print(json.dumps(d))
+            else:
+                print("  ".join(f"{k}={v}" for k, v in d.items()))
         elif cmd == "stats":
             s = c.stats(args.queue)
             board = {

@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from msgboard import codec
 from msgboard.engine import Board, BoardStats, Limits, QueueView, Start
 from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -92,6 +93,14 @@ def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
         committed_ops=s.committed_ops,
         queues=[pb.QueueStats(**dataclasses.asdict(q)) for q in s.queues],
     )
+
+
+def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
+    r = pb.SnapshotResponse(
+        path=s.path, schema=s.schema, bytes=s.bytes, messages=s.messages, queues=len(s.queues)
+    )
+    codec.us_to_ts(s.taken_at, r.taken_at)
+    return r
 
 
 def _seconds(d: Any, where: str) -> float:
@@ -239,6 +248,10 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
         return stats_to_pb(await _wait(self.board.stats_async(request.queue)))
+
+    @_mapped
+    async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
+        return snapshot_to_pb(await _wait(self.board.snapshot_async(request.path)))
 
 
 async def _wait(fut: Future[T]) -> T:

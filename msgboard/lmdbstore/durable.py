@@ -41,6 +41,9 @@ py-lmdb's rules, which the engine keeps:
   has no transaction open, read transactions included (a snapshot's copy):
   ``begin(reserve)`` grows ahead when the reserve might not fit, and after
   ``MapFull`` the caller calls ``grow()`` and runs the transaction again.
+  A snapshot's copy holds a read transaction for its whole run, so growth
+  and copies exclude each other (``_resize``): grow-ahead is skipped while a
+  copy runs, and ``grow()`` after MapFull waits for the copy to finish.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
 """
@@ -54,6 +57,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
@@ -61,6 +65,8 @@ import lmdb
 
 from msgboard.codec import decode_record, encode_record
 from msgboard.errors import MsgboardError, StoreError, StoreFull
+from msgboard.lmdbstore import snapshot
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
@@ -195,6 +201,9 @@ class DurableStore(Store):
         self._txn: DurableTxn | None = None
         self._commits = 0
         self._closed = False
+        #: Snapshot copies running; guarded by ``_copying``.
+        self._copies = 0
+        self._copying = threading.Condition()
         os.makedirs(self.path, exist_ok=True)
         with _Guard():
             self._env = self._open_env(self.path, map_size, sync)
@@ -253,7 +262,7 @@ class DurableStore(Store):
                 if self._max_map_size is not None:
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
-                    self._env.set_mapsize(size)
+                    self._resize(size, wait=False)
             self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
         return self._txn
 
@@ -266,7 +275,43 @@ class DurableStore(Store):
                 new = min(new, self._max_map_size)
             if new <= size:
                 raise StoreFull(f"the LMDB map is at its maximum, {size} bytes")
-            self._env.set_mapsize(new)
+            self._resize(new, wait=True)
+
+    def _resize(self, size: int, *, wait: bool) -> None:
+        """Sets the map size once no snapshot copy runs: waits for running
+        copies, or with ``wait=False`` leaves the map as it is."""
+        with self._copying:
+            if self._copies and not wait:
+                return
+            self._copying.wait_for(lambda: not self._copies)
+            self._env.set_mapsize(size)
+
+    def snapshot(self, path: str) -> SnapshotInfo:
+        """Writes a consistent compacted copy of the environment to the
+        directory ``path`` (absolute; absent or empty), with its manifest
+        (``snapshot.py``). Call it on any thread but the writer's: the copy
+        holds a read transaction while writes go on. Raises InvalidArgument,
+        FailedPrecondition (path taken), StoreError or StoreFull."""
+        with self._copying:
+            if self._closed:
+                raise StoreError(f"the store at {self.path} is closed")
+            self._copies += 1
+        try:
+            with _Guard(), self._env.begin() as txn:
+                return self._copy(txn, path)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
+            raise StoreError(f"snapshot {path}: {e}") from e
+        finally:
+            with self._copying:
+                self._copies -= 1
+                self._copying.notify_all()
+
+    def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
+        """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
+        dbs = {"meta": self._meta, "queues": self._queues_db, "state": self._state}
+        return snapshot.write(self._env, txn, path, source=self.path, dbs=dbs)
 
     def info(self) -> StoreInfo:
         with _Guard():
@@ -284,7 +329,9 @@ class DurableStore(Store):
             return
         if self._txn is not None:
             self._txn.abort()
-        self._closed = True
+        with self._copying:
+            self._closed = True
+            self._copying.wait_for(lambda: not self._copies)
         self._env.close()
 
 

@@ -81,6 +81,13 @@ class BoardStub:
     """Pages through a queue's waiting messages and its history, in seq order."""
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
+    Snapshot: _grpc.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]
+    """Writes a consistent, compacted hot copy of the board's LMDB environment
+    (its durable queues) to a directory on the server's file system, while
+    the board keeps serving. Every write answered before the call is in it.
+    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -124,6 +131,13 @@ class BoardAsyncStub(BoardStub):
     """Pages through a queue's waiting messages and its history, in seq order."""
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
+    Snapshot: _aio.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]  # type: ignore[assignment]
+    """Writes a consistent, compacted hot copy of the board's LMDB environment
+    (its durable queues) to a directory on the server's file system, while
+    the board keeps serving. Every write answered before the call is in it.
+    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+    """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
     """The board service."""
@@ -224,5 +238,18 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_board_pb2.StatsResponse, _abc.Awaitable[_board_pb2.StatsResponse]]:
         """Board and per-queue figures."""
+
+    @_abc_1.abstractmethod
+    def Snapshot(
+        self,
+        request: _board_pb2.SnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.SnapshotResponse, _abc.Awaitable[_board_pb2.SnapshotResponse]]:
+        """Writes a consistent, compacted hot copy of the board's LMDB environment
+        (its durable queues) to a directory on the server's file system, while
+        the board keeps serving. Every write answered before the call is in it.
+        INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+        directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+        """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
