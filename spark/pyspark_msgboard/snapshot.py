@@ -239,94 +239,109 @@ def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.
             start, end = r.bounds()
             if not cur.set_range(start):
                 continue
-            batch = _Batch(r.queue, r.section)
-            for key, value in cur.iternext():
-                if end is not None and key >= end:
+            items = cur.iternext()
+            while True:
+                batch = _decode(items, end, batch_rows, r.queue, r.section)
+                if batch is None:
                     break
-                batch.add(_SEQ.unpack_from(key, 4)[0], value)
-                if batch.rows >= batch_rows:
-                    yield batch.finish()
-                    batch = _Batch(r.queue, r.section)
-            if batch.rows:
-                yield batch.finish()
+                yield batch
+                if batch.num_rows < batch_rows:
+                    break
 
 
-def _us(ts: Any) -> int:
-    return int(ts.seconds) * 1_000_000 + int(ts.nanos) // 1000
-
-
-class _Batch:
-    """Columns of one record batch, filled record by record."""
-
-    def __init__(self, queue: str, section: str) -> None:
-        self.queue = queue
-        self.section = section
-        self.rows = 0
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in SCHEMA.fields}
-        # Headers and tuples are flattened, with offsets per row.
-        self.header_offsets = [0]
-        self.keys: list[str] = []
-        self.values: list[str] = []
-        self.tuple_offsets = [0]
-        self.fields: dict[str, list[Any]] = {f.name: [] for f in VALUE.fields}
-
-    def add(self, seq: int, raw: bytes) -> None:
-        m = pb.Message.FromString(raw)
-        c = self.cols
-        c["seq"].append(seq)
-        c["address"].append(m.address)
-        c["priority"].append(m.priority)
-        c["reply_to"].append(m.reply_to)
-        c["expires_at"].append(_us(m.expires_at) if m.HasField("expires_at") else None)
-        c["content_type"].append(m.content_type)
-        c["body"].append(m.body)
-        c["posted_at"].append(_us(m.posted_at))
-        c["processed_at"].append(_us(m.processed_at) if m.HasField("processed_at") else None)
-        c["delivery_count"].append(m.delivery_count)
-        if m.headers:
-            for k, v in m.headers.items():
-                self.keys.append(k)
-                self.values.append(v)
-        self.header_offsets.append(len(self.keys))
-        if m.tuple:
-            f = self.fields
-            for field in m.tuple:
-                kind = field.WhichOneof("kind") or "null"
-                f["type"].append(kind)
-                for name in _KINDS:
-                    f[name].append(None)
-                if kind != "null":
-                    f[kind][-1] = getattr(field, kind)
-        self.tuple_offsets.append(len(self.fields["type"]))
-        self.rows += 1
-
-    def finish(self) -> pa.RecordBatch:
-        n = self.rows
-        c = self.cols
-        c["queue"] = [self.queue] * n
-        c["section"] = [self.section] * n
-        headers = pa.MapArray.from_arrays(
-            pa.array(self.header_offsets, pa.int32()),
-            pa.array(self.keys, pa.string()),
-            pa.array(self.values, pa.string()),
+def _decode(
+    items: Iterator[tuple[bytes, bytes]], end: bytes | None, most: int, queue: str, section: str
+) -> pa.RecordBatch | None:
+    """Decodes up to ``most`` records from ``items`` (stopping at the key
+    ``end``) into one record batch; None if there were none. One tight loop
+    with every column a local list: this is the data source's hot path."""
+    parse = pb.Message.FromString
+    seq = _SEQ.unpack_from
+    seqs: list[int] = []
+    address: list[str] = []
+    priority: list[int] = []
+    reply_to: list[str] = []
+    expires: list[int | None] = []
+    ctype: list[str] = []
+    body: list[bytes] = []
+    posted: list[int] = []
+    processed: list[int | None] = []
+    deliveries: list[int] = []
+    hoffs, hkeys, hvalues = [0], [], []
+    toffs: list[int] = [0]
+    kinds: list[str] = []
+    #: Per value kind: the positions (among all fields) and the values.
+    at: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in _KINDS}
+    n = 0
+    for key, raw in items:
+        if end is not None and key >= end:
+            break
+        m = parse(raw)
+        seqs.append(seq(key, 4)[0])
+        address.append(m.address)
+        priority.append(m.priority)
+        reply_to.append(m.reply_to)
+        t = m.expires_at
+        expires.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        ctype.append(m.content_type)
+        body.append(m.body)
+        t = m.posted_at
+        posted.append(t.seconds * 1_000_000 + t.nanos // 1000)
+        t = m.processed_at
+        processed.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        deliveries.append(m.delivery_count)
+        h = m.headers
+        if h:
+            ks = list(h)
+            hkeys += ks
+            hvalues += [h[k] for k in ks]
+        hoffs.append(len(hkeys))
+        for v in m.tuple:
+            kind = v.WhichOneof("kind") or "null"
+            if kind != "null":
+                pos, vals = at[kind]
+                pos.append(len(kinds))
+                vals.append(getattr(v, kind))
+            kinds.append(kind)
+        toffs.append(len(kinds))
+        n += 1
+        if n == most:
+            break
+    if n == 0:
+        return None
+    value_columns = [pa.array(kinds, pa.string())]
+    for k in _KINDS:
+        column: list[Any] = [None] * len(kinds)
+        pos, vals = at[k]
+        for i, v in zip(pos, vals, strict=True):
+            column[i] = v
+        value_columns.append(pa.array(column, _VALUE_ARROW.field(k).type))
+    values = pa.StructArray.from_arrays(value_columns, fields=list(_VALUE_ARROW))
+    stamp = ARROW.field("posted_at").type
+    columns = {
+        "queue": pa.array([queue] * n, pa.string()),
+        "seq": pa.array(seqs, pa.int64()),
+        "section": pa.array([section] * n, pa.string()),
+        "address": pa.array(address, pa.string()),
+        "priority": pa.array(priority, pa.int64()),
+        "headers": pa.MapArray.from_arrays(
+            pa.array(hoffs, pa.int32()),
+            pa.array(hkeys, pa.string()),
+            pa.array(hvalues, pa.string()),
             type=_TYPES["headers"],
-        )
-        values = pa.StructArray.from_arrays(
-            [pa.array(col, _VALUE_ARROW.field(name).type) for name, col in self.fields.items()],
-            fields=list(_VALUE_ARROW),
-        )
-        tuples = pa.ListArray.from_arrays(
-            pa.array(self.tuple_offsets, pa.int32()), values, type=_TYPES["tuple"]
-        )
-        arrays = []
-        for field in ARROW:
-            if field.name == "headers":
-                arrays.append(headers)
-            elif field.name == "tuple":
-                arrays.append(tuples)
-            else:
-                arrays.append(pa.array(c[field.name], field.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=ARROW)
+        ),
+        "reply_to": pa.array(reply_to, pa.string()),
+        "expires_at": pa.array(expires, stamp),
+        "tuple": pa.ListArray.from_arrays(
+            pa.array(toffs, pa.int32()), values, type=_TYPES["tuple"]
+        ),
+        "content_type": pa.array(ctype, pa.string()),
+        "body": pa.array(body, pa.binary()),
+        "posted_at": pa.array(posted, stamp),
+        "processed_at": pa.array(processed, stamp),
+        "delivery_count": pa.array(deliveries, pa.int32()),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in ARROW], schema=ARROW)
 
 
 def raw_scan(path: str) -> int:
