@@ -28,10 +28,18 @@ def _traffic(ax: Any, frame: pd.DataFrame) -> None:
     wide = top.pivot(index="hour", columns="queue", values="posted").fillna(0).sort_index()
     order = wide.sum().sort_values(ascending=False).index
     wide = wide[order]
-    ax.stackplot(wide.index, wide.T.values, labels=[str(c) for c in wide.columns], alpha=0.85)
-    ax.set_ylabel("messages posted per hour")
-    ax.legend(loc="upper left", fontsize=8, ncol=2, frameon=False)
-    ax.margins(x=0)
+    import matplotlib.dates as mdates
+
+    # Stacked hourly bars: they read for one hour as for a month of them.
+    bottom = None
+    for queue in wide.columns:
+        ax.bar(wide.index, wide[queue], width=1 / 24, align="edge", bottom=bottom, label=queue)
+        bottom = wide[queue] if bottom is None else bottom + wide[queue]
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.set_ylabel("messages posted per hour (UTC)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
 
 def _latency(ax: Any, frame: pd.DataFrame) -> None:
