@@ -16,6 +16,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from msgboard.associative import fields_to_json, parse_template, parse_tuple
-from msgboard.errors import InvalidArgument, MsgboardError
+from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError
 from msgboard.message import Message, Section, to_datetime
 from msgboard.spec import UNLIMITED
 
@@ -259,6 +260,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
     p.add_argument("queue", nargs="?", default="")
+
+    p = sub.add_parser(
+        "snapshot", parents=[common], help="have the server write a consistent copy of the board"
+    )
+    p.add_argument("dir", help="a new or empty directory on the server (relative: to this cwd)")
+
+    spark = argparse.ArgumentParser(add_help=False)
+    spark.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (default local[*]; under spark-submit, its own)",
+    )
+    p = sub.add_parser(
+        "export", parents=[spark], help="write a snapshot as Parquet by queue and day (Spark)"
+    )
+    p.add_argument("snapshot", help="a snapshot directory (msgboard snapshot)")
+    p.add_argument("out", help="the Parquet directory to write")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p = sub.add_parser(
+        "report", parents=[spark], help="history tables, charts and an HTML page (Spark)"
+    )
+    p.add_argument("parquet", help="a directory written by msgboard export")
+    p.add_argument("out", help="where to write index.html, the charts and the tables")
+    p.add_argument(
+        "--dead-letter",
+        action="append",
+        metavar="GLOB",
+        help="names of dead-letter queues (repeatable; default *dead*letter* and *dlq*)",
+    )
     return parser
 
 
@@ -267,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command in ("export", "report"):
+            return _spark(args)
         return _client_command(args)
     except MsgboardError as e:
         print(f"msgboard: {e.code}: {e}", file=sys.stderr)
@@ -282,6 +314,38 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     limits = Limits(max_message_bytes=args.max_message_bytes)
     asyncio.run(serve(args.data, args.listen, sync=args.sync == "fsync", limits=limits))
+    return 0
+
+
+def _spark(args: argparse.Namespace) -> int:
+    """export and report: Spark jobs, imported only here (serving never
+    loads pyspark)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        from pyspark_msgboard.session import session
+    except ImportError as e:
+        raise FailedPrecondition(
+            f"the Spark side is not installed ({e}): pip install 'msgboard[spark]' "
+            "(scripts/setup --dev does)"
+        ) from None
+    running = SparkSession.getActiveSession()  # one we did not start stays up
+    spark = session(args.master)
+    try:
+        if args.command == "export":
+            from pyspark_msgboard.export import export
+
+            n = export(spark, os.path.abspath(args.snapshot), args.out, overwrite=args.overwrite)
+            print(f"{n:,} messages written to {args.out}")
+        else:
+            from pyspark_msgboard.report import DEAD_LETTER, report
+
+            globs = tuple(args.dead_letter or DEAD_LETTER)
+            r = report(spark, args.parquet, args.out, dead_letter=globs)
+            print(f"report of {r.figures['messages']:,} messages: {args.out}/index.html")
+    finally:
+        if running is None:
+            spark.stop()
     return 0
 
 
@@ -385,6 +449,13 @@ def _client_command(args: argparse.Namespace) -> int:
             return _selector_command(c, args)
         elif cmd == "watch":
             return _watch(c, args)
+        elif cmd == "snapshot":
+            snap = c.snapshot(os.path.abspath(args.dir))
+            d = {**asdict(snap), "taken_at": _when(snap.taken_at)}
+            if args.json:
+                print(json.dumps(d))
+            else:
+                print("  ".join(f"{k}={v}" for k, v in d.items()))
         elif cmd == "stats":
             s = c.stats(args.queue)
             board = {

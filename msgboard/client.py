@@ -157,6 +157,19 @@ def _view(q: pb.Queue) -> QueueView:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot the server wrote (its manifest is in the directory)."""
+
+    path: str
+    schema: str
+    #: µs since the epoch, UTC.
+    taken_at: int
+    bytes: int
+    messages: int
+    queues: int
+
+
 class Client:
     """A connection to one board."""
 
@@ -554,6 +567,14 @@ class Client:
                 selector,
             ),
         )
+
+    def snapshot(self, path: str, *, timeout: float | None = None) -> Snapshot:
+        """Has the server write a snapshot to ``path`` (absolute, on the
+        server's file system); waits for it as long as ``timeout`` (None: as
+        long as the copy takes)."""
+        with _mapped():
+            r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
+        return Snapshot(r.path, r.schema, codec.ts_to_us(r.taken_at), r.bytes, r.messages, r.queues)
 
     def _deadline(self, timeout: float) -> float | None:
         return None if self.timeout is None else max(self.timeout, timeout + _MARGIN)

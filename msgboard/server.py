@@ -31,6 +31,7 @@ from grpc_reflection.v1alpha import reflection
 from msgboard import codec
 from msgboard.engine import Board, BoardStats, Limits, QueueView, SelectorView, Start
 from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
@@ -125,6 +126,14 @@ def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
             deliveries=[pb.Delivery(id=d.id, message=to_pb(d.message)) for d in batch]
         )
     )
+
+
+def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
+    r = pb.SnapshotResponse(
+        path=s.path, schema=s.schema, bytes=s.bytes, messages=s.messages, queues=len(s.queues)
+    )
+    codec.us_to_ts(s.taken_at, r.taken_at)
+    return r
 
 
 def _seconds(d: Any, where: str) -> float:
@@ -409,6 +418,10 @@ class BoardService(pb_grpc.BoardServicer):
             reader.cancel()
             with contextlib.suppress(MsgboardError):
                 board.unsubscribe_async(consumer)
+
+    @_mapped
+    async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
+        return snapshot_to_pb(await _wait(self.board.snapshot_async(request.path)))
 
 
 async def _wait(fut: Future[T]) -> T:

@@ -25,6 +25,7 @@ import enum
 import itertools
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -48,6 +49,7 @@ from msgboard.errors import (
     QueueNotFound,
 )
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, StoreInfo, Txn
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.spec import (
     Delivery,
@@ -903,6 +905,29 @@ class Board:
 
     def stats(self, queue: str = "") -> BoardStats:
         return self.stats_async(queue).result()
+
+    def snapshot_async(self, path: str | os.PathLike[str]) -> Future[SnapshotInfo]:
+        fut: Future[SnapshotInfo] = Future()
+        target = os.fspath(path)
+
+        def run() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                fut.set_result(self._durable.snapshot(target))
+            except BaseException as e:
+                fut.set_exception(e)
+
+        # Its own thread: the writer goes on committing while the copy runs.
+        threading.Thread(target=run, name="msgboard-snapshot", daemon=True).start()
+        return fut
+
+    def snapshot(self, path: str | os.PathLike[str]) -> SnapshotInfo:
+        """Writes a consistent compacted copy of the durable queues to the
+        directory ``path`` (absolute; absent or empty) while the board keeps
+        serving; every write answered before the call is in it. Raises
+        InvalidArgument, FailedPrecondition (path taken), StoreFull."""
+        return self.snapshot_async(path).result()
 
     # -- helpers (writer thread) ----------------------------------------
 

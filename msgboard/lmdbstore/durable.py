@@ -19,7 +19,7 @@ reader decodes these files directly, so change the layout only together with
     selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
     meta          b"next_sid"                    u64: the next selector number
     index         qid u32 + index key            seq u64, sorted duplicates
-                  (dupsort, dupfixed)              (one per message filed)
+                  (dupsort)                        (one per message filed)
 
 A record is a ``msgboard.v1.Message`` without queue, seq and section: its key
 and sub-database say them. ``times`` is a sparse index: one entry per second
@@ -57,6 +57,9 @@ py-lmdb's rules, which the engine keeps:
   has no transaction open, read transactions included (a snapshot's copy):
   ``begin(reserve)`` grows ahead when the reserve might not fit, and after
   ``MapFull`` the caller calls ``grow()`` and runs the transaction again.
+  A snapshot's copy holds a read transaction for its whole run, so growth
+  and copies exclude each other (``_resize``): grow-ahead is skipped while a
+  copy runs, and ``grow()`` after MapFull waits for the copy to finish.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
 """
@@ -71,6 +74,7 @@ import logging
 import os
 import shutil
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -81,7 +85,9 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record, encode_record
 from msgboard.errors import MsgboardError, StoreError, StoreFull
+from msgboard.lmdbstore import snapshot
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
@@ -222,6 +228,9 @@ class DurableStore(Store):
         self._txn: DurableTxn | None = None
         self._commits = 0
         self._closed = False
+        #: Snapshot copies running; guarded by ``_copying``.
+        self._copies = 0
+        self._copying = threading.Condition()
         os.makedirs(self.path, exist_ok=True)
         with _Guard():
             self._env = self._open_env(self.path, map_size, sync)
@@ -262,7 +271,9 @@ class DurableStore(Store):
             self._history = env.open_db(b"history", txn=txn)
             self._times = env.open_db(b"times", txn=txn)
             self._selectors = env.open_db(b"selectors", txn=txn)
-            self._index = env.open_db(b"index", txn=txn, dupsort=True, dupfixed=True)
+            # Not dupfixed: LMDB 0.9.36's compacting copy (a snapshot)
+            # crashes on a dupfixed database.
+            self._index = env.open_db(b"index", txn=txn, dupsort=True)
             schema = txn.get(b"schema", db=self._meta)
             if schema is None:
                 txn.put(b"schema", SCHEMA, db=self._meta)
@@ -324,7 +335,7 @@ class DurableStore(Store):
                 if self._max_map_size is not None:
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
-                    self._env.set_mapsize(size)
+                    self._resize(size, wait=False)
             self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
         return self._txn
 
@@ -337,7 +348,43 @@ class DurableStore(Store):
                 new = min(new, self._max_map_size)
             if new <= size:
                 raise StoreFull(f"the LMDB map is at its maximum, {size} bytes")
-            self._env.set_mapsize(new)
+            self._resize(new, wait=True)
+
+    def _resize(self, size: int, *, wait: bool) -> None:
+        """Sets the map size once no snapshot copy runs: waits for running
+        copies, or with ``wait=False`` leaves the map as it is."""
+        with self._copying:
+            if self._copies and not wait:
+                return
+            self._copying.wait_for(lambda: not self._copies)
+            self._env.set_mapsize(size)
+
+    def snapshot(self, path: str) -> SnapshotInfo:
+        """Writes a consistent compacted copy of the environment to the
+        directory ``path`` (absolute; absent or empty), with its manifest
+        (``snapshot.py``). Call it on any thread but the writer's: the copy
+        holds a read transaction while writes go on. Raises InvalidArgument,
+        FailedPrecondition (path taken), StoreError or StoreFull."""
+        with self._copying:
+            if self._closed:
+                raise StoreError(f"the store at {self.path} is closed")
+            self._copies += 1
+        try:
+            with _Guard(), self._env.begin() as txn:
+                return self._copy(txn, path)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
+            raise StoreError(f"snapshot {path}: {e}") from e
+        finally:
+            with self._copying:
+                self._copies -= 1
+                self._copying.notify_all()
+
+    def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
+        """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
+        dbs = {"meta": self._meta, "queues": self._queues_db, "state": self._state}
+        return snapshot.write(self._env, txn, path, source=self.path, dbs=dbs)
 
     def info(self) -> StoreInfo:
         with _Guard():
@@ -355,7 +402,9 @@ class DurableStore(Store):
             return
         if self._txn is not None:
             self._txn.abort()
-        self._closed = True
+        with self._copying:
+            self._closed = True
+            self._copying.wait_for(lambda: not self._copies)
         self._env.close()
 
 

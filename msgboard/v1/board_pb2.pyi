@@ -2016,3 +2016,74 @@ class Delivery(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Delivery: _TypeAlias = Delivery  # noqa: Y015
+
+@_typing.final
+class SnapshotRequest(_message.Message):
+    """---------------------------------------------------------------- snapshots
+
+    Snapshot's request.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The directory to write, an absolute path on the server: it must not
+    exist or be empty. It appears only once the snapshot is whole.
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotRequest: _TypeAlias = SnapshotRequest  # noqa: Y015
+
+@_typing.final
+class SnapshotResponse(_message.Message):
+    """What a snapshot holds; the same is in the snapshot's snapshot.json."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SCHEMA_FIELD_NUMBER: _builtins.int
+    TAKEN_AT_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The directory written."""
+    schema: _builtins.str
+    """The board's storage schema version (meta/schema), e.g. "1"."""
+    bytes: _builtins.int
+    """Bytes of the copied data.mdb."""
+    messages: _builtins.int
+    """Messages in it (unprocessed and history, every durable queue)."""
+    queues: _builtins.int
+    """Durable queues in it."""
+    @_builtins.property
+    def taken_at(self) -> _timestamp_pb2.Timestamp:
+        """When the snapshot's read transaction began: the moment it shows."""
+
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        schema: _builtins.str = ...,
+        taken_at: _timestamp_pb2.Timestamp | None = ...,
+        bytes: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        queues: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["taken_at", b"taken_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "messages", b"messages", "path", b"path", "queues", b"queues", "schema", b"schema", "taken_at", b"taken_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotResponse: _TypeAlias = SnapshotResponse  # noqa: Y015

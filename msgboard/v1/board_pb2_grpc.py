@@ -115,6 +115,11 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
+        self.Snapshot = channel.unary_unary(
+                '/msgboard.v1.Board/Snapshot',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.SnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -257,6 +262,17 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Snapshot(self, request, context):
+        """Writes a consistent, compacted hot copy of the board's LMDB environment
+        (its durable queues) to a directory on the server's file system, while
+        the board keeps serving. Every write answered before the call is in it.
+        INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+        directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -339,6 +355,11 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.SubscribeRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.SubscribeResponse.SerializeToString,
+            ),
+            'Snapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.Snapshot,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.SnapshotRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.SnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -774,6 +795,33 @@ class Board:
             '/msgboard.v1.Board/Subscribe',
             msgboard_dot_v1_dot_board__pb2.SubscribeRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.SubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Snapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/Snapshot',
+            msgboard_dot_v1_dot_board__pb2.SnapshotRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.SnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,13 @@ class BoardStub:
     deliveries, several per response when many are ready. Bad acks are
     answered with an `error` response and the stream carries on.
     """
+    Snapshot: _grpc.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]
+    """Writes a consistent, compacted hot copy of the board's LMDB environment
+    (its durable queues) to a directory on the server's file system, while
+    the board keeps serving. Every write answered before the call is in it.
+    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -179,6 +186,13 @@ class BoardAsyncStub(BoardStub):
     nack and add credit. The server answers `subscribed`, then streams
     deliveries, several per response when many are ready. Bad acks are
     answered with an `error` response and the stream carries on.
+    """
+    Snapshot: _aio.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]  # type: ignore[assignment]
+    """Writes a consistent, compacted hot copy of the board's LMDB environment
+    (its durable queues) to a directory on the server's file system, while
+    the board keeps serving. Every write answered before the call is in it.
+    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -343,6 +357,19 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         nack and add credit. The server answers `subscribed`, then streams
         deliveries, several per response when many are ready. Bad acks are
         answered with an `error` response and the stream carries on.
+        """
+
+    @_abc_1.abstractmethod
+    def Snapshot(
+        self,
+        request: _board_pb2.SnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.SnapshotResponse, _abc.Awaitable[_board_pb2.SnapshotResponse]]:
+        """Writes a consistent, compacted hot copy of the board's LMDB environment
+        (its durable queues) to a directory on the server's file system, while
+        the board keeps serving. Every write answered before the call is in it.
+        INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
+        directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,156 @@
+"""Spark benchmark: snapshot, full scan through the data source and Parquet
+export of a board of 10^6 messages, beside the physical floor.
+
+Builds a board through the engine in this process (batched posts, half of
+each queue taken into history; not measured), then measures, in one run on
+the same snapshot:
+
+- snapshot: ``Board.snapshot`` (LMDB's compacting copy plus the manifest);
+- floor: a bare py-lmdb cursor walk over every record, in one process;
+- decode: ``snapshot.read`` into Arrow batches over the whole plan, in one
+  process (the data source's per-row work, without Spark);
+- scan: ``spark.read.format("msgboard").load(SNAP)`` written to Spark's
+  ``noop`` sink, which materialises every row;
+- export: ``msgboard export`` to Parquet.
+
+    scripts/bench-spark [--messages 1000000] [--rounds 3] [--master local[*]]
+
+Each figure is the median of ``--rounds`` (min and max beside it); a JSON
+file goes to bench/results/spark-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from msgboard import Message, QueueSpec
+from msgboard.engine import Board
+from msgboard.spec import UNLIMITED
+from pyspark_msgboard import export, snapshot
+from pyspark_msgboard.session import session
+
+QUEUES = ("orders", "events", "jobs", "audit")
+
+
+def build(path: Path, n: int) -> None:
+    """A board of ``n`` messages over four queues, half of each taken."""
+    with Board(path, sync=False) as b:
+        per = n // len(QUEUES)
+        for q in QUEUES:
+            b.create_queue(QueueSpec(q, max_history=UNLIMITED))
+            futs = []
+            for start in range(0, per, 10_000):
+                batch = [
+                    Message(
+                        tuple=(q, i, i * 0.5, f"item-{i % 1000}"),
+                        address=f"{q}.{('eu', 'us', 'asia')[i % 3]}.{i % 7}",
+                        priority=i % 5,
+                        headers={"tenant": f"t{i % 13}"},
+                        content_type="application/json",
+                        body=b'{"n": %d}' % i,
+                    )
+                    for i in range(start, min(per, start + 10_000))
+                ]
+                futs.append(b.post_async(q, batch))
+            for f in futs:
+                f.result()
+            taken = 0
+            while taken < per // 2:
+                taken += len(b.take(q, max=min(10_000, per // 2 - taken)))
+        print(f"built {n:,} messages in {path}", file=sys.stderr)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = p.parse_args()
+    n = args.messages
+
+    rounds: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-spark-") as tmp:
+        root = Path(tmp)
+        build(root / "board", n)
+        spark = session(args.master, conf={"spark.ui.enabled": "false"})
+        try:
+            for r in range(args.rounds):
+                fig: dict[str, float] = {}
+                snap = root / f"snap{r}"
+                with Board(root / "board", sync=False) as b:
+                    fig["snapshot_s"] = timed(lambda: b.snapshot(snap))  # noqa: B023
+                size = (snap / "data.mdb").stat().st_size
+                fig["snapshot_mib"] = size / 2**20
+                fig["floor_rows_per_s"] = n / timed(lambda: snapshot.raw_scan(str(snap)))  # noqa: B023
+
+                def decode() -> None:
+                    for ranges in snapshot.plan(str(snap)):  # noqa: B023
+                        for _ in snapshot.read(str(snap), ranges):  # noqa: B023
+                            pass
+
+                fig["decode_rows_per_s"] = n / timed(decode)
+                df = spark.read.format("msgboard").load(str(snap))
+                scan = timed(lambda: df.write.format("noop").mode("overwrite").save())  # noqa: B023
+                fig["scan_rows_per_s"] = n / scan
+                out = root / f"parquet{r}"
+                fig["export_s"] = timed(lambda: export.export(spark, str(snap), str(out)))  # noqa: B023
+                fig["parquet_mib"] = sum(f.stat().st_size for f in out.rglob("*.parquet")) / 2**20
+                shutil.rmtree(out)
+                shutil.rmtree(snap)
+                rounds.append(fig)
+                print(f"round {r + 1}/{args.rounds}: {fig}", file=sys.stderr)
+        finally:
+            spark.stop()
+
+    labels = [
+        ("snapshot_s", "snapshot (compacting hot copy)", "s"),
+        ("snapshot_mib", "  snapshot size", "MiB"),
+        ("floor_rows_per_s", "floor: raw LMDB cursor scan, 1 process", "rows/s"),
+        ("decode_rows_per_s", "decode to Arrow batches, 1 process", "rows/s"),
+        ("scan_rows_per_s", "Spark full scan via the data source", "rows/s"),
+        ("export_s", "export to Parquet (msgboard export)", "s"),
+        ("parquet_mib", "  Parquet size", "MiB"),
+    ]
+    rows = {}
+    print(
+        f"\nmsgboard Spark, {n:,} messages ({len(QUEUES)} queues, half in history), "
+        f"{args.master}, median of {args.rounds} on {platform.node()} "
+        f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}\n"
+    )
+    print(f"{'':44} {'median':>12} {'min':>12} {'max':>12}")
+    for key, label, unit in labels:
+        vals = [r[key] for r in rounds]
+        med = statistics.median(vals)
+        rows[key] = {"median": med, "min": min(vals), "max": max(vals), "unit": unit}
+        fmt = "{:>12,.0f}" if unit == "rows/s" else "{:>12.2f}"
+        cells = " ".join(fmt.format(v) for v in (med, min(vals), max(vals)))
+        print(f"{label:44} {cells}  {unit}")
+    floor = rows["floor_rows_per_s"]["median"]
+    print(f"\nSpark scan / raw cursor floor:   {rows['scan_rows_per_s']['median'] / floor:.3f}")
+    print(f"Arrow decode / raw cursor floor: {rows['decode_rows_per_s']['median'] / floor:.3f}")
+    print(f"export rows/s: {n / rows['export_s']['median']:,.0f}")
+    os.makedirs(args.out, exist_ok=True)
+    path = Path(args.out) / f"spark-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps({"args": vars(args), "rows": rows, "rounds": rounds}, indent=2))
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

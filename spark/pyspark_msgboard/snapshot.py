@@ -1,0 +1,355 @@
+"""A snapshot read straight from its LMDB file: the message schema, the key
+ranges that split it into partitions, and Arrow record batches of messages.
+
+No JVM here: the data source (``source.py``) calls this on the driver to plan
+and on each executor to read, and the benchmark calls it for the raw floor.
+The layout it reads is the one written down in
+``msgboard/lmdbstore/durable.py``; it opens only the sub-databases it needs
+(``meta``, ``queues``, ``state``, ``unprocessed``, ``history``) and ignores any
+others. A snapshot is opened read-only with no lock file, so it can sit on
+read-only shared storage.
+
+Partitions are key ranges balanced on row count, planned without a scan of
+the messages: ``state`` gives each queue's exact count per section and two
+cursor reads give its first and last seq. Queue sections smaller than the
+target share partitions; a larger one is cut into seq ranges of equal width
+when its seqs are at least half dense (so no range holds more than twice the
+target), and at every n-th key, found by walking that section's keys, when
+they are sparser (a few stragglers far behind a long tail). Either way the
+ranges of a section tile all of its keys: every message is read exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from msgboard.errors import FailedPrecondition
+from msgboard.v1 import board_pb2 as pb
+
+#: The storage schema versions this reader understands (``meta/schema``).
+SCHEMAS = (b"1", b"2")
+SECTIONS = ("unprocessed", "history")
+
+_QID = struct.Struct(">I")
+_KEY = struct.Struct(">IQ")
+_SEQ = struct.Struct(">Q")
+_STATE = struct.Struct(">QQQ")
+
+VALUE = StructType(
+    [
+        StructField("type", StringType(), False),
+        StructField("bool", BooleanType()),
+        StructField("int", LongType()),
+        StructField("float", DoubleType()),
+        StructField("string", StringType()),
+        StructField("bytes", BinaryType()),
+    ]
+)
+#: One row per message, both sections of every durable queue.
+SCHEMA = StructType(
+    [
+        StructField("queue", StringType(), False),
+        StructField("seq", LongType(), False),
+        StructField("section", StringType(), False),
+        StructField("address", StringType(), False),
+        StructField("priority", LongType(), False),
+        StructField("headers", MapType(StringType(), StringType(), False), False),
+        StructField("reply_to", StringType(), False),
+        StructField("expires_at", TimestampType()),
+        StructField("tuple", ArrayType(VALUE, False), False),
+        StructField("content_type", StringType(), False),
+        StructField("body", BinaryType(), False),
+        StructField("posted_at", TimestampType(), False),
+        StructField("processed_at", TimestampType()),
+        StructField("delivery_count", IntegerType(), False),
+    ]
+)
+#: What Spark expects read() to yield for SCHEMA, exactly (it checks).
+ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
+_TYPES = {n: ARROW.field(n).type for n in ("headers", "tuple", "posted_at")}
+_VALUE_ARROW = _TYPES["tuple"].value_type
+#: The value columns of a tuple field, named as the wire's kinds.
+_KINDS = [f.name for f in VALUE.fields if f.name != "type"]
+
+
+class SnapshotError(FailedPrecondition):
+    """The path is not a snapshot this reader can read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The keys of one queue section from seq ``lo`` (inclusive) to ``hi``
+    (exclusive; None: to the queue's end)."""
+
+    section: str
+    queue: str
+    qid: int
+    lo: int
+    hi: int | None
+    #: Rows expected (exact for whole sections, planned for cuts).
+    rows: int
+
+    def bounds(self) -> tuple[bytes, bytes | None]:
+        """First key and the key past the last (None: no key is past it)."""
+        if self.hi is not None:
+            return _KEY.pack(self.qid, self.lo), _KEY.pack(self.qid, self.hi)
+        end = _QID.pack(self.qid + 1) if self.qid < 0xFFFFFFFF else None
+        return _KEY.pack(self.qid, self.lo), end
+
+
+@contextlib.contextmanager
+def opened(path: str) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
+    """The snapshot's environment, read-only with no lock file, and its
+    sub-databases by name."""
+    if not os.path.isfile(os.path.join(path, "data.mdb")):
+        raise SnapshotError(f"{path}: no data.mdb here; is it a msgboard snapshot?")
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=32, subdir=True)
+    try:
+        dbs = {
+            name: env.open_db(name.encode(), create=False)
+            for name in ("meta", "queues", "state", *SECTIONS)
+        }
+        with env.begin() as txn:
+            schema = txn.get(b"schema", db=dbs["meta"])
+        if schema not in SCHEMAS:
+            raise SnapshotError(f"{path}: storage schema {schema!r}; this reader reads {SCHEMAS}")
+        yield env, dbs
+    except lmdb.Error as e:
+        raise SnapshotError(f"{path}: {e}") from e
+    finally:
+        env.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    section: str
+    queue: str
+    qid: int
+    rows: int
+    first: int
+    last: int
+
+
+def _sections(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> list[_Section]:
+    """Every non-empty queue section, in key order, with its exact count."""
+    out = []
+    queues = []
+    for key, value in txn.cursor(db=dbs["queues"]):
+        queues.append((json.loads(value)["id"], key.decode()))
+    for section in SECTIONS:
+        cur = txn.cursor(db=dbs[section])
+        for qid, name in sorted(queues):
+            state = txn.get(_QID.pack(qid), db=dbs["state"])
+            if state is None:
+                continue
+            _, unprocessed, history = _STATE.unpack(state)
+            rows = unprocessed if section == "unprocessed" else history
+            prefix = _QID.pack(qid)
+            if rows == 0 or not cur.set_range(prefix) or cur.key()[:4] != prefix:
+                continue
+            first = _SEQ.unpack_from(cur.key(), 4)[0]
+            if qid < 0xFFFFFFFF and cur.set_range(_QID.pack(qid + 1)):
+                cur.prev()
+            else:
+                cur.last()
+            last = _SEQ.unpack_from(cur.key(), 4)[0]
+            out.append(_Section(section, name, qid, rows, first, last))
+    return out
+
+
+def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int) -> list[int]:
+    """``n - 1`` seqs that cut the section into ``n`` ranges of about equal
+    row count."""
+    span = s.last - s.first + 1
+    if span <= 2 * s.rows:
+        return [s.first + span * i // n for i in range(1, n)]
+    step = math.ceil(s.rows / n)
+    cuts = []
+    prefix = _QID.pack(s.qid)
+    cur = txn.cursor(db=dbs[s.section])
+    cur.set_range(prefix)
+    for i, key in enumerate(cur.iternext(values=False)):
+        if key[:4] != prefix:
+            break
+        if i and i % step == 0:
+            cuts.append(_SEQ.unpack_from(key, 4)[0])
+    return cuts
+
+
+def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[Range]]:
+    """The snapshot's partitions: lists of ranges of about ``rows_per_part``
+    rows (or, with ``parts``, of total/parts rows), covering every message
+    exactly once. Raises SnapshotError."""
+    with opened(path) as (env, dbs), env.begin() as txn:
+        sections = _sections(txn, dbs)
+        total = sum(s.rows for s in sections)
+        target = max(1, math.ceil(total / parts) if parts > 0 else rows_per_part)
+        out: list[list[Range]] = []
+        small: list[Range] = []
+        size = 0
+        for s in sections:
+            if s.rows <= target:
+                if size + s.rows > target and small:
+                    out.append(small)
+                    small, size = [], 0
+                small.append(Range(s.section, s.queue, s.qid, 0, None, s.rows))
+                size += s.rows
+                continue
+            n = math.ceil(s.rows / target)
+            edges = [0, *_cuts(txn, dbs, s, n), None]
+            for lo, hi in itertools.pairwise(edges):
+                assert lo is not None
+                out.append([Range(s.section, s.queue, s.qid, lo, hi, s.rows // n)])
+        if small:
+            out.append(small)
+        return out
+
+
+def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """The messages in ``ranges`` as record batches of at most
+    ``batch_rows`` rows, in the schema ARROW."""
+    with opened(path) as (env, dbs), env.begin() as txn:
+        for r in ranges:
+            cur = txn.cursor(db=dbs[r.section])
+            start, end = r.bounds()
+            if not cur.set_range(start):
+                continue
+            items = cur.iternext()
+            while True:
+                batch = _decode(items, end, batch_rows, r.queue, r.section)
+                if batch is None:
+                    break
+                yield batch
+                if batch.num_rows < batch_rows:
+                    break
+
+
+def _decode(
+    items: Iterator[tuple[bytes, bytes]], end: bytes | None, most: int, queue: str, section: str
+) -> pa.RecordBatch | None:
+    """Decodes up to ``most`` records from ``items`` (stopping at the key
+    ``end``) into one record batch; None if there were none. One tight loop
+    with every column a local list: this is the data source's hot path."""
+    parse = pb.Message.FromString
+    seq = _SEQ.unpack_from
+    seqs: list[int] = []
+    address: list[str] = []
+    priority: list[int] = []
+    reply_to: list[str] = []
+    expires: list[int | None] = []
+    ctype: list[str] = []
+    body: list[bytes] = []
+    posted: list[int] = []
+    processed: list[int | None] = []
+    deliveries: list[int] = []
+    hoffs, hkeys, hvalues = [0], [], []
+    toffs: list[int] = [0]
+    kinds: list[str] = []
+    #: Per value kind: the positions (among all fields) and the values.
+    at: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in _KINDS}
+    n = 0
+    for key, raw in items:
+        if end is not None and key >= end:
+            break
+        m = parse(raw)
+        seqs.append(seq(key, 4)[0])
+        address.append(m.address)
+        priority.append(m.priority)
+        reply_to.append(m.reply_to)
+        t = m.expires_at
+        expires.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        ctype.append(m.content_type)
+        body.append(m.body)
+        t = m.posted_at
+        posted.append(t.seconds * 1_000_000 + t.nanos // 1000)
+        t = m.processed_at
+        processed.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        deliveries.append(m.delivery_count)
+        h = m.headers
+        if h:
+            ks = list(h)
+            hkeys += ks
+            hvalues += [h[k] for k in ks]
+        hoffs.append(len(hkeys))
+        for v in m.tuple:
+            kind = v.WhichOneof("kind") or "null"
+            if kind != "null":
+                pos, vals = at[kind]
+                pos.append(len(kinds))
+                vals.append(getattr(v, kind))
+            kinds.append(kind)
+        toffs.append(len(kinds))
+        n += 1
+        if n == most:
+            break
+    if n == 0:
+        return None
+    value_columns = [pa.array(kinds, pa.string())]
+    for k in _KINDS:
+        column: list[Any] = [None] * len(kinds)
+        pos, vals = at[k]
+        for i, v in zip(pos, vals, strict=True):
+            column[i] = v
+        value_columns.append(pa.array(column, _VALUE_ARROW.field(k).type))
+    values = pa.StructArray.from_arrays(value_columns, fields=list(_VALUE_ARROW))
+    stamp = ARROW.field("posted_at").type
+    columns = {
+        "queue": pa.array([queue] * n, pa.string()),
+        "seq": pa.array(seqs, pa.int64()),
+        "section": pa.array([section] * n, pa.string()),
+        "address": pa.array(address, pa.string()),
+        "priority": pa.array(priority, pa.int64()),
+        "headers": pa.MapArray.from_arrays(
+            pa.array(hoffs, pa.int32()),
+            pa.array(hkeys, pa.string()),
+            pa.array(hvalues, pa.string()),
+            type=_TYPES["headers"],
+        ),
+        "reply_to": pa.array(reply_to, pa.string()),
+        "expires_at": pa.array(expires, stamp),
+        "tuple": pa.ListArray.from_arrays(
+            pa.array(toffs, pa.int32()), values, type=_TYPES["tuple"]
+        ),
+        "content_type": pa.array(ctype, pa.string()),
+        "body": pa.array(body, pa.binary()),
+        "posted_at": pa.array(posted, stamp),
+        "processed_at": pa.array(processed, stamp),
+        "delivery_count": pa.array(deliveries, pa.int32()),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in ARROW], schema=ARROW)
+
+
+def raw_scan(path: str) -> int:
+    """Walks every message record with a bare cursor and touches its bytes:
+    the physical floor a full scan is measured against. Returns the count."""
+    n = 0
+    with opened(path) as (env, dbs), env.begin() as txn:
+        for section in SECTIONS:
+            for _ in txn.cursor(db=dbs[section]):
+                n += 1
+    return n

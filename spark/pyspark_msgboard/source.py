@@ -1,0 +1,81 @@
+"""The ``msgboard`` Spark data source: a snapshot as a DataFrame of messages.
+
+::
+
+    df = spark.read.format("msgboard").load("/shared/snapshots/2026-11-21")
+
+Options (all optional): ``rowsPerPartition`` (default 250000) or
+``numPartitions`` (overrides it), and ``batchRows``, the rows per Arrow
+record batch (default 8192). The driver plans key ranges from the snapshot's
+counters (``snapshot.plan``); each executor opens the LMDB file read-only
+with no lock and yields Arrow record batches, never Python rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pyspark_msgboard import snapshot
+from pyspark_msgboard.snapshot import Range
+
+
+class Ranges(InputPartition):
+    """One partition: key ranges of the snapshot."""
+
+    def __init__(self, ranges: list[Range]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
+
+
+class MsgboardReader(DataSourceReader):
+    def __init__(self, path: str, rows_per_part: int, parts: int, batch_rows: int) -> None:
+        self.path = path
+        self.rows_per_part = rows_per_part
+        self.parts = parts
+        self.batch_rows = batch_rows
+
+    def partitions(self) -> list[InputPartition]:
+        plan = snapshot.plan(self.path, self.rows_per_part, self.parts)
+        return [Ranges(ranges) for ranges in plan]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Ranges)
+        return snapshot.read(self.path, partition.ranges, self.batch_rows)
+
+
+def _int(options: Mapping[str, str], name: str, default: int) -> int:
+    text = options.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"option {name}: not a whole number: {text!r}") from None
+    if value < 0:
+        raise ValueError(f"option {name}: must not be negative (got {value})")
+    return value
+
+
+class MsgboardDataSource(DataSource):
+    """Reads a msgboard snapshot directory (``load(PATH)``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "msgboard"
+
+    def schema(self) -> StructType:
+        return snapshot.SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = self.options  # case-insensitive: a dict() of it is lower-cased
+        path = opts.get("path")
+        if not path:
+            raise ValueError('the msgboard data source needs a snapshot path: load("DIR")')
+        return MsgboardReader(
+            path,
+            _int(opts, "rowsPerPartition", 250_000) or 250_000,
+            _int(opts, "numPartitions", 0),
+            _int(opts, "batchRows", 8192) or 8192,
+        )
