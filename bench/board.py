@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import threading
@@ -27,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
+from table import summarize
 
 from msgboard import Message, QueueSpec
 from msgboard.client import Client
@@ -242,20 +242,12 @@ def main() -> None:
         finally:
             server.stop()
 
-    rows = {}
     print(
         f"\nmsgboard {args.sync}, {args.messages:,} x 100-byte messages (unary rows: "
         f"{args.unary:,}), batch {args.batch}, median of {args.rounds} "
         f"on {platform.node()} ({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}\n"
     )
-    print(f"{'':44} {'median':>12} {'min':>12} {'max':>12}")
-    for key, label, unit in LABELS:
-        vals = [r[key] for r in rounds]
-        med = statistics.median(vals)
-        rows[key] = {"median": med, "min": min(vals), "max": max(vals), "unit": unit}
-        fmt = "{:>12,.0f}" if unit == "msgs/s" else "{:>12.3f}"
-        cells = " ".join(fmt.format(v) for v in (med, min(vals), max(vals)))
-        print(f"{label:44} {cells}  {unit}")
+    rows = summarize(rounds, LABELS)
     ratio_stream = rows["post_stream_per_s"]["median"] / rows["lmdb_fsync_100_per_s"]["median"]
     ratio_unary = rows["post_unary_per_s"]["median"] / rows["lmdb_fsync_1_per_s"]["median"]
     print(f"\nPostStream / raw LMDB at 100 per txn: {ratio_stream:.2f}")

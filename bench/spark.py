@@ -26,12 +26,13 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from table import summarize
 
 from msgboard import Message, QueueSpec
 from msgboard.engine import Board
@@ -128,20 +129,12 @@ def main() -> None:
         ("export_s", "export to Parquet (msgboard export)", "s"),
         ("parquet_mib", "  Parquet size", "MiB"),
     ]
-    rows = {}
     print(
         f"\nmsgboard Spark, {n:,} messages ({len(QUEUES)} queues, half in history), "
         f"{args.master}, median of {args.rounds} on {platform.node()} "
         f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}\n"
     )
-    print(f"{'':44} {'median':>12} {'min':>12} {'max':>12}")
-    for key, label, unit in labels:
-        vals = [r[key] for r in rounds]
-        med = statistics.median(vals)
-        rows[key] = {"median": med, "min": min(vals), "max": max(vals), "unit": unit}
-        fmt = "{:>12,.0f}" if unit == "rows/s" else "{:>12.2f}"
-        cells = " ".join(fmt.format(v) for v in (med, min(vals), max(vals)))
-        print(f"{label:44} {cells}  {unit}")
+    rows = summarize(rounds, labels)
     floor = rows["floor_rows_per_s"]["median"]
     print(f"\nSpark scan / raw cursor floor:   {rows['scan_rows_per_s']['median'] / floor:.3f}")
     print(f"Arrow decode / raw cursor floor: {rows['decode_rows_per_s']['median'] / floor:.3f}")

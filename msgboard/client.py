@@ -139,7 +139,7 @@ def _selector_view(p: pb.Selector) -> SelectorView:
     )
 
 
-def _position(start: Position | str | int, where: str) -> tuple[Position, int]:
+def _position(start: Position | str | int) -> tuple[Position, int]:
     """A start position from ``Position``, a name or a seq number."""
     if isinstance(start, int):
         return Position.SEQ, start
@@ -466,7 +466,7 @@ class Client:
         BOUNCE, to queue ``to`` or, with none, terminal (attach with
         ``subscribe(selector=...)``). ``start``: a Position, its name, or a
         seq."""
-        position, seq = _position(start, "start")
+        position, seq = _position(start)
         spec = SelectorSpec(
             source,
             pattern or make_pattern(templates, address, filter),
@@ -597,7 +597,7 @@ def _open(
     start_time: int,
     selector: str,
 ) -> pb.Subscription:
-    position, seq = _position(start, "start")
+    position, seq = _position(start)
     o = pb.Subscription(
         queue=queue,
         op=pb.OPERATION_COPY if copy else pb.OPERATION_UNSPECIFIED,
@@ -606,7 +606,7 @@ def _open(
         selector_id=selector,
     )
     if position is not Position.CURRENT:
-        o.start = codec.selector_spec_to_pb(SelectorSpec("x", start=position)).start
+        o.start = codec.position_to_pb(position)
     if start_time:
         codec.us_to_ts(start_time, o.start_time)
     if not pat.matches_all:
@@ -710,11 +710,10 @@ class Subscription(_Stream):
         timer = threading.Timer(wait, self._call.cancel)
         timer.start()
         try:
-            for r in self._call:
-                if r.WhichOneof("kind") == "acked":
-                    self.acked.update(r.acked.ids)
-        except grpc.RpcError:
-            pass
+            with contextlib.suppress(grpc.RpcError):  # cancelled after ``wait``
+                for r in self._call:
+                    if r.WhichOneof("kind") == "acked":
+                        self.acked.update(r.acked.ids)
         finally:
             timer.cancel()
 

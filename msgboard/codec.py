@@ -7,7 +7,8 @@ snapshot can be decoded by any language that has the proto.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -287,6 +288,8 @@ def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
 
 # ---------------------------------------------------------------- queues
 
+E = TypeVar("E")
+
 _OVERFLOW_FROM_PB = {
     pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.REJECT,
     pb.OVERFLOW_POLICY_REJECT: OverflowPolicy.REJECT,
@@ -305,19 +308,24 @@ _UNMATCHED_FROM_PB = {
 _UNMATCHED_TO_PB = {v: k for k, v in _UNMATCHED_FROM_PB.items() if k}
 
 
+def _enum(table: Mapping[Any, E], value: int, where: str, what: str) -> E:
+    """The engine's value of a proto enum number; InvalidArgument for a
+    number this version does not know."""
+    try:
+        return table[value]
+    except KeyError:
+        raise InvalidArgument(f"{where}: unknown {what} {value}") from None
+
+
 def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
-    if p.overflow not in _OVERFLOW_FROM_PB:
-        raise InvalidArgument(f"spec.overflow: unknown policy {p.overflow}")
-    if p.unmatched not in _UNMATCHED_FROM_PB:
-        raise InvalidArgument(f"spec.unmatched: unknown policy {p.unmatched}")
     return QueueSpec(
         name=p.name,
         transient=p.transient,
         max_unprocessed=p.max_unprocessed,
-        overflow=_OVERFLOW_FROM_PB[p.overflow],
+        overflow=_enum(_OVERFLOW_FROM_PB, p.overflow, "spec.overflow", "policy"),
         max_history=p.max_history,
         dead_letter=p.dead_letter,
-        unmatched=_UNMATCHED_FROM_PB[p.unmatched],
+        unmatched=_enum(_UNMATCHED_FROM_PB, p.unmatched, "spec.unmatched", "policy"),
         auto_delete=p.auto_delete,
         max_deliveries=p.max_deliveries,
     )
@@ -365,20 +373,18 @@ _POSITION_TO_PB = {v: k for k, v in _POSITION_FROM_PB.items() if k}
 
 
 def op_from_pb(op: int, where: str = "op") -> Op:
-    if op not in _OP_FROM_PB:
-        raise InvalidArgument(f"{where}: unknown operation {op}")
-    return _OP_FROM_PB[op]  # type: ignore[index]
+    return _enum(_OP_FROM_PB, op, where, "operation")
 
 
 def position_from_pb(pos: int, where: str = "start") -> Position:
-    if pos not in _POSITION_FROM_PB:
-        raise InvalidArgument(f"{where}: unknown position {pos}")
-    return _POSITION_FROM_PB[pos]  # type: ignore[index]
+    return _enum(_POSITION_FROM_PB, pos, where, "position")
+
+
+def position_to_pb(pos: Position) -> pb.Position.ValueType:
+    return _POSITION_TO_PB[pos]
 
 
 def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSpec:
-    if p.role not in _ROLE_FROM_PB:
-        raise InvalidArgument(f"{where}.role: unknown role {p.role}")
     return SelectorSpec(
         source=p.source,
         pattern=pattern_from_pb(p.pattern, f"{where}.pattern"),
@@ -389,7 +395,7 @@ def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSp
         start=position_from_pb(p.start, f"{where}.start"),
         start_seq=p.start_seq,
         start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
-        role=_ROLE_FROM_PB[p.role],
+        role=_enum(_ROLE_FROM_PB, p.role, f"{where}.role", "role"),
     )
 
 
@@ -402,7 +408,7 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
     p.destination = s.destination
     p.credit = s.credit
     p.unlimited_credit = s.unlimited_credit
-    p.start = _POSITION_TO_PB[s.start]
+    p.start = position_to_pb(s.start)
     p.start_seq = s.start_seq
     if s.start_time:
         us_to_ts(s.start_time, p.start_time)

@@ -349,8 +349,6 @@ class BoardService(pb_grpc.BoardServicer):
             )
         o = first.open
         try:
-            if o.op not in (pb.OPERATION_UNSPECIFIED, pb.OPERATION_MOVE, pb.OPERATION_COPY):
-                raise InvalidArgument("open.op: a subscription moves or copies")
             attach = bool(o.selector_id)
             consumer, view = await _wait(
                 self.board.subscribe_async(

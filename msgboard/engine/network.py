@@ -272,7 +272,7 @@ class Network:
         if not sels and not msg.expires_at and not self._waiters.any(q):
             return  # the common case of a plain queue: it waits
         if hops > MAX_HOPS:
-            self._process(b, txn, info, msg)
+            self.process(b, txn, info, msg)
             self._later(b, q, dead_lettered=1)
             return
         if msg.expired(b.now):
@@ -329,7 +329,7 @@ class Network:
         if len(fate) > 1:
             fate.sort(key=_turn)  # round-robin: a selector that takes goes last
         for s in fate:
-            if not s.behind and self._can_take(b, s, msg):
+            if not s.behind and self.credit(b, s) > 0:
                 self._take(b, txn, info, s, msg, hops)
                 self._set(b, s, "turn", next(self._turns))
                 if msg.seq >= s.cursor and copies:
@@ -340,7 +340,7 @@ class Network:
     def _unmatched(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, hops: int) -> bool:
         policy = info.spec.unmatched.value
         if policy == "discard":
-            self._process(b, txn, info, msg)
+            self.process(b, txn, info, msg)
             return True
         if policy == "dead-letter":
             self.dead(b, txn, info, msg, "unmatched", hops)
@@ -384,15 +384,16 @@ class Network:
 
     # -- what selectors do --------------------------------------------------
 
-    def _room(self, b: Batch, name: str) -> tuple[float, Found | None]:
+    def _room(self, b: Batch, name: str) -> float:
+        """How many more messages queue ``name`` takes (0 if it is gone)."""
         found = self._lookup(b, name)
         if found is None:
-            return 0, None
+            return 0
         txn, info = found
         limit = info.spec.max_unprocessed
         if not limit:
-            return math.inf, found
-        return max(0, limit - txn.counts(name).unprocessed), found
+            return math.inf
+        return max(0, limit - txn.counts(name).unprocessed)
 
     def credit(self, b: Batch, s: Selector) -> float:
         """How many messages ``s`` may take now."""
@@ -404,10 +405,7 @@ class Network:
             return 0 if c is None or c.closed else c.credit()
         if spec.op is Op.BOUNCE:
             return s.quota
-        return min(s.quota, self._room(b, spec.destination)[0])
-
-    def _can_take(self, b: Batch, s: Selector, msg: Message) -> bool:
-        return self.credit(b, s) > 0
+        return min(s.quota, self._room(b, spec.destination))
 
     def _take(
         self, b: Batch, txn: Txn, info: QueueInfo, s: Selector, msg: Message, hops: int
@@ -417,7 +415,7 @@ class Network:
         sid = s.id
         b.after(lambda: self._bump(sid))
         if spec.op is Op.DELETE:
-            self._process(b, txn, info, msg)
+            self.process(b, txn, info, msg)
         elif spec.terminal:
             c = s.consumer
             assert c is not None
@@ -428,9 +426,9 @@ class Network:
             self._hold(b, q, msg.seq, c)
             self._deliver(b, c, Delivery(did, delivered(msg)))
         elif spec.op is Op.BOUNCE:
-            self._process(b, txn, info, msg)
+            self.process(b, txn, info, msg)
             self._set(b, s, "quota", s.quota - 1)
-            if not msg.reply_to or self._room(b, msg.reply_to)[0] <= 0:
+            if not msg.reply_to or self._room(b, msg.reply_to) <= 0:
                 self.dead_letter(b, info, msg, "bounce: no room in reply_to", hops)
                 return
             headers = {**msg.headers, "x-bounced-from": msg.address}
@@ -446,7 +444,7 @@ class Network:
             )
             self.append(b, msg.reply_to, out, hops + 1)
         else:
-            self._process(b, txn, info, msg)
+            self.process(b, txn, info, msg)
             self._set(b, s, "quota", s.quota - 1)
             self.append(b, spec.destination, fresh(msg), hops + 1)
 
@@ -476,7 +474,7 @@ class Network:
             b.undo(lambda: c.outstanding.pop(did, None))
             self._deliver(b, c, Delivery(did, delivered(msg)))
         else:
-            if s.quota <= 0 or self._room(b, spec.destination)[0] <= 0:
+            if s.quota <= 0 or self._room(b, spec.destination) <= 0:
                 b.after(lambda: self._bump(sid, dropped=1))
                 self._later(b, spec.source, dropped=1)
                 return False
@@ -514,18 +512,15 @@ class Network:
         self.arrive(b, txn, info, stored, hops)
         return stored.seq
 
-    def _process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
-        """Processes a waiting message into history; the queue has room
-        again, so the selectors feeding it may pull."""
+    def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
+        """Processes a waiting message into history (a Take, an ack, a
+        DELETE, a MOVE out); the queue has room again, so the selectors
+        feeding it may pull."""
         q = info.spec.name
         self._unhold(b, q, msg.seq)
         done = txn.process(q, msg.seq, b.now, info.spec.max_history)
         self._drained(q)
         return done
-
-    def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
-        """A Take's processing of ``msg``."""
-        return self._process(b, txn, info, msg)
 
     def _drained(self, queue: str) -> None:
         feeds = self._by_dest.get(queue)
@@ -537,7 +532,7 @@ class Network:
         self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
     ) -> None:
         """Processes a waiting message and sends it to the dead-letter queue."""
-        self._process(b, txn, info, msg)
+        self.process(b, txn, info, msg)
         self.dead_letter(b, info, msg, reason, hops)
 
     def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> None:
@@ -547,7 +542,7 @@ class Network:
         spec = info.spec
         self._later(b, spec.name, dead_lettered=1)
         dlq = spec.dead_letter
-        if not dlq or self._room(b, dlq)[0] <= 0 or hops > MAX_HOPS:
+        if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:
             return
         headers = {
             **msg.headers,
@@ -626,7 +621,7 @@ class Network:
                     self.dead(b, txn, info, m, "expired", 0)
                 elif copy:
                     self._copy(b, s, m, 0)
-                elif self._can_take(b, s, m):
+                elif self.credit(b, s) > 0:
                     self._take(b, txn, info, s, m, 0)
                 else:
                     self._set(b, s, "cursor", m.seq)
@@ -673,7 +668,7 @@ class Network:
             if s.spec.op is not Op.COPY:
                 found = self._lookup(b, m.queue)
                 if found is not None:
-                    self._process(b, *found, m)
+                    self.process(b, *found, m)
         self._work[s] = None
         return chosen
 
@@ -812,7 +807,7 @@ class Network:
             if nack:
                 self.give_back(b, *found, lease.message, delay=False)
             else:
-                self._process(b, *found, lease.message)
+                self.process(b, *found, lease.message)
                 self._later(b, queue, taken=1)
 
     def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
@@ -838,7 +833,7 @@ class Network:
                 continue
             if spec.op is Op.DELETE:
                 return
-            if s.quota > 0 and self._room(b, spec.destination)[0] > 0:
+            if s.quota > 0 and self._room(b, spec.destination) > 0:
                 self._set(b, s, "quota", s.quota - 1)
                 b.after(partial(self._bump, s.id))
                 self.append(b, spec.destination, msg, 1)

@@ -91,8 +91,7 @@ def export(
     number of messages written. ``options`` go to the data source."""
     from pyspark.sql import functions as F
 
-    with snapshot.opened(snap):
-        pass  # says here, not deep in a Spark stack, what is wrong with the path
+    snapshot.check(snap)  # says here, not deep in a Spark stack, what is wrong
     df = spark.read.format("msgboard").options(**(options or {})).load(snap)
     rows = df.withColumn("day", F.to_date("posted_at"))
     spark.sparkContext.setJobGroup(GROUP, f"msgboard export {snap}")

@@ -145,6 +145,13 @@ def opened(path: str) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
         env.close()
 
 
+def check(path: str) -> None:
+    """Raises SnapshotError, saying what is wrong, unless ``path`` is a
+    snapshot this reader reads."""
+    with opened(path):
+        return
+
+
 @dataclass(frozen=True, slots=True)
 class _Section:
     section: str
