@@ -121,6 +121,11 @@ def test_unlike_types_at_run_time_compare_false(text: str, expected: bool | None
         ("priority LIKE '5'", "LIKE needs a string, found a number at column 1"),
         ("color IN (1, 2)", "a number cannot be compared with a string at column 7"),
         ("t[0] BETWEEN 1 AND 'z'", "a number cannot be compared with a string at column 6"),
+        # Found by the token-soup fuzz: three types in one BETWEEN.
+        (
+            "'' BETWEEN TRUE AND priority",
+            "a condition cannot be compared with a number or a string at column 4",
+        ),
     ],
 )
 def test_type_errors_known_at_compile_time_are_refused(text: str, message: str) -> None:

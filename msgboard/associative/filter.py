@@ -279,8 +279,9 @@ class _Parser:
         """The one static type of ``nodes`` ("any" if none is known)."""
         known = {n.kind for n in nodes} - {"any"}
         if len(known) > 1:
-            a, b = sorted(known)
-            self.fail(f"{_NAMES[a]} cannot be compared with {_NAMES[b]}", at)
+            first, *rest = sorted(known)  # BETWEEN brings three
+            others = " or ".join(_NAMES[k] for k in rest)
+            self.fail(f"{_NAMES[first]} cannot be compared with {others}", at)
         return known.pop() if known else "any"
 
     # -- grammar --------------------------------------------------------
