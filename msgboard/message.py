@@ -71,6 +71,61 @@ _COPIED = [
     if f.name not in _STAMPED
 ]
 _SET = [getattr(Message, name).__set__ for name in _STAMPED]
+# Every slot's setter, in field order, for ``build``.
+(
+    _s_tuple,
+    _s_address,
+    _s_priority,
+    _s_headers,
+    _s_reply_to,
+    _s_expires_at,
+    _s_content_type,
+    _s_body,
+    _s_queue,
+    _s_seq,
+    _s_posted_at,
+    _s_processed_at,
+    _s_delivery_count,
+    _s_section,
+) = (getattr(Message, f.name).__set__ for f in dataclasses.fields(Message))
+_new = object.__new__
+
+
+def build(
+    fields: Fields,
+    address: str,
+    priority: int,
+    headers: Mapping[str, str],
+    reply_to: str,
+    expires_at: int,
+    content_type: str,
+    body: bytes,
+    queue: str,
+    seq: int,
+    posted_at: int,
+    processed_at: int,
+    delivery_count: int,
+    section: Section,
+) -> Message:
+    """A Message from every field, in field order, unchecked. Fills the
+    frozen dataclass's slots directly: less than half the cost of its
+    ``__init__``, on the hot path of decoding records and protobufs."""
+    r: Message = _new(Message)
+    _s_tuple(r, fields)
+    _s_address(r, address)
+    _s_priority(r, priority)
+    _s_headers(r, headers)
+    _s_reply_to(r, reply_to)
+    _s_expires_at(r, expires_at)
+    _s_content_type(r, content_type)
+    _s_body(r, body)
+    _s_queue(r, queue)
+    _s_seq(r, seq)
+    _s_posted_at(r, posted_at)
+    _s_processed_at(r, processed_at)
+    _s_delivery_count(r, delivery_count)
+    _s_section(r, section)
+    return r
 
 
 def stamp(
@@ -85,14 +140,19 @@ def stamp(
     """``m`` with the fields the board sets replaced. Fills the frozen
     dataclass's slots directly: twice as fast as ``dataclasses.replace``, on
     the hot path of post, append and process."""
-    r: Message = object.__new__(Message)
-    for get, set_ in _COPIED:
-        set_(r, get(m))
-    sq, ss, sp, spr, sd, sse = _SET
-    sq(r, queue)
-    ss(r, seq)
-    sp(r, posted_at)
-    spr(r, processed_at)
-    sd(r, delivery_count)
-    sse(r, section)
-    return r
+    return build(
+        m.tuple,
+        m.address,
+        m.priority,
+        m.headers,
+        m.reply_to,
+        m.expires_at,
+        m.content_type,
+        m.body,
+        queue,
+        seq,
+        posted_at,
+        processed_at,
+        delivery_count,
+        section,
+    )

@@ -120,12 +120,15 @@ def error_to_pb(e: MsgboardError) -> pb.Error:
 
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
+    r = pb.SubscribeResponse()
+    add = r.deliveries.deliveries.add
     to_pb = codec.message_to_pb
-    return pb.SubscribeResponse(
-        deliveries=pb.Deliveries(
-            deliveries=[pb.Delivery(id=d.id, message=to_pb(d.message)) for d in batch]
-        )
-    )
+    for d in batch:
+        # Filled in place: building a Delivery around a finished Message
+        # would copy the message once more.
+        p = add(id=d.id)
+        to_pb(d.message, p.message)
+    return r
 
 
 def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:

@@ -19,6 +19,7 @@ from msgboard.errors import (
     QueueExists,
     QueueFull,
     QueueNotFound,
+    Unavailable,
 )
 from msgboard.spec import UNLIMITED
 from msgboard.testing import ServerThread
@@ -118,6 +119,27 @@ def test_post_stream_reports_a_failed_batch_and_carries_on(
     assert "missing" in answers[1].error.message
     with pytest.raises(QueueNotFound):
         client.post_many("missing", [(1,)])
+
+
+def test_publisher_answers_each_post_once_durable_and_survives_a_bad_one(
+    client: Client, server: ServerThread
+) -> None:
+    """Given an open publisher, when I post one message at a time, one to a
+    missing queue and one with a bad header among them, I expect every good
+    post answered with the next seq, each bad one raised as its own error
+    without ending the stream, and a closed publisher to refuse."""
+    client.create_queue("pub")
+    with client.publisher() as pub:
+        assert pub.post("pub", ("a", 1), body=b"x") == 1
+        with pytest.raises(QueueNotFound):
+            pub.post("missing", body=b"y")
+        assert pub.post_messages("pub", [Message(body=b"2"), Message(body=b"3")]) == [2, 3]
+        with pytest.raises(InvalidArgument, match="headers"):
+            pub.post("pub", headers={"": "empty name"})
+        assert pub.post("pub", address="z") == 4
+    with pytest.raises(Unavailable):
+        pub.post("pub")
+    assert [m.body for m in client.take("pub", max=10)] == [b"x", b"2", b"3", b""]
 
 
 def test_browse_and_stats(client: Client) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import lmdb
 import pytest
 
+from msgboard.associative import ANY, Pattern, template
 from msgboard.errors import StoreError, StoreFull
 from msgboard.lmdbstore import (
     Counts,
@@ -203,6 +204,40 @@ def test_process_with_unlimited_history_keeps_everything(store: Store) -> None:
     with store.begin() as txn:
         assert txn.counts("q") == Counts(0, 50, 51)
         assert seqs(txn.scan("q", H)) == list(range(1, 51))
+
+
+def test_process_given_the_known_message_writes_the_same_history(store: Store) -> None:
+    """Given two equal messages with a tuple, an address, headers and an
+    expiry, when I process one by seq alone and the other with the message
+    the store holds (``known``, which lets it skip a read), I expect the same
+    answer and the same history record, index entries gone for both."""
+    make(store, max_history=UNLIMITED)
+    full = Message(
+        tuple=("job", 7, 2.5, b"\x00", None, True),
+        address="a.b",
+        priority=3,
+        headers={"k": "v"},
+        reply_to="r",
+        expires_at=99 * S,
+        content_type="text/plain",
+        body=b"body",
+    )
+    with store.begin() as txn:
+        one = txn.append("q", full, now=10 * S)
+        two = txn.append("q", full, now=10 * S)
+    with store.begin() as txn:
+        by_seq = txn.process("q", one.seq, now=20 * S, max_history=UNLIMITED)
+        by_known = txn.process("q", two.seq, now=20 * S, max_history=UNLIMITED, known=two)
+        jobs = Pattern(templates=(template("job", int, ANY, ANY, ANY, ANY),))
+        assert list(txn.find("q", jobs)) == []
+    with store.begin() as txn:
+        kept = list(txn.scan("q", H))
+    assert [dataclasses.replace(m, seq=0) for m in kept] == [
+        dataclasses.replace(by_seq, seq=0),
+        dataclasses.replace(by_known, seq=0),
+    ]
+    assert kept[1].processed_at == 20 * S and kept[1].delivery_count == 1
+    assert kept[1].tuple == full.tuple and kept[1].headers == {"k": "v"}
 
 
 def test_restore_puts_a_message_back_under_its_seq(store: Store) -> None:

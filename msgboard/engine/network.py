@@ -420,9 +420,14 @@ class Network:
             c = s.consumer
             assert c is not None
             did = c.next_id
-            self._set(b, c, "next_id", did + 1)
+            c.next_id = did + 1
             c.outstanding[did] = msg
-            b.undo(lambda: c.outstanding.pop(did, None))
+
+            def undo() -> None:
+                c.next_id = did
+                c.outstanding.pop(did, None)
+
+            b.undo(undo)
             self._hold(b, q, msg.seq, c)
             self._deliver(b, c, Delivery(did, delivered(msg)))
         elif spec.op is Op.BOUNCE:
@@ -518,7 +523,7 @@ class Network:
         feeding it may pull."""
         q = info.spec.name
         self._unhold(b, q, msg.seq)
-        done = txn.process(q, msg.seq, b.now, info.spec.max_history)
+        done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg)
         self._drained(q)
         return done
 
@@ -616,17 +621,20 @@ class Network:
                     # everything before next_seq was seen; go on from there.
                     end, resume = False, search.next_seq
                 self._budget -= max(len(chunk), search.examined, 1)
+            # One undo for the cursor's moves in this chunk, not one each.
+            self._set(b, s, "cursor", s.cursor)
+            now = b.now
             for m in chunk:
-                if m.expired(b.now) and not copy:
-                    self.dead(b, txn, info, m, "expired", 0)
-                elif copy:
+                if copy:
                     self._copy(b, s, m, 0)
+                elif m.expired(now):
+                    self.dead(b, txn, info, m, "expired", 0)
                 elif self.credit(b, s) > 0:
                     self._take(b, txn, info, s, m, 0)
                 else:
-                    self._set(b, s, "cursor", m.seq)
+                    s.cursor = m.seq
                     return
-                self._set(b, s, "cursor", m.seq + 1)
+                s.cursor = m.seq + 1
             if resume > s.cursor:
                 self._set(b, s, "cursor", resume)
             if end:
@@ -662,11 +670,14 @@ class Network:
         """Acks deliveries; returns the ids acked. Checks every id first."""
         chosen = self._chosen(c, ids, up_to)
         s = c.selector
-        for i in chosen:
-            m = c.outstanding.pop(i)
-            b.undo(partial(c.outstanding.__setitem__, i, m))
-            if s.spec.op is not Op.COPY:
-                found = self._lookup(b, m.queue)
+        outstanding = c.outstanding
+        taken = [(i, outstanding.pop(i)) for i in chosen]
+        b.undo(partial(outstanding.update, taken))
+        if s.spec.op is not Op.COPY:
+            queues: dict[str, Found | None] = {}
+            for _, m in taken:
+                q = m.queue
+                found = queues[q] if q in queues else queues.setdefault(q, self._lookup(b, q))
                 if found is not None:
                     self.process(b, *found, m)
         self._work[s] = None

@@ -83,7 +83,7 @@ import lmdb
 
 from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
-from msgboard.codec import decode_record, encode_record
+from msgboard.codec import decode_record, encode_record, processed_suffix
 from msgboard.errors import MsgboardError, StoreError, StoreFull
 from msgboard.lmdbstore import snapshot
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
@@ -603,7 +603,9 @@ class DurableTxn(Txn):
             raw = self._txn.get(key, db=self._history)
         return None if raw is None else decode_record(raw, name, seq, _HISTORY)
 
-    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+    def process(
+        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+    ) -> Message:
         q = self._q.get(name) or self._touch(name)
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
@@ -612,13 +614,16 @@ class DurableTxn(Txn):
             raw = self._txn.pop(key, db=self._unprocessed)
             if raw is None:
                 raise KeyError(f"{name!r} seq {seq} is not unprocessed")
-            old = decode_record(raw, name, seq, _UNPROCESSED)
+            old = decode_record(raw, name, seq, _UNPROCESSED) if known is None else known
             self._unfile(q.prefix, old)
             m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
             q.unprocessed -= 1
             self._wrote = True
             if max_history > 0:
-                self._txn.put(key, encode_record(m), db=self._history)
+                # The unprocessed record never has processed_at, and a later
+                # field wins when protobuf parses: appending the two changed
+                # fields is the whole new record, without decoding it.
+                self._txn.put(key, raw + processed_suffix(now, m.delivery_count), db=self._history)
                 q.history += 1
                 if q.history > max_history:
                     self._trim(q, q.history - max_history)

@@ -234,7 +234,9 @@ class MemoryTxn(Txn):
         m: Message | None = q.unprocessed.get(seq)
         return q.history.get(seq) if m is None else m
 
-    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+    def process(
+        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+    ) -> Message:
         q = self._get(name)
         old: Message | None = q.unprocessed.pop(seq, None)
         if old is None:

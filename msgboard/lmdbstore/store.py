@@ -147,12 +147,16 @@ class Txn(abc.ABC):
         """The message with that seq, from whichever section holds it."""
 
     @abc.abstractmethod
-    def process(self, name: str, seq: int, now: int, max_history: int) -> Message:
+    def process(
+        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+    ) -> Message:
         """Marks an unprocessed message processed and returns it with
         ``processed_at=now``, ``delivery_count`` one higher and section
         HISTORY. It is kept in history when ``max_history > 0``; then the
         oldest history beyond ``max_history`` messages is discarded. KeyError
-        if the seq is not unprocessed."""
+        if the seq is not unprocessed. ``known``, when the caller has it, is
+        the message as this store holds it (read in this transaction or
+        since): the store may use it rather than read it again."""
 
     @abc.abstractmethod
     def restore(self, name: str, msg: Message) -> None:
