@@ -1,0 +1,299 @@
+"""Throw-away servers on loopback for the side-by-side benchmark: msgboard,
+RabbitMQ (with its own epmd) and Redis, each on free ports with a data
+directory under the run's temporary directory.
+
+Every process started here is recorded and stopped by ``stop_all`` (called
+by the harness in a ``finally`` and registered with ``atexit``). The peers'
+processes run in sessions of their own, so that a Ctrl-C reaches only the
+harness, which then stops them in order; their process groups are killed
+last, which also takes the Erlang VM's helpers (erl_child_setup,
+inet_gethost). They are asked to die with the harness, too (Linux
+PR_SET_PDEATHSIG), in case it is killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from msgboard.client import Client
+from msgboard.testing import ServerProcess
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+_started: list[Stoppable] = []
+
+
+def stop_all() -> None:
+    """Stops everything started here, newest first."""
+    while _started:
+        s = _started.pop()
+        try:
+            s.stop()
+        except Exception as e:  # go on with the others
+            print(f"stopping {s!r}: {e!r}")
+
+
+atexit.register(stop_all)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:  # runs in the child, before exec
+    with contextlib.suppress(Exception):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _wait(
+    what: str, ok: Callable[[], object], proc: subprocess.Popen[bytes], log: Path, seconds: float
+) -> None:
+    """Polls ``ok()`` until it is true; RuntimeError with the log's tail if
+    the process exits or the time runs out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(Exception):
+            if ok():
+                return
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+    raise RuntimeError(f"{what} did not start (exit code {proc.poll()}):\n{tail}")
+
+
+def _listening(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every process: pid -> (parent pid, start time), from /proc."""
+    out: dict[int, tuple[int, str]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{d}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                out[int(d)] = (int(fields[1]), fields[19])
+    return out
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """The processes below ``pid`` (pid -> start time), whatever their
+    session (Erlang's port programs start sessions of their own)."""
+    procs = _processes()
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for p, (ppid, start) in procs.items():
+            if ppid == parent and p not in found:
+                found[p] = start
+                todo.append(p)
+    return found
+
+
+class Child:
+    """One child process in its own session and process group."""
+
+    def __init__(
+        self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.name = name
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=log.parent,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self.pgid = self.proc.pid  # a session leader leads its group
+        _started.append(self)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} pid {self.proc.pid}>"
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM and wait; then SIGKILL to the whole process group and to
+        any process it had started that is still there."""
+        below = _descendants(self.proc.pid)
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    print(f"{self!r} ignored SIGTERM for {timeout:.0f} s: SIGKILL")
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+            now = _processes()
+            for pid, start in below.items():
+                if pid in now and now[pid][1] == start:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ValueError):
+                _started.remove(self)
+
+
+class Board:
+    """``msgboard serve`` (the default durable board: fsync'd group commits)
+    through ``msgboard.testing.ServerProcess``."""
+
+    durability = "fsync'd group commit (default)"
+
+    def __init__(self, tmp: Path) -> None:
+        data = tmp / "msgboard"
+        data.mkdir()
+        self.server = ServerProcess(data / "board")
+        _started.append(self)
+        self.address = self.server.address
+        with Client(self.address) as c:
+            c.wait_ready(30)
+
+    def __repr__(self) -> str:
+        return f"<msgboard serve pid {self.server.proc.pid}>"
+
+    def stop(self) -> None:
+        self.server.stop()
+        with contextlib.suppress(ValueError):
+            _started.remove(self)
+
+
+class Redis:
+    """``redis-server`` with an append-only file fsync'd ``always`` (before
+    each reply) or ``everysec`` (weaker: up to a second of acknowledged
+    writes lost in a crash); no RDB snapshots."""
+
+    def __init__(self, tmp: Path, fsync: str) -> None:
+        self.fsync = fsync
+        self.durability = (
+            "AOF, appendfsync always"
+            if fsync == "always"
+            else f"AOF, appendfsync {fsync} (WEAKER: ~1 s of acked writes may be lost)"
+        )
+        data = tmp / f"redis-{fsync}"
+        data.mkdir()
+        self.port = free_port()
+        # Only what differs from redis-server's defaults.
+        conf = {
+            "bind": "127.0.0.1",
+            "port": str(self.port),
+            "dir": str(data),
+            "appendonly": "yes",
+            "appendfsync": fsync,
+            "save": '""',
+            "daemonize": "no",
+            "logfile": '""',
+        }
+        (data / "redis.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+        self.child = Child(
+            f"redis-server ({fsync})",
+            ["redis-server", str(data / "redis.conf")],
+            data / "redis.log",
+        )
+        import redis  # the client, installed by scripts/bench-compare
+
+        client = redis.Redis(host="127.0.0.1", port=self.port)
+        _wait("redis-server", client.ping, self.child.proc, self.child.log, 30)
+        client.close()
+
+    def stop(self) -> None:
+        self.child.stop()
+
+
+class Rabbit:
+    """A RabbitMQ node of its own: a unique node name, its own epmd on a free
+    port, the AMQP listener and the distribution port on 127.0.0.1, every
+    file (config, plugins list, mnesia, logs, Erlang cookie) in the
+    temporary directory, no plugins."""
+
+    durability = "durable queue, persistent msgs, publisher confirms"
+
+    def __init__(self, tmp: Path) -> None:
+        data = tmp / "rabbitmq"
+        data.mkdir()
+        self.port = free_port()
+        epmd_port = free_port()
+        dist_port = free_port()
+        (data / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
+            "log.console = false\n"
+            "log.file.level = warning\n"
+        )
+        (data / "enabled_plugins").write_text("[].\n")
+        (data / "rabbitmq-env.conf").write_text("")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": str(data),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "ERL_EPMD_PORT": str(epmd_port),
+            "RABBITMQ_NODENAME": f"bench-{os.getpid()}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(dist_port),
+            "RABBITMQ_CONF_ENV_FILE": str(data / "rabbitmq-env.conf"),
+            "RABBITMQ_CONFIG_FILE": str(data / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(data / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(data / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(data / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(data / "log"),
+        }
+        # Our own epmd, in the foreground, so that it is ours to stop (the
+        # Erlang VM would otherwise start a daemon epmd that outlives it).
+        self.epmd = Child(
+            "epmd",
+            ["epmd", "-address", "127.0.0.1", "-port", str(epmd_port)],
+            data / "epmd.log",
+            env,
+        )
+        _wait("epmd", lambda: _listening(epmd_port), self.epmd.proc, self.epmd.log, 30)
+        self.node = Child(
+            "rabbitmq-server",
+            ["/usr/lib/rabbitmq/bin/rabbitmq-server"],
+            data / "rabbitmq-server.log",
+            env,
+        )
+        import pika  # the client, installed by scripts/bench-compare
+
+        params = pika.ConnectionParameters("127.0.0.1", self.port, connection_attempts=1)
+
+        def connects() -> bool:
+            pika.BlockingConnection(params).close()
+            return True
+
+        _wait("rabbitmq-server", connects, self.node.proc, self.node.log, 180)
+
+    def stop(self) -> None:
+        # SIGTERM to the start script makes it stop the node (rabbit shuts
+        # down cleanly on SIGTERM); the group kill takes what is left.
+        try:
+            self.node.stop(timeout=60)
+        finally:
+            self.epmd.stop()
