@@ -17,6 +17,7 @@ labelled weaker, ``everysec``. The workloads (100-byte bodies; the code of
 each system's side is in bench/peers/, one module per system):
 
   publish_one         1. publish one at a time, each confirmed durable (--unary)
+  publish_one_unary   1b. msgboard only: the same with one unary Post per message
   publish_batch       2. publish pipelined, confirmed durable (--messages)
   consume             3. consume a full queue, prefetch/credit 100, ack each
   consume_cumulative  3b. the same with cumulative acks every 50
@@ -66,6 +67,7 @@ SYSTEMS = {
 
 WORKLOADS = [
     "publish_one",
+    "publish_one_unary",
     "publish_batch",
     "consume",
     "consume_cumulative",
@@ -108,10 +110,18 @@ def rows(args: argparse.Namespace) -> list[Row]:
             "msgs/s",
             _all("publish_one"),
             how(
-                "Client.post, one message per call",
+                "Client.publisher(): one PostStream, one message per request, one in flight",
                 "BlockingConnection + confirm_delivery: basic_publish waits for the confirm",
                 "XADD, one call at a time",
             ),
+        ),
+        Row(
+            "publish_one_unary",
+            f"1b. Publish one at a time as 1, msgboard with unary Posts ({u})",
+            "msgs/s",
+            {"msgboard": ("publish_one_unary", "msgs_per_s")}
+            | {s: ("publish_one", "msgs_per_s") for s in SYSTEMS if s != "msgboard"},
+            how("Client.post, one unary call per message", "the runs of 1", "the runs of 1"),
         ),
         Row(
             "publish_batch",
@@ -152,7 +162,7 @@ def rows(args: argparse.Namespace) -> list[Row]:
             "ms",
             _all("latency", "p50_ms"),
             how(
-                "paced post_messages of what is due; MOVE subscriber, credit 100, ack up_to/50",
+                "paced publisher(), due ones per request; MOVE subscriber, credit 100, ack /50",
                 "paced SelectConnection, async confirms; prefetch 100, ack multiple/50",
                 "paced pipeline of the due XADDs; XREADGROUP BLOCK COUNT 100, XACK per batch",
             ),
@@ -236,7 +246,7 @@ def workload_call(
     fn = getattr(module, workload, None)
     if fn is None:
         return None
-    if workload == "publish_one":
+    if workload.startswith("publish_one"):
         return lambda q: fn(target, q, args.unary)
     if workload == "latency":
         return lambda q: fn(target, q, int(args.rate * args.latency_seconds), args.rate)

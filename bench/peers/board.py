@@ -32,17 +32,33 @@ ACK_EVERY = 50
 
 
 def _messages(n: int) -> list[Message]:
-    return [Message(tuple=(i,), body=BODY) for i in range(n)]
+    """Body-only messages, as the peers send: no tuple, no address."""
+    return [Message(body=BODY) for _ in range(n)]
 
 
 def publish_one(address: str, queue: str, n: int) -> Figures:
-    """1. ``Client.post``, one message per call, each durable before the
-    next is sent."""
+    """1. ``Client.publisher``: one open PostStream, one message per
+    request, each durable before the next is sent (as a RabbitMQ channel
+    waiting for each confirm)."""
+    with Client(address, timeout=TIMEOUT) as c:
+        c.create_queue(queue)
+        with c.publisher() as pub:
+            t = time.perf_counter()
+            for _ in range(n):
+                pub.post(queue, body=BODY)
+            out = rate(n, time.perf_counter() - t)
+        c.delete_queue(queue)
+    return out
+
+
+def publish_one_unary(address: str, queue: str, n: int) -> Figures:
+    """1b. ``Client.post``: one unary Post per message, each durable before
+    the next is sent."""
     with Client(address, timeout=TIMEOUT) as c:
         c.create_queue(queue)
         t = time.perf_counter()
-        for i in range(n):
-            c.post(queue, (i,), body=BODY)
+        for _ in range(n):
+            c.post(queue, body=BODY)
         out = rate(n, time.perf_counter() - t)
         c.delete_queue(queue)
     return out
@@ -101,7 +117,7 @@ def _consume(address: str, queue: str, n: int, credit: int, every: int) -> Figur
 
 def latency(address: str, queue: str, n: int, per_s: float) -> Figures:
     """4. Post -> delivery at a fixed rate. A paced publisher (common.slots):
-    whatever is due goes in one ``Client.post_messages`` call (usually one
+    whatever is due goes in one ``Publisher.post_messages`` call (usually one
     message; more if the last call ran past a slot), each stamped with its
     due time in a header; one MOVE subscriber (credit 100) acking
     cumulatively every 50."""
@@ -110,18 +126,13 @@ def latency(address: str, queue: str, n: int, per_s: float) -> Figures:
         c.create_queue(queue)
         threads, ready, done = _subscribers(address, [queue], n, copy=False, credit=100, lat=lat)
         start_threads(threads, ready)
-        start = time.perf_counter()
-        i = 0
-        for due in slots(per_s, n):
-            c.post_messages(
-                queue,
-                [
-                    Message(tuple=(i + k,), body=BODY, headers={"t": repr(stamp)})
-                    for k, stamp in enumerate(due)
-                ],
-            )
-            i += len(due)
-        seconds = time.perf_counter() - start
+        with c.publisher() as pub:
+            start = time.perf_counter()
+            for due in slots(per_s, n):
+                pub.post_messages(
+                    queue, [Message(body=BODY, headers={"t": repr(stamp)}) for stamp in due]
+                )
+            seconds = time.perf_counter() - start
         done.wait()
         threads[0].join()
         c.delete_queue(queue)

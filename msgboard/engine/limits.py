@@ -58,7 +58,8 @@ class Limits:
     def check_message(self, m: Message, where: str) -> Message:
         """Validates a message to post and returns it with the fields the
         board sets cleared."""
-        check_fields(m.tuple, self.max_arity, f"{where}.tuple")
+        if m.tuple or type(m.tuple) is not tuple:  # () is valid: skip the call
+            check_fields(m.tuple, self.max_arity, f"{where}.tuple")
         size = len(m.body)
         if len(m.address.encode()) > self.max_address_bytes:
             raise InvalidArgument(f"{where}.address: longer than {self.max_address_bytes} bytes")
