@@ -67,11 +67,17 @@ def _delete(port: int, *queues: str, exchange: str = "") -> None:
     conn.close()
 
 
-def _depth(port: int, queue: str) -> int:
+def _depth(port: int, queue: str, expect: int = 0) -> int:
+    """The queue's ready messages, once they are ``expect`` (requeues reach
+    the queue asynchronously) or after 30 s."""
     conn, ch = _channel(port)
-    n: int = ch.queue_declare(queue, durable=True, passive=True).method.message_count
-    conn.close()
-    return n
+    deadline = time.monotonic() + 30
+    while True:
+        n: int = ch.queue_declare(queue, durable=True, passive=True).method.message_count
+        if n == expect or time.monotonic() > deadline:
+            conn.close()
+            return n
+        time.sleep(0.05)
 
 
 def publish_async(
@@ -352,7 +358,7 @@ def take_pattern(port: int, queue: str, n: int, every: int = 100) -> Figures:
     ch.start_consuming()
     seconds = time.perf_counter() - t
     conn.close()
-    left = _depth(port, queue)
+    left = _depth(port, queue, n - taken)
     _delete(port, queue)
     if taken != n // every or left != n - taken:
         raise RuntimeError(f"took {taken}, left {left}")
