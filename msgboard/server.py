@@ -21,6 +21,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -373,24 +374,39 @@ class BoardService(pb_grpc.BoardServicer):
             await _abort(context, e)
         board = self.board
 
+        def answered(fut: Future[Any], confirm: bool) -> None:
+            # On the writer thread, in submission order (the writer answers
+            # its futures in order), so answers keep the requests' order.
+            e = fut.exception()
+            if isinstance(e, MsgboardError):
+                hand(pb.SubscribeResponse(error=error_to_pb(e)))
+            elif e is None and confirm:
+                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result())))
+
         async def read() -> None:
+            # Requests are submitted without waiting for each to commit, so
+            # that a consumer acking every delivery shares group commits.
+            last: Future[Any] | None = None
             async for req in request_iterator:
                 kind = req.WhichOneof("kind")
                 try:
                     if kind == "ack":
-                        fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
-                        acked = await asyncio.wrap_future(fut)
-                        push(pb.SubscribeResponse(acked=pb.Acks(ids=acked)))
+                        last = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
                     elif kind == "nack":
-                        fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
-                        await asyncio.wrap_future(fut)
+                        last = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
                     elif kind == "credit":
-                        await asyncio.wrap_future(board.add_credit_async(consumer, req.credit))
+                        last = board.add_credit_async(consumer, req.credit)
                     else:
                         raise InvalidArgument(f"request: `{kind}` is not allowed after `open`")
                 except MsgboardError as e:
                     push(pb.SubscribeResponse(error=error_to_pb(e)))
-            push(done)  # the client closed its side
+                else:
+                    last.add_done_callback(partial(answered, confirm=kind == "ack"))
+            if last is not None:
+                # The client closed its side: its acks are answered first.
+                with contextlib.suppress(MsgboardError):
+                    await asyncio.wrap_future(last)
+            push(done)
 
         reader = asyncio.create_task(read())
         try:
