@@ -19,6 +19,7 @@ name). Errors are the classes of ``msgboard.errors``, never a raw RpcError.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import builtins
 import collections
@@ -170,7 +171,42 @@ class Snapshot:
     queues: int
 
 
-class Client:
+class _Poster(abc.ABC):
+    """``post`` for whatever posts a batch of messages: a Client (one unary
+    Post each) or a Publisher (one request of its open stream each)."""
+
+    def post(
+        self,
+        queue: str,
+        tuple: Sequence[Value] = (),
+        *,
+        address: str = "",
+        headers: Mapping[str, str] | None = None,
+        priority: int = 0,
+        body: bytes | str = b"",
+        content_type: str = "",
+        reply_to: str = "",
+        expires_at: int = 0,
+    ) -> int:
+        """Posts one message and returns its seq once it is durable."""
+        m = Message(
+            tuple=builtins.tuple(tuple),
+            address=address,
+            priority=priority,
+            headers=dict(headers or {}),
+            reply_to=reply_to,
+            expires_at=expires_at,
+            content_type=content_type,
+            body=body.encode() if isinstance(body, str) else body,
+        )
+        return self.post_messages(queue, [m])[0]
+
+    @abc.abstractmethod
+    def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
+        """Posts messages in one transaction; returns their seqs once durable."""
+
+
+class Client(_Poster):
     """A connection to one board."""
 
     def __init__(self, address: str | None = None, *, timeout: float | None = 60.0) -> None:
@@ -249,23 +285,6 @@ class Client:
 
     # -- posting --------------------------------------------------------
 
-    def post(
-        self,
-        queue: str,
-        tuple: Sequence[Value] = (),
-        *,
-        address: str = "",
-        headers: Mapping[str, str] | None = None,
-        priority: int = 0,
-        body: bytes | str = b"",
-        content_type: str = "",
-        reply_to: str = "",
-        expires_at: int = 0,
-    ) -> int:
-        """Posts one message and returns its seq once it is durable."""
-        m = _message(tuple, address, headers, priority, body, content_type, reply_to, expires_at)
-        return self.post_messages(queue, [m])[0]
-
     def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
         """Posts messages in one transaction (one unary Post)."""
         req = pb.PostRequest(queue=queue, messages=[codec.message_to_pb(m) for m in messages])
@@ -307,8 +326,7 @@ class Client:
                 else:
                     seqs.extend(r.seqs)
         if errors:
-            e = errors[0]
-            raise from_wire(_code_name(e.code), e.message, e.name)
+            raise _in_stream(errors[0])
         return seqs
 
     def publisher(self) -> Publisher:
@@ -583,6 +601,11 @@ class Client:
         return None if self.timeout is None else max(self.timeout, timeout + _MARGIN)
 
 
+def _in_stream(e: pb.Error) -> MsgboardError:
+    """The error a stream reported in one of its answers."""
+    return from_wire(_code_name(e.code), e.message, e.name)
+
+
 def _code_name(number: int) -> str:
     """The name of a gRPC status code number."""
     for c in grpc.StatusCode:
@@ -617,29 +640,7 @@ def _open(
     return o
 
 
-def _message(
-    tuple: Sequence[Value],
-    address: str,
-    headers: Mapping[str, str] | None,
-    priority: int,
-    body: bytes | str,
-    content_type: str,
-    reply_to: str,
-    expires_at: int,
-) -> Message:
-    return Message(
-        tuple=builtins.tuple(tuple),
-        address=address,
-        priority=priority,
-        headers=dict(headers or {}),
-        reply_to=reply_to,
-        expires_at=expires_at,
-        content_type=content_type,
-        body=body.encode() if isinstance(body, str) else body,
-    )
-
-
-class Publisher:
+class Publisher(_Poster):
     """One open PostStream, one batch in flight (see ``Client.publisher``).
     Not for several threads at once."""
 
@@ -655,23 +656,6 @@ class Publisher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def post(
-        self,
-        queue: str,
-        tuple: Sequence[Value] = (),
-        *,
-        address: str = "",
-        headers: Mapping[str, str] | None = None,
-        priority: int = 0,
-        body: bytes | str = b"",
-        content_type: str = "",
-        reply_to: str = "",
-        expires_at: int = 0,
-    ) -> int:
-        """Posts one message and returns its seq once it is durable."""
-        m = _message(tuple, address, headers, priority, body, content_type, reply_to, expires_at)
-        return self.post_messages(queue, [m])[0]
 
     def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
         """Posts messages in one transaction; returns their seqs once durable."""
@@ -691,8 +675,7 @@ class Publisher:
             self._closed = True
             raise Unavailable("the board ended the post stream")
         if r.HasField("error"):
-            e = r.error
-            raise from_wire(_code_name(e.code), e.message, e.name)
+            raise _in_stream(r.error)
         return list(r.seqs)
 
     def close(self) -> None:
@@ -730,8 +713,7 @@ class _Stream:
         elif kind == "subscribed":
             self.selector = _selector_view(r.subscribed)
         elif kind == "error":
-            e = r.error
-            raise from_wire(_code_name(e.code), e.message, e.name)
+            raise _in_stream(r.error)
 
     @staticmethod
     def _ack(items: Iterable[Delivery | int], up_to: Delivery | int) -> pb.SubscribeRequest:

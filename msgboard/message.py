@@ -64,13 +64,6 @@ class Message:
         return self.expires_at != 0 and now >= self.expires_at
 
 
-_STAMPED = ("queue", "seq", "posted_at", "processed_at", "delivery_count", "section")
-_COPIED = [
-    (getattr(Message, f.name).__get__, getattr(Message, f.name).__set__)
-    for f in dataclasses.fields(Message)
-    if f.name not in _STAMPED
-]
-_SET = [getattr(Message, name).__set__ for name in _STAMPED]
 # Every slot's setter, in field order, for ``build``.
 (
     _s_tuple,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
@@ -791,7 +792,7 @@ def test_a_blocked_take_wakes_only_for_a_message_its_filter_accepts(client: Clie
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(client.take, "q", filter="priority >= 5", timeout=60)
         while client.get_queue("q").waiting == 0:
-            pass
+            time.sleep(0.01)
         client.post("q", ("low",), priority=1)
         client.post("q", ("high",), priority=9)
         [m] = waiting.result()

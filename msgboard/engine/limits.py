@@ -58,7 +58,7 @@ class Limits:
     def check_message(self, m: Message, where: str) -> Message:
         """Validates a message to post and returns it with the fields the
         board sets cleared."""
-        if m.tuple or type(m.tuple) is not tuple:  # () is valid: skip the call
+        if m.tuple != ():  # the empty tuple is valid: no call, no f-string
             check_fields(m.tuple, self.max_arity, f"{where}.tuple")
         size = len(m.body)
         if len(m.address.encode()) > self.max_address_bytes:

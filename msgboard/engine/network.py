@@ -419,17 +419,8 @@ class Network:
         elif spec.terminal:
             c = s.consumer
             assert c is not None
-            did = c.next_id
-            c.next_id = did + 1
-            c.outstanding[did] = msg
-
-            def undo() -> None:
-                c.next_id = did
-                c.outstanding.pop(did, None)
-
-            b.undo(undo)
             self._hold(b, q, msg.seq, c)
-            self._deliver(b, c, Delivery(did, delivered(msg)))
+            self._hand_out(b, c, msg)
         elif spec.op is Op.BOUNCE:
             self.process(b, txn, info, msg)
             self._set(b, s, "quota", s.quota - 1)
@@ -473,11 +464,7 @@ class Network:
                 b.after(lambda: self._bump(sid, dropped=1))
                 self._later(b, spec.source, dropped=1)
                 return False
-            did = c.next_id
-            self._set(b, c, "next_id", did + 1)
-            c.outstanding[did] = msg
-            b.undo(lambda: c.outstanding.pop(did, None))
-            self._deliver(b, c, Delivery(did, delivered(msg)))
+            self._hand_out(b, c, msg)
         else:
             if s.quota <= 0 or self._room(b, spec.destination) <= 0:
                 b.after(lambda: self._bump(sid, dropped=1))
@@ -487,6 +474,19 @@ class Network:
             self.append(b, spec.destination, fresh(msg), hops + 1)
         b.after(lambda: self._bump(sid))
         return True
+
+    def _hand_out(self, b: Batch, c: Consumer, msg: Message) -> None:
+        """Gives ``msg`` to consumer ``c`` under its next delivery id."""
+        did = c.next_id
+        c.next_id = did + 1
+        c.outstanding[did] = msg
+
+        def undo() -> None:
+            c.next_id = did
+            c.outstanding.pop(did, None)
+
+        b.undo(undo)
+        self._deliver(b, c, Delivery(did, delivered(msg)))
 
     def _deliver(self, b: Batch, c: Consumer, d: Delivery) -> None:
         pending = c.pending
@@ -622,7 +622,7 @@ class Network:
                     end, resume = False, search.next_seq
                 self._budget -= max(len(chunk), search.examined, 1)
             # One undo for the cursor's moves in this chunk, not one each.
-            self._set(b, s, "cursor", s.cursor)
+            b.undo(partial(setattr, s, "cursor", s.cursor))
             now = b.now
             for m in chunk:
                 if copy:
@@ -674,11 +674,10 @@ class Network:
         taken = [(i, outstanding.pop(i)) for i in chosen]
         b.undo(partial(outstanding.update, taken))
         if s.spec.op is not Op.COPY:
-            queues: dict[str, Found | None] = {}
-            for _, m in taken:
-                q = m.queue
-                found = queues[q] if q in queues else queues.setdefault(q, self._lookup(b, q))
-                if found is not None:
+            # Every message a consumer holds came from its selector's source.
+            found = self._lookup(b, s.source)
+            if found is not None:
+                for _, m in taken:
                     self.process(b, *found, m)
         self._work[s] = None
         return chosen
