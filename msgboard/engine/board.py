@@ -112,6 +112,8 @@ class QueueStats:
     dropped: int
     dead_lettered: int
     selectors: int
+    #: Damaged records met (and skipped) since the board started.
+    damaged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +299,7 @@ class Board:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
         msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs), size=size)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
 
     def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
         """Stores messages in order, in one transaction, routes them, and
@@ -306,8 +308,9 @@ class Board:
         not stored on this queue: its seq is 0."""
         return self.post_async(queue, messages).result()
 
-    def _post(self, b: Batch, queue: str, msgs: list[Message]) -> list[int]:
+    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[int]:
         txn, info = self._find(b, queue)
+        txn.admit(size)  # a full disk refuses posts first, keeping room for the rest
         spec = info.spec
         net = self._net
         limit = spec.max_unprocessed
@@ -896,6 +899,7 @@ class Board:
                         dropped=t.dropped,
                         dead_lettered=t.dead_lettered,
                         selectors=len(net.of(name)),
+                        damaged=0 if v.spec.transient else self._durable.damaged(name),
                     )
                 )
             w = self._writer
