@@ -66,18 +66,22 @@ def key(qid: int, seq: int) -> bytes:
     return _KEY.pack(qid, seq)
 
 
-def flip(path: Path, marker: bytes, offset: int = 0) -> None:
-    """Flips one bit of ``data.mdb`` where ``marker`` (found exactly once)
-    begins, plus ``offset``: a byte gone bad on the disk."""
+def flip(path: Path, marker: bytes, offset: int = 0) -> int:
+    """Flips one bit of ``data.mdb`` where ``marker`` begins, plus
+    ``offset``, at every place it is found (LMDB's copy-on-write may have
+    left older copies in free pages): a byte gone bad on the disk. Returns
+    how many places."""
     data = path / "data.mdb"
-    raw = data.read_bytes()
+    raw = bytearray(data.read_bytes())
+    places = 0
     at = raw.find(marker)
-    assert at >= 0 and raw.find(marker, at + 1) < 0, "the marker must be there, once"
-    with open(data, "r+b") as f:
-        f.seek(at + offset)
-        b = f.read(1)
-        f.seek(at + offset)
-        f.write(bytes([b[0] ^ 0x01]))
+    while at >= 0:
+        raw[at + offset] ^= 0x01
+        places += 1
+        at = raw.find(marker, at + 1)
+    assert places, "the marker must be there"
+    data.write_bytes(bytes(raw))
+    return places
 
 
 def truncate(path: Path, size: int) -> None:

@@ -32,10 +32,11 @@ the queue stays usable. The other sub-databases carry no checksum: they are
 read at open (``queues``, ``state``, ``selectors``) or cross-checked by
 ``msgboard check`` (``index``, ``times``, the counters).
 
-``times`` is a sparse index: one entry per second in which the queue's posted second changed, holding the first seq posted in
-that second. As ``posted_at`` never goes backwards within a queue, every seq
-from one entry up to the next was posted in that entry's second; this is what
-makes ``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
+``times`` is a sparse index: one entry per second in which the queue's
+posted second changed, holding the first seq posted in that second. As
+``posted_at`` never goes backwards within a queue, every seq from one entry
+up to the next was posted in that entry's second; this is what makes
+``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
 queue removes all its keys.
 
 ``index`` files each *unprocessed* message under the keys of
@@ -311,6 +312,7 @@ class DurableStore(Store):
             max_dbs=MAX_DBS,
             sync=sync,
             metasync=sync,
+            mode=0o600,
         )
 
     def _load(self) -> None:
