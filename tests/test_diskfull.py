@@ -16,6 +16,7 @@ import pytest
 
 from msgboard.client import Client
 from msgboard.errors import StoreFull
+from msgboard.spec import UNLIMITED
 from msgboard.testing import ServerProcess
 
 BODY = b"x" * 65536
@@ -72,5 +73,39 @@ def test_a_full_disk_refuses_writes_cleanly(small_disk: tuple[Path, list[str]]) 
             assert [m.seq for m in page.messages] == acked
             assert [m.tuple for m in page.messages] == [(i,) for i in range(len(acked))]
             assert all(m.body == BODY for m in page.messages)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_full_disk_still_lets_deletes_takes_and_acks_make_room(
+    small_disk: tuple[Path, list[str]],
+) -> None:
+    """Given a board on a 4 MiB disk filled by posts until they are refused,
+    when I take, ack a lease and delete the full queue, I expect each to go
+    through (the store keeps a reserve of the disk for them), and posting to
+    work again after."""
+    disk, prefix = small_disk
+    server = ServerProcess(disk / "board", prefix=prefix)
+    try:
+        with Client(server.address, timeout=30) as c:
+            c.create_queue("keep", max_history=UNLIMITED)
+            c.post("keep", ("a",), body=BODY)
+            c.post("keep", ("b",), body=BODY)
+            c.create_queue("q", max_history=UNLIMITED)
+            with pytest.raises(StoreFull, match="disk full"):
+                for i in range(1000):
+                    c.post("q", (i,), body=BODY)
+            with pytest.raises(StoreFull):  # still full
+                c.post("keep", ("c",), body=BODY)
+            # A take moves a message into history; a leased take and its ack too.
+            [taken] = c.take("keep")
+            assert taken.tuple == ("a",)
+            [lease] = c.take_leased("keep", lease=60)
+            c.ack("keep", [lease])
+            assert c.get_queue("keep").history == 2
+            # The full queue can be deleted, and then there is room again.
+            c.delete_queue("q")
+            c.create_queue("q")
+            assert [c.post("q", (i,), body=BODY) for i in range(5)] == [1, 2, 3, 4, 5]
     finally:
         assert server.stop() == 0
