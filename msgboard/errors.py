@@ -109,6 +109,10 @@ class DataLoss(MsgboardError):
 class RecordDamaged(DataLoss):
     """One stored message failed its check (``queue`` and ``seq`` say which)."""
 
+    #: Empty where a client rebuilt the error from the wire: the message says them.
+    queue = ""
+    seq = 0
+
     def __init__(self, queue: str, seq: int, why: str) -> None:
         super().__init__(f"queue {queue!r} seq {seq}: the stored record is damaged ({why})")
         self.queue = queue

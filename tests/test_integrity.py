@@ -326,6 +326,9 @@ def test_check_passes_a_healthy_board_and_its_snapshot(
     filled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with Board(filled) as b:
+        b.create_queue(QueueSpec("gone"))
+        b.post("gone", [Message()])
+        b.delete_queue("gone")
         b.snapshot(tmp_path / "snap")
     for path in (filled, tmp_path / "snap"):
         rc, out = check_cli(path, capsys)
@@ -399,3 +402,18 @@ def test_lmdb_is_untouched_by_check(filled: Path) -> None:
     before = (filled / "data.mdb").read_bytes()
     assert check(filled).ok
     assert (filled / "data.mdb").read_bytes() == before
+
+
+def test_a_queue_entry_that_does_not_parse_is_refused_with_one_line(filled: Path) -> None:
+    damage.put(filled, b"queues", b"jobs", b'{"id": 1, "spec": ')
+    with pytest.raises(DataFileDamaged, match="queue 'jobs': its stored entry does not parse"):
+        DurableStore(filled)
+    assert "queue 'jobs': its entry in queues does not parse" in "\n".join(check(filled).lines())
+
+
+def test_check_finds_stray_state_entries(filled: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import struct
+
+    damage.put(filled, b"state", struct.pack(">I", 5), struct.pack(">QQQ", 1, 0, 0))
+    rc, out = check_cli(filled, capsys)
+    assert rc == 1 and "state: an entry of queue id 5, no queue's" in out

@@ -238,6 +238,13 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                     if not cur.set_key_dup(k[:4] + ik, k[4:]):
                         q.add(f"seq {seq} (unprocessed) is missing from the index")
                         break
+    qids = by_qid.keys()
+    for dbname in (b"state", b"times"):
+        for k, _ in _items(txn, dbs.get(dbname) or _open(env, txn, dbname)):
+            qid = _QID.unpack_from(k)[0] if len(k) >= 4 else -1
+            if qid not in qids:
+                report.problems.append(f"{dbname.decode()}: an entry of queue id {qid}, no queue's")
+                break
     if index is not None and schema != b"1":
         _check_index(txn, index, dbs[b"unprocessed"], of, filed)
     for q in by_qid.values():

@@ -349,10 +349,16 @@ class DurableStore(Store):
             self._next_sid = 1 if raw is None else _U64.unpack(raw)[0]
             self._queues: dict[str, _Queue] = {}
             for key, value in txn.cursor(db=self._queues_db):
-                d = json.loads(value)
-                info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
-                state = txn.get(_QID.pack(d["id"]), db=self._state)
-                counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                try:
+                    d = json.loads(value)
+                    info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
+                    state = txn.get(_QID.pack(d["id"]), db=self._state)
+                    counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                except (ValueError, KeyError, TypeError, struct.error) as e:
+                    raise DataFileDamaged(
+                        f"{self.path}: queue {key.decode(errors='replace')!r}: its stored "
+                        f"entry does not parse ({e}); msgboard check {self.path} tells more"
+                    ) from None
                 self._queues[key.decode()] = _Queue(d["id"], info, *counts)
 
     def _upgrade(self, txn: lmdb.Transaction[bytes], schema: bytes) -> None:
