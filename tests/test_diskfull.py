@@ -46,6 +46,12 @@ def small_disk(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         holder.wait()
 
 
+def size(prefix: list[str], path: Path) -> int | None:
+    """The size of a file on the small disk (seen only in its namespace)."""
+    run = subprocess.run([*prefix, "stat", "-c", "%s", str(path)], capture_output=True)
+    return int(run.stdout) if run.returncode == 0 else None
+
+
 def test_a_full_disk_refuses_writes_cleanly(small_disk: tuple[Path, list[str]]) -> None:
     """Given a board on a 4 MiB disk, when I post 64 KiB messages until it is
     full, I expect RESOURCE_EXHAUSTED saying the disk is full, every answered
@@ -107,5 +113,42 @@ def test_a_full_disk_still_lets_deletes_takes_and_acks_make_room(
             c.delete_queue("q")
             c.create_queue("q")
             assert [c.post("q", (i,), body=BODY) for i in range(5)] == [1, 2, 3, 4, 5]
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_disk_filled_by_another_process_still_lets_a_delete_through(
+    small_disk: tuple[Path, list[str]],
+) -> None:
+    """Given a board whose disk another process fills to the last byte, I
+    expect posts refused and the board's reserve file released, so that a
+    take and a delete go through; posts then use the pages freed, and the
+    reserve is allocated again once the other file is gone."""
+    disk, prefix = small_disk
+    server = ServerProcess(disk / "board", prefix=prefix)
+    try:
+        reserve = disk / "board" / "msgboard.reserve"
+        assert size(prefix, reserve) == 256 * 1024
+        with Client(server.address, timeout=30) as c:
+            c.create_queue("q", max_history=UNLIMITED)
+            for i in range(10):
+                c.post("q", (i,), body=BODY)
+            filler = disk / "filler"
+            fill = subprocess.run(
+                [*prefix, "dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True
+            )
+            assert b"No space left" in fill.stderr
+            with pytest.raises(StoreFull, match="kept for deletes, takes and acks"):
+                c.post("q", ("more",), body=BODY)
+            assert size(prefix, reserve) is None  # released for what follows
+            [taken] = c.take("q")
+            assert taken.tuple == (0,)
+            c.delete_queue("q")
+            # The pages the delete freed take posts again.
+            c.create_queue("r")
+            assert c.post("r", (1,), body=BODY) == 1
+            subprocess.run([*prefix, "rm", str(filler)], check=True)
+            assert c.post("r", (2,), body=BODY) == 2
+        assert size(prefix, reserve) == 256 * 1024  # allocated again
     finally:
         assert server.stop() == 0

@@ -109,6 +109,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import datafile, record, snapshot
 from msgboard.lmdbstore.lock import DirectoryLock
+from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
@@ -125,9 +126,6 @@ MAX_DBS = 16
 MiB = 1 << 20
 #: Free map space ``begin`` keeps beyond twice the reserve.
 HEADROOM = 16 * MiB
-#: The disk reserve's bounds: a sixteenth of the file system, within these.
-MIN_DISK_RESERVE = MiB // 4
-MAX_DISK_RESERVE = 64 * MiB
 
 _QID = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -251,9 +249,9 @@ class DurableStore(Store):
     created with mode 0700 if missing, and locked for the store's life).
     ``map_size``: the initial map; ``max_map_size``: the most it grows to
     (None: no limit; beyond it writes fail with StoreFull).
-    ``disk_reserve``: free disk bytes that posts may not use, kept for
-    deletes, takes and acks (None: a sixteenth of the file system, from
-    256 KiB to 64 MiB).
+    ``disk_reserve``: disk bytes that posts may not use, kept for deletes,
+    takes and acks (``reserve.py``; None: a sixteenth of the file system,
+    from 256 KiB to 64 MiB).
 
     Raises DirectoryLocked if another store holds the directory,
     DataFileDamaged if its data file is truncated or not LMDB's, StoreError
@@ -282,13 +280,9 @@ class DurableStore(Store):
         #: Per queue, the seqs of the damaged records met since open.
         self._damaged: dict[str, set[int]] = {}
         os.makedirs(self.path, mode=0o700, exist_ok=True)
-        if disk_reserve is None:
-            fs = os.statvfs(self.path)
-            disk_reserve = fs.f_blocks * fs.f_frsize // 16
-            disk_reserve = min(max(disk_reserve, MIN_DISK_RESERVE), MAX_DISK_RESERVE)
-        self.disk_reserve = disk_reserve
         self._lock = DirectoryLock(self.path)
         try:
+            self._reserve = DiskReserve(self.path, disk_reserve)
             datafile.check(self.path)
             with _Guard():
                 self._env = self._open_env(self.path, map_size, sync)
@@ -406,6 +400,7 @@ class DurableStore(Store):
 
     def begin(self, reserve: int = 0) -> DurableTxn:
         self._check()
+        free = self._reserve.tend()
         with _Guard():
             info = self._env.info()
             size = info["map_size"]
@@ -417,7 +412,7 @@ class DurableStore(Store):
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
                     self._resize(size, wait=False)
-            self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
+            self._txn = DurableTxn(self, self._env.begin(write=True), reserve, free)
         return self._txn
 
     def grow(self) -> None:
@@ -489,12 +484,15 @@ class DurableStore(Store):
         self._env.close()
         self._lock.release()
 
-    def _room(self, txn: lmdb.Transaction[bytes]) -> int:
-        """Bytes new data may still take: the disk's free space beyond the
-        reserve, plus, when that is short, the pages LMDB has free inside
+    @property
+    def disk_reserve(self) -> int:
+        return self._reserve.size
+
+    def _room(self, txn: lmdb.Transaction[bytes], free: int) -> int:
+        """Bytes new data may still take: the disk's ``free`` space beyond
+        the reserve, plus, when that is short, the pages LMDB has free inside
         its file (a delete frees pages, not disk)."""
-        fs = os.statvfs(self.path)
-        room = fs.f_bavail * fs.f_frsize - self.disk_reserve
+        room = self._reserve.room(free)
         if room > 4 * HEADROOM:
             return room
         used = 2  # the meta pages
@@ -522,8 +520,12 @@ class DurableStore(Store):
 class DurableTxn(Txn):
     """The write transaction of a DurableStore."""
 
-    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int) -> None:
+    def __init__(
+        self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int, free: int
+    ) -> None:
         self._store = store
+        #: The disk's free bytes when the transaction began.
+        self._free = free
         self._txn = txn
         self._reserve = reserve
         #: Queues this transaction wrote: private copies, None once deleted.
@@ -606,14 +608,14 @@ class DurableTxn(Txn):
         self._admitted += 2 * size
         if self._room is None:
             with self._guard:
-                self._room = self._store._room(self._txn)
+                self._room = self._store._room(self._txn, self._free)
         if self._admitted > self._room:
-            store = self._store
             self._admitted -= 2 * size
-            free = shutil.disk_usage(store.path).free
+            path, kept = self._store.path, self._store.disk_reserve
             raise StoreFull(
-                f"disk full: {free} bytes free on {store.path}, of which "
-                f"{store.disk_reserve} are kept for deletes, takes and acks; the post was refused"
+                f"disk full: a post of {size} bytes does not fit in the "
+                f"{max(self._room - self._admitted, 0)} bytes left on {path} beyond the "
+                f"{kept} kept for deletes, takes and acks; the post was refused"
             )
 
     # -- queues -----------------------------------------------------------
