@@ -687,3 +687,14 @@ def test_open_reads_no_messages(tmp_path: Path) -> None:
         assert _WatchedStore.watch["reads"] >= 1
     finally:
         s.close()
+
+
+def test_a_roomy_disk_holds_no_reserve_file(tmp_path: Path) -> None:
+    """The disk reserve's file is allocated only when the disk runs low
+    (tests/test_diskfull.py); a board on a roomy disk keeps none."""
+    s = DurableStore(tmp_path / "board")
+    try:
+        assert 256 * 1024 <= s.disk_reserve <= 64 << 20
+        assert not (tmp_path / "board" / "msgboard.reserve").exists()
+    finally:
+        s.close()

@@ -5,12 +5,14 @@ the pages it changes and records the pages it frees), so a board that let
 posts fill the disk to the last byte could not be emptied through itself.
 Two things keep room for them:
 
-- ``msgboard.reserve``, a file of ``size`` bytes in the data directory,
-  allocated (``posix_fallocate``) when the disk has room for it three
-  times over. Before each write transaction the store calls ``tend``: when
-  the disk's free space has fallen below half the reserve (posts, or
-  something else, filled it) the file is deleted, and its space is there for
-  the transaction; it is allocated again once the disk has room.
+- ``msgboard.reserve``, a file of ``size`` bytes in the data directory.
+  Before each write transaction the store calls ``tend``, which allocates
+  it (``posix_fallocate``) once the disk's free space falls below ``LOW``
+  times the reserve (so a roomy disk, and every test's board, holds no
+  such file) while there is still room for it three times over; and
+  deletes it when the free space has fallen below half the reserve (posts,
+  or something else, filled the disk), so its space is there for the
+  transaction. It is allocated again once the disk has room.
 - ``room``: the space posts may use is the disk's free space plus the file,
   less the reserve. A post that does not fit is refused before it writes
   (``Txn.admit``); what makes room is never refused by the store.
@@ -31,6 +33,8 @@ FILE = "msgboard.reserve"
 MiB = 1 << 20
 MIN = MiB // 4
 MAX = 64 * MiB
+#: The file is allocated once the free space is below LOW reserves.
+LOW = 16
 
 
 class DiskReserve:
@@ -74,7 +78,7 @@ class DiskReserve:
             )
             self.held = 0
             return self.free()
-        if self.held < self.size and free >= 3 * self.size:
+        if self.held < self.size and 3 * self.size <= free < LOW * self.size:
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
                 try:
