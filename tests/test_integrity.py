@@ -263,7 +263,7 @@ def test_a_schema_2_directory_is_sealed_once_when_opened(
     board whole; a second open upgrades nothing."""
     damage.downgrade(filled, b"2")
     assert check(filled).notes == ["schema 2 has no checksums; opening it as a board upgrades it"]
-    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.durable"):
+    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.upgrade"):
         DurableStore(filled).close()
         assert "upgraded schema 2 to 3: indexed 0 unprocessed messages, sealed 10 records" in (
             caplog.text

@@ -286,7 +286,7 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
         txn.process("q", 3, 2, UNLIMITED)
     s.close()
     damage.downgrade(path, b"1")
-    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.durable"):
+    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.upgrade"):
         s = DurableStore(path)
     try:
         assert "upgraded schema 1 to 3: indexed 49 unprocessed messages" in caplog.text

@@ -46,11 +46,11 @@ processes or restores it; ``find`` (``search.py``) reads it. A key's
 duplicates are big-endian seqs, so they come back in seq order, and
 LMDB counts them without reading them.
 
-Schemas. ``2`` added ``index``; ``3`` framed every record with its checksum.
-An older directory is upgraded when it is opened, once, in one transaction,
-with a log line (the one time opening reads messages): from schema 1 the
-index is built from the unprocessed records; from 1 or 2 every record is
-sealed. A directory of any other schema is refused with StoreError.
+Schemas. ``2`` added ``index``; ``3`` framed every record with its
+checksum. An older directory is upgraded when it is opened (``upgrade.py``),
+once, in one transaction, with a log line (the one time opening reads
+messages): from schema 1 the index is built from the unprocessed records;
+from 1 or 2 every record is sealed. A directory of any other schema is refused with StoreError.
 
 Opening. The directory is created with mode 0700 if missing, then locked
 (``lock.py``: one board per directory), then its data file is checked
@@ -91,7 +91,6 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
@@ -107,7 +106,7 @@ from msgboard.errors import (
     StoreError,
     StoreFull,
 )
-from msgboard.lmdbstore import datafile, record, snapshot
+from msgboard.lmdbstore import datafile, record, snapshot, upgrade
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
@@ -334,7 +333,9 @@ class DurableStore(Store):
             if schema is None:
                 txn.put(b"schema", SCHEMA, db=self._meta)
             elif schema in _UPGRADES:
-                self._upgrade(txn, schema)
+                dbs = {"queues": self._queues_db, "unprocessed": self._unprocessed}
+                dbs |= {"history": self._history, "index": self._index, "meta": self._meta}
+                upgrade.run(txn, dbs, schema, SCHEMA, self.path)
             elif schema != SCHEMA:
                 raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
             raw = txn.get(b"next_qid", db=self._meta)
@@ -354,43 +355,6 @@ class DurableStore(Store):
                         f"entry does not parse ({e}); msgboard check {self.path} tells more"
                     ) from None
                 self._queues[key.decode()] = _Queue(d["id"], info, *counts)
-
-    def _upgrade(self, txn: lmdb.Transaction[bytes], schema: bytes) -> None:
-        """Schema 1 to 2: files every unprocessed message in ``index``.
-        Schema 1 or 2 to 3: seals every record with its checksum."""
-        t0 = time.monotonic()
-        qids = {}
-        for key, value in txn.cursor(db=self._queues_db):
-            qids[json.loads(value)["id"]] = key.decode()
-        indexed = 0
-        if schema == b"1":
-            put = txn.put
-            for k, v in txn.cursor(db=self._unprocessed):
-                qid, seq = _KEY.unpack(k)
-                m = decode_record(v, qids.get(qid, ""), seq, _UNPROCESSED)
-                for key in message_keys(m.address, m.tuple):
-                    put(k[:4] + key, k[4:], db=self._index)
-                indexed += 1
-        sealed = 0
-        for db in (self._unprocessed, self._history):
-            cur = txn.cursor(db=db)
-            more = cur.first()
-            while more:
-                k, v = cur.item()
-                cur.put(k, record.seal(k, v))
-                sealed += 1
-                more = cur.next()
-        txn.put(b"schema", SCHEMA, db=self._meta)
-        log.warning(
-            "%s: upgraded schema %s to %s: indexed %d unprocessed messages, "
-            "sealed %d records with their checksums, in %.1f s",
-            self.path,
-            schema.decode(),
-            SCHEMA.decode(),
-            indexed,
-            sealed,
-            time.monotonic() - t0,
-        )
 
     def _check(self) -> None:
         if self._closed:
