@@ -22,7 +22,13 @@ import pytest
 from msgboard import cli
 from msgboard.client import Client
 from msgboard.engine import Board, Start
-from msgboard.errors import DataFileDamaged, DataLoss, DirectoryLocked, RecordDamaged
+from msgboard.errors import (
+    DataFileDamaged,
+    DataLoss,
+    DirectoryLocked,
+    RecordDamaged,
+    StoreError,
+)
 from msgboard.lmdbstore import DurableStore, datafile, record
 from msgboard.lmdbstore.check import check
 from msgboard.message import Message, Section
@@ -454,3 +460,12 @@ def test_a_file_that_ends_early_only_by_free_pages_opens(tmp_path: Path) -> None
     damage.truncate(path, size // 2)
     with pytest.raises(DataFileDamaged, match="truncated"):
         datafile.check(str(path))
+
+
+def test_a_lock_file_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "board"
+    (path / "msgboard.lock").mkdir(parents=True)
+    with pytest.raises(StoreError, match="msgboard.lock: cannot open the lock file"):
+        DurableStore(path)
+    run = serve(path)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr

@@ -21,7 +21,7 @@ import contextlib
 import fcntl
 import os
 
-from msgboard.errors import DirectoryLocked
+from msgboard.errors import DirectoryLocked, StoreError
 
 #: The lock file's name inside the data directory.
 FILE = "msgboard.lock"
@@ -33,9 +33,13 @@ class DirectoryLock:
     def __init__(self, directory: str) -> None:
         """Takes the lock; DirectoryLocked, naming the directory and the
         holder's PID where the lock file has it, if another open file (this
-        process or another) holds it."""
+        process or another) holds it; StoreError if the lock file cannot be
+        opened (a read-only directory)."""
         self.path = os.path.join(directory, FILE)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            raise StoreError(f"{self.path}: cannot open the lock file: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
