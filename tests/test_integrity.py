@@ -465,7 +465,7 @@ def test_a_file_that_ends_early_only_by_free_pages_opens(tmp_path: Path) -> None
 def test_a_lock_file_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "board"
     (path / "msgboard.lock").mkdir(parents=True)
-    with pytest.raises(StoreError, match="msgboard.lock: cannot open the lock file"):
+    with pytest.raises(StoreError, match=r"msgboard\.lock: cannot open the lock file"):
         DurableStore(path)
     run = serve(path)
     assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
