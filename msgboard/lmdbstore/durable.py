@@ -50,7 +50,8 @@ Schemas. ``2`` added ``index``; ``3`` framed every record with its
 checksum. An older directory is upgraded when it is opened (``upgrade.py``),
 once, in one transaction, with a log line (the one time opening reads
 messages): from schema 1 the index is built from the unprocessed records;
-from 1 or 2 every record is sealed. A directory of any other schema is refused with StoreError.
+from 1 or 2 every record is sealed. A directory of any other schema is
+refused with StoreError.
 
 Opening. The directory is created with mode 0700 if missing, then locked
 (``lock.py``: one board per directory), then its data file is checked
