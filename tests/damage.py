@@ -16,7 +16,7 @@ _KEY = struct.Struct(">IQ")
 
 
 def _env(path: Path) -> lmdb.Environment:
-    return lmdb.open(str(path), max_dbs=16)
+    return lmdb.open(str(path), max_dbs=16, map_size=1 << 34)
 
 
 def downgrade(path: Path, schema: bytes) -> None:
