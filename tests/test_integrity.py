@@ -479,3 +479,11 @@ def test_the_spark_reader_reads_a_schema_2_snapshot(filled: Path) -> None:
     parts = snapshot.plan(str(filled))
     batches = [b for p in parts for b in snapshot.read(str(filled), p)]
     assert sorted(s for b in batches for s in b.column("seq").to_pylist()) == list(range(1, 11))
+
+
+def test_a_selector_that_does_not_parse_is_refused_with_one_line(filled: Path) -> None:
+    damage.put(filled, b"selectors", b"s9", b"\xff\xff\xff")
+    with pytest.raises(DataFileDamaged, match="selector s9: its stored spec does not parse"):
+        Board(filled)
+    run = serve(filled)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr

@@ -41,6 +41,7 @@ from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import (
+    DataFileDamaged,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -183,8 +184,13 @@ class Board:
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
         for sid, data in txn.selectors():
-            pbspec = pb.SelectorSpec.FromString(data)
-            spec = codec.selector_spec_from_pb(pbspec)
+            try:
+                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data))
+            except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
+                raise DataFileDamaged(
+                    f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "
+                    f"msgboard check {self.path} tells more"
+                ) from None
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and self._lookup(b, dest) is None):
                 # Its destination was a transient queue, gone with the restart:
