@@ -179,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-message-bytes", type=int, default=4 * 1024 * 1024)
 
+    p = sub.add_parser(
+        "check", help="check a data directory or snapshot offline (read-only); non-zero if damaged"
+    )
+    p.add_argument("dir", help="a board's --data directory or a snapshot")
+
     q = sub.add_parser("queue", help="create, get, list or delete queues")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a queue (idempotent)")
@@ -297,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "check":
+            return _check(args)
         if args.command in ("export", "report"):
             return _spark(args)
         return _client_command(args)
@@ -315,6 +322,18 @@ def _serve(args: argparse.Namespace) -> int:
     limits = Limits(max_message_bytes=args.max_message_bytes)
     asyncio.run(serve(args.data, args.listen, sync=args.sync == "fsync", limits=limits))
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from msgboard.lmdbstore.check import check
+
+    try:
+        report = check(args.dir)
+    except OSError as e:
+        raise InvalidArgument(f"dir: {e}") from None
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
 
 
 def _spark(args: argparse.Namespace) -> int:

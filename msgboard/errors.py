@@ -17,7 +17,12 @@
     ├── DeadlineExceeded          (client side: the call's deadline passed)
     ├── Unauthenticated
     ├── PermissionDenied
+    ├── DataLoss                  stored data failed its check (DATA_LOSS)
+    │   └── RecordDamaged         one record, named by queue and seq
     └── StoreError                the store failed (INTERNAL)
+        ├── DirectoryLocked       another board holds the data directory
+        │                         (FAILED_PRECONDITION)
+        └── DataFileDamaged       data.mdb is truncated or not LMDB's
 
 The engine raises these; ``msgboard.server`` maps them to status codes in one
 place and ``msgboard.client`` maps status codes back, so a client catches the
@@ -95,8 +100,37 @@ class PermissionDenied(MsgboardError):
     code = "PERMISSION_DENIED"
 
 
+class DataLoss(MsgboardError):
+    """Stored data failed its checksum: it is not served as if it were whole."""
+
+    code = "DATA_LOSS"
+
+
+class RecordDamaged(DataLoss):
+    """One stored message failed its check (``queue`` and ``seq`` say which)."""
+
+    #: Empty where a client rebuilt the error from the wire: the message says them.
+    queue = ""
+    seq = 0
+
+    def __init__(self, queue: str, seq: int, why: str) -> None:
+        super().__init__(f"queue {queue!r} seq {seq}: the stored record is damaged ({why})")
+        self.queue = queue
+        self.seq = seq
+
+
 class StoreError(MsgboardError):
     code = "INTERNAL"
+
+
+class DirectoryLocked(StoreError):
+    """Another board (this process or another) holds the data directory."""
+
+    code = "FAILED_PRECONDITION"
+
+
+class DataFileDamaged(StoreError):
+    """The data file cannot be opened safely: truncated, or not an LMDB file."""
 
 
 #: Status name -> the class a client raises for it.
@@ -112,6 +146,7 @@ BY_CODE: dict[str, type[MsgboardError]] = {
         DeadlineExceeded,
         Unauthenticated,
         PermissionDenied,
+        DataLoss,
         StoreError,
     )
 }

@@ -21,6 +21,7 @@ from msgboard.lmdbstore import FIND_BUDGET, DurableStore, MemoryStore, Store
 from msgboard.lmdbstore.search import MAX_ALTERNATIVES, RANGE_KEYS
 from msgboard.message import Message, Section
 from msgboard.spec import UNLIMITED, QueueSpec
+from tests import damage
 from tests.strategies import addresses, patterns, tuples
 
 U = Section.UNPROCESSED
@@ -274,8 +275,9 @@ def test_find_on_an_unknown_queue_is_a_key_error(store: Store) -> None:
 def test_a_schema_1_directory_is_indexed_once_when_opened(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Given a schema-1 board (no index), when I open it, I expect one log
-    line, the index built, and search exact; then schema 2 on disk."""
+    """Given a schema-1 board (no index, no checksums), when I open it, I
+    expect one log line, the index built, and search exact; then schema 3 on
+    disk."""
     path = tmp_path / "board"
     s = DurableStore(path)
     make(s)
@@ -283,15 +285,11 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
     with s.begin() as txn:
         txn.process("q", 3, 2, UNLIMITED)
     s.close()
-    env = lmdb.open(str(path), max_dbs=16)
-    with env.begin(write=True) as txn:
-        txn.drop(env.open_db(b"index", txn=txn, dupsort=True), delete=True)
-        txn.put(b"schema", b"1", db=env.open_db(b"meta", txn=txn))
-    env.close()
-    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.durable"):
+    damage.downgrade(path, b"1")
+    with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.upgrade"):
         s = DurableStore(path)
     try:
-        assert "upgraded schema 1 to 2: indexed 49 unprocessed messages" in caplog.text
+        assert "upgraded schema 1 to 3: indexed 49 unprocessed messages" in caplog.text
         assert index_entries(s, "q") == expected_entries(s, "q") == 49 * 5
         p = Pattern(templates=(template("item", 3, str), template("item", 2, str)))
         assert found(s, p) == [4]  # item 2 (seq 3) was taken
@@ -299,7 +297,7 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
         s.close()
     env = lmdb.open(str(path), max_dbs=16)
     with env.begin() as txn:
-        assert txn.get(b"schema", db=env.open_db(b"meta", txn=txn)) == b"2"
+        assert txn.get(b"schema", db=env.open_db(b"meta", txn=txn)) == b"3"
     env.close()
 
 
@@ -310,7 +308,7 @@ def test_an_unknown_schema_is_refused(tmp_path: Path) -> None:
     with env.begin(write=True) as txn:
         txn.put(b"schema", b"9", db=env.open_db(b"meta", txn=txn))
     env.close()
-    with pytest.raises(StoreError, match=r"schema b'9', this version reads b'2'"):
+    with pytest.raises(StoreError, match=r"schema b'9', this version reads b'3'"):
         DurableStore(path)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
 import lmdb
 import pytest
 
@@ -29,6 +30,7 @@ from msgboard.lmdbstore import (
 )
 from msgboard.message import Message, Section
 from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec
+from msgboard.v1 import board_pb2 as pb
 
 U, H = Section.UNPROCESSED, Section.HISTORY
 S = 1_000_000  # one second in µs
@@ -519,14 +521,20 @@ def test_key_layout(tmp_path: Path) -> None:
                 return list(txn.cursor(env.open_db(name, txn=txn, create=False)))
 
             meta = dict(items(b"meta"))
-            assert meta[b"schema"] == b"2" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
+            assert meta[b"schema"] == b"3" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
             ((name, raw),) = items(b"queues")
             d = json.loads(raw)
             assert name == b"jobs" and d["id"] == 1 and d["created_at"] == 1
             assert QueueSpec.from_json(d["spec"]) == QueueSpec("jobs", max_history=UNLIMITED)
             assert items(b"state") == [(struct.pack(">I", 1), struct.pack(">QQQ", 3, 1, 1))]
-            assert [k for k, _ in items(b"unprocessed")] == [struct.pack(">IQ", 1, 2)]
-            assert [k for k, _ in items(b"history")] == [struct.pack(">IQ", 1, 1)]
+            ((k2, r2),) = items(b"unprocessed")
+            ((k1, r1),) = items(b"history")
+            assert (k2, k1) == (struct.pack(">IQ", 1, 2), struct.pack(">IQ", 1, 1))
+            # A format byte, the CRC32C of key + payload, the payload.
+            for k, r in ((k1, r1), (k2, r2)):
+                assert r[0] == 1 and r[1:5] == struct.pack(">I", google_crc32c.value(k + r[5:]))
+            assert pb.Message.FromString(r2[5:]).tuple[0].int == 1
+            assert pb.Message.FromString(r1[5:]).HasField("processed_at")
             assert items(b"times") == [(struct.pack(">IQ", 1, 1_700_000_000), struct.pack(">Q", 1))]
             q1, seq2 = struct.pack(">I", 1), struct.pack(">Q", 2)
             assert items(b"index") == [
@@ -677,5 +685,16 @@ def test_open_reads_no_messages(tmp_path: Path) -> None:
         with s.begin() as txn:
             assert txn.fetch("q", 7) is not None
         assert _WatchedStore.watch["reads"] >= 1
+    finally:
+        s.close()
+
+
+def test_a_roomy_disk_holds_no_reserve_file(tmp_path: Path) -> None:
+    """The disk reserve's file is allocated only when the disk runs low
+    (tests/test_diskfull.py); a board on a roomy disk keeps none."""
+    s = DurableStore(tmp_path / "board")
+    try:
+        assert 256 * 1024 <= s.disk_reserve <= 64 << 20
+        assert not (tmp_path / "board" / "msgboard.reserve").exists()
     finally:
         s.close()

@@ -41,6 +41,7 @@ from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import (
+    DataFileDamaged,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -112,6 +113,8 @@ class QueueStats:
     dropped: int
     dead_lettered: int
     selectors: int
+    #: Damaged records met (and skipped) since the board started.
+    damaged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +184,13 @@ class Board:
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
         for sid, data in txn.selectors():
-            pbspec = pb.SelectorSpec.FromString(data)
-            spec = codec.selector_spec_from_pb(pbspec)
+            try:
+                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data))
+            except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
+                raise DataFileDamaged(
+                    f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "
+                    f"msgboard check {self.path} tells more"
+                ) from None
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and self._lookup(b, dest) is None):
                 # Its destination was a transient queue, gone with the restart:
@@ -297,7 +305,7 @@ class Board:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
         msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs), size=size)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
 
     def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
         """Stores messages in order, in one transaction, routes them, and
@@ -306,8 +314,9 @@ class Board:
         not stored on this queue: its seq is 0."""
         return self.post_async(queue, messages).result()
 
-    def _post(self, b: Batch, queue: str, msgs: list[Message]) -> list[int]:
+    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[int]:
         txn, info = self._find(b, queue)
+        txn.admit(size)  # a full disk refuses posts first, keeping room for the rest
         spec = info.spec
         net = self._net
         limit = spec.max_unprocessed
@@ -896,6 +905,7 @@ class Board:
                         dropped=t.dropped,
                         dead_lettered=t.dead_lettered,
                         selectors=len(net.of(name)),
+                        damaged=0 if v.spec.transient else self._durable.damaged(name),
                     )
                 )
             w = self._writer

@@ -6,27 +6,37 @@ reader decodes these files directly, so change the layout only together with
 
     sub-database  key                            value
     ------------  -----------------------------  -----------------------------
-    meta          b"schema"                      b"2"
+    meta          b"schema"                      b"3"
                   b"next_qid"                    u64: the next queue id
     queues        queue name, UTF-8              JSON {"id": qid,
                                                    "spec": QueueSpec.to_json(),
                                                    "created_at": µs}
     state         qid u32                        ">QQQ": next_seq, unprocessed
                                                    count, history count
-    unprocessed   qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
-    history       qid u32 + seq u64 (12 bytes)   codec.encode_record(msg)
+    unprocessed   qid u32 + seq u64 (12 bytes)   record.seal(key, payload), the
+                                                   payload encode_record(msg)
+    history       qid u32 + seq u64 (12 bytes)   the same
     times         qid u32 + second u64           seq u64
     selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
     meta          b"next_sid"                    u64: the next selector number
     index         qid u32 + index key            seq u64, sorted duplicates
                   (dupsort)                        (one per message filed)
 
-A record is a ``msgboard.v1.Message`` without queue, seq and section: its key
-and sub-database say them. ``times`` is a sparse index: one entry per second
-in which the queue's posted second changed, holding the first seq posted in
-that second. As ``posted_at`` never goes backwards within a queue, every seq
-from one entry up to the next was posted in that entry's second; this is what
-makes ``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
+A record is a format byte and a CRC32C of its key and payload
+(``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
+seq and section (its key and sub-database say them). Every read checks it:
+a damaged record is RecordDamaged (DATA_LOSS) where one record was asked
+for (``fetch``), and is skipped, logged once and counted (``damaged``)
+where records are walked (``scan``, ``find``, ``seq_at``), so the rest of
+the queue stays usable. The other sub-databases carry no checksum: they are
+read at open (``queues``, ``state``, ``selectors``) or cross-checked by
+``msgboard check`` (``index``, ``times``, the counters).
+
+``times`` is a sparse index: one entry per second in which the queue's
+posted second changed, holding the first seq posted in that second. As
+``posted_at`` never goes backwards within a queue, every seq from one entry
+up to the next was posted in that entry's second; this is what makes
+``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
 queue removes all its keys.
 
 ``index`` files each *unprocessed* message under the keys of
@@ -36,10 +46,17 @@ processes or restores it; ``find`` (``search.py``) reads it. A key's
 duplicates are big-endian seqs, so they come back in seq order, and
 LMDB counts them without reading them.
 
-Schemas. ``2`` added ``index``. A schema-1 directory is upgraded when it is
-opened: the index is built from the unprocessed records, once, in one
-transaction, with a log line (the one time opening reads messages). A
-directory of any other schema is refused with StoreError.
+Schemas. ``2`` added ``index``; ``3`` framed every record with its
+checksum. An older directory is upgraded when it is opened (``upgrade.py``),
+once, in one transaction, with a log line (the one time opening reads
+messages): from schema 1 the index is built from the unprocessed records;
+from 1 or 2 every record is sealed. A directory of any other schema is
+refused with StoreError.
+
+Opening. The directory is created with mode 0700 if missing, then locked
+(``lock.py``: one board per directory), then its data file is checked
+against its meta pages (``datafile.py``) before LMDB maps it: a truncated
+file would otherwise kill the process with SIGBUS at the first read.
 
 Caches. Opening reads ``meta``, ``queues`` and ``state`` (a few reads per
 queue, never one per message). Each queue's counters live in memory; a
@@ -75,7 +92,6 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
@@ -84,8 +100,16 @@ import lmdb
 from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record, encode_record, processed_suffix
-from msgboard.errors import MsgboardError, StoreError, StoreFull
-from msgboard.lmdbstore import snapshot
+from msgboard.errors import (
+    DataFileDamaged,
+    MsgboardError,
+    RecordDamaged,
+    StoreError,
+    StoreFull,
+)
+from msgboard.lmdbstore import datafile, record, snapshot, upgrade
+from msgboard.lmdbstore.lock import DirectoryLock
+from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
@@ -94,9 +118,9 @@ from msgboard.spec import QueueSpec
 
 log = logging.getLogger(__name__)
 
-SCHEMA = b"2"
+SCHEMA = b"3"
 #: Schemas this version upgrades when it opens them.
-_UPGRADES = (b"1",)
+_UPGRADES = (b"1", b"2")
 #: Named sub-databases the environment has room for (seven used).
 MAX_DBS = 16
 MiB = 1 << 20
@@ -120,7 +144,20 @@ def _translate(e: lmdb.Error) -> MsgboardError:
         return MapFull(f"LMDB map full: {e}")
     if isinstance(e, lmdb.DiskError) or getattr(e, "code", 0) == errno.ENOSPC:
         return StoreFull(f"disk full: the disk refused a write: {e}")
+    if isinstance(e, lmdb.CorruptedError | lmdb.InvalidError | lmdb.PageNotFoundError):
+        return DataFileDamaged(f"LMDB: {e}; check it with msgboard check, restore a snapshot")
     return StoreError(f"LMDB: {e}")
+
+
+def _decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Message:
+    """The message stored as ``raw`` under ``key``; RecordDamaged if it fails
+    its check."""
+    try:
+        return decode_record(record.unseal(key, raw), name, seq, section)
+    except record.Damaged as e:
+        raise RecordDamaged(name, seq, str(e)) from None
+    except Exception as e:  # a payload that passed its checksum but does not parse
+        raise RecordDamaged(name, seq, f"undecodable: {e}") from None
 
 
 class _Guard:
@@ -209,8 +246,16 @@ class _Queue:
 
 class DurableStore(Store):
     """Queues and messages in the LMDB environment at ``path`` (a directory,
-    created if missing). ``map_size``: the initial map; ``max_map_size``: the
-    most it grows to (None: no limit; beyond it writes fail with StoreFull)."""
+    created with mode 0700 if missing, and locked for the store's life).
+    ``map_size``: the initial map; ``max_map_size``: the most it grows to
+    (None: no limit; beyond it writes fail with StoreFull).
+    ``disk_reserve``: disk bytes that posts may not use, kept for deletes,
+    takes and acks (``reserve.py``; None: a sixteenth of the file system,
+    from 256 KiB to 64 MiB).
+
+    Raises DirectoryLocked if another store holds the directory,
+    DataFileDamaged if its data file is truncated or not LMDB's, StoreError
+    for a schema this version does not read."""
 
     durable = True
 
@@ -221,6 +266,7 @@ class DurableStore(Store):
         sync: bool = True,
         map_size: int = 256 * MiB,
         max_map_size: int | None = None,
+        disk_reserve: int | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
@@ -231,15 +277,24 @@ class DurableStore(Store):
         #: Snapshot copies running; guarded by ``_copying``.
         self._copies = 0
         self._copying = threading.Condition()
-        os.makedirs(self.path, exist_ok=True)
-        with _Guard():
-            self._env = self._open_env(self.path, map_size, sync)
-            try:
-                self._psize = self._env.stat()["psize"]
-                self._load()
-            except BaseException:
-                self._env.close()
-                raise
+        #: Per queue, the seqs of the damaged records met since open.
+        self._damaged: dict[str, set[int]] = {}
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        self._lock = DirectoryLock(self.path)
+        try:
+            self._reserve = DiskReserve(self.path, disk_reserve)
+            datafile.check(self.path)
+            with _Guard():
+                self._env = self._open_env(self.path, map_size, sync)
+                try:
+                    self._psize = self._env.stat()["psize"]
+                    self._load()
+                except BaseException:
+                    self._env.close()
+                    raise
+        except BaseException:
+            self._lock.release()
+            raise
 
     def _open_env(self, path: str, map_size: int, sync: bool) -> lmdb.Environment:
         """Opens the environment; a seam for tests that watch what is read."""
@@ -251,6 +306,7 @@ class DurableStore(Store):
             max_dbs=MAX_DBS,
             sync=sync,
             metasync=sync,
+            mode=0o600,
         )
 
     def _load(self) -> None:
@@ -278,7 +334,9 @@ class DurableStore(Store):
             if schema is None:
                 txn.put(b"schema", SCHEMA, db=self._meta)
             elif schema in _UPGRADES:
-                self._upgrade(txn, schema)
+                dbs = {"queues": self._queues_db, "unprocessed": self._unprocessed}
+                dbs |= {"history": self._history, "index": self._index, "meta": self._meta}
+                upgrade.run(txn, dbs, schema, SCHEMA, self.path)
             elif schema != SCHEMA:
                 raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
             raw = txn.get(b"next_qid", db=self._meta)
@@ -287,35 +345,17 @@ class DurableStore(Store):
             self._next_sid = 1 if raw is None else _U64.unpack(raw)[0]
             self._queues: dict[str, _Queue] = {}
             for key, value in txn.cursor(db=self._queues_db):
-                d = json.loads(value)
-                info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
-                state = txn.get(_QID.pack(d["id"]), db=self._state)
-                counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                try:
+                    d = json.loads(value)
+                    info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
+                    state = txn.get(_QID.pack(d["id"]), db=self._state)
+                    counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                except (ValueError, KeyError, TypeError, struct.error) as e:
+                    raise DataFileDamaged(
+                        f"{self.path}: queue {key.decode(errors='replace')!r}: its stored "
+                        f"entry does not parse ({e}); msgboard check {self.path} tells more"
+                    ) from None
                 self._queues[key.decode()] = _Queue(d["id"], info, *counts)
-
-    def _upgrade(self, txn: lmdb.Transaction[bytes], schema: bytes) -> None:
-        """Schema 1 to 2: files every unprocessed message in ``index``."""
-        t0 = time.monotonic()
-        qids = {}
-        for key, value in txn.cursor(db=self._queues_db):
-            qids[json.loads(value)["id"]] = key.decode()
-        n = 0
-        put = txn.put
-        for k, v in txn.cursor(db=self._unprocessed):
-            qid, seq = _KEY.unpack(k)
-            m = decode_record(v, qids.get(qid, ""), seq, _UNPROCESSED)
-            for key in message_keys(m.address, m.tuple):
-                put(k[:4] + key, k[4:], db=self._index)
-            n += 1
-        txn.put(b"schema", SCHEMA, db=self._meta)
-        log.warning(
-            "%s: upgraded schema %s to %s: indexed %d unprocessed messages in %.1f s",
-            self.path,
-            schema.decode(),
-            SCHEMA.decode(),
-            n,
-            time.monotonic() - t0,
-        )
 
     def _check(self) -> None:
         if self._closed:
@@ -325,6 +365,7 @@ class DurableStore(Store):
 
     def begin(self, reserve: int = 0) -> DurableTxn:
         self._check()
+        free = self._reserve.tend()
         with _Guard():
             info = self._env.info()
             size = info["map_size"]
@@ -336,7 +377,7 @@ class DurableStore(Store):
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
                     self._resize(size, wait=False)
-            self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
+            self._txn = DurableTxn(self, self._env.begin(write=True), reserve, free)
         return self._txn
 
     def grow(self) -> None:
@@ -406,13 +447,50 @@ class DurableStore(Store):
             self._closed = True
             self._copying.wait_for(lambda: not self._copies)
         self._env.close()
+        self._lock.release()
+
+    @property
+    def disk_reserve(self) -> int:
+        return self._reserve.size
+
+    def _room(self, txn: lmdb.Transaction[bytes], free: int) -> int:
+        """Bytes new data may still take: the disk's ``free`` space beyond
+        the reserve, plus, when that is short, the pages LMDB has free inside
+        its file (a delete frees pages, not disk)."""
+        room = self._reserve.room(free)
+        if room > 4 * HEADROOM:
+            return room
+        used = 2  # the meta pages
+        for db in (None, self._meta, self._queues_db, self._state, self._unprocessed):
+            st = txn.stat(db) if db is not None else self._env.stat()
+            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        for db in (self._history, self._times, self._selectors, self._index):
+            st = txn.stat(db)
+            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        inside = max(0, self._env.info()["last_pgno"] + 1 - used) * self._psize
+        return room + inside
+
+    def damaged(self, name: str) -> int:
+        return len(self._damaged.get(name, ()))
+
+    def _met(self, e: RecordDamaged) -> None:
+        """Counts a damaged record met while walking a queue, and logs it
+        the first time."""
+        seqs = self._damaged.setdefault(e.queue, set())
+        if e.seq not in seqs:
+            seqs.add(e.seq)
+            log.error("DATA_LOSS: %s; skipped (msgboard check lists every one)", e)
 
 
 class DurableTxn(Txn):
     """The write transaction of a DurableStore."""
 
-    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int) -> None:
+    def __init__(
+        self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int, free: int
+    ) -> None:
         self._store = store
+        #: The disk's free bytes when the transaction began.
+        self._free = free
         self._txn = txn
         self._reserve = reserve
         #: Queues this transaction wrote: private copies, None once deleted.
@@ -422,6 +500,9 @@ class DurableTxn(Txn):
         self._wrote = False
         self._done = False
         self._failed = False
+        #: What ``admit`` let in, and the room it had (None: not looked at).
+        self._admitted = 0
+        self._room: int | None = None
         self._guard = _Guard(self._fail)
         self._unprocessed = store._unprocessed
         self._history = store._history
@@ -467,6 +548,7 @@ class DurableTxn(Txn):
         for name, q in self._q.items():
             if q is None:
                 store._queues.pop(name, None)
+                store._damaged.pop(name, None)
             else:
                 store._queues[name] = q
         store._next_qid = self._next_qid
@@ -485,6 +567,21 @@ class DurableTxn(Txn):
         self._store._txn = None
         with contextlib.suppress(lmdb.Error):  # abort never raises
             self._txn.abort()
+
+    def admit(self, size: int) -> None:
+        # Twice the size, as ``begin`` reserves: pages are never full.
+        self._admitted += 2 * size
+        if self._room is None:
+            with self._guard:
+                self._room = self._store._room(self._txn, self._free)
+        if self._admitted > self._room:
+            self._admitted -= 2 * size
+            path, kept = self._store.path, self._store.disk_reserve
+            raise StoreFull(
+                f"disk full: a post of {size} bytes does not fit in the "
+                f"{max(self._room - self._admitted, 0)} bytes left on {path} beyond the "
+                f"{kept} kept for deletes, takes and acks; the post was refused"
+            )
 
     # -- queues -----------------------------------------------------------
 
@@ -558,16 +655,25 @@ class DurableTxn(Txn):
         """Reads the queue's last posted_at and posted second (two cursor
         reads): the last record may have been dropped, the times entry not."""
         end = q.prefix + _LAST
+        damaged = False
         for db, section in ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)):
             cur = self._txn.cursor(db)
             if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
-                seq = _U64.unpack_from(cur.key(), 4)[0]
-                m = decode_record(cur.value(), name, seq, section)
+                k = cur.key()
+                try:
+                    m = _decode(k, cur.value(), name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    self._store._met(e)
+                    damaged = True
+                    continue
                 q.last_posted = max(q.last_posted, m.posted_at)
         cur = self._txn.cursor(self._times)
         if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
             q.last_second = _U64.unpack_from(cur.key(), 4)[0]
-            q.last_posted = max(q.last_posted, q.last_second * _US)
+            # A damaged last record was posted within the last second the
+            # times index has: its end keeps posted_at from going back.
+            last = (q.last_second + 1) * _US - 1 if damaged else q.last_second * _US
+            q.last_posted = max(q.last_posted, last)
         q.known = True
 
     def append(self, name: str, msg: Message, now: int) -> Message:
@@ -578,7 +684,8 @@ class DurableTxn(Txn):
             posted = now if now > q.last_posted else q.last_posted
             seq = q.next_seq
             m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
-            self._txn.put(_KEY.pack(q.qid, seq), encode_record(m), db=self._unprocessed)
+            key = _KEY.pack(q.qid, seq)
+            self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
             self._file(q.prefix, m)
             second = posted // _US
             if second != q.last_second:
@@ -599,9 +706,9 @@ class DurableTxn(Txn):
         with self._guard:
             raw = self._txn.get(key, db=self._unprocessed)
             if raw is not None:
-                return decode_record(raw, name, seq, _UNPROCESSED)
+                return _decode(key, raw, name, seq, _UNPROCESSED)
             raw = self._txn.get(key, db=self._history)
-        return None if raw is None else decode_record(raw, name, seq, _HISTORY)
+        return None if raw is None else _decode(key, raw, name, seq, _HISTORY)
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -614,7 +721,14 @@ class DurableTxn(Txn):
             raw = self._txn.pop(key, db=self._unprocessed)
             if raw is None:
                 raise KeyError(f"{name!r} seq {seq} is not unprocessed")
-            old = decode_record(raw, name, seq, _UNPROCESSED) if known is None else known
+            if known is None:
+                try:
+                    old = _decode(key, raw, name, seq, _UNPROCESSED)
+                except RecordDamaged:
+                    self._txn.put(key, raw, db=self._unprocessed)  # as it was
+                    raise
+            else:
+                old = known
             self._unfile(q.prefix, old)
             m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
             q.unprocessed -= 1
@@ -623,7 +737,8 @@ class DurableTxn(Txn):
                 # The unprocessed record never has processed_at, and a later
                 # field wins when protobuf parses: appending the two changed
                 # fields is the whole new record, without decoding it.
-                self._txn.put(key, raw + processed_suffix(now, m.delivery_count), db=self._history)
+                suffix = processed_suffix(now, m.delivery_count)
+                self._txn.put(key, record.append(raw, suffix), db=self._history)
                 q.history += 1
                 if q.history > max_history:
                     self._trim(q, q.history - max_history)
@@ -648,11 +763,12 @@ class DurableTxn(Txn):
         with self._guard:
             if self._txn.pop(key, db=self._history) is not None:
                 q.history -= 1
-            old = self._txn.replace(key, encode_record(m), db=self._unprocessed)
+            old = self._txn.replace(key, record.seal(key, encode_record(m)), db=self._unprocessed)
             if old is None:
                 q.unprocessed += 1
             else:
-                self._unfile(q.prefix, decode_record(old, name, seq, _UNPROCESSED))
+                with contextlib.suppress(RecordDamaged):  # its keys are unknown: left
+                    self._unfile(q.prefix, _decode(key, old, name, seq, _UNPROCESSED))
             self._file(q.prefix, m)
         self._wrote = True
 
@@ -694,10 +810,16 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
+        met = self._store._met
         with self._guard:
             db = self._unprocessed if section is _UNPROCESSED else self._history
             for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
-                yield decode_record(v, name, _U64.unpack_from(k, 4)[0], section)
+                try:
+                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
         with self._guard:
@@ -710,8 +832,14 @@ class DurableTxn(Txn):
                 key=_first,
                 reverse=reverse,
             )
+            met = self._store._met
             for k, v, section in both:
-                yield decode_record(v, name, _U64.unpack_from(k, 4)[0], section)
+                try:
+                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
 
     # -- selectors --------------------------------------------------------
 
@@ -768,17 +896,23 @@ class DurableTxn(Txn):
         curs.append((self._txn.cursor(self._history), _HISTORY))
 
         def first(seq: int) -> Message | None:
-            key = prefix + _U64.pack(seq)
-            best: tuple[bytes, bytes, Section] | None = None
-            for cur, section in curs:
-                if cur.set_range(key):
-                    k = cur.key()
-                    if k[:4] == prefix and (best is None or k < best[0]):
-                        best = (k, cur.value(), section)
-            if best is None:
-                return None
-            k, raw, section = best
-            return decode_record(raw, name, _U64.unpack_from(k, 4)[0], section)
+            while True:
+                key = prefix + _U64.pack(seq)
+                best: tuple[bytes, bytes, Section] | None = None
+                for cur, section in curs:
+                    if cur.set_range(key):
+                        k = cur.key()
+                        if k[:4] == prefix and (best is None or k < best[0]):
+                            best = (k, cur.value(), section)
+                if best is None:
+                    return None
+                k, raw, section = best
+                seq = _U64.unpack_from(k, 4)[0]
+                try:
+                    return _decode(k, raw, name, seq, section)
+                except RecordDamaged as e:
+                    self._store._met(e)
+                    seq += 1  # the next one, as if it were not there
 
         return first
 
@@ -822,9 +956,16 @@ class _Reader(Reader):
                     yield unpack(v)[0]
 
     def get(self, seq: int) -> Message | None:
+        key = self._prefix + _U64.pack(seq)
         with self._t._guard:
-            raw = self._txn.get(self._prefix + _U64.pack(seq), db=self._t._unprocessed)
-        return None if raw is None else decode_record(raw, self._name, seq, _UNPROCESSED)
+            raw = self._txn.get(key, db=self._t._unprocessed)
+        if raw is None:
+            return None
+        try:
+            return _decode(key, raw, self._name, seq, _UNPROCESSED)
+        except RecordDamaged as e:
+            self._t._store._met(e)
+            return None
 
     def scan(self, start: int) -> Iterator[Message]:
         key = self._prefix + _U64.pack(min(start, _MAX_U64))

@@ -4,7 +4,7 @@ A snapshot is a directory holding ``data.mdb`` (LMDB's compacting copy, made
 from one read transaction, so it is the board exactly as one commit left it)
 and ``snapshot.json``, its manifest::
 
-    {"format": "msgboard-snapshot", "schema": "2",
+    {"format": "msgboard-snapshot", "schema": "3",
      "taken_at": "2026-11-21T06:00:00.123456Z", "taken_at_us": 1795…,
      "source": "/var/lib/msgboard", "bytes": 228814848, "messages": 1000000,
      "queues": {"jobs": {"next_seq": 1001, "unprocessed": 10, "history": 990}}}

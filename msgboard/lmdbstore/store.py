@@ -109,6 +109,13 @@ class Txn(abc.ABC):
     def abort(self) -> None:
         """Discards every write of this transaction. Never raises."""
 
+    def admit(self, size: int) -> None:
+        """Raises StoreFull, before anything is written, if new data of
+        about ``size`` bytes (a post) must be refused: the LMDB store keeps
+        the last of the disk for what makes room (deletes, takes, acks).
+        Nothing else calls it. The memory store admits everything."""
+        return None
+
     # -- queues ---------------------------------------------------------
 
     @abc.abstractmethod
@@ -238,3 +245,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Releases the store; it cannot be used after."""
+
+    def damaged(self, name: str) -> int:
+        """How many damaged records of the queue were met (and skipped)
+        since the store was opened. The memory store has none."""
+        return 0

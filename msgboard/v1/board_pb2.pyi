@@ -11,7 +11,9 @@ language; the words used here are defined in docs/concepts.md.
 Errors are standard gRPC status codes: INVALID_ARGUMENT (the message says
 which field and why), NOT_FOUND (unknown queue), ALREADY_EXISTS (a queue of
 that name with other properties), RESOURCE_EXHAUSTED (queue full, message
-too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down).
+too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down),
+DATA_LOSS (a stored message failed its checksum; the error names queue and
+seq).
 """
 
 from collections import abc as _abc
@@ -1453,6 +1455,7 @@ class QueueStats(_message.Message):
     DROPPED_FIELD_NUMBER: _builtins.int
     DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     SELECTORS_FIELD_NUMBER: _builtins.int
+    DAMAGED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
     transient: _builtins.bool
@@ -1485,6 +1488,10 @@ class QueueStats(_message.Message):
     """
     selectors: _builtins.int
     """Selectors reading the queue."""
+    damaged: _builtins.int
+    """Damaged records (failed checksum, DATA_LOSS) met and skipped since the
+    server started; `msgboard check` lists every one, offline.
+    """
     def __init__(
         self,
         *,
@@ -1502,10 +1509,11 @@ class QueueStats(_message.Message):
         dropped: _builtins.int = ...,
         dead_lettered: _builtins.int = ...,
         selectors: _builtins.int = ...,
+        damaged: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -11,7 +11,9 @@ language; the words used here are defined in docs/concepts.md.
 Errors are standard gRPC status codes: INVALID_ARGUMENT (the message says
 which field and why), NOT_FOUND (unknown queue), ALREADY_EXISTS (a queue of
 that name with other properties), RESOURCE_EXHAUSTED (queue full, message
-too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down).
+too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down),
+DATA_LOSS (a stored message failed its checksum; the error names queue and
+seq).
 """
 
 from collections import abc as _abc

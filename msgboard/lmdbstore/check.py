@@ -1,0 +1,304 @@
+"""``msgboard check DIR``: an offline, read-only check of a data directory or
+a snapshot.
+
+It reads everything once, in one LMDB read transaction, and reports per
+queue:
+
+- every record (``unprocessed``, ``history``): its checksum
+  (``record.py``, schema 3 on) and that its payload decodes; that its queue
+  id belongs to a queue and its seq is below the queue's next seq;
+- ``index``: every unprocessed record filed under each of its keys, and no
+  entry beyond those (an entry pointing at a record that is not there, or a
+  stale one);
+- ``state``: the counters against the records counted;
+- ``queues`` and ``selectors``: each value parses (a selector's pattern
+  too), and a selector's source queue exists;
+- the data file against its meta pages (``datafile.py``), before LMDB maps
+  it.
+
+It takes no lock of ours (``lock.py``) and writes nothing: it opens LMDB
+read-only, registering as a reader in LMDB's ``lock.mdb`` when the
+directory has a writable one (so it may run beside a live board and sees one
+commit), and with no lock at all otherwise (a snapshot on read-only
+storage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+
+from msgboard import codec
+from msgboard.associative.keys import message_keys
+from msgboard.errors import MsgboardError
+from msgboard.lmdbstore import datafile, record
+from msgboard.message import Section
+from msgboard.spec import QueueSpec
+from msgboard.v1 import board_pb2 as pb
+
+_QID = struct.Struct(">I")
+_KEY = struct.Struct(">IQ")
+_U64 = struct.Struct(">Q")
+_STATE = struct.Struct(">QQQ")
+_SECTIONS = ((b"unprocessed", Section.UNPROCESSED), (b"history", Section.HISTORY))
+#: Problems listed per queue before the rest are only counted.
+MAX_LISTED = 20
+
+
+@dataclass
+class QueueReport:
+    """What the check found for one queue (or for records of no queue)."""
+
+    name: str
+    qid: int
+    #: Counted records per section; the state entry's counters.
+    unprocessed: int = 0
+    history: int = 0
+    state: tuple[int, int, int] | None = None
+    damaged: int = 0
+    problems: list[str] = field(default_factory=list)
+    #: Problems past MAX_LISTED, counted only.
+    more: int = 0
+
+    def add(self, problem: str) -> None:
+        if len(self.problems) < MAX_LISTED:
+            self.problems.append(problem)
+        else:
+            self.more += 1
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        next_seq = self.state[0] if self.state else "?"
+        head = (
+            f"queue {self.name!r}: {self.unprocessed:,} unprocessed, {self.history:,} history, "
+            f"next seq {next_seq}: "
+        )
+        if self.ok:
+            return head + "ok"
+        n = len(self.problems) + self.more
+        return head + f"{n} problem{'s' if n != 1 else ''}"
+
+
+@dataclass
+class Report:
+    """Everything the check found."""
+
+    path: str
+    schema: str = ""
+    queues: list[QueueReport] = field(default_factory=list)
+    selectors: int = 0
+    #: Problems of the directory as a whole (data file, meta, selectors).
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(q.ok for q in self.queues)
+
+    def lines(self) -> Iterator[str]:
+        """The report as text, one finding a line."""
+        yield f"{self.path}: schema {self.schema or '?'}, {len(self.queues)} queue(s), " + (
+            f"{self.selectors} durable selector(s)"
+        )
+        yield from (f"note: {n}" for n in self.notes)
+        yield from (f"problem: {p}" for p in self.problems)
+        for q in self.queues:
+            yield q.line()
+            yield from (f"  problem: {p}" for p in q.problems)
+            if q.more:
+                yield f"  ... and {q.more} more"
+        bad = len(self.problems) + sum(len(q.problems) + q.more for q in self.queues)
+        yield "clean" if self.ok else f"{bad} problem(s) found"
+
+
+def check(path: str | os.PathLike[str]) -> Report:
+    """Checks the data directory or snapshot at ``path``; never raises for
+    what it finds (it is in the report), only for a path that is not a
+    directory (NotADirectoryError / FileNotFoundError)."""
+    path = os.fspath(path)
+    report = Report(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: not a directory")
+    if not os.path.isfile(os.path.join(path, datafile.FILE)):
+        report.problems.append(f"no {datafile.FILE} here: not a board's data directory")
+        return report
+    try:
+        datafile.check(path)
+    except MsgboardError as e:
+        report.problems.append(str(e))
+        return report
+    lockfile = os.path.join(path, "lock.mdb")
+    shared = os.access(lockfile, os.W_OK)
+    try:
+        env = lmdb.open(path, readonly=True, lock=shared, max_dbs=16, subdir=True)
+    except lmdb.Error as e:
+        report.problems.append(f"LMDB cannot open it: {e}")
+        return report
+    try:
+        with env.begin() as txn:
+            _check(env, txn, report)
+    except lmdb.Error as e:
+        report.problems.append(f"LMDB failed while reading it: {e}")
+    finally:
+        env.close()
+    return report
+
+
+def _open(env: lmdb.Environment, txn: lmdb.Transaction[bytes], name: bytes) -> Any:
+    try:
+        return env.open_db(name, txn=txn, create=False, dupsort=name == b"index")
+    except lmdb.NotFoundError:
+        return None
+
+
+def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) -> None:
+    dbs = {
+        n: _open(env, txn, n)
+        for n in (b"meta", b"queues", b"state", b"unprocessed", b"history", b"selectors", b"index")
+    }
+    if dbs[b"meta"] is None:
+        report.problems.append("no meta sub-database: not a msgboard board")
+        return
+    schema = txn.get(b"schema", db=dbs[b"meta"])
+    report.schema = "" if schema is None else schema.decode(errors="replace")
+    if schema not in (b"1", b"2", b"3"):
+        report.problems.append(f"schema {schema!r}: this version reads 1 to 3")
+        return
+    sealed = schema == b"3"
+    if not sealed:
+        report.notes.append(
+            f"schema {report.schema} has no checksums; opening it as a board upgrades it"
+        )
+    by_qid: dict[int, QueueReport] = {}
+    for key, value in _items(txn, dbs[b"queues"]):
+        name = key.decode(errors="replace")
+        try:
+            d = json.loads(value)
+            QueueSpec.from_json(d["spec"])
+            qid = int(d["id"])
+        except (ValueError, KeyError, TypeError) as e:
+            report.problems.append(f"queue {name!r}: its entry in queues does not parse ({e})")
+            continue
+        q = QueueReport(name, qid)
+        raw = txn.get(_QID.pack(qid), db=dbs[b"state"]) if dbs[b"state"] is not None else None
+        if raw is not None and len(raw) == _STATE.size:
+            q.state = _STATE.unpack(raw)
+        elif raw is not None:
+            q.add(f"its state entry is {len(raw)} bytes, not {_STATE.size}")
+        by_qid[qid] = q
+    orphans: dict[int, QueueReport] = {}
+
+    def of(qid: int) -> QueueReport:
+        q = by_qid.get(qid) or orphans.get(qid)
+        if q is None:
+            q = orphans[qid] = QueueReport(f"(no queue: id {qid})", qid)
+            q.add(f"records of queue id {qid}, which no queue has")
+        return q
+
+    #: Per queue id: the index entries its unprocessed records call for.
+    filed: dict[int, int] = {}
+    index = dbs[b"index"]
+    for dbname, section in _SECTIONS:
+        for k, v in _items(txn, dbs[dbname]):
+            if len(k) != _KEY.size:
+                report.problems.append(f"{dbname.decode()}: a key of {len(k)} bytes")
+                continue
+            qid, seq = _KEY.unpack(k)
+            q = of(qid)
+            if section is Section.UNPROCESSED:
+                q.unprocessed += 1
+            else:
+                q.history += 1
+            if q.state is not None and seq >= q.state[0]:
+                q.add(f"seq {seq} ({section.value}) is not below next seq {q.state[0]}")
+            try:
+                payload = record.unseal(k, v) if sealed else v
+                m = codec.decode_record(payload, q.name, seq, section)
+            except (record.Damaged, MsgboardError, ValueError) as e:
+                q.damaged += 1
+                if section is Section.UNPROCESSED:
+                    filed[qid] = -1  # its index keys are unknown: not counted
+                q.add(f"seq {seq} ({section.value}): damaged record ({e or 'undecodable'})")
+                continue
+            if section is Section.UNPROCESSED and index is not None and schema != b"1":
+                keys = list(message_keys(m.address, m.tuple))
+                if filed.get(qid, 0) >= 0:
+                    filed[qid] = filed.get(qid, 0) + len(keys)
+                cur = txn.cursor(db=index)
+                for ik in keys:
+                    if not cur.set_key_dup(k[:4] + ik, k[4:]):
+                        q.add(f"seq {seq} (unprocessed) is missing from the index")
+                        break
+    qids = by_qid.keys()
+    for dbname in (b"state", b"times"):
+        for k, _ in _items(txn, dbs.get(dbname) or _open(env, txn, dbname)):
+            qid = _QID.unpack_from(k)[0] if len(k) >= 4 else -1
+            if qid not in qids:
+                report.problems.append(f"{dbname.decode()}: an entry of queue id {qid}, no queue's")
+                break
+    if index is not None and schema != b"1":
+        _check_index(txn, index, dbs[b"unprocessed"], of, filed)
+    for q in by_qid.values():
+        if q.state is None:
+            if q.unprocessed or q.history:
+                q.add("no state entry (its counters), yet it has records")
+            continue
+        _next, unprocessed, history = q.state
+        if (unprocessed, history) != (q.unprocessed, q.history):
+            q.add(
+                f"counters say {unprocessed} unprocessed and {history} history; "
+                f"the records are {q.unprocessed} and {q.history}"
+            )
+    report.queues = sorted(by_qid.values(), key=lambda q: q.name) + list(orphans.values())
+    names = {q.name for q in by_qid.values()}
+    for key, value in _items(txn, dbs[b"selectors"]):
+        report.selectors += 1
+        sid = key.decode(errors="replace")
+        try:
+            spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(value))
+        except Exception as e:  # a protobuf DecodeError or InvalidArgument
+            report.problems.append(f"selector {sid}: does not parse ({e})")
+            continue
+        if spec.source not in names:
+            report.problems.append(f"selector {sid}: its source queue {spec.source!r} is gone")
+
+
+def _check_index(
+    txn: lmdb.Transaction[bytes],
+    index: Any,
+    unprocessed: Any,
+    of: Callable[[int], QueueReport],
+    filed: dict[int, int],
+) -> None:
+    """Every index entry points at an unprocessed record; per queue, as many
+    entries as its records call for (-1 in ``filed``: unknown)."""
+    entries: dict[int, int] = {}
+    cur = txn.cursor(db=index)
+    for k, v in cur.iternext(keys=True, values=True):
+        qid = _QID.unpack_from(k)[0]
+        entries[qid] = entries.get(qid, 0) + 1
+        if len(v) != _U64.size:
+            of(qid).add(f"an index entry of {len(v)} bytes")
+            continue
+        if unprocessed is None or txn.get(k[:4] + v, db=unprocessed) is None:
+            seq = _U64.unpack(v)[0]
+            of(qid).add(f"the index points at seq {seq}, which is not an unprocessed record")
+    for qid in entries.keys() | filed.keys():
+        have, want = entries.get(qid, 0), filed.get(qid, 0)
+        if want >= 0 and have > want:
+            of(qid).add(f"{have} index entries where its records call for {want}")
+
+
+def _items(txn: lmdb.Transaction[bytes], db: Any) -> Iterator[tuple[bytes, bytes]]:
+    if db is None:
+        return iter(())
+    return iter(txn.cursor(db=db))

@@ -1,0 +1,88 @@
+"""Boards damaged on purpose, and boards of older schemas, for the tests of
+checksums, upgrades and ``msgboard check``. Each helper works on a closed
+data directory, through LMDB directly or on the bytes of ``data.mdb``."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import lmdb
+
+from msgboard.lmdbstore import record
+
+_KEY = struct.Struct(">IQ")
+
+
+def _env(path: Path) -> lmdb.Environment:
+    return lmdb.open(str(path), max_dbs=16, map_size=1 << 34)
+
+
+def downgrade(path: Path, schema: bytes) -> None:
+    """Makes a schema-3 board one of ``schema`` (b"2", or b"1": no index
+    either): every record without its framing, as those schemas stored it."""
+    env = _env(path)
+    try:
+        with env.begin(write=True) as txn:
+            for name in (b"unprocessed", b"history"):
+                cur = txn.cursor(env.open_db(name, txn=txn))
+                for k, v in list(cur):
+                    cur.put(k, record.unseal(k, v))
+            if schema == b"1":
+                txn.drop(env.open_db(b"index", txn=txn, dupsort=True), delete=True)
+            txn.put(b"schema", schema, db=env.open_db(b"meta", txn=txn))
+    finally:
+        env.close()
+
+
+def put(path: Path, db: bytes, key: bytes, value: bytes | None, dup: bytes = b"") -> None:
+    """Writes (or, with None, deletes) one entry of a sub-database; for the
+    dupsort ``index``, deletes the duplicate ``dup`` only."""
+    env = _env(path)
+    try:
+        with env.begin(write=True) as txn:
+            d = env.open_db(db, txn=txn, dupsort=db == b"index")
+            if value is None:
+                assert txn.delete(key, dup or None, db=d) if dup else txn.delete(key, db=d)
+            else:
+                txn.put(key, value, db=d)
+    finally:
+        env.close()
+
+
+def get(path: Path, db: bytes, key: bytes) -> bytes:
+    env = _env(path)
+    try:
+        with env.begin() as txn:
+            value = txn.get(key, db=env.open_db(db, txn=txn, create=False))
+            assert value is not None
+            return bytes(value)
+    finally:
+        env.close()
+
+
+def key(qid: int, seq: int) -> bytes:
+    return _KEY.pack(qid, seq)
+
+
+def flip(path: Path, marker: bytes, offset: int = 0) -> int:
+    """Flips one bit of ``data.mdb`` where ``marker`` begins, plus
+    ``offset``, at every place it is found (LMDB's copy-on-write may have
+    left older copies in free pages): a byte gone bad on the disk. Returns
+    how many places."""
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    places = 0
+    at = raw.find(marker)
+    while at >= 0:
+        raw[at + offset] ^= 0x01
+        places += 1
+        at = raw.find(marker, at + 1)
+    assert places, "the marker must be there"
+    data.write_bytes(bytes(raw))
+    return places
+
+
+def truncate(path: Path, size: int) -> None:
+    os.truncate(path / "data.mdb", size)
