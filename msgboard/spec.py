@@ -136,6 +136,24 @@ class SelectorSpec:
         return self.credit
 
 
+class Disposition(enum.Enum):
+    """What became of one posted message."""
+
+    STORED = "stored"  # stored on the queue under its seq (then routed as usual)
+    OVERFLOWED = "overflowed"  # the queue was full: moved to its overflow selector's queue
+    DEAD_LETTERED = "dead-lettered"  # the queue was full: stored on its dead-letter queue
+    DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The answer for one posted message: its seq on the queue (0 unless
+    STORED) and what became of it."""
+
+    seq: int
+    disposition: Disposition
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """A message handed to a consumer (or leased by a Take): ack or nack it

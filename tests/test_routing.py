@@ -225,6 +225,105 @@ def test_overflow_selector_and_policies(board: Board) -> None:
     assert row(board, "dn").overflowed == 1  # type: ignore[attr-defined]
 
 
+def test_several_default_selectors_share_round_robin_among_those_with_room(
+    board: Board,
+) -> None:
+    """Given two default selectors on a queue, I expect the messages no normal
+    selector matches dealt between them in turn, and all of them to the
+    second once the first's queue is full: rule 3 applied to rule 5."""
+    for q in ("in", "a", "d1", "d2"):
+        board.create_queue(QueueSpec(q))
+    board.create_queue(QueueSpec("small1", max_unprocessed=1))
+    board.create_selector(SelectorSpec("in", tpl("a"), destination="a"))
+    for d in ("d1", "d2"):
+        board.create_selector(SelectorSpec("in", destination=d, role=Role.DEFAULT))
+    post(board, "in", *nums(4))
+    assert [m.tuple for m in board.read("d1", max=10)] == [("n", 0), ("n", 2)]
+    assert [m.tuple for m in board.read("d2", max=10)] == [("n", 1), ("n", 3)]
+
+    board.create_queue(QueueSpec("in2"))
+    board.create_selector(SelectorSpec("in2", tpl("a"), destination="a"))
+    board.create_selector(SelectorSpec("in2", destination="small1", role=Role.DEFAULT))
+    board.create_selector(SelectorSpec("in2", destination="d2", role=Role.DEFAULT))
+    post(board, "in2", *nums(4))
+    assert board.get_queue("small1").unprocessed == 1
+    assert board.get_queue("d2").unprocessed == 2 + 3
+    assert board.get_queue("in2").unprocessed == 0
+
+
+def test_several_overflow_selectors_share_round_robin_among_those_with_room(
+    board: Board,
+) -> None:
+    """Given two overflow selectors on a full queue, I expect the overflow
+    dealt between them in turn, and all of it to the second once the
+    first's queue is full."""
+    board.create_queue(QueueSpec("s1"))
+    board.create_queue(QueueSpec("s2"))
+    board.create_queue(QueueSpec("tiny", max_unprocessed=1))
+    board.create_queue(QueueSpec("full", max_unprocessed=1))
+    for spill in ("s1", "s2"):
+        board.create_selector(SelectorSpec("full", destination=spill, role=Role.OVERFLOW))
+    assert post(board, "full", *nums(5)) == [1, 0, 0, 0, 0]
+    assert [m.tuple for m in board.read("s1", max=10)] == [("n", 1), ("n", 3)]
+    assert [m.tuple for m in board.read("s2", max=10)] == [("n", 2), ("n", 4)]
+
+    board.create_queue(QueueSpec("full2", max_unprocessed=1))
+    for spill in ("tiny", "s2"):
+        board.create_selector(SelectorSpec("full2", destination=spill, role=Role.OVERFLOW))
+    post(board, "full2", *nums(5))
+    assert board.get_queue("tiny").unprocessed == 1
+    assert board.get_queue("s2").unprocessed == 2 + 3
+
+
+def test_a_post_says_what_became_of_each_message(board: Board) -> None:
+    """Given full queues with each overflow outcome, I expect every receipt
+    to say whether its message was stored, overflowed, dead-lettered or
+    dropped, where the seq alone says 0 for all but the first."""
+    board.create_queue(QueueSpec("spill"))
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("tiny-dlq", max_unprocessed=1))
+    board.create_queue(QueueSpec("ov", max_unprocessed=1))
+    board.create_selector(SelectorSpec("ov", destination="spill", role=Role.OVERFLOW))
+    board.create_queue(QueueSpec("del", max_unprocessed=1))
+    board.create_selector(SelectorSpec("del", op=Op.DELETE, role=Role.OVERFLOW))
+    board.create_queue(
+        QueueSpec("dl", max_unprocessed=1, overflow=OverflowPolicy.DEAD_LETTER, dead_letter="dlq")
+    )
+    board.create_queue(
+        QueueSpec(
+            "dl-full",
+            max_unprocessed=1,
+            overflow=OverflowPolicy.DEAD_LETTER,
+            dead_letter="tiny-dlq",
+        )
+    )
+    board.create_queue(QueueSpec("dn", max_unprocessed=1, overflow=OverflowPolicy.DROP_NEW))
+
+    def fates(queue: str, n: int = 2) -> list[tuple[int, str]]:
+        got = board.post_receipts(queue, [Message(tuple=t) for t in nums(n)])
+        return [(r.seq, r.disposition.value) for r in got]
+
+    assert fates("ov") == [(1, "stored"), (0, "overflowed")]
+    assert fates("del") == [(1, "stored"), (0, "dropped")]
+    assert fates("dl") == [(1, "stored"), (0, "dead-lettered")]
+    assert fates("dl-full", 3) == [(1, "stored"), (0, "dead-lettered"), (0, "dropped")]
+    assert fates("dn") == [(1, "stored"), (0, "dropped")]
+    assert board.get_queue("spill").unprocessed == 1
+    assert board.get_queue("dlq").unprocessed == 1
+
+
+def test_a_dead_letter_policy_needs_a_dead_letter_queue(board: Board) -> None:
+    """Given a dead-letter overflow or unmatched policy and no dead-letter
+    queue, I expect the queue refused, naming the property, rather than
+    messages silently discarded; max_deliveries alone is allowed."""
+    with pytest.raises(InvalidArgument, match=r"spec\.overflow: .*dead_letter"):
+        board.create_queue(QueueSpec("a", max_unprocessed=1, overflow=OverflowPolicy.DEAD_LETTER))
+    with pytest.raises(InvalidArgument, match=r"spec\.unmatched: .*dead_letter"):
+        board.create_queue(QueueSpec("a", unmatched=UnmatchedPolicy.DEAD_LETTER))
+    assert board.list_queues() == []
+    board.create_queue(QueueSpec("a", max_deliveries=3))
+
+
 def test_moved_messages_go_to_bounded_history(board: Board) -> None:
     """Rule 7: what a selector moves is processed into the source's history,
     oldest discarded beyond max_history."""

@@ -53,10 +53,12 @@ from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.spec import (
     Delivery,
+    Disposition,
     Op,
     OverflowPolicy,
     Position,
     QueueSpec,
+    Receipt,
     Role,
     SelectorSpec,
 )
@@ -290,6 +292,28 @@ class Board:
     # -- posting --------------------------------------------------------
 
     def post_async(self, queue: str, messages: Sequence[Message]) -> Future[list[int]]:
+        msgs, size = self._check_post(queue, messages)
+        return self._writer.submit(lambda b: [r.seq for r in self._post(b, queue, msgs)], size=size)
+
+    def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
+        """Stores messages in order, in one transaction, routes them, and
+        returns their seqs once durable. A message that finds the queue full
+        and is not refused (drop-new, dead-letter, an overflow selector) is
+        not stored on this queue: its seq is 0 (``post_receipts`` says what
+        became of it)."""
+        return self.post_async(queue, messages).result()
+
+    def post_receipts_async(self, queue: str, messages: Sequence[Message]) -> Future[list[Receipt]]:
+        msgs, size = self._check_post(queue, messages)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs), size=size)
+
+    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
+        """Like post, but answers each message's seq with what became of it:
+        stored, overflowed (to an overflow selector's queue), dead-lettered or
+        dropped."""
+        return self.post_receipts_async(queue, messages).result()
+
+    def _check_post(self, queue: str, messages: Sequence[Message]) -> tuple[list[Message], int]:
         self.limits.check_name(queue)
         if not messages:
             raise InvalidArgument("messages: at least one message is needed")
@@ -297,16 +321,9 @@ class Board:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
         msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs), size=size)
+        return msgs, size
 
-    def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Stores messages in order, in one transaction, routes them, and
-        returns their seqs once durable. A message that finds the queue full
-        and is not refused (drop-new, dead-letter, an overflow selector) is
-        not stored on this queue: its seq is 0."""
-        return self.post_async(queue, messages).result()
-
-    def _post(self, b: Batch, queue: str, msgs: list[Message]) -> list[int]:
+    def _post(self, b: Batch, queue: str, msgs: list[Message]) -> list[Receipt]:
         txn, info = self._find(b, queue)
         spec = info.spec
         net = self._net
@@ -321,20 +338,20 @@ class Board:
                     f"queue {queue!r} is full: max_unprocessed is {limit}; "
                     f"{n - room} of {n} message(s) do not fit"
                 )
-        seqs = []
+        out = []
         arrive = net.arrive
+        posted = 0
         for m in msgs:
             if limit and txn.counts(queue).unprocessed >= limit:
-                net.overflow(b, info, m)
-                seqs.append(0)
+                out.append(Receipt(0, net.overflow(b, info, m)))
                 continue
             stored = txn.append(queue, m, b.now)
-            seqs.append(stored.seq)
+            out.append(Receipt(stored.seq, Disposition.STORED))
+            posted += 1
             arrive(b, txn, info, stored)
-        posted = n - seqs.count(0)
         b.after(lambda: net.count(queue, posted=posted))
         net.settle(b)
-        return seqs
+        return out
 
     # -- taking and reading ---------------------------------------------
 
