@@ -61,6 +61,7 @@ from msgboard.spec import (
     Receipt,
     Role,
     SelectorSpec,
+    differences,
 )
 from msgboard.v1 import board_pb2 as pb
 
@@ -217,7 +218,7 @@ class Board:
                 txn, info = found
                 if info.spec != spec:
                     raise QueueExists(
-                        f"queue {spec.name!r} exists with other properties: {info.spec}"
+                        f'queue "{spec.name}" exists with {differences(info.spec, spec)}'
                     )
                 return self._view(txn, info)
             txn = b.txn(not spec.transient)
