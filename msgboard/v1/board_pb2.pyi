@@ -160,6 +160,51 @@ UNMATCHED_POLICY_DEAD_LETTER: UnmatchedPolicy.ValueType  # 3
 """The message goes to the dead-letter queue."""
 Global___UnmatchedPolicy: _TypeAlias = UnmatchedPolicy  # noqa: Y015
 
+class _Disposition:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Disposition.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DISPOSITION_UNSPECIFIED: _Disposition.ValueType  # 0
+    """never sent"""
+    DISPOSITION_STORED: _Disposition.ValueType  # 1
+    """Stored on the queue under its seq, then routed as usual."""
+    DISPOSITION_OVERFLOWED: _Disposition.ValueType  # 2
+    """The queue was full: an overflow selector moved it to its destination."""
+    DISPOSITION_DEAD_LETTERED: _Disposition.ValueType  # 3
+    """The queue was full: stored on the queue's dead-letter queue (the
+    dead-letter overflow policy).
+    """
+    DISPOSITION_DROPPED: _Disposition.ValueType  # 4
+    """The queue was full: discarded (the drop-new policy, an overflow DELETE
+    selector, or every queue it could go to full as well). Counted in
+    QueueStats.overflowed.
+    """
+
+class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
+    """What became of one posted message. A message that finds its queue full
+    (max_unprocessed) under a policy other than reject is answered seq 0; this
+    says where it went.
+    """
+
+DISPOSITION_UNSPECIFIED: Disposition.ValueType  # 0
+"""never sent"""
+DISPOSITION_STORED: Disposition.ValueType  # 1
+"""Stored on the queue under its seq, then routed as usual."""
+DISPOSITION_OVERFLOWED: Disposition.ValueType  # 2
+"""The queue was full: an overflow selector moved it to its destination."""
+DISPOSITION_DEAD_LETTERED: Disposition.ValueType  # 3
+"""The queue was full: stored on the queue's dead-letter queue (the
+dead-letter overflow policy).
+"""
+DISPOSITION_DROPPED: Disposition.ValueType  # 4
+"""The queue was full: discarded (the drop-new policy, an overflow DELETE
+selector, or every queue it could go to full as well). Counted in
+QueueStats.overflowed.
+"""
+Global___Disposition: _TypeAlias = Disposition  # noqa: Y015
+
 class _Direction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -960,20 +1005,28 @@ class PostResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQS_FIELD_NUMBER: _builtins.int
+    DISPOSITIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The seq of each message, in request order; 0 for a message dropped by
-        the drop-new overflow policy.
+        """The seq of each message on the queue, in request order; 0 for a message
+        that found the queue full and was not stored on it (see dispositions).
+        """
+
+    @_builtins.property
+    def dispositions(self) -> _containers.RepeatedScalarFieldContainer[Global___Disposition.ValueType]:
+        """What became of each message, in request order (one per seq): STORED for
+        a nonzero seq; OVERFLOWED, DEAD_LETTERED or DROPPED for a 0.
         """
 
     def __init__(
         self,
         *,
         seqs: _abc.Iterable[_builtins.int] | None = ...,
+        dispositions: _abc.Iterable[Global___Disposition.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seqs", b"seqs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispositions", b"dispositions", "seqs", b"seqs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1020,6 +1073,7 @@ class PostStreamResponse(_message.Message):
     BATCH_ID_FIELD_NUMBER: _builtins.int
     SEQS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    DISPOSITIONS_FIELD_NUMBER: _builtins.int
     batch_id: _builtins.int
     """The request's batch_id."""
     @_builtins.property
@@ -1030,16 +1084,21 @@ class PostStreamResponse(_message.Message):
     def error(self) -> Global___Error:
         """Set when this batch failed; nothing of it was stored."""
 
+    @_builtins.property
+    def dispositions(self) -> _containers.RepeatedScalarFieldContainer[Global___Disposition.ValueType]:
+        """As PostResponse.dispositions, one per seq; empty when error is set."""
+
     def __init__(
         self,
         *,
         batch_id: _builtins.int = ...,
         seqs: _abc.Iterable[_builtins.int] | None = ...,
         error: Global___Error | None = ...,
+        dispositions: _abc.Iterable[Global___Disposition.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "error", b"error", "seqs", b"seqs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "dispositions", b"dispositions", "error", b"error", "seqs", b"seqs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1453,6 +1512,7 @@ class QueueStats(_message.Message):
     DROPPED_FIELD_NUMBER: _builtins.int
     DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     SELECTORS_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
     transient: _builtins.bool
@@ -1485,6 +1545,11 @@ class QueueStats(_message.Message):
     """
     selectors: _builtins.int
     """Selectors reading the queue."""
+    expired: _builtins.int
+    """Messages that expired (expires_at passed) while waiting, since the
+    server started: swept within about a second of their expiry and
+    dead-lettered (so also counted in dead_lettered), never delivered.
+    """
     def __init__(
         self,
         *,
@@ -1502,10 +1567,11 @@ class QueueStats(_message.Message):
         dropped: _builtins.int = ...,
         dead_lettered: _builtins.int = ...,
         selectors: _builtins.int = ...,
+        expired: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
