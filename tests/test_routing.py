@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -352,6 +353,67 @@ def test_expired_messages_are_dead_lettered_never_delivered(board: Board) -> Non
     assert sink.tuples() == [("fresh",)]
     reasons = {m.tuple: m.headers["x-dead-letter-reason"] for m in board.read("dlq", max=10)}
     assert reasons == {("late",): "expired", ("past",): "expired"}
+
+
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Waits for ``check`` to hold (a condition, not a duration, is tested)."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "the condition never held"
+        time.sleep(0.02)
+
+
+def test_an_expired_message_nobody_meets_is_swept_and_counted(board: Board) -> None:
+    """Rule 8, with nothing touching the queue: I expect a waiting message to
+    leave for the dead-letter queue soon after its expiry (not counting as
+    waiting any more), another with a later expiry to stay, and Stats to
+    count it as expired (and dead-lettered)."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq"))
+    now = int(time.time() * 1e6)
+    post(board, "q", ("soon",), expires_at=now + 200_000)
+    post(board, "q", ("later",), expires_at=now + 3600_000_000)
+    post(board, "q", ("never",))
+    until(lambda: board.get_queue("dlq").unprocessed == 1)
+    [dead] = board.read("dlq")
+    assert (dead.tuple, dead.headers["x-dead-letter-reason"]) == (("soon",), "expired")
+    assert [m.tuple for m in board.read("q", max=10)] == [("later",), ("never",)]
+    r = row(board, "q")
+    assert (r.expired, r.dead_lettered, r.unprocessed) == (1, 1, 2)  # type: ignore[attr-defined]
+
+
+def test_expired_messages_are_swept_after_a_restart_too(tmp_path: Path) -> None:
+    """Given messages with an expiry waiting when the board closes, I expect
+    the reopened board to sweep them without anything meeting them."""
+    now = int(time.time() * 1e6)
+    with Board(tmp_path / "b") as board:
+        board.create_queue(QueueSpec("dlq"))
+        board.create_queue(QueueSpec("q", dead_letter="dlq"))
+        post(board, "q", *nums(3), expires_at=now + 300_000)
+        post(board, "q", ("stays",))
+    with Board(tmp_path / "b") as board:
+        until(lambda: board.get_queue("dlq").unprocessed == 3)
+        assert [m.tuple for m in board.read("q", max=10)] == [("stays",)]
+        assert row(board, "q").expired == 3  # type: ignore[attr-defined]
+
+
+def test_a_message_held_when_it_expires_is_dead_lettered_when_it_comes_back(
+    board: Board,
+) -> None:
+    """Given a delivered message that expires before its consumer nacks it, I
+    expect the sweep to leave it to its consumer and the nack to dead-letter
+    it, never delivering it again."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("x",), expires_at=int(time.time() * 1e6) + 200_000)
+    [d] = sink.wait(1)
+    time.sleep(0.4)  # past its expiry while held: the sweep must not take it
+    assert board.get_queue("dlq").unprocessed == 0
+    board.nack(c, [d.id])
+    until(lambda: board.get_queue("dlq").unprocessed == 1)
+    assert len(sink.got) == 1
+    assert row(board, "q").expired == 1  # type: ignore[attr-defined]
 
 
 def test_bounce_sends_to_reply_to_with_address_swapped(board: Board) -> None:

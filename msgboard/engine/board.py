@@ -115,6 +115,7 @@ class QueueStats:
     dropped: int
     dead_lettered: int
     selectors: int
+    expired: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ class Board:
                 s.behind = True
             self._net.add(b, s)
         self._net.settle(b)
+        self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
 
     def _end_all(self, b: Batch) -> None:
         for s in list(self._net.selectors.values()):
@@ -914,6 +916,7 @@ class Board:
                         dropped=t.dropped,
                         dead_lettered=t.dead_lettered,
                         selectors=len(net.of(name)),
+                        expired=t.expired,
                     )
                 )
             w = self._writer

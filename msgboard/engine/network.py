@@ -16,7 +16,9 @@ The rules are DESIGN.md's, in its order. When a message arrives:
 6. a post to a full queue goes to the ``overflow`` selector, else the
    queue's overflow policy (``Board._post``);
 7. processed messages go to history, as ``max_history`` bounds;
-8. an expired message is dead-lettered (or discarded), never delivered.
+8. an expired message is dead-lettered (or discarded), never delivered:
+   whoever meets it first (a Take, a pull, a return), or the expiry sweep
+   (``expiry.py``) within about a second of its ``expires_at``.
 
 A message that waits is offered to blocked Reads (every one gets it) and
 then to the oldest blocked Take.
@@ -54,6 +56,7 @@ from typing import Any
 
 from msgboard.associative import Pattern
 from msgboard.associative.index import PatternIndex
+from msgboard.engine.expiry import Expiry
 from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
@@ -88,6 +91,7 @@ class Traffic:
     overflowed: int = 0
     dead_lettered: int = 0
     dropped: int = 0
+    expired: int = 0
 
 
 def _turn(s: Selector) -> int:
@@ -129,6 +133,7 @@ class Network:
         self._work: dict[Selector, None] = {}
         self._budget = PULL_BUDGET
         self.traffic: dict[str, Traffic] = {}
+        self.expiry = Expiry(writer, lookup, self.held, self._swept, self.settle)
 
     # -- memory changes, undone if the batch aborts ---------------------
 
@@ -281,6 +286,8 @@ class Network:
         if sels and self._route(b, txn, info, msg, hops, copies=True):
             self._offer(b, txn, info, msg, takeable=False)
             return
+        if msg.expires_at:  # it waits: the sweep dead-letters it in time
+            self.expiry.add(q, msg)
         self._offer(b, txn, info, msg, takeable=True)
 
     def _route(
@@ -540,6 +547,8 @@ class Network:
         self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
     ) -> None:
         """Processes a waiting message and sends it to the dead-letter queue."""
+        if reason == "expired":
+            self._later(b, info.spec.name, expired=1)
         self.process(b, txn, info, msg)
         self.dead_letter(b, info, msg, reason, hops)
 
@@ -560,6 +569,9 @@ class Network:
         }
         out = dataclasses.replace(fresh(msg), headers=headers, expires_at=0)
         return self.append(b, dlq, out, hops + 1) > 0
+
+    def _swept(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
+        self.dead(b, txn, info, msg, "expired", 0)
 
     # -- pulling: credit arrived -----------------------------------------
 
