@@ -4,7 +4,7 @@ happens to meet it, so it stops counting as waiting.
 
 The index is a heap in memory of ``(expires_at, queue, seq)``, one entry per
 stored message that has an expiry, pushed as it arrives (a post, a MOVE or
-COPY into the queue): O(log n) per such message, about 100 bytes each, and
+COPY into the queue): O(log n) per such message, about 140 bytes each, and
 nothing for messages without an expiry. One timer on the writer thread is
 armed for the earliest entry, rounded up to the next ``TICK`` so that
 messages expiring close together share a sweep. A sweep pops the entries
@@ -85,12 +85,18 @@ class Expiry:
 
     def sweep(self, b: Batch) -> None:
         """Dead-letters the waiting messages whose expiry has passed."""
+        if self._timer is not None:
+            self._timer.cancel()  # a no-op for the timer running this
         self._timer, self._armed = None, 0
         heap, now = self._heap, b.now
         expire = self._expire
         budget = SWEEP_BUDGET
+        popped: list[tuple[int, str, int]] = []
+        b.undo(partial(self._unpop, popped))  # a group that reruns sweeps again
         while heap and heap[0][0] <= now and budget > 0:
-            _, queue, seq = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            popped.append(entry)
+            _, queue, seq = entry
             budget -= 1
             found = self._lookup(b, queue)
             if found is None:
@@ -104,6 +110,12 @@ class Expiry:
         self._settle(b)
         if heap:
             self._arm(now if budget <= 0 else heap[0][0])
+
+    def _unpop(self, popped: list[tuple[int, str, int]]) -> None:
+        for entry in popped:
+            heapq.heappush(self._heap, entry)
+        if popped:
+            self._arm(popped[0][0])
 
     def catch_up(self, b: Batch, queues: list[str], start: int = 1) -> None:
         """Indexes the durable queues' waiting messages that have an expiry
