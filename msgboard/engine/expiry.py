@@ -17,7 +17,7 @@ off) is left to whoever holds it: when it comes back, the network finds it
 expired (rule 8).
 
 The heap is memory only. After a restart, ``catch_up`` rebuilds it from the
-durable queues' waiting messages, ``SWEEP_BUDGET`` records per operation
+durable queues' waiting messages, ``CATCH_UP_BUDGET`` records per operation
 between other work: one pass over the waiting messages (not history) per
 restart, never one per sweep.
 """
@@ -35,9 +35,11 @@ from msgboard.message import Message, Section, now_us
 
 #: Sweeps are due on multiples of this many µs (0.1 s).
 TICK = 100_000
-#: Most entries one sweep (or one catch-up step) handles; the rest go on in
-#: the next operation.
-SWEEP_BUDGET = 10_000
+#: Most entries one sweep handles (each a read and a dead letter), and most
+#: records one catch-up step reads; the rest go on in the next operation, so
+#: that a mass expiry does not hold the writer.
+SWEEP_BUDGET = 1_000
+CATCH_UP_BUDGET = 10_000
 
 Lookup = Callable[[Batch, str], tuple[Txn, QueueInfo] | None]
 #: Dead-letters one expired waiting message (``Network.dead``, reason
@@ -119,9 +121,9 @@ class Expiry:
 
     def catch_up(self, b: Batch, queues: list[str], start: int = 1) -> None:
         """Indexes the durable queues' waiting messages that have an expiry
-        (after a restart), ``SWEEP_BUDGET`` records per operation, from seq
+        (after a restart), ``CATCH_UP_BUDGET`` records per operation, from seq
         ``start`` of the first queue on."""
-        budget = SWEEP_BUDGET
+        budget = CATCH_UP_BUDGET
         while queues:
             found = self._lookup(b, queues[0])
             if found is not None:
