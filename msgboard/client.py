@@ -46,7 +46,7 @@ from msgboard.associative import (
     template,
 )
 from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
-from msgboard.errors import ERROR_KEY, MsgboardError, Unavailable, from_wire
+from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError, Unavailable, from_wire
 from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
 from msgboard.spec import (
@@ -315,14 +315,19 @@ class Client(_Poster):
         board refuses raises its error after the stream ends (batches before
         it are stored)."""
         errors: list[pb.Error] = []
+        bad: list[InvalidArgument] = []
 
         def requests() -> Iterator[pb.PostStreamRequest]:
             chunk: list[pb.Message] = []
             n = 0
-            for m in messages:
+            for i, m in enumerate(messages):
                 if not isinstance(m, Message):
                     m = Message(tuple=builtins.tuple(m))
-                chunk.append(codec.message_to_pb(m))
+                try:
+                    chunk.append(codec.message_to_pb(m))
+                except InvalidArgument as e:  # ends the stream; raised after it
+                    bad.append(e.within(f"messages[{i}]"))
+                    return
                 if len(chunk) >= batch:
                     n += 1
                     yield pb.PostStreamRequest(batch_id=n, queue=queue, messages=chunk)
@@ -339,6 +344,8 @@ class Client(_Poster):
                     seqs.extend(r.seqs)
         if errors:
             raise _in_stream(errors[0])
+        if bad:
+            raise bad[0]
         return seqs
 
     def publisher(self) -> Publisher:

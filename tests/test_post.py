@@ -81,6 +81,10 @@ def test_the_client_names_the_message_and_keeps_the_path_as_a_field(client: Clie
         client.post_messages("q", bad_header)  # refused by the server
     assert e.value.field == "messages[2].headers"
     assert client.get_queue("q").unprocessed == 0
+    many = [(i,) for i in range(5)] + [([5],)]
+    with pytest.raises(InvalidArgument, match=r"^messages\[5\]\.tuple\[0\]: list "):
+        client.post_many("q", many, batch=2)  # type: ignore[arg-type]
+    assert client.get_queue("q").unprocessed == 4  # the two batches before it
 
 
 def test_within_prefixes_the_field_and_the_text() -> None:
