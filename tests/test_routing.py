@@ -301,7 +301,7 @@ def test_a_post_says_what_became_of_each_message(board: Board) -> None:
     board.create_queue(QueueSpec("dn", max_unprocessed=1, overflow=OverflowPolicy.DROP_NEW))
 
     def fates(queue: str, n: int = 2) -> list[tuple[int, str]]:
-        got = board.post_receipts(queue, [Message(tuple=t) for t in nums(n)])
+        got = board.post_receipts(queue, [Message(tuple=("n", i)) for i in range(n)])
         return [(r.seq, r.disposition.value) for r in got]
 
     assert fates("ov") == [(1, "stored"), (0, "overflowed")]
