@@ -142,7 +142,9 @@ class _UnmatchedPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Unmat
     UNMATCHED_POLICY_DISCARD: _UnmatchedPolicy.ValueType  # 2
     """The message is processed at once (kept in history as max_history says)."""
     UNMATCHED_POLICY_DEAD_LETTER: _UnmatchedPolicy.ValueType  # 3
-    """The message goes to the dead-letter queue."""
+    """The message goes to the dead-letter queue (`dead_letter`, which the
+    spec must name).
+    """
 
 class UnmatchedPolicy(_UnmatchedPolicy, metaclass=_UnmatchedPolicyEnumTypeWrapper):
     """What happens to a message that no MOVE, BOUNCE or DELETE selector
@@ -157,7 +159,9 @@ UNMATCHED_POLICY_HOLD: UnmatchedPolicy.ValueType  # 1
 UNMATCHED_POLICY_DISCARD: UnmatchedPolicy.ValueType  # 2
 """The message is processed at once (kept in history as max_history says)."""
 UNMATCHED_POLICY_DEAD_LETTER: UnmatchedPolicy.ValueType  # 3
-"""The message goes to the dead-letter queue."""
+"""The message goes to the dead-letter queue (`dead_letter`, which the
+spec must name).
+"""
 Global___UnmatchedPolicy: _TypeAlias = UnmatchedPolicy  # noqa: Y015
 
 class _Disposition:
@@ -764,7 +768,8 @@ class QueueSpec(_message.Message):
     dead_letter: _builtins.str
     """The queue that receives this queue's dead letters (expired, rejected,
     over max_deliveries, overflow or unmatched with those policies). Empty:
-    dead letters are discarded, and counted.
+    dead letters are discarded, and counted; the dead-letter overflow and
+    unmatched policies need one.
     """
     unmatched: Global___UnmatchedPolicy.ValueType
     """See UnmatchedPolicy."""
