@@ -1551,9 +1551,10 @@ class QueueStats(_message.Message):
     selectors: _builtins.int
     """Selectors reading the queue."""
     expired: _builtins.int
-    """Messages that expired (expires_at passed) while waiting, since the
-    server started: swept within about a second of their expiry and
-    dead-lettered (so also counted in dead_lettered), never delivered.
+    """Messages dead-lettered because their expires_at passed, since the server
+    started (also counted in dead_lettered): on arrival, when a Take or a
+    selector met them, or by the sweep within about a second of their
+    expiry. Never delivered.
     """
     def __init__(
         self,
