@@ -12,7 +12,7 @@ import pytest
 
 from msgboard import Message, QueueSpec, Section
 from msgboard.associative import AddressPattern, Pattern, template
-from msgboard.engine import Board
+from msgboard.engine import Board, expiry
 from msgboard.engine.selectors import Consumer
 from msgboard.errors import FailedPrecondition, InvalidArgument, NotFound, QueueNotFound
 from msgboard.spec import (
@@ -395,6 +395,26 @@ def test_expired_messages_are_swept_after_a_restart_too(tmp_path: Path) -> None:
         until(lambda: board.get_queue("dlq").unprocessed == 3)
         assert [m.tuple for m in board.read("q", max=10)] == [("stays",)]
         assert row(board, "q").expired == 3  # type: ignore[attr-defined]
+
+
+def test_sweep_and_catch_up_go_on_past_their_budgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given budgets of 10 entries per operation and 25 messages expiring
+    (after a restart, so that the index is rebuilt too), I expect every one
+    swept: each step goes on in the next operation."""
+    monkeypatch.setattr(expiry, "SWEEP_BUDGET", 10)
+    monkeypatch.setattr(expiry, "CATCH_UP_BUDGET", 10)
+    now = int(time.time() * 1e6)
+    with Board(tmp_path / "b") as board:
+        board.create_queue(QueueSpec("dlq"))
+        for q in ("q1", "q2"):
+            board.create_queue(QueueSpec(q, dead_letter="dlq"))
+        post(board, "q1", *nums(15), expires_at=now + 300_000)
+        post(board, "q2", *nums(10), expires_at=now + 300_000)
+    with Board(tmp_path / "b") as board:
+        until(lambda: board.get_queue("dlq").unprocessed == 25)
+        assert board.get_queue("q1").unprocessed == board.get_queue("q2").unprocessed == 0
 
 
 def test_a_message_held_when_it_expires_is_dead_lettered_when_it_comes_back(
