@@ -411,17 +411,21 @@ def _client_command(args: argparse.Namespace) -> int:
             else:
                 body = args.body.encode()
             fields = parse_tuple(_json_arg(args.tuple, "--tuple")) if args.tuple else ()
-            seq = c.post(
-                args.queue,
-                fields,
+            m = Message(
+                tuple=fields,
                 address=args.address,
-                headers=headers,
                 priority=args.priority,
-                body=body,
-                content_type=args.content_type,
+                headers=headers,
                 reply_to=args.reply_to,
+                content_type=args.content_type,
+                body=body,
             )
-            print(json.dumps({"queue": args.queue, "seq": seq}) if args.json else seq)
+            [got] = c.post_receipts(args.queue, [m])
+            fate = got.disposition.value
+            if args.json:
+                print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
+            else:  # the seq first, so that scripts can keep it; 0 says why
+                print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
         elif cmd in ("take", "read"):
             op = c.take if cmd == "take" else c.read
             msgs = op(

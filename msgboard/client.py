@@ -46,15 +46,17 @@ from msgboard.associative import (
     template,
 )
 from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
-from msgboard.errors import ERROR_KEY, MsgboardError, Unavailable, from_wire
+from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError, Unavailable, from_wire
 from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
 from msgboard.spec import (
     Delivery,
+    Disposition,
     Op,
     OverflowPolicy,
     Position,
     QueueSpec,
+    Receipt,
     Role,
     SelectorSpec,
     UnmatchedPolicy,
@@ -67,9 +69,11 @@ __all__ = [
     "AsyncSubscription",
     "Client",
     "Delivery",
+    "Disposition",
     "Message",
     "Prefix",
     "Range",
+    "Receipt",
     "Start",
     "Subscription",
 ]
@@ -201,9 +205,16 @@ class _Poster(abc.ABC):
         )
         return self.post_messages(queue, [m])[0]
 
-    @abc.abstractmethod
     def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Posts messages in one transaction; returns their seqs once durable."""
+        """Posts messages in one transaction; returns their seqs once durable
+        (0 for one that found the queue full: ``post_receipts`` says where
+        it went)."""
+        return [r.seq for r in self.post_receipts(queue, messages)]
+
+    @abc.abstractmethod
+    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
+        """Posts messages in one transaction; returns, once durable, each one's
+        seq and what became of it (stored, overflowed, dead-lettered, dropped)."""
 
 
 class Client(_Poster):
@@ -285,11 +296,12 @@ class Client(_Poster):
 
     # -- posting --------------------------------------------------------
 
-    def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
+    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Posts messages in one transaction (one unary Post)."""
-        req = pb.PostRequest(queue=queue, messages=[codec.message_to_pb(m) for m in messages])
+        req = pb.PostRequest(queue=queue, messages=codec.messages_to_pb(messages))
         with _mapped():
-            return list(self._stub.Post(req, timeout=self.timeout).seqs)
+            r = self._stub.Post(req, timeout=self.timeout)
+        return codec.receipts_from_pb(r.seqs, r.dispositions)
 
     def post_many(
         self,
@@ -303,14 +315,19 @@ class Client(_Poster):
         board refuses raises its error after the stream ends (batches before
         it are stored)."""
         errors: list[pb.Error] = []
+        bad: list[InvalidArgument] = []
 
         def requests() -> Iterator[pb.PostStreamRequest]:
             chunk: list[pb.Message] = []
             n = 0
-            for m in messages:
+            for i, m in enumerate(messages):
                 if not isinstance(m, Message):
                     m = Message(tuple=builtins.tuple(m))
-                chunk.append(codec.message_to_pb(m))
+                try:
+                    chunk.append(codec.message_to_pb(m))
+                except InvalidArgument as e:  # ends the stream; raised after it
+                    bad.append(e.within(f"messages[{i}]"))
+                    return
                 if len(chunk) >= batch:
                     n += 1
                     yield pb.PostStreamRequest(batch_id=n, queue=queue, messages=chunk)
@@ -327,6 +344,8 @@ class Client(_Poster):
                     seqs.extend(r.seqs)
         if errors:
             raise _in_stream(errors[0])
+        if bad:
+            raise bad[0]
         return seqs
 
     def publisher(self) -> Publisher:
@@ -657,8 +676,8 @@ class Publisher(_Poster):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Posts messages in one transaction; returns their seqs once durable."""
+    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
+        """Posts messages in one transaction; returns their receipts once durable."""
         if self._closed:
             raise Unavailable("the publisher is closed")
         self._batches += 1
@@ -666,7 +685,7 @@ class Publisher(_Poster):
             pb.PostStreamRequest(
                 batch_id=self._batches,
                 queue=queue,
-                messages=[codec.message_to_pb(m) for m in messages],
+                messages=codec.messages_to_pb(messages),
             )
         )
         with _mapped():
@@ -676,7 +695,7 @@ class Publisher(_Poster):
             raise Unavailable("the board ended the post stream")
         if r.HasField("error"):
             raise _in_stream(r.error)
-        return list(r.seqs)
+        return codec.receipts_from_pb(r.seqs, r.dispositions)
 
     def close(self) -> None:
         """Ends the stream (every post was already answered)."""

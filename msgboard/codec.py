@@ -7,7 +7,7 @@ snapshot can be decoded by any language that has the proto.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -31,10 +31,12 @@ from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value, build
 from msgboard.spec import (
+    Disposition,
     Op,
     OverflowPolicy,
     Position,
     QueueSpec,
+    Receipt,
     Role,
     SelectorSpec,
     UnmatchedPolicy,
@@ -163,6 +165,56 @@ def message_from_pb(
         p.delivery_count,
         section if section is not None else _SECTION_FROM_PB.get(p.section, Section.UNPROCESSED),
     )
+
+
+def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[Message]:
+    """Messages to post (no queue, seq or section yet); InvalidArgument
+    names the message: ``messages[2].tuple[0]: no kind set``."""
+    out = []
+    for i, p in enumerate(ps):
+        try:
+            out.append(message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED))
+        except InvalidArgument as e:
+            raise e.within(f"{where}[{i}]") from None
+    return out
+
+
+def messages_to_pb(ms: Iterable[Message], where: str = "messages") -> list[pb.Message]:
+    """Messages as protobufs for a post; InvalidArgument names the message:
+    ``messages[2].tuple[0]: list is not a tuple type ...``."""
+    out = []
+    for i, m in enumerate(ms):
+        try:
+            out.append(message_to_pb(m))
+        except InvalidArgument as e:
+            raise e.within(f"{where}[{i}]") from None
+    return out
+
+
+_DISPOSITION_TO_PB = {
+    Disposition.STORED: pb.DISPOSITION_STORED,
+    Disposition.OVERFLOWED: pb.DISPOSITION_OVERFLOWED,
+    Disposition.DEAD_LETTERED: pb.DISPOSITION_DEAD_LETTERED,
+    Disposition.DROPPED: pb.DISPOSITION_DROPPED,
+}
+_DISPOSITION_FROM_PB = {v: k for k, v in _DISPOSITION_TO_PB.items()}
+
+
+def receipts_to_pb(rs: list[Receipt]) -> tuple[list[int], list[pb.Disposition.ValueType]]:
+    """The seqs and dispositions of a PostResponse (or PostStreamResponse)."""
+    return [r.seq for r in rs], [_DISPOSITION_TO_PB[r.disposition] for r in rs]
+
+
+def receipts_from_pb(seqs: Iterable[int], dispositions: Sequence[int]) -> list[Receipt]:
+    """Receipts from a post's answer. A server too old to send dispositions
+    sends seqs alone: a seq is then STORED, a 0 DROPPED (all it could mean)."""
+    out = []
+    for i, seq in enumerate(seqs):
+        d = None
+        if i < len(dispositions):
+            d = _DISPOSITION_FROM_PB.get(pb.Disposition.ValueType(dispositions[i]))
+        out.append(Receipt(seq, d or (Disposition.STORED if seq else Disposition.DROPPED)))
+    return out
 
 
 def encode_record(m: Message) -> bytes:

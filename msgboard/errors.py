@@ -3,7 +3,7 @@
 ::
 
     MsgboardError                 .code: the gRPC status name it maps to
-    ├── InvalidArgument           bad input; the message names the field
+    ├── InvalidArgument           bad input; .field: the path of the bad part
     ├── NotFound
     │   └── QueueNotFound
     ├── AlreadyExists
@@ -31,6 +31,9 @@ same classes an embedded user does. Nothing here imports gRPC.
 
 from __future__ import annotations
 
+import copy
+import re
+
 #: The gRPC trailing metadata key under which the server names an error's
 #: class in this tree, so a client raises the same class.
 ERROR_KEY = "msgboard-error"
@@ -42,8 +45,40 @@ class MsgboardError(Exception):
     code = "UNKNOWN"
 
 
+#: A field path at the start of a message: ``messages[2].tuple[0]: ...``.
+_PATH = re.compile(r"([A-Za-z_]\w*(?:\[[^\]]*\]|\.[A-Za-z_]\w*)*): ")
+
+
 class InvalidArgument(MsgboardError):
+    """Bad input. The message starts with the path of the bad part of the
+    request, ``messages[2].tuple[0]: no kind set``; ``field`` holds that path
+    alone ("" when no one field is to blame), for machine-readable errors."""
+
     code = "INVALID_ARGUMENT"
+    field = ""
+
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(message)
+        if field is None:
+            m = _PATH.match(message)
+            field = m.group(1) if m else ""
+        self.field = field
+
+    def within(self, where: str) -> InvalidArgument:
+        """The same error about a part of ``where``: ``tuple[0]: ...`` within
+        ``messages[2]`` is ``messages[2].tuple[0]: ...``."""
+        field = self.field
+        text = str(self)
+        if field:
+            sep = "" if field.startswith("[") else "."
+            field = f"{where}{sep}{field}"
+            text = f"{where}{sep}{text}"
+        else:
+            field, text = where, f"{where}: {text}"
+        err = copy.copy(self)
+        err.args = (text,)
+        err.field = field
+        return err
 
 
 class NotFound(MsgboardError):
@@ -165,6 +200,9 @@ def from_wire(code: str, message: str, name: str = "") -> MsgboardError:
     cls = _leaves(MsgboardError).get(name) or BY_CODE.get(code, MsgboardError)
     err = cls.__new__(cls)
     Exception.__init__(err, message)
+    if isinstance(err, InvalidArgument):
+        m = _PATH.match(message)
+        err.field = m.group(1) if m else ""
     if cls is MsgboardError:
         err.code = code
     return err

@@ -147,7 +147,7 @@ def _seconds(d: Any, where: str) -> float:
 
 
 def _messages(ps: Any) -> list[Message]:
-    return [codec.message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED) for p in ps]
+    return codec.messages_from_pb(ps)
 
 
 class BoardService(pb_grpc.BoardServicer):
@@ -177,8 +177,9 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Post(self, request: pb.PostRequest, context: Any) -> pb.PostResponse:
-        seqs = await _wait(self.board.post_async(request.queue, _messages(request.messages)))
-        return pb.PostResponse(seqs=seqs)
+        receipts = self.board.post_receipts_async(request.queue, _messages(request.messages))
+        seqs, dispositions = codec.receipts_to_pb(await _wait(receipts))
+        return pb.PostResponse(seqs=seqs, dispositions=dispositions)
 
     async def PostStream(
         self, request_iterator: AsyncIterator[pb.PostStreamRequest], context: Any
@@ -192,7 +193,7 @@ class BoardService(pb_grpc.BoardServicer):
                 async for req in request_iterator:
                     answer: Any
                     try:
-                        fut = self.board.post_async(req.queue, _messages(req.messages))
+                        fut = self.board.post_receipts_async(req.queue, _messages(req.messages))
                         answer = asyncio.wrap_future(fut)
                     except MsgboardError as e:
                         answer = e
@@ -207,11 +208,13 @@ class BoardService(pb_grpc.BoardServicer):
                 try:
                     if isinstance(answer, MsgboardError):
                         raise answer
-                    seqs = await answer
+                    seqs, dispositions = codec.receipts_to_pb(await answer)
                 except MsgboardError as e:
                     yield pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
                 else:
-                    yield pb.PostStreamResponse(batch_id=batch_id, seqs=seqs)
+                    yield pb.PostStreamResponse(
+                        batch_id=batch_id, seqs=seqs, dispositions=dispositions
+                    )
             await reader  # re-raises a failure to read the stream
         finally:
             reader.cancel()

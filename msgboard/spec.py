@@ -69,6 +69,35 @@ class QueueSpec:
         )
 
 
+def _flag(field: str, value: object) -> str:
+    """A queue property as the ``msgboard queue create`` option that sets it."""
+    flag = "--" + field.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else f"no {flag}"
+    if isinstance(value, enum.Enum):
+        value = value.value
+    elif value == UNLIMITED:
+        value = "unlimited"
+    elif value == "":
+        value = "none"
+    return f"{flag} {value}"
+
+
+def differences(have: QueueSpec, asked: QueueSpec) -> str:
+    """The properties where ``asked`` differs from ``have``, in the words of
+    the CLI: ``--max-history 1000 (asked: 500), no --transient (asked:
+    --transient)``; "" when they are the same."""
+    out = []
+    for field in QueueSpec.__dataclass_fields__:
+        a, b = getattr(have, field), getattr(asked, field)
+        if a != b:
+            want = _flag(field, b)
+            if not isinstance(b, bool):
+                want = want.split(" ", 1)[1]  # the flag is said once
+            out.append(f"{_flag(field, a)} (asked: {want})")
+    return ", ".join(out)
+
+
 #: A terminal selector's credit when none is given.
 DEFAULT_CREDIT = 100
 
@@ -134,6 +163,24 @@ class SelectorSpec:
         if self.unlimited_credit or not self.credit:
             return math.inf
         return self.credit
+
+
+class Disposition(enum.Enum):
+    """What became of one posted message."""
+
+    STORED = "stored"  # stored on the queue under its seq (then routed as usual)
+    OVERFLOWED = "overflowed"  # the queue was full: moved to its overflow selector's queue
+    DEAD_LETTERED = "dead-lettered"  # the queue was full: stored on its dead-letter queue
+    DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The answer for one posted message: its seq on the queue (0 unless
+    STORED) and what became of it."""
+
+    seq: int
+    disposition: Disposition
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,30 @@ def test_create_is_idempotent_and_conflicts_are_refused(board: Board) -> None:
     assert [v.spec for v in board.list_queues()] == [spec]
 
 
+def test_a_conflict_names_the_properties_that_differ_in_the_words_of_the_cli(
+    board: Board,
+) -> None:
+    """Given a queue, when I create it again with other properties, I expect
+    the error to name only those, as ``msgboard queue create`` spells them,
+    with what exists and what was asked."""
+    board.create_queue(
+        QueueSpec("jobs", max_history=1000, overflow=OverflowPolicy.DROP_NEW, max_unprocessed=9)
+    )
+    asked = QueueSpec("jobs", max_history=500, transient=True, max_unprocessed=9)
+    with pytest.raises(QueueExists) as e:
+        board.create_queue(asked)
+    assert str(e.value) == (
+        'queue "jobs" exists with no --transient (asked: --transient), '
+        "--overflow drop-new (asked: reject), --max-history 1000 (asked: 500)"
+    )
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("all", max_history=UNLIMITED, dead_letter="dlq"))
+    with pytest.raises(QueueExists, match=r"--max-history unlimited \(asked: 0\), "):
+        board.create_queue(QueueSpec("all"))
+    with pytest.raises(QueueExists, match=r"--dead-letter dlq \(asked: none\)$"):
+        board.create_queue(QueueSpec("all", max_history=UNLIMITED))
+
+
 def test_a_full_queue_rejects_or_drops(board: Board) -> None:
     """Given max_unprocessed 2, I expect reject to refuse the whole post and
     drop-new to store what fits and answer 0 for the rest."""

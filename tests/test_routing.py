@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from msgboard import Message, QueueSpec, Section
 from msgboard.associative import AddressPattern, Pattern, template
-from msgboard.engine import Board
+from msgboard.engine import Board, expiry
 from msgboard.engine.selectors import Consumer
 from msgboard.errors import FailedPrecondition, InvalidArgument, NotFound, QueueNotFound
 from msgboard.spec import (
@@ -225,6 +226,105 @@ def test_overflow_selector_and_policies(board: Board) -> None:
     assert row(board, "dn").overflowed == 1  # type: ignore[attr-defined]
 
 
+def test_several_default_selectors_share_round_robin_among_those_with_room(
+    board: Board,
+) -> None:
+    """Given two default selectors on a queue, I expect the messages no normal
+    selector matches dealt between them in turn, and all of them to the
+    second once the first's queue is full: rule 3 applied to rule 5."""
+    for q in ("in", "a", "d1", "d2"):
+        board.create_queue(QueueSpec(q))
+    board.create_queue(QueueSpec("small1", max_unprocessed=1))
+    board.create_selector(SelectorSpec("in", tpl("a"), destination="a"))
+    for d in ("d1", "d2"):
+        board.create_selector(SelectorSpec("in", destination=d, role=Role.DEFAULT))
+    post(board, "in", *nums(4))
+    assert [m.tuple for m in board.read("d1", max=10)] == [("n", 0), ("n", 2)]
+    assert [m.tuple for m in board.read("d2", max=10)] == [("n", 1), ("n", 3)]
+
+    board.create_queue(QueueSpec("in2"))
+    board.create_selector(SelectorSpec("in2", tpl("a"), destination="a"))
+    board.create_selector(SelectorSpec("in2", destination="small1", role=Role.DEFAULT))
+    board.create_selector(SelectorSpec("in2", destination="d2", role=Role.DEFAULT))
+    post(board, "in2", *nums(4))
+    assert board.get_queue("small1").unprocessed == 1
+    assert board.get_queue("d2").unprocessed == 2 + 3
+    assert board.get_queue("in2").unprocessed == 0
+
+
+def test_several_overflow_selectors_share_round_robin_among_those_with_room(
+    board: Board,
+) -> None:
+    """Given two overflow selectors on a full queue, I expect the overflow
+    dealt between them in turn, and all of it to the second once the
+    first's queue is full."""
+    board.create_queue(QueueSpec("s1"))
+    board.create_queue(QueueSpec("s2"))
+    board.create_queue(QueueSpec("tiny", max_unprocessed=1))
+    board.create_queue(QueueSpec("full", max_unprocessed=1))
+    for spill in ("s1", "s2"):
+        board.create_selector(SelectorSpec("full", destination=spill, role=Role.OVERFLOW))
+    assert post(board, "full", *nums(5)) == [1, 0, 0, 0, 0]
+    assert [m.tuple for m in board.read("s1", max=10)] == [("n", 1), ("n", 3)]
+    assert [m.tuple for m in board.read("s2", max=10)] == [("n", 2), ("n", 4)]
+
+    board.create_queue(QueueSpec("full2", max_unprocessed=1))
+    for spill in ("tiny", "s2"):
+        board.create_selector(SelectorSpec("full2", destination=spill, role=Role.OVERFLOW))
+    post(board, "full2", *nums(5))
+    assert board.get_queue("tiny").unprocessed == 1
+    assert board.get_queue("s2").unprocessed == 2 + 3
+
+
+def test_a_post_says_what_became_of_each_message(board: Board) -> None:
+    """Given full queues with each overflow outcome, I expect every receipt
+    to say whether its message was stored, overflowed, dead-lettered or
+    dropped, where the seq alone says 0 for all but the first."""
+    board.create_queue(QueueSpec("spill"))
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("tiny-dlq", max_unprocessed=1))
+    board.create_queue(QueueSpec("ov", max_unprocessed=1))
+    board.create_selector(SelectorSpec("ov", destination="spill", role=Role.OVERFLOW))
+    board.create_queue(QueueSpec("del", max_unprocessed=1))
+    board.create_selector(SelectorSpec("del", op=Op.DELETE, role=Role.OVERFLOW))
+    board.create_queue(
+        QueueSpec("dl", max_unprocessed=1, overflow=OverflowPolicy.DEAD_LETTER, dead_letter="dlq")
+    )
+    board.create_queue(
+        QueueSpec(
+            "dl-full",
+            max_unprocessed=1,
+            overflow=OverflowPolicy.DEAD_LETTER,
+            dead_letter="tiny-dlq",
+        )
+    )
+    board.create_queue(QueueSpec("dn", max_unprocessed=1, overflow=OverflowPolicy.DROP_NEW))
+
+    def fates(queue: str, n: int = 2) -> list[tuple[int, str]]:
+        got = board.post_receipts(queue, [Message(tuple=("n", i)) for i in range(n)])
+        return [(r.seq, r.disposition.value) for r in got]
+
+    assert fates("ov") == [(1, "stored"), (0, "overflowed")]
+    assert fates("del") == [(1, "stored"), (0, "dropped")]
+    assert fates("dl") == [(1, "stored"), (0, "dead-lettered")]
+    assert fates("dl-full", 3) == [(1, "stored"), (0, "dead-lettered"), (0, "dropped")]
+    assert fates("dn") == [(1, "stored"), (0, "dropped")]
+    assert board.get_queue("spill").unprocessed == 1
+    assert board.get_queue("dlq").unprocessed == 1
+
+
+def test_a_dead_letter_policy_needs_a_dead_letter_queue(board: Board) -> None:
+    """Given a dead-letter overflow or unmatched policy and no dead-letter
+    queue, I expect the queue refused, naming the property, rather than
+    messages silently discarded; max_deliveries alone is allowed."""
+    with pytest.raises(InvalidArgument, match=r"spec\.overflow: .*dead_letter"):
+        board.create_queue(QueueSpec("a", max_unprocessed=1, overflow=OverflowPolicy.DEAD_LETTER))
+    with pytest.raises(InvalidArgument, match=r"spec\.unmatched: .*dead_letter"):
+        board.create_queue(QueueSpec("a", unmatched=UnmatchedPolicy.DEAD_LETTER))
+    assert board.list_queues() == []
+    board.create_queue(QueueSpec("a", max_deliveries=3))
+
+
 def test_moved_messages_go_to_bounded_history(board: Board) -> None:
     """Rule 7: what a selector moves is processed into the source's history,
     oldest discarded beyond max_history."""
@@ -253,6 +353,87 @@ def test_expired_messages_are_dead_lettered_never_delivered(board: Board) -> Non
     assert sink.tuples() == [("fresh",)]
     reasons = {m.tuple: m.headers["x-dead-letter-reason"] for m in board.read("dlq", max=10)}
     assert reasons == {("late",): "expired", ("past",): "expired"}
+
+
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Waits for ``check`` to hold (a condition, not a duration, is tested)."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "the condition never held"
+        time.sleep(0.02)
+
+
+def test_an_expired_message_nobody_meets_is_swept_and_counted(board: Board) -> None:
+    """Rule 8, with nothing touching the queue: I expect a waiting message to
+    leave for the dead-letter queue soon after its expiry (not counting as
+    waiting any more), another with a later expiry to stay, and Stats to
+    count it as expired (and dead-lettered)."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq"))
+    now = int(time.time() * 1e6)
+    post(board, "q", ("soon",), expires_at=now + 200_000)
+    post(board, "q", ("later",), expires_at=now + 3600_000_000)
+    post(board, "q", ("never",))
+    until(lambda: board.get_queue("dlq").unprocessed == 1)
+    [dead] = board.read("dlq")
+    assert (dead.tuple, dead.headers["x-dead-letter-reason"]) == (("soon",), "expired")
+    assert [m.tuple for m in board.read("q", max=10)] == [("later",), ("never",)]
+    r = row(board, "q")
+    assert (r.expired, r.dead_lettered, r.unprocessed) == (1, 1, 2)  # type: ignore[attr-defined]
+
+
+def test_expired_messages_are_swept_after_a_restart_too(tmp_path: Path) -> None:
+    """Given messages with an expiry waiting when the board closes, I expect
+    the reopened board to sweep them without anything meeting them."""
+    now = int(time.time() * 1e6)
+    with Board(tmp_path / "b") as board:
+        board.create_queue(QueueSpec("dlq"))
+        board.create_queue(QueueSpec("q", dead_letter="dlq"))
+        post(board, "q", *nums(3), expires_at=now + 300_000)
+        post(board, "q", ("stays",))
+    with Board(tmp_path / "b") as board:
+        until(lambda: board.get_queue("dlq").unprocessed == 3)
+        assert [m.tuple for m in board.read("q", max=10)] == [("stays",)]
+        assert row(board, "q").expired == 3  # type: ignore[attr-defined]
+
+
+def test_sweep_and_catch_up_go_on_past_their_budgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given budgets of 10 entries per operation and 25 messages expiring
+    (after a restart, so that the index is rebuilt too), I expect every one
+    swept: each step goes on in the next operation."""
+    monkeypatch.setattr(expiry, "SWEEP_BUDGET", 10)
+    monkeypatch.setattr(expiry, "CATCH_UP_BUDGET", 10)
+    now = int(time.time() * 1e6)
+    with Board(tmp_path / "b") as board:
+        board.create_queue(QueueSpec("dlq"))
+        for q in ("q1", "q2"):
+            board.create_queue(QueueSpec(q, dead_letter="dlq"))
+        post(board, "q1", *nums(15), expires_at=now + 300_000)
+        post(board, "q2", *nums(10), expires_at=now + 300_000)
+    with Board(tmp_path / "b") as board:
+        until(lambda: board.get_queue("dlq").unprocessed == 25)
+        assert board.get_queue("q1").unprocessed == board.get_queue("q2").unprocessed == 0
+
+
+def test_a_message_held_when_it_expires_is_dead_lettered_when_it_comes_back(
+    board: Board,
+) -> None:
+    """Given a delivered message that expires before its consumer nacks it, I
+    expect the sweep to leave it to its consumer and the nack to dead-letter
+    it, never delivering it again."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("x",), expires_at=int(time.time() * 1e6) + 200_000)
+    [d] = sink.wait(1)
+    time.sleep(0.4)  # past its expiry while held: the sweep must not take it
+    assert board.get_queue("dlq").unprocessed == 0
+    board.nack(c, [d.id])
+    until(lambda: board.get_queue("dlq").unprocessed == 1)
+    assert len(sink.got) == 1
+    assert row(board, "q").expired == 1  # type: ignore[attr-defined]
 
 
 def test_bounce_sends_to_reply_to_with_address_swapped(board: Board) -> None:

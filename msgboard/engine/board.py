@@ -54,12 +54,15 @@ from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.spec import (
     Delivery,
+    Disposition,
     Op,
     OverflowPolicy,
     Position,
     QueueSpec,
+    Receipt,
     Role,
     SelectorSpec,
+    differences,
 )
 from msgboard.v1 import board_pb2 as pb
 
@@ -113,6 +116,7 @@ class QueueStats:
     dropped: int
     dead_lettered: int
     selectors: int
+    expired: int
     #: Damaged records met (and skipped) since the board started.
     damaged: int = 0
 
@@ -204,6 +208,7 @@ class Board:
                 s.behind = True
             self._net.add(b, s)
         self._net.settle(b)
+        self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
 
     def _end_all(self, b: Batch) -> None:
         for s in list(self._net.selectors.values()):
@@ -223,7 +228,7 @@ class Board:
                 txn, info = found
                 if info.spec != spec:
                     raise QueueExists(
-                        f"queue {spec.name!r} exists with other properties: {info.spec}"
+                        f'queue "{spec.name}" exists with {differences(info.spec, spec)}'
                     )
                 return self._view(txn, info)
             txn = b.txn(not spec.transient)
@@ -298,6 +303,30 @@ class Board:
     # -- posting --------------------------------------------------------
 
     def post_async(self, queue: str, messages: Sequence[Message]) -> Future[list[int]]:
+        msgs, size = self._check_post(queue, messages)
+        return self._writer.submit(
+            lambda b: [r.seq for r in self._post(b, queue, msgs, size)], size=size
+        )
+
+    def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
+        """Stores messages in order, in one transaction, routes them, and
+        returns their seqs once durable. A message that finds the queue full
+        and is not refused (drop-new, dead-letter, an overflow selector) is
+        not stored on this queue: its seq is 0 (``post_receipts`` says what
+        became of it)."""
+        return self.post_async(queue, messages).result()
+
+    def post_receipts_async(self, queue: str, messages: Sequence[Message]) -> Future[list[Receipt]]:
+        msgs, size = self._check_post(queue, messages)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
+
+    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
+        """Like post, but answers each message's seq with what became of it:
+        stored, overflowed (to an overflow selector's queue), dead-lettered or
+        dropped."""
+        return self.post_receipts_async(queue, messages).result()
+
+    def _check_post(self, queue: str, messages: Sequence[Message]) -> tuple[list[Message], int]:
         self.limits.check_name(queue)
         if not messages:
             raise InvalidArgument("messages: at least one message is needed")
@@ -305,16 +334,9 @@ class Board:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
         msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
+        return msgs, size
 
-    def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Stores messages in order, in one transaction, routes them, and
-        returns their seqs once durable. A message that finds the queue full
-        and is not refused (drop-new, dead-letter, an overflow selector) is
-        not stored on this queue: its seq is 0."""
-        return self.post_async(queue, messages).result()
-
-    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[int]:
+    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[Receipt]:
         txn, info = self._find(b, queue)
         txn.admit(size)  # a full disk refuses posts first, keeping room for the rest
         spec = info.spec
@@ -330,20 +352,20 @@ class Board:
                     f"queue {queue!r} is full: max_unprocessed is {limit}; "
                     f"{n - room} of {n} message(s) do not fit"
                 )
-        seqs = []
+        out = []
         arrive = net.arrive
+        posted = 0
         for m in msgs:
             if limit and txn.counts(queue).unprocessed >= limit:
-                net.overflow(b, info, m)
-                seqs.append(0)
+                out.append(Receipt(0, net.overflow(b, info, m)))
                 continue
             stored = txn.append(queue, m, b.now)
-            seqs.append(stored.seq)
+            out.append(Receipt(stored.seq, Disposition.STORED))
+            posted += 1
             arrive(b, txn, info, stored)
-        posted = n - seqs.count(0)
         b.after(lambda: net.count(queue, posted=posted))
         net.settle(b)
-        return seqs
+        return out
 
     # -- taking and reading ---------------------------------------------
 
@@ -905,6 +927,7 @@ class Board:
                         dropped=t.dropped,
                         dead_lettered=t.dead_lettered,
                         selectors=len(net.of(name)),
+                        expired=t.expired,
                         damaged=0 if v.spec.transient else self._durable.damaged(name),
                     )
                 )

@@ -53,6 +53,18 @@ class Limits:
                 )
         if not 0 <= spec.max_deliveries <= 0xFFFFFFFF:
             raise InvalidArgument("spec.max_deliveries: must be 0 (no limit) to 2^32-1")
+        # A policy that sends messages to a dead-letter queue needs one: without
+        # it they would be discarded while the policy said otherwise. (Past
+        # max_deliveries a message is dead-lettered too, but there discarding
+        # a poison message is a policy of its own, as RabbitMQ's delivery-limit
+        # without a dead-letter exchange: allowed, and counted in dead_lettered.)
+        if not spec.dead_letter:
+            for field, policy in (("overflow", spec.overflow), ("unmatched", spec.unmatched)):
+                if policy.value == "dead-letter":
+                    raise InvalidArgument(
+                        f"spec.{field}: the dead-letter policy needs a dead-letter queue "
+                        "(spec.dead_letter); none is named"
+                    )
         return spec
 
     def check_message(self, m: Message, where: str) -> Message:

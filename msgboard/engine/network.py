@@ -16,7 +16,9 @@ The rules are DESIGN.md's, in its order. When a message arrives:
 6. a post to a full queue goes to the ``overflow`` selector, else the
    queue's overflow policy (``Board._post``);
 7. processed messages go to history, as ``max_history`` bounds;
-8. an expired message is dead-lettered (or discarded), never delivered.
+8. an expired message is dead-lettered (or discarded), never delivered:
+   whoever meets it first (a Take, a pull, a return), or the expiry sweep
+   (``expiry.py``) within about a second of its ``expires_at``.
 
 A message that waits is offered to blocked Reads (every one gets it) and
 then to the oldest blocked Take.
@@ -54,13 +56,14 @@ from typing import Any
 
 from msgboard.associative import Pattern
 from msgboard.associative.index import PatternIndex
+from msgboard.engine.expiry import Expiry
 from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, NotFound
 from msgboard.lmdbstore import QueueInfo, Search, Txn
 from msgboard.message import Message, Section, stamp
-from msgboard.spec import Delivery, Op, Position, Role
+from msgboard.spec import Delivery, Disposition, Op, Position, Role
 
 #: Most hops one message makes through selectors in one arrival (a bound on
 #: BOUNCE and dead-letter loops; static MOVE/COPY cycles are refused).
@@ -88,6 +91,7 @@ class Traffic:
     overflowed: int = 0
     dead_lettered: int = 0
     dropped: int = 0
+    expired: int = 0
 
 
 def _turn(s: Selector) -> int:
@@ -129,6 +133,7 @@ class Network:
         self._work: dict[Selector, None] = {}
         self._budget = PULL_BUDGET
         self.traffic: dict[str, Traffic] = {}
+        self.expiry = Expiry(writer, lookup, self.held, self._swept, self.settle)
 
     # -- memory changes, undone if the batch aborts ---------------------
 
@@ -281,6 +286,8 @@ class Network:
         if sels and self._route(b, txn, info, msg, hops, copies=True):
             self._offer(b, txn, info, msg, takeable=False)
             return
+        if msg.expires_at:  # it waits: the sweep dead-letters it in time
+            self.expiry.add(q, msg)
         self._offer(b, txn, info, msg, takeable=True)
 
     def _route(
@@ -295,7 +302,7 @@ class Network:
     ) -> bool:
         """Rules 2-5 for one waiting, unheld message; True if it left."""
         fate: list[Selector] = []
-        default: Selector | None = None
+        defaults: list[Selector] = []
         q = info.spec.name
         index = self._index.get(q)
         for s in index.match(msg) if index is not None else ():
@@ -303,8 +310,7 @@ class Network:
             if spec.role is Role.OVERFLOW:
                 continue
             if spec.role is Role.DEFAULT:
-                if default is None:
-                    default = s
+                defaults.append(s)
                 continue
             if spec.op is Op.COPY:
                 if copies and not s.behind:
@@ -312,12 +318,16 @@ class Network:
             else:
                 fate.append(s)
         if not fate:
-            if default is not None:
-                if default.spec.op is Op.COPY:
-                    if copies:
-                        self._copy(b, default, msg, hops)
+            if defaults:
+                # The default selectors act as the normal ones would: every
+                # COPY copies, and the MOVEs share the message round-robin.
+                fate = [s for s in defaults if s.spec.op is not Op.COPY]
+                if copies:
+                    for s in defaults:
+                        if s.spec.op is Op.COPY:
+                            self._copy(b, s, msg, hops)
+                if not fate:
                     return False
-                fate = [default]
             elif not self._normal.get(q):
                 return False  # rule 5: no selectors, it waits
             else:
@@ -537,18 +547,20 @@ class Network:
         self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
     ) -> None:
         """Processes a waiting message and sends it to the dead-letter queue."""
+        if reason == "expired":
+            self._later(b, info.spec.name, expired=1)
         self.process(b, txn, info, msg)
         self.dead_letter(b, info, msg, reason, hops)
 
-    def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> None:
+    def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> bool:
         """Sends ``msg`` (not stored on its queue) to the queue's dead-letter
         queue, with headers saying why and whence; discarded when there is
-        none or it is full. Counted either way."""
+        none, it is gone or it is full. Counted either way; True if stored."""
         spec = info.spec
         self._later(b, spec.name, dead_lettered=1)
         dlq = spec.dead_letter
         if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:
-            return
+            return False
         headers = {
             **msg.headers,
             "x-dead-letter-reason": reason,
@@ -556,7 +568,10 @@ class Network:
             "x-dead-letter-seq": str(msg.seq),
         }
         out = dataclasses.replace(fresh(msg), headers=headers, expires_at=0)
-        self.append(b, dlq, out, hops + 1)
+        return self.append(b, dlq, out, hops + 1) > 0
+
+    def _swept(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
+        self.dead(b, txn, info, msg, "expired", 0)
 
     # -- pulling: credit arrived -----------------------------------------
 
@@ -831,26 +846,35 @@ class Network:
     def has_overflow(self, queue: str) -> bool:
         return any(s.spec.role is Role.OVERFLOW for s in self.of(queue))
 
-    def overflow(self, b: Batch, info: QueueInfo, msg: Message) -> None:
-        """Rule 6: a post found the queue full. Its overflow selector takes the
-        message, else the overflow policy: dead-letter, or drop (drop-new, or
-        reject when an overflow selector's destination is full too)."""
+    def overflow(self, b: Batch, info: QueueInfo, msg: Message) -> Disposition:
+        """Rule 6: a post found the queue full. The matching overflow selectors
+        take it round-robin, as MOVEs do: the first, in turn, with quota and
+        room in its queue (an overflow DELETE drops it). With none that can,
+        the overflow policy: dead-letter, or drop (drop-new, or reject when
+        every overflow selector's queue is full too). Says what became of it."""
         q = info.spec.name
         self._later(b, q, overflowed=1)
-        for s in self.of(q):
+        sels = [
+            s for s in self.of(q) if s.spec.role is Role.OVERFLOW and s.spec.pattern.matches(msg)
+        ]
+        if len(sels) > 1:
+            sels.sort(key=_turn)
+        for s in sels:
             spec = s.spec
-            if spec.role is not Role.OVERFLOW or not spec.pattern.matches(msg):
-                continue
             if spec.op is Op.DELETE:
-                return
+                self._set(b, s, "turn", next(self._turns))
+                return Disposition.DROPPED
             if s.quota > 0 and self._room(b, spec.destination) > 0:
                 self._set(b, s, "quota", s.quota - 1)
+                self._set(b, s, "turn", next(self._turns))
                 b.after(partial(self._bump, s.id))
                 self.append(b, spec.destination, msg, 1)
-                return
-            break
-        if info.spec.overflow.value == "dead-letter":
-            self.dead_letter(b, info, msg, "overflow", 0)
+                return Disposition.OVERFLOWED
+        if info.spec.overflow.value == "dead-letter" and self.dead_letter(
+            b, info, msg, "overflow", 0
+        ):
+            return Disposition.DEAD_LETTERED
+        return Disposition.DROPPED
 
     # -- a queue goes -----------------------------------------------------
 

@@ -144,7 +144,9 @@ class _UnmatchedPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Unmat
     UNMATCHED_POLICY_DISCARD: _UnmatchedPolicy.ValueType  # 2
     """The message is processed at once (kept in history as max_history says)."""
     UNMATCHED_POLICY_DEAD_LETTER: _UnmatchedPolicy.ValueType  # 3
-    """The message goes to the dead-letter queue."""
+    """The message goes to the dead-letter queue (`dead_letter`, which the
+    spec must name).
+    """
 
 class UnmatchedPolicy(_UnmatchedPolicy, metaclass=_UnmatchedPolicyEnumTypeWrapper):
     """What happens to a message that no MOVE, BOUNCE or DELETE selector
@@ -159,8 +161,55 @@ UNMATCHED_POLICY_HOLD: UnmatchedPolicy.ValueType  # 1
 UNMATCHED_POLICY_DISCARD: UnmatchedPolicy.ValueType  # 2
 """The message is processed at once (kept in history as max_history says)."""
 UNMATCHED_POLICY_DEAD_LETTER: UnmatchedPolicy.ValueType  # 3
-"""The message goes to the dead-letter queue."""
+"""The message goes to the dead-letter queue (`dead_letter`, which the
+spec must name).
+"""
 Global___UnmatchedPolicy: _TypeAlias = UnmatchedPolicy  # noqa: Y015
+
+class _Disposition:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Disposition.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DISPOSITION_UNSPECIFIED: _Disposition.ValueType  # 0
+    """never sent"""
+    DISPOSITION_STORED: _Disposition.ValueType  # 1
+    """Stored on the queue under its seq, then routed as usual."""
+    DISPOSITION_OVERFLOWED: _Disposition.ValueType  # 2
+    """The queue was full: an overflow selector moved it to its destination."""
+    DISPOSITION_DEAD_LETTERED: _Disposition.ValueType  # 3
+    """The queue was full: stored on the queue's dead-letter queue (the
+    dead-letter overflow policy).
+    """
+    DISPOSITION_DROPPED: _Disposition.ValueType  # 4
+    """The queue was full: discarded (the drop-new policy, an overflow DELETE
+    selector, or every queue it could go to full as well). Counted in
+    QueueStats.overflowed.
+    """
+
+class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
+    """What became of one posted message. A message that finds its queue full
+    (max_unprocessed) under a policy other than reject is answered seq 0; this
+    says where it went.
+    """
+
+DISPOSITION_UNSPECIFIED: Disposition.ValueType  # 0
+"""never sent"""
+DISPOSITION_STORED: Disposition.ValueType  # 1
+"""Stored on the queue under its seq, then routed as usual."""
+DISPOSITION_OVERFLOWED: Disposition.ValueType  # 2
+"""The queue was full: an overflow selector moved it to its destination."""
+DISPOSITION_DEAD_LETTERED: Disposition.ValueType  # 3
+"""The queue was full: stored on the queue's dead-letter queue (the
+dead-letter overflow policy).
+"""
+DISPOSITION_DROPPED: Disposition.ValueType  # 4
+"""The queue was full: discarded (the drop-new policy, an overflow DELETE
+selector, or every queue it could go to full as well). Counted in
+QueueStats.overflowed.
+"""
+Global___Disposition: _TypeAlias = Disposition  # noqa: Y015
 
 class _Direction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -721,7 +770,8 @@ class QueueSpec(_message.Message):
     dead_letter: _builtins.str
     """The queue that receives this queue's dead letters (expired, rejected,
     over max_deliveries, overflow or unmatched with those policies). Empty:
-    dead letters are discarded, and counted.
+    dead letters are discarded, and counted; the dead-letter overflow and
+    unmatched policies need one.
     """
     unmatched: Global___UnmatchedPolicy.ValueType
     """See UnmatchedPolicy."""
@@ -962,20 +1012,28 @@ class PostResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQS_FIELD_NUMBER: _builtins.int
+    DISPOSITIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The seq of each message, in request order; 0 for a message dropped by
-        the drop-new overflow policy.
+        """The seq of each message on the queue, in request order; 0 for a message
+        that found the queue full and was not stored on it (see dispositions).
+        """
+
+    @_builtins.property
+    def dispositions(self) -> _containers.RepeatedScalarFieldContainer[Global___Disposition.ValueType]:
+        """What became of each message, in request order (one per seq): STORED for
+        a nonzero seq; OVERFLOWED, DEAD_LETTERED or DROPPED for a 0.
         """
 
     def __init__(
         self,
         *,
         seqs: _abc.Iterable[_builtins.int] | None = ...,
+        dispositions: _abc.Iterable[Global___Disposition.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seqs", b"seqs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispositions", b"dispositions", "seqs", b"seqs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1022,6 +1080,7 @@ class PostStreamResponse(_message.Message):
     BATCH_ID_FIELD_NUMBER: _builtins.int
     SEQS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    DISPOSITIONS_FIELD_NUMBER: _builtins.int
     batch_id: _builtins.int
     """The request's batch_id."""
     @_builtins.property
@@ -1032,16 +1091,21 @@ class PostStreamResponse(_message.Message):
     def error(self) -> Global___Error:
         """Set when this batch failed; nothing of it was stored."""
 
+    @_builtins.property
+    def dispositions(self) -> _containers.RepeatedScalarFieldContainer[Global___Disposition.ValueType]:
+        """As PostResponse.dispositions, one per seq; empty when error is set."""
+
     def __init__(
         self,
         *,
         batch_id: _builtins.int = ...,
         seqs: _abc.Iterable[_builtins.int] | None = ...,
         error: Global___Error | None = ...,
+        dispositions: _abc.Iterable[Global___Disposition.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "error", b"error", "seqs", b"seqs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "dispositions", b"dispositions", "error", b"error", "seqs", b"seqs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1455,6 +1519,7 @@ class QueueStats(_message.Message):
     DROPPED_FIELD_NUMBER: _builtins.int
     DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     SELECTORS_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
     DAMAGED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
@@ -1488,6 +1553,12 @@ class QueueStats(_message.Message):
     """
     selectors: _builtins.int
     """Selectors reading the queue."""
+    expired: _builtins.int
+    """Messages dead-lettered because their expires_at passed, since the server
+    started (also counted in dead_lettered): on arrival, when a Take or a
+    selector met them, or by the sweep within about a second of their
+    expiry. Never delivered.
+    """
     damaged: _builtins.int
     """Damaged records (failed checksum, DATA_LOSS) met and skipped since the
     server started; `msgboard check` lists every one, offline.
@@ -1509,11 +1580,12 @@ class QueueStats(_message.Message):
         dropped: _builtins.int = ...,
         dead_lettered: _builtins.int = ...,
         selectors: _builtins.int = ...,
+        expired: _builtins.int = ...,
         damaged: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -129,7 +129,8 @@ class BoardServicer:
     def CreateQueue(self, request, context):
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS.
+        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -49,7 +49,8 @@ class BoardStub:
     CreateQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS.
+    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]
     """Returns one queue with its current counts. NOT_FOUND if it does not exist."""
@@ -127,7 +128,8 @@ class BoardAsyncStub(BoardStub):
     CreateQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS.
+    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
     """Returns one queue with its current counts. NOT_FOUND if it does not exist."""
@@ -208,7 +210,8 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.Queue, _abc.Awaitable[_board_pb2.Queue]]:
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS.
+        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
 
     @_abc_1.abstractmethod
