@@ -36,7 +36,10 @@ def _bool(text: str) -> bool:
 
 
 def _count(text: str) -> int:
-    n = int(text)
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number: {text!r}") from None
     if n < 0:
         raise ValueError(f"must not be negative: {n}")
     return n
