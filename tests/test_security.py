@@ -175,7 +175,8 @@ def test_a_users_file_with_a_syntax_error_names_the_line(tmp_path: Path) -> None
             "unknown verb 'all'",
         ),
         (
-            '[[user]]\nname = "a"\ncert_cn = "a"\n[[user.allow]]\nqueues = "j*"\nverbs = ["admin"]\n',
+            '[[user]]\nname = "a"\ncert_cn = "a"\n'
+            '[[user.allow]]\nqueues = "j*"\nverbs = ["admin"]\n',
             "admin is board-wide",
         ),
         (
