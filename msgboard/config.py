@@ -82,7 +82,7 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("data", str, DEFAULT_DATA, "the LMDB directory (created 0700 if missing)", "DIR"),
+    Setting("data", str, DEFAULT_DATA, "the LMDB directory (created if missing)", "DIR"),
     Setting(
         "listen",
         str,
