@@ -88,11 +88,12 @@ Templates = TemplateLike | Sequence[TemplateLike] | None
 
 
 def _error(e: grpc.RpcError) -> MsgboardError:
-    code = e.code() if isinstance(e, grpc.Call) else None
-    details = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
+    call: Any = e if isinstance(e, grpc.Call | grpc.aio.AioRpcError) else None
+    code = call.code() if call is not None else None
+    details = (call.details() if call is not None else None) or str(e)
     name = ""
-    if isinstance(e, grpc.Call):
-        for key, value in e.trailing_metadata() or ():
+    if call is not None:
+        for key, value in call.trailing_metadata() or ():
             if key == ERROR_KEY:
                 name = str(value)
     return from_wire(code.name if code is not None else "UNKNOWN", details, name)

@@ -73,6 +73,8 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
 
 
 def _subscribe(r: pb.SubscribeRequest) -> list[Need]:
+    if r.WhichOneof("kind") != "open":
+        return []  # the servicer refuses it: the first request must open
     o = r.open
     return [_n(READ, SelectorRef(o.selector_id) if o.selector_id else o.queue)]
 

@@ -106,6 +106,43 @@ def test_tls_with_a_token_and_mutual_tls_with_a_certificate(mtls: ServerThread, 
             c.post("jobs", ("y",))
 
 
+def test_health_answers_without_a_credential_and_asyncio_clients_send_theirs(
+    mtls: ServerThread, pki: Pki
+) -> None:
+    import asyncio
+
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    creds = grpc.ssl_channel_credentials(
+        pki.ca.pem.read_bytes(), pki.stranger.key.read_bytes(), pki.stranger.cert.read_bytes()
+    )
+    with grpc.secure_channel(mtls.address, creds) as ch:
+        health = health_pb2_grpc.HealthStub(ch)
+        r = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert r.status == health_pb2.HealthCheckResponse.SERVING
+    kw = {"tls_ca": str(pki.ca.pem), "tls_cert": str(pki.carol.cert), "tls_key": str(pki.carol.key)}
+    with Client(mtls.address, token="alice-token", **kw) as a:
+        a.create_queue("jobs")
+        a.post("jobs", ("x",))
+
+        async def consume() -> tuple[object, ...]:
+            async with a.subscribe_async("jobs", credit=1) as sub:
+                d = await anext(aiter(sub))
+                await sub.ack(d)
+                return d.message.tuple
+
+        assert asyncio.run(consume()) == ("x",)
+    with Client(mtls.address, token="wrong", **kw) as w:
+
+        async def refused() -> None:
+            async with w.subscribe_async("jobs"):
+                pass
+
+        with pytest.raises(Unauthenticated):
+            asyncio.run(refused())
+
+
 def _call(address: str, **kw: str) -> None:
     with Client(address, timeout=10, **kw) as c:
         c.list_queues()
