@@ -102,8 +102,9 @@ class Users:
         bearer = [v for k, v in metadata if k == AUTH_KEY]
         if bearer:
             value = bearer[0] if isinstance(bearer[0], str) else ""
-            if len(bearer) == 1 and value.startswith(BEARER):
-                digest = token_hash(value[len(BEARER) :].strip())
+            scheme, _, token = value.partition(" ")
+            if len(bearer) == 1 and scheme.lower() == BEARER.strip().lower() and token:
+                digest = token_hash(token.strip())
                 user = self._by_token.get(digest)
                 # The dict found it by hash; compare again in constant time.
                 if user is not None and hmac.compare_digest(user.token_sha256, digest):

@@ -391,3 +391,24 @@ def test_sighup_rereads_the_certificates_without_dropping_connections(
             _call(server.address, token="alice-token", tls_ca=new)
     finally:
         assert server.stop() == 0
+
+
+def test_how_a_call_names_its_user(tmp_path: Path) -> None:
+    from msgboard.auth import Users
+
+    users = Users.load(_users(tmp_path / "users.toml"))
+    assert users.authenticate([("authorization", "Bearer alice-token")], None).name == "alice"
+    assert users.authenticate([("authorization", "bearer alice-token")], None).name == "alice"
+    assert users.authenticate([], "carol").name == "carol"
+    # A token wins over the certificate, and a bad token is not excused by one.
+    assert users.authenticate([("authorization", "Bearer alice-token")], "carol").name == "alice"
+    for metadata, cn in [
+        ([("authorization", "Bearer wrong")], "carol"),
+        ([("authorization", "Basic alice-token")], None),
+        ([("authorization", "Bearer ")], None),
+        ([("authorization", "Bearer alice-token")] * 2, None),
+        ([], "stranger"),
+        ([], None),
+    ]:
+        with pytest.raises(Unauthenticated, match=re.escape(UNAUTHENTICATED)):
+            users.authenticate(metadata, cn)
