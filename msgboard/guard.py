@@ -161,13 +161,15 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         async def call(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             kinds = ("streams", "consumers") if name == "Subscribe" else ("streams",)
             try:
-                user = self.authenticate(context)
                 first = None
                 if name == "Subscribe":
-                    # Only the first request (open) names a queue.
+                    # Only the first request (open) names a queue. Read it
+                    # before answering, so that a refusal does not race the
+                    # client's first write.
                     first = await anext(aiter(requests), None)
-                    if first is not None and rpc is not None:
-                        await self.allow(user, rpc.needs(first))
+                user = self.authenticate(context)
+                if first is not None and rpc is not None:
+                    await self.allow(user, rpc.needs(first))
                 hold = self.quota.hold(user, *kinds)
                 hold.__enter__()
             except MsgboardError as e:

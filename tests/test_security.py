@@ -122,7 +122,10 @@ def test_health_answers_without_a_credential_and_asyncio_clients_send_theirs(
         r = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
         assert r.status == health_pb2.HealthCheckResponse.SERVING
     kw = {"tls_ca": str(pki.ca.pem), "tls_cert": str(pki.carol.cert), "tls_key": str(pki.carol.key)}
-    with Client(mtls.address, token="alice-token", **kw) as a:
+    with (
+        Client(mtls.address, token="alice-token", **kw) as a,
+        Client(mtls.address, token="wrong", **kw) as w,
+    ):
         a.create_queue("jobs")
         a.post("jobs", ("x",))
 
@@ -130,17 +133,13 @@ def test_health_answers_without_a_credential_and_asyncio_clients_send_theirs(
             async with a.subscribe_async("jobs", credit=1) as sub:
                 d = await anext(aiter(sub))
                 await sub.ack(d)
-                return d.message.tuple
+            with pytest.raises(Unauthenticated):
+                async with w.subscribe_async("jobs"):
+                    pass
+            return d.message.tuple
 
+        # One event loop: grpc.aio keeps its state per process.
         assert asyncio.run(consume()) == ("x",)
-    with Client(mtls.address, token="wrong", **kw) as w:
-
-        async def refused() -> None:
-            async with w.subscribe_async("jobs"):
-                pass
-
-        with pytest.raises(Unauthenticated):
-            asyncio.run(refused())
 
 
 def _call(address: str, **kw: str) -> None:
