@@ -411,3 +411,27 @@ def test_how_a_call_names_its_user(tmp_path: Path) -> None:
     ]:
         with pytest.raises(Unauthenticated, match=re.escape(UNAUTHENTICATED)):
             users.authenticate(metadata, cn)
+
+
+def test_the_settings_table_and_the_config_agree() -> None:
+    defaults = ServeConfig()
+    for s in config.SETTINGS:
+        assert getattr(defaults, s.name) == s.default, s.name
+    assert {s.name for s in config.SETTINGS} == set(ServeConfig.__dataclass_fields__)
+
+
+def test_serve_reads_a_config_file(tmp_path: Path) -> None:
+    f = tmp_path / "msgboard.toml"
+    f.write_text(
+        f'users = "{_users(tmp_path / "users.toml")}"\n'
+        f'snapshot_dir = "{tmp_path / "snaps"}"\nsync = "weaker-no-fsync"\n'
+    )
+    server = ServerProcess(tmp_path / "board", "--config", str(f))
+    try:
+        line = next(x for x in server.log.read_text().splitlines() if "serving on" in x)
+        assert "sync weaker-no-fsync" in line and "2 users from" in line
+        assert f"snapshots under {tmp_path / 'snaps'}" in line
+        with Client(server.address) as c, pytest.raises(Unauthenticated):
+            c.list_queues()
+    finally:
+        assert server.stop() == 0
