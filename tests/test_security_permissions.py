@@ -358,3 +358,39 @@ def test_blocked_takes_per_user_are_capped(tmp_path: Path) -> None:
         t.join(30)
         assert [m.tuple for m in got[0]] == [("go",)]
         assert c.read("jobs", timeout=0.01) == []  # the cap is free again
+
+
+def _quickstart() -> list[list[str]]:
+    """The README quickstart's msgboard commands, as argument lists."""
+    import shlex
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("## Quickstart", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("msgboard ")]
+
+
+def test_the_readme_quickstart_over_tls_with_a_token(
+    board: Secured, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from msgboard.cli import main
+
+    monkeypatch.setenv("MSGBOARD_SERVER", board.server.address)
+    monkeypatch.setenv("MSGBOARD_TLS_CA", str(board.ca.pem))
+    commands = _quickstart()
+    assert commands[0][:2] == ["queue", "create"] and commands[-1] == ["stats"]
+    # alice (read, write, manage on jobs*) runs it all but the whole board's
+    # stats, which are for admins; root runs all of it.
+    for user, denied in (("alice", [["stats"]]), ("root", [])):
+        monkeypatch.setenv("MSGBOARD_TOKEN", f"{user}-t")
+        with board.client("root") as root:
+            root.delete_queue("jobs")
+        for args in commands:
+            code = main(args)
+            err = capsys.readouterr().err
+            if args in denied:
+                assert code == 1 and "PERMISSION_DENIED" in err, err
+            else:
+                assert code == 0, (user, args, err)
+    monkeypatch.setenv("MSGBOARD_TOKEN", "nobody-t")
+    assert main(commands[1]) == 1
+    assert "PERMISSION_DENIED: user 'nobody' may not write queue 'jobs'" in capsys.readouterr().err
