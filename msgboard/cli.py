@@ -1,8 +1,9 @@
 """The ``msgboard`` command: run a board, and talk to one.
 
 ``msgboard serve`` runs the server; every other command is a client of
-``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878).
-``--json`` prints one JSON object per line. Tuples are JSON arrays;
+``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878),
+with ``--token`` / ``--tls-ca`` / ``--tls-cert`` / ``--tls-key`` for a
+secured board (docs/security.md). ``--json`` prints one JSON object per line. Tuples are JSON arrays;
 templates are JSON arrays in which "?int", "?float", "?str", "?bytes",
 "?bool", "?null" are formals, "?" is any, {"range": [lo, hi]} and
 {"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
