@@ -3,10 +3,10 @@
 ``msgboard serve`` runs the server; every other command is a client of
 ``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878),
 with ``--token`` / ``--tls-ca`` / ``--tls-cert`` / ``--tls-key`` for a
-secured board (docs/security.md). ``--json`` prints one JSON object per line. Tuples are JSON arrays;
-templates are JSON arrays in which "?int", "?float", "?str", "?bytes",
-"?bool", "?null" are formals, "?" is any, {"range": [lo, hi]} and
-{"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
+secured board (docs/security.md). ``--json`` prints one JSON object per
+line. Tuples are JSON arrays; templates are JSON arrays in which "?int",
+"?float", "?str", "?bytes", "?bool", "?null" are formals, "?" is any,
+{"range": [lo, hi]} and {"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
 prefix:P, all (a bare name means eq:).
 """
 

@@ -160,6 +160,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     def _stream(self, behavior: Any, rpc: permissions.Rpc | None, name: str) -> Any:
         async def call(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             kinds = ("streams", "consumers") if name == "Subscribe" else ("streams",)
+            held = contextlib.ExitStack()
             try:
                 first = None
                 if name == "Subscribe":
@@ -170,11 +171,10 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 user = self.authenticate(context)
                 if first is not None and rpc is not None:
                     await self.allow(user, rpc.needs(first))
-                hold = self.quota.hold(user, *kinds)
-                hold.__enter__()
+                held.enter_context(self.quota.hold(user, *kinds))
             except MsgboardError as e:
                 await _abort(context, e)
-            try:
+            with held:
                 if name == "Subscribe":
                     inner = _prepend(first, requests)
                 elif rpc is not None:
@@ -183,8 +183,6 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     inner = requests
                 async for response in behavior(inner, context):
                     yield response
-            finally:
-                hold.__exit__(None, None, None)
 
         return call
 
