@@ -349,7 +349,7 @@ def _swap(pki: Pki, ca: CA) -> None:
     pki.server.key.write_bytes(fresh.key.read_bytes())
 
 
-def test_sighup_rereads_the_certificates_without_dropping_connections(
+def test_sighup_rereads_certificates_and_users_without_dropping_connections(
     tmp_path: Path, pki: Pki
 ) -> None:
     users = _users(tmp_path / "users.toml")
@@ -366,6 +366,13 @@ def test_sighup_rereads_the_certificates_without_dropping_connections(
             a.post("jobs", ("before",))
             assert next(sub).message.tuple == ("before",)
             _swap(pki, pki.foreign)
+            with users.open("a") as f:  # and a new user
+                f.write(
+                    f'[[user]]\nname = "bob"\ntoken_sha256 = "{token_hash("bob-token")}"\n'
+                    '[[user.allow]]\nqueues = "jobs"\nverbs = ["write"]\n'
+                )
+            with pytest.raises(Unauthenticated):
+                _call(server.address, token="bob-token", tls_ca=old)
             server.proc.send_signal(signal.SIGHUP)
             deadline = time.monotonic() + 20
             while "reloaded" not in server.log.read_text():
@@ -374,7 +381,7 @@ def test_sighup_rereads_the_certificates_without_dropping_connections(
             # New connections get the new certificate...
             with pytest.raises(Unavailable):
                 _call(server.address, token="alice-token", tls_ca=old)
-            with Client(server.address, token="alice-token", tls_ca=new) as b:
+            with Client(server.address, token="bob-token", tls_ca=new) as b:
                 b.post("jobs", ("after",))
             # ...and the connection opened before carries on.
             assert next(sub).message.tuple == ("after",)
