@@ -1,11 +1,12 @@
 """The ``msgboard`` command: run a board, and talk to one.
 
 ``msgboard serve`` runs the server; every other command is a client of
-``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878).
-``--json`` prints one JSON object per line. Tuples are JSON arrays;
-templates are JSON arrays in which "?int", "?float", "?str", "?bytes",
-"?bool", "?null" are formals, "?" is any, {"range": [lo, hi]} and
-{"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
+``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878),
+with ``--token`` / ``--tls-ca`` / ``--tls-cert`` / ``--tls-key`` for a
+secured board (docs/security.md). ``--json`` prints one JSON object per
+line. Tuples are JSON arrays; templates are JSON arrays in which "?int",
+"?float", "?str", "?bytes", "?bool", "?null" are formals, "?" is any,
+{"range": [lo, hi]} and {"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
 prefix:P, all (a bare name means eq:).
 """
 
@@ -23,8 +24,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from msgboard import config
 from msgboard.associative import fields_to_json, parse_template, parse_tuple
-from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError
+from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, to_datetime
 from msgboard.spec import UNLIMITED
 
@@ -163,21 +165,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="the board to talk to (default $MSGBOARD_SERVER or 127.0.0.1:7878)",
     )
     common.add_argument("--json", action="store_true", help="one JSON object per line")
+    common.add_argument("--token", metavar="TOKEN", help="bearer token (default $MSGBOARD_TOKEN)")
+    common.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="connect with TLS, trusting this CA (default $MSGBOARD_TLS_CA)",
+    )
+    common.add_argument("--tls-cert", metavar="FILE", help="client certificate (mutual TLS)")
+    common.add_argument("--tls-key", metavar="FILE", help="its private key")
 
     parser = argparse.ArgumentParser(prog="msgboard", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run a board")
-    p.add_argument("--data", default="./msgboard-data", help="LMDB directory (default %(default)s)")
-    p.add_argument("--listen", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
-    p.add_argument(
-        "--sync",
-        choices=["fsync", "weaker-no-fsync"],
-        default="fsync",
-        help="fsync every group commit (default); weaker-no-fsync survives a server "
-        "crash but not a power loss or OS crash",
+    config.add_flags(p)  # one option per setting of msgboard.config
+
+    q = sub.add_parser("user", help="users of a board with a users file")
+    qs = q.add_subparsers(dest="action", required=True)
+    qs.add_parser(
+        "token",
+        help="print a fresh random token (line 1, for the user) and the users-file "
+        "line holding its SHA-256 (line 2)",
     )
-    p.add_argument("--max-message-bytes", type=int, default=4 * 1024 * 1024)
 
     p = sub.add_parser(
         "check", help="check a data directory or snapshot offline (read-only); non-zero if damaged"
@@ -269,7 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "snapshot", parents=[common], help="have the server write a consistent copy of the board"
     )
-    p.add_argument("dir", help="a new or empty directory on the server (relative: to this cwd)")
+    p.add_argument(
+        "dir",
+        help="a new or empty directory on the server: a name under its --snapshot-dir "
+        "(an open loopback board without one: relative to this cwd)",
+    )
 
     spark = argparse.ArgumentParser(add_help=False)
     spark.add_argument(
@@ -304,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "user":
+            return _user(args)
         if args.command in ("export", "report"):
             return _spark(args)
         return _client_command(args)
@@ -315,12 +330,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """Runs a board; a start-up failure is one line on stderr, exit 1."""
     from msgboard.engine import Limits
     from msgboard.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    limits = Limits(max_message_bytes=args.max_message_bytes)
-    asyncio.run(serve(args.data, args.listen, sync=args.sync == "fsync", limits=limits))
+    flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
+    try:
+        c = config.load(flags, file=args.config)
+        limits = Limits(max_message_bytes=c.max_message_bytes)
+        asyncio.run(serve(c, limits=limits))
+    except (MsgboardError, OSError) as e:
+        print(f"msgboard serve: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _user(args: argparse.Namespace) -> int:
+    from msgboard.auth import new_token
+
+    token, digest = new_token()
+    print(token)  # for the user: --token or $MSGBOARD_TOKEN
+    print(f'token_sha256 = "{digest}"')  # for the users file, under the user's [[user]]
     return 0
 
 
@@ -370,8 +401,15 @@ def _spark(args: argparse.Namespace) -> int:
 
 def _client_command(args: argparse.Namespace) -> int:
     from msgboard.client import Client, Start
+    from msgboard.tls import is_loopback
 
-    with Client(args.server) as c:
+    with Client(
+        args.server,
+        token=args.token,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    ) as c:
         cmd = args.command
         if cmd == "queue":
             if args.action == "create":
@@ -473,7 +511,14 @@ def _client_command(args: argparse.Namespace) -> int:
         elif cmd == "watch":
             return _watch(c, args)
         elif cmd == "snapshot":
-            snap = c.snapshot(os.path.abspath(args.dir))
+            try:
+                snap = c.snapshot(args.dir)
+            except RelativePath:
+                # An open board with no snapshot dir: relative to this
+                # directory, if the board runs on this machine.
+                if not is_loopback(c.address):
+                    raise
+                snap = c.snapshot(os.path.abspath(args.dir))
             d = {**asdict(snap), "taken_at": _when(snap.taken_at)}
             if args.json:
                 print(json.dumps(d))

@@ -61,6 +61,7 @@ from msgboard.spec import (
     SelectorSpec,
     UnmatchedPolicy,
 )
+from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -91,11 +92,12 @@ Templates = TemplateLike | Sequence[TemplateLike] | None
 
 
 def _error(e: grpc.RpcError) -> MsgboardError:
-    code = e.code() if isinstance(e, grpc.Call) else None
-    details = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
+    call: Any = e if isinstance(e, grpc.Call | grpc.aio.AioRpcError) else None
+    code = call.code() if call is not None else None
+    details = (call.details() if call is not None else None) or str(e)
     name = ""
-    if isinstance(e, grpc.Call):
-        for key, value in e.trailing_metadata() or ():
+    if call is not None:
+        for key, value in call.trailing_metadata() or ():
             if key == ERROR_KEY:
                 name = str(value)
     return from_wire(code.name if code is not None else "UNKNOWN", details, name)
@@ -220,16 +222,34 @@ class _Poster(abc.ABC):
 class Client(_Poster):
     """A connection to one board."""
 
-    def __init__(self, address: str | None = None, *, timeout: float | None = 60.0) -> None:
-        self.address = address or os.environ.get("MSGBOARD_SERVER") or DEFAULT_SERVER
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        token: str | None = None,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls: bool = False,
+    ) -> None:
+        """``token``: a bearer token (default ``$MSGBOARD_TOKEN``), sent only
+        over TLS or to loopback. ``tls_ca``: connect with TLS trusting this
+        CA file (default ``$MSGBOARD_TLS_CA``; ``tls=True``: the system's
+        roots). ``tls_cert`` and ``tls_key``: a client certificate for
+        mutual TLS."""
+        env = os.environ
+        self.address = address or env.get("MSGBOARD_SERVER") or DEFAULT_SERVER
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
+        self.connection = Connection(
             self.address,
-            options=[
-                ("grpc.max_receive_message_length", -1),
-                ("grpc.max_send_message_length", -1),
-            ],
+            token=token if token is not None else env.get("MSGBOARD_TOKEN", ""),
+            tls_ca=tls_ca if tls_ca is not None else env.get("MSGBOARD_TLS_CA", ""),
+            tls_cert=tls_cert or "",
+            tls_key=tls_key or "",
+            tls=tls,
         )
+        self._channel = self.connection.channel()
         self._stub = pb_grpc.BoardStub(self._channel)
 
     def __enter__(self) -> Client:
@@ -596,7 +616,7 @@ class Client(_Poster):
                 await sub.ack(d)
         """
         return AsyncSubscription(
-            self.address,
+            self.connection,
             _open(
                 queue,
                 pattern or make_pattern(templates, address, filter),
@@ -609,8 +629,9 @@ class Client(_Poster):
         )
 
     def snapshot(self, path: str, *, timeout: float | None = None) -> Snapshot:
-        """Has the server write a snapshot to ``path`` (absolute, on the
-        server's file system); waits for it as long as ``timeout`` (None: as
+        """Has the server write a snapshot to ``path``: a name under the
+        server's snapshot directory, or (an open board without one) an
+        absolute path on the server's file system; waits for it as long as ``timeout`` (None: as
         long as the copy takes)."""
         with _mapped():
             r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
@@ -813,16 +834,16 @@ class Subscription(_Stream):
 class AsyncSubscription(_Stream):
     """``Subscription`` for asyncio, over its own channel."""
 
-    def __init__(self, address: str, open_: pb.Subscription) -> None:
+    def __init__(self, connection: Connection, open_: pb.Subscription) -> None:
         super().__init__()
-        self._address = address
+        self._connection = connection
         self._open = open_
         self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._call: Any = None
 
     async def __aenter__(self) -> AsyncSubscription:
-        self._channel = grpc.aio.insecure_channel(self._address)
+        self._channel = self._connection.aio_channel()
         requests: asyncio.Queue[pb.SubscribeRequest | None] = asyncio.Queue()
         self._requests = requests
         await requests.put(pb.SubscribeRequest(open=self._open))

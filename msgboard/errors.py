@@ -4,6 +4,8 @@
 
     MsgboardError                 .code: the gRPC status name it maps to
     ├── InvalidArgument           bad input; .field: the path of the bad part
+    │   ├── ConfigError           a bad setting, users file or certificate (start-up)
+    │   └── RelativePath          a relative snapshot path, and no snapshot dir
     ├── NotFound
     │   └── QueueNotFound
     ├── AlreadyExists
@@ -13,7 +15,9 @@
     │   ├── MessageTooLarge
     │   └── StoreFull             the disk refused a write
     ├── FailedPrecondition
+    │   └── Exposed               a non-loopback listener without TLS and users
     ├── Unavailable               the board is closed or unreachable
+    │   └── ListenFailed          the server cannot bind its address
     ├── DeadlineExceeded          (client side: the call's deadline passed)
     ├── Unauthenticated
     ├── PermissionDenied
@@ -81,6 +85,15 @@ class InvalidArgument(MsgboardError):
         return err
 
 
+class ConfigError(InvalidArgument):
+    """A serve setting, the users file or a certificate is wrong: the server
+    does not start."""
+
+
+class RelativePath(InvalidArgument):
+    """A relative Snapshot path on a board with no snapshot directory."""
+
+
 class NotFound(MsgboardError):
     code = "NOT_FOUND"
 
@@ -119,8 +132,17 @@ class FailedPrecondition(MsgboardError):
     code = "FAILED_PRECONDITION"
 
 
+class Exposed(FailedPrecondition):
+    """A listener outside loopback without both TLS and a users file."""
+
+
 class Unavailable(MsgboardError):
     code = "UNAVAILABLE"
+
+
+class ListenFailed(Unavailable):
+    """The server cannot listen where it was told (address in use, bad
+    address)."""
 
 
 class DeadlineExceeded(MsgboardError):

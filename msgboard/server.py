@@ -8,7 +8,9 @@ grpcurl and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
-SIGINT, then stops gracefully.
+SIGINT, then stops gracefully, and re-reads certificates and the users file
+on SIGHUP. Who may call what is decided before any servicer runs, by the
+interceptor ``msgboard.security`` installs; servicers never see credentials.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec
+from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.engine import Board, BoardStats, Limits, QueueView, SelectorView, Start
-from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.errors import ERROR_KEY, InvalidArgument, ListenFailed, MsgboardError
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.security import Security
+from msgboard.snapshot_dir import SnapshotDir
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -41,8 +46,7 @@ from msgboard.v1 import board_pb2_grpc as pb_grpc
 log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
 
-DEFAULT_LISTEN = "127.0.0.1:7878"
-DEFAULT_DATA = "./msgboard-data"
+__all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 
 _SECTION_FROM_PB = {
@@ -153,8 +157,9 @@ def _messages(ps: Any) -> list[Message]:
 class BoardService(pb_grpc.BoardServicer):
     """The Board service of board.proto, over one engine Board."""
 
-    def __init__(self, board: Board) -> None:
+    def __init__(self, board: Board, snapshots: SnapshotDir | None = None) -> None:
         self.board = board
+        self.snapshots = snapshots or SnapshotDir()
 
     @_mapped
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.Queue:
@@ -441,58 +446,75 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
-        return snapshot_to_pb(await _wait(self.board.snapshot_async(request.path)))
+        path = self.snapshots.resolve(request.path)
+        return snapshot_to_pb(await _wait(self.board.snapshot_async(path)))
 
 
 async def _wait(fut: Future[T]) -> T:
     return await asyncio.wrap_future(fut)
 
 
-async def create_server(board: Board, listen: str = DEFAULT_LISTEN) -> tuple[grpc.aio.Server, int]:
+async def create_server(
+    board: Board, listen: str = DEFAULT_LISTEN, security: Security | None = None
+) -> tuple[grpc.aio.Server, int]:
     """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
-    port) but not started. Returns the server and the bound port."""
+    port) but not started. Returns the server and the bound port. Without
+    ``security``: the open plaintext board."""
     room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", room),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
+        interceptors=security.interceptors(board) if security else None,
     )
-    pb_grpc.add_BoardServicer_to_server(BoardService(board), server)
+    snapshots = security.snapshots if security else None
+    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", SERVICE):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     names = (SERVICE, reflection.SERVICE_NAME, "grpc.health.v1.Health")
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(listen)
+    credentials = security.credentials() if security else None
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {listen}")
+        raise ListenFailed(f"cannot listen on {listen}")
     return server, port
 
 
 async def serve(
-    data: str = DEFAULT_DATA,
-    listen: str = DEFAULT_LISTEN,
+    config: ServeConfig | None = None,
     *,
-    sync: bool = True,
     limits: Limits | None = None,
     grace: float = 2.0,
     ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Runs a board on ``data`` at ``listen`` until SIGTERM or SIGINT."""
-    board = Board(data, sync=sync, limits=limits)
+    """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
+    MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
+    config = config or ServeConfig()
+    security = Security.build(config)
+    sync = config.sync == "fsync"
+    board = Board(config.data, sync=sync, limits=limits)
     try:
-        server, port = await create_server(board, listen)
+        server, port = await create_server(board, config.listen, security)
         await server.start()
-        host = listen.rsplit(":", 1)[0]
+        host = config.listen.rsplit(":", 1)[0]
+        security.warn()
         log.info(
-            "msgboard serving on %s:%d (data %s, sync %s)",
+            "msgboard serving on %s:%d (data %s, sync %s; %s)",
             host,
             port,
-            data,
-            "fsync" if sync else "weaker-no-fsync",
+            config.data,
+            config.sync,
+            security.describe(),
         )
         if ready is not None:
             ready(port)
@@ -500,6 +522,7 @@ async def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, security.reload)
         await stop.wait()
         log.info("msgboard stopping")
         # Blocked calls get their "nothing in time" answer rather than wait

@@ -20,15 +20,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from msgboard.engine import Board, Limits
+from msgboard.security import Security
 from msgboard.server import create_server
 
 
 class ServerThread:
     """Runs ``create_server`` on its own event loop until ``stop()``."""
 
-    def __init__(self, data: Path, limits: Limits | None = None) -> None:
+    def __init__(
+        self, data: Path, limits: Limits | None = None, security: Security | None = None
+    ) -> None:
+        """``security``: TLS, users and snapshot dir (default: the open board)."""
         self.data = data
         self.limits = limits
+        self.security = security
         self.port = 0
         self.board: Board | None = None
         self._ready = threading.Event()
@@ -65,7 +70,7 @@ class ServerThread:
         self._stop = asyncio.Event()
         self.board = Board(self.data, limits=self.limits)
         try:
-            server, self.port = await create_server(self.board, "127.0.0.1:0")
+            server, self.port = await create_server(self.board, "127.0.0.1:0", self.security)
             await server.start()
             self._ready.set()
             await self._stop.wait()

@@ -11,9 +11,16 @@ language; the words used here are defined in docs/concepts.md.
 Errors are standard gRPC status codes: INVALID_ARGUMENT (the message says
 which field and why), NOT_FOUND (unknown queue), ALREADY_EXISTS (a queue of
 that name with other properties), RESOURCE_EXHAUSTED (queue full, message
-too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down),
-DATA_LOSS (a stored message failed its checksum; the error names queue and
-seq).
+too large, disk full, a per-user cap), FAILED_PRECONDITION, UNAVAILABLE
+(shutting down), DATA_LOSS (a stored message failed its checksum; the error
+names queue and seq), UNAUTHENTICATED (no or an unknown credential on a
+board with users) and PERMISSION_DENIED (the message names user, verb and
+queue).
+
+Credentials, on a board with a users file: gRPC metadata
+`authorization: Bearer <token>`, or a TLS client certificate whose common
+name a user has. Each RPC needs a verb on a queue (read, write, manage,
+admin); see docs/security.md.
 """
 
 from collections import abc as _abc
@@ -2108,8 +2115,11 @@ class SnapshotRequest(_message.Message):
 
     PATH_FIELD_NUMBER: _builtins.int
     path: _builtins.str
-    """The directory to write, an absolute path on the server: it must not
-    exist or be empty. It appears only once the snapshot is whole.
+    """The directory to write: it must not exist or be empty, and appears only
+    once the snapshot is whole. On a board with a snapshot directory, a path
+    relative to it (absolute paths, `..` parts and symlinks leading outside
+    are INVALID_ARGUMENT); on an open board without one, an absolute path on
+    the server.
     """
     def __init__(
         self,

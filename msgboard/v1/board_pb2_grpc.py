@@ -267,8 +267,10 @@ class BoardServicer:
         """Writes a consistent, compacted hot copy of the board's LMDB environment
         (its durable queues) to a directory on the server's file system, while
         the board keeps serving. Every write answered before the call is in it.
-        INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
-        directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+        INVALID_ARGUMENT for a path the board does not accept (see
+        SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
+        is not empty or the board has users and no snapshot directory,
+        RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

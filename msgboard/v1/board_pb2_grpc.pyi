@@ -11,9 +11,16 @@ language; the words used here are defined in docs/concepts.md.
 Errors are standard gRPC status codes: INVALID_ARGUMENT (the message says
 which field and why), NOT_FOUND (unknown queue), ALREADY_EXISTS (a queue of
 that name with other properties), RESOURCE_EXHAUSTED (queue full, message
-too large, disk full), FAILED_PRECONDITION, UNAVAILABLE (shutting down),
-DATA_LOSS (a stored message failed its checksum; the error names queue and
-seq).
+too large, disk full, a per-user cap), FAILED_PRECONDITION, UNAVAILABLE
+(shutting down), DATA_LOSS (a stored message failed its checksum; the error
+names queue and seq), UNAUTHENTICATED (no or an unknown credential on a
+board with users) and PERMISSION_DENIED (the message names user, verb and
+queue).
+
+Credentials, on a board with a users file: gRPC metadata
+`authorization: Bearer <token>`, or a TLS client certificate whose common
+name a user has. Each RPC needs a verb on a queue (read, write, manage,
+admin); see docs/security.md.
 """
 
 from collections import abc as _abc
@@ -116,8 +123,10 @@ class BoardStub:
     """Writes a consistent, compacted hot copy of the board's LMDB environment
     (its durable queues) to a directory on the server's file system, while
     the board keeps serving. Every write answered before the call is in it.
-    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
-    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+    INVALID_ARGUMENT for a path the board does not accept (see
+    SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
+    is not empty or the board has users and no snapshot directory,
+    RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
     """
 
 @_typing.type_check_only
@@ -195,8 +204,10 @@ class BoardAsyncStub(BoardStub):
     """Writes a consistent, compacted hot copy of the board's LMDB environment
     (its durable queues) to a directory on the server's file system, while
     the board keeps serving. Every write answered before the call is in it.
-    INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
-    directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+    INVALID_ARGUMENT for a path the board does not accept (see
+    SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
+    is not empty or the board has users and no snapshot directory,
+    RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -373,8 +384,10 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         """Writes a consistent, compacted hot copy of the board's LMDB environment
         (its durable queues) to a directory on the server's file system, while
         the board keeps serving. Every write answered before the call is in it.
-        INVALID_ARGUMENT for a relative path, FAILED_PRECONDITION if the
-        directory exists and is not empty, RESOURCE_EXHAUSTED if the disk fills.
+        INVALID_ARGUMENT for a path the board does not accept (see
+        SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
+        is not empty or the board has users and no snapshot directory,
+        RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

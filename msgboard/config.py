@@ -1,0 +1,224 @@
+"""The serve configuration: one table of settings, read from a TOML file,
+the environment and flags.
+
+Every setting in ``SETTINGS`` is a key of the ``--config`` TOML file (its
+name), an environment variable (``MSGBOARD_`` + the name in capitals) and a
+``msgboard serve`` flag (``--`` + the name with dashes). Flags override the
+environment, which overrides the file, which overrides the default.
+``docs/operating.md`` documents every key; a test checks the table and that
+page agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from msgboard.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:7878"
+DEFAULT_DATA = "./msgboard-data"
+ENV_PREFIX = "MSGBOARD_"
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean (true or false): {text!r}")
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise ValueError(f"must not be negative: {n}")
+    return n
+
+
+def _sync(text: str) -> str:
+    if text not in ("fsync", "weaker-no-fsync"):
+        raise ValueError(f"not fsync or weaker-no-fsync: {text!r}")
+    return text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Setting:
+    """One serve setting."""
+
+    name: str
+    #: Parses the text of a flag or an environment variable; raises ValueError.
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any, where: str) -> Any:
+        """A value from the TOML file, checked (its type) and parsed."""
+        want: type = bool if self.parse is _bool else int if self.parse is _count else str
+        if type(value) is not want:
+            raise ConfigError(f"{where}: {self.name} must be a {want.__name__}, not {value!r}")
+        try:
+            return self.parse(str(value)) if want is not bool else value
+        except ValueError as e:
+            raise ConfigError(f"{where}: {self.name}: {e}") from None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data", str, DEFAULT_DATA, "the LMDB directory (created if missing)", "DIR"),
+    Setting(
+        "listen",
+        str,
+        DEFAULT_LISTEN,
+        "HOST:PORT to listen on (port 0: any free port); outside loopback it needs "
+        "TLS and a users file, or --insecure",
+        "HOST:PORT",
+    ),
+    Setting(
+        "sync",
+        _sync,
+        "fsync",
+        "fsync every group commit (default); weaker-no-fsync survives a server crash "
+        "but not a power loss or OS crash",
+        "fsync|weaker-no-fsync",
+    ),
+    Setting("max_message_bytes", _count, 4 * 1024 * 1024, "the largest message accepted", "N"),
+    Setting("tls_cert", str, "", "PEM certificate chain: serve TLS only", "FILE"),
+    Setting("tls_key", str, "", "PEM private key of --tls-cert", "FILE"),
+    Setting(
+        "tls_client_ca",
+        str,
+        "",
+        "PEM CA certificates: clients must show a certificate signed by one (mutual TLS)",
+        "FILE",
+    ),
+    Setting("users", str, "", "the users TOML file: tokens, certificate names, rules", "FILE"),
+    Setting(
+        "snapshot_dir",
+        str,
+        "",
+        "Snapshot writes only under this directory (requests name a relative directory)",
+        "DIR",
+    ),
+    Setting(
+        "insecure",
+        _bool,
+        False,
+        "allow a listener outside loopback without TLS and a users file (logs a warning)",
+    ),
+    Setting(
+        "max_streams", _count, 64, "open PostStream and Subscribe calls per user (0: no cap)", "N"
+    ),
+    Setting("max_waits", _count, 64, "blocked Takes and Reads per user (0: no cap)", "N"),
+    Setting("max_consumers", _count, 32, "Subscribe consumers per user (0: no cap)", "N"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """Every serve setting, resolved. Field names are the settings' names."""
+
+    data: str = DEFAULT_DATA
+    listen: str = DEFAULT_LISTEN
+    sync: str = "fsync"
+    max_message_bytes: int = 4 * 1024 * 1024
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    users: str = ""
+    snapshot_dir: str = ""
+    insecure: bool = False
+    max_streams: int = 64
+    max_waits: int = 64
+    max_consumers: int = 32
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert)
+
+    def __post_init__(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert and tls_key go together: give both or neither")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ConfigError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """``msgboard serve``'s options, one per setting, plus ``--config``.
+    Every default is None, so that ``load`` can tell a flag given."""
+    p.add_argument("--config", metavar="FILE", help="a TOML file of these settings")
+    for s in SETTINGS:
+        env = f" [env {s.env}; default {s.default!r}]" if s.default != "" else f" [env {s.env}]"
+        if s.parse is _bool:
+            p.add_argument(s.flag, action="store_true", default=None, help=s.help + env)
+        else:
+            p.add_argument(s.flag, metavar=s.metavar, default=None, help=s.help + env)
+
+
+def load(
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    file: str | os.PathLike[str] | None = None,
+) -> ServeConfig:
+    """The configuration from ``flags`` (setting name -> the flag's text, or
+    None when not given), ``env`` (default: ``os.environ``) and the TOML
+    ``file`` (default: ``$MSGBOARD_CONFIG``). Raises ConfigError naming the
+    setting and where it came from."""
+    flags = flags or {}
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = file or env.get(ENV_PREFIX + "CONFIG")
+    if path:
+        values.update(_read_file(Path(path)))
+    for s in SETTINGS:
+        if s.env in env:
+            values[s.name] = _parse(s, env[s.env], s.env)
+    for name, text in flags.items():
+        if text is not None and name in BY_NAME:
+            s = BY_NAME[name]
+            values[name] = text if isinstance(text, bool) else _parse(s, str(text), s.flag)
+    return ServeConfig(**values)
+
+
+def _parse(s: Setting, text: str, where: str) -> Any:
+    try:
+        return s.parse(text)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"config file {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path}: {e}") from None
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        s = BY_NAME.get(key)
+        if s is None:
+            known = ", ".join(BY_NAME)
+            raise ConfigError(f"config file {path}: unknown key {key!r} (known: {known})")
+        out[key] = s.check(value, f"config file {path}")
+    return out

@@ -1,0 +1,149 @@
+"""What each RPC needs, and whether a user has it.
+
+``RPCS`` is the one table: every method of ``msgboard.v1.Board`` -> the verb
+it needs and the queues it needs it on, read from the request. The verbs:
+
+- ``read``: Take, Read, Browse, Subscribe, Ack; see the queue and its
+  selectors (GetQueue, GetSelector, the listings).
+- ``write``: Post and PostStream to the queue.
+- ``manage``: create and delete the queue and the selectors whose source it
+  is. A selector also needs ``read`` on its source and ``write`` on its
+  destination; a queue created with a dead-letter queue needs ``write`` on
+  that queue. A BOUNCE selector writes to whatever queue each message's
+  ``reply_to`` names, so it needs ``admin``.
+- ``admin``: Snapshot, Stats of the whole board, and anything on any queue.
+
+ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
+caller may read or manage. ``msgboard.guard`` applies the table before any
+servicer runs; tests walk it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Callable
+from typing import Any
+
+from msgboard.auth import User
+from msgboard.errors import PermissionDenied
+from msgboard.v1 import board_pb2 as pb
+
+READ, WRITE, MANAGE, ADMIN = "read", "write", "manage", "admin"
+#: Stands for "the whole board" where a need names no queue.
+BOARD = ""
+SEE = (READ, MANAGE)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SelectorRef:
+    """A queue named by a selector id: the selector's source, which the
+    guard looks up."""
+
+    id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Need:
+    """One of ``verbs`` on ``queue`` (BOARD: on the whole board)."""
+
+    verbs: tuple[str, ...]
+    queue: str | SelectorRef
+
+
+def _n(verb: str | tuple[str, ...], queue: str | SelectorRef) -> Need:
+    return Need(verb if isinstance(verb, tuple) else (verb,), queue)
+
+
+def _create_queue(r: pb.CreateQueueRequest) -> list[Need]:
+    needs = [_n(MANAGE, r.spec.name)]
+    if r.spec.dead_letter:
+        needs.append(_n(WRITE, r.spec.dead_letter))
+    return needs
+
+
+def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
+    s = r.spec
+    if s.op == pb.OPERATION_BOUNCE:
+        return [_n(ADMIN, BOARD)]
+    needs = [_n(MANAGE, s.source), _n(READ, s.source)]
+    if s.destination:
+        needs.append(_n(WRITE, s.destination))
+    return needs
+
+
+def _subscribe(r: pb.SubscribeRequest) -> list[Need]:
+    if r.WhichOneof("kind") != "open":
+        return []  # the servicer refuses it: the first request must open
+    o = r.open
+    return [_n(READ, SelectorRef(o.selector_id) if o.selector_id else o.queue)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rpc:
+    """One RPC: its verb (as documented), what a request needs, and, for a
+    listing, how to keep only what the caller may see."""
+
+    verb: str
+    needs: Callable[[Any], list[Need]]
+    #: Listings: removes from the response what the caller may not see.
+    filter: Callable[[Any, Callable[[str], bool]], None] | None = None
+
+
+def _keep_queues(r: pb.ListQueuesResponse, sees: Callable[[str], bool]) -> None:
+    kept = [q for q in r.queues if sees(q.spec.name)]
+    del r.queues[:]
+    r.queues.extend(kept)
+
+
+def _keep_selectors(r: pb.ListSelectorsResponse, sees: Callable[[str], bool]) -> None:
+    kept = [s for s in r.selectors if sees(s.spec.source)]
+    del r.selectors[:]
+    r.selectors.extend(kept)
+
+
+#: Every RPC of msgboard.v1.Board. For the streams, ``needs`` reads one
+#: request: each PostStream batch, and Subscribe's first (``open``).
+RPCS: dict[str, Rpc] = {
+    "CreateQueue": Rpc(MANAGE, _create_queue),
+    "GetQueue": Rpc(READ, lambda r: [_n(SEE, r.name)]),
+    "ListQueues": Rpc(READ, lambda r: [], _keep_queues),
+    "DeleteQueue": Rpc(MANAGE, lambda r: [_n(MANAGE, r.name)]),
+    "Post": Rpc(WRITE, lambda r: [_n(WRITE, r.queue)]),
+    "PostStream": Rpc(WRITE, lambda r: [_n(WRITE, r.queue)]),
+    "Take": Rpc(READ, lambda r: [_n(READ, r.queue)]),
+    "Read": Rpc(READ, lambda r: [_n(READ, r.queue)]),
+    "Browse": Rpc(READ, lambda r: [_n(READ, r.queue)]),
+    "Ack": Rpc(READ, lambda r: [_n(READ, r.queue)]),
+    "Stats": Rpc(READ, lambda r: [_n(READ, r.queue) if r.queue else _n(ADMIN, BOARD)]),
+    "CreateSelector": Rpc(MANAGE, _create_selector),
+    "GetSelector": Rpc(READ, lambda r: [_n(SEE, SelectorRef(r.id))]),
+    "ListSelectors": Rpc(READ, lambda r: [_n(SEE, r.queue)] if r.queue else [], _keep_selectors),
+    "DeleteSelector": Rpc(MANAGE, lambda r: [_n(MANAGE, SelectorRef(r.id))]),
+    "Subscribe": Rpc(READ, _subscribe),
+    "Snapshot": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+}
+
+
+def allows(user: User, verb: str, queue: str) -> bool:
+    """Whether ``user`` may ``verb`` on ``queue`` (BOARD: the whole board)."""
+    if user.admin:
+        return True
+    if queue == BOARD:
+        return False
+    return any(verb in r.verbs and fnmatch.fnmatchcase(queue, r.queues) for r in user.rules)
+
+
+def sees(user: User, queue: str) -> bool:
+    """Whether ``user`` may see ``queue`` in listings (read or manage)."""
+    return any(allows(user, v, queue) for v in SEE)
+
+
+def check(user: User, verbs: tuple[str, ...], queue: str) -> None:
+    """PermissionDenied naming user, verb and queue unless ``user`` has one
+    of ``verbs`` on ``queue``."""
+    if any(allows(user, v, queue) for v in verbs):
+        return
+    what = " or ".join(verbs)
+    where = "the whole board" if queue == BOARD else f"queue {queue!r}"
+    raise PermissionDenied(f"user {user.name!r} may not {what} {where}")
