@@ -178,6 +178,24 @@ def build_parser() -> argparse.ArgumentParser:
         "crash but not a power loss or OS crash",
     )
     p.add_argument("--max-message-bytes", type=int, default=4 * 1024 * 1024)
+    p.add_argument(
+        "--max-credit",
+        type=_positive,
+        default=10_000,
+        help="most unacked deliveries per consumer, whatever credit it asks",
+    )
+    p.add_argument(
+        "--max-outstanding-bytes",
+        type=_positive,
+        default=32 * 1024 * 1024,
+        help="most unacked message bytes per consumer",
+    )
+    p.add_argument(
+        "--max-read-ahead-bytes",
+        type=_positive,
+        default=16 * 1024 * 1024,
+        help="most bytes a post stream reads ahead of its answers",
+    )
 
     q = sub.add_parser("queue", help="create, get, list or delete queues")
     qs = q.add_subparsers(dest="action", required=True)
@@ -307,12 +325,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more (got {n})")
+    return n
+
+
 def _serve(args: argparse.Namespace) -> int:
     from msgboard.engine import Limits
     from msgboard.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    limits = Limits(max_message_bytes=args.max_message_bytes)
+    limits = Limits(
+        max_message_bytes=args.max_message_bytes,
+        max_credit=args.max_credit,
+        max_outstanding_bytes=args.max_outstanding_bytes,
+        max_read_ahead_bytes=args.max_read_ahead_bytes,
+    )
     asyncio.run(serve(args.data, args.listen, sync=args.sync == "fsync", limits=limits))
     return 0
 

@@ -21,7 +21,6 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -184,34 +183,57 @@ class BoardService(pb_grpc.BoardServicer):
         self, request_iterator: AsyncIterator[pb.PostStreamRequest], context: Any
     ) -> AsyncIterator[pb.PostStreamResponse]:
         # Read batches ahead while earlier ones commit, so that concurrent
-        # batches share a group commit; answer them in request order.
-        pending: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(maxsize=256)
+        # batches share a group commit; answer them in request order. What
+        # is read ahead is bounded in bytes (Limits.max_read_ahead_bytes): a
+        # client sending flat out waits in gRPC's flow control, not in our
+        # memory. One batch is always read, however large.
+        pending: asyncio.Queue[tuple[int, int, Any] | None] = asyncio.Queue()
+        room = asyncio.Condition()
+        ahead = 0
+        cap = self.board.limits.max_read_ahead_bytes
+
+        def has_room() -> bool:
+            return ahead < cap
 
         async def read() -> None:
+            nonlocal ahead
             try:
-                async for req in request_iterator:
+                it = aiter(request_iterator)
+                while True:
+                    async with room:
+                        await room.wait_for(has_room)
+                    req = await anext(it, None)
+                    if req is None:
+                        break
+                    size, batch_id = req.ByteSize(), req.batch_id
+                    ahead += size
                     answer: Any
                     try:
                         fut = self.board.post_async(req.queue, _messages(req.messages))
                         answer = asyncio.wrap_future(fut)
                     except MsgboardError as e:
                         answer = e
-                    await pending.put((req.batch_id, answer))
+                    del req  # only its messages stay, until answered
+                    await pending.put((size, batch_id, answer))
             finally:
                 await pending.put(None)
 
         reader = asyncio.create_task(read())
         try:
             while (item := await pending.get()) is not None:
-                batch_id, answer = item
+                size, batch_id, answer = item
                 try:
                     if isinstance(answer, MsgboardError):
                         raise answer
                     seqs = await answer
                 except MsgboardError as e:
-                    yield pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
+                    r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
                 else:
-                    yield pb.PostStreamResponse(batch_id=batch_id, seqs=seqs)
+                    r = pb.PostStreamResponse(batch_id=batch_id, seqs=seqs)
+                async with room:
+                    ahead -= size
+                    room.notify()
+                yield r
             await reader  # re-raises a failure to read the stream
         finally:
             reader.cancel()
@@ -373,44 +395,67 @@ class BoardService(pb_grpc.BoardServicer):
         except MsgboardError as e:
             await _abort(context, e)
         board = self.board
+        # Each request is answered (an error, or `acked` for an ack) in the
+        # order it came, with its ref: an answer waits for the one before it
+        # (``tail``), whether that came from the writer thread or was an
+        # error found here, before the writer saw the request.
+        tail: Future[None] = Future()
+        tail.set_result(None)
 
-        def answered(fut: Future[Any], confirm: bool) -> None:
-            # On the writer thread, in submission order (the writer answers
-            # its futures in order), so answers keep the requests' order.
+        def respond(fut: Future[Any], ref: int, confirm: bool) -> None:
+            if fut.cancelled():
+                return
             e = fut.exception()
             if isinstance(e, MsgboardError):
-                hand(pb.SubscribeResponse(error=error_to_pb(e)))
+                hand(pb.SubscribeResponse(error=error_to_pb(e), ref=ref))
             elif e is None and confirm:
-                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result())))
+                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result()), ref=ref))
+
+        def in_order(fut: Future[Any], ref: int, confirm: bool) -> None:
+            nonlocal tail
+            prev, mark = tail, Future[None]()
+            tail = mark
+
+            def emit(_: object) -> None:
+                respond(fut, ref, confirm)
+                mark.set_result(None)
+
+            fut.add_done_callback(lambda _: prev.add_done_callback(emit))
 
         async def read() -> None:
             # Requests are submitted without waiting for each to commit, so
             # that a consumer acking every delivery shares group commits.
-            last: Future[Any] | None = None
             async for req in request_iterator:
                 kind = req.WhichOneof("kind")
+                fut: Future[Any]
                 try:
                     if kind == "ack":
-                        last = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
+                        fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
                     elif kind == "nack":
-                        last = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
+                        fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
                     elif kind == "credit":
-                        last = board.add_credit_async(consumer, req.credit)
+                        fut = board.add_credit_async(consumer, req.credit)
                     else:
                         raise InvalidArgument(f"request: `{kind}` is not allowed after `open`")
                 except MsgboardError as e:
-                    push(pb.SubscribeResponse(error=error_to_pb(e)))
-                else:
-                    last.add_done_callback(partial(answered, confirm=kind == "ack"))
-            if last is not None:
-                # The client closed its side: its acks are answered first.
-                with contextlib.suppress(MsgboardError):
-                    await asyncio.wrap_future(last)
-            push(done)
+                    fut = Future()
+                    fut.set_exception(e)
+                in_order(fut, req.ref, kind == "ack")
+            # The client closed its side: its requests are answered first.
+            tail.add_done_callback(lambda _: hand(done))
+
+        def read_ended(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                push(done)  # a failure to read the stream ends it (re-raised below)
 
         reader = asyncio.create_task(read())
+        reader.add_done_callback(read_ended)
         try:
-            yield pb.SubscribeResponse(subscribed=selector_to_pb(view))
+            yield pb.SubscribeResponse(
+                subscribed=selector_to_pb(view),
+                credit=int(consumer.limit),
+                max_outstanding_bytes=int(consumer.max_bytes),
+            )
             while True:
                 await ready.wait()
                 ready.clear()

@@ -690,7 +690,8 @@ class Board:
                 self._net.start(txn, s)
                 self._net.add(b, s)
                 window = spec.window()
-            c = Consumer(s, window, deliver, end)
+            lim = self.limits
+            c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
             self._net.attach(b, s, c)
             self._net.settle(b)
             return c, self._selector_view(s)
