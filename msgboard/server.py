@@ -1,7 +1,8 @@
 """The gRPC server: a thin shell around ``msgboard.engine.Board``.
 
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
-awaits the operation's future and converts the answer back. Engine errors
+awaits the operation's future and converts the answer back (a big answer on
+a worker thread, off the event loop: ``_built``). Engine errors
 become status codes in one place, ``_status``. The server also serves the
 standard gRPC health service and server reflection, so stock tools such as
 grpcurl and grpc_health_probe work.
@@ -167,7 +168,9 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
         views = await _wait(self.board.list_queues_async())
-        return pb.ListQueuesResponse(queues=[queue_to_pb(v) for v in views])
+        return await _built(
+            len(views), lambda: pb.ListQueuesResponse(queues=map(queue_to_pb, views))
+        )
 
     @_mapped
     async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Any) -> Any:
@@ -277,7 +280,9 @@ class BoardService(pb_grpc.BoardServicer):
         pattern = codec.pattern_from_pb(request.pattern)
         timeout = _seconds(request.timeout, "timeout")
         msgs = await _wait(self.board.read_async(request.queue, pattern, timeout, request.max))
-        return pb.ReadResponse(messages=[codec.message_to_pb(m) for m in msgs])
+        return await _built(
+            len(msgs), lambda: pb.ReadResponse(messages=map(codec.message_to_pb, msgs))
+        )
 
     @_mapped
     async def Browse(self, request: pb.BrowseRequest, context: Any) -> pb.BrowseResponse:
@@ -314,13 +319,17 @@ class BoardService(pb_grpc.BoardServicer):
                 pattern=codec.pattern_from_pb(request.pattern),
             )
         )
-        return pb.BrowseResponse(
-            messages=[codec.message_to_pb(m) for m in page.messages], next_seq=page.next_seq
+        return await _built(
+            len(page.messages),
+            lambda: pb.BrowseResponse(
+                messages=map(codec.message_to_pb, page.messages), next_seq=page.next_seq
+            ),
         )
 
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
-        return stats_to_pb(await _wait(self.board.stats_async(request.queue)))
+        stats = await _wait(self.board.stats_async(request.queue))
+        return await _built(len(stats.queues), lambda: stats_to_pb(stats))
 
     # -- selectors ------------------------------------------------------
 
@@ -338,7 +347,9 @@ class BoardService(pb_grpc.BoardServicer):
         self, request: pb.ListSelectorsRequest, context: Any
     ) -> pb.ListSelectorsResponse:
         views = await _wait(self.board.list_selectors_async(request.queue))
-        return pb.ListSelectorsResponse(selectors=[selector_to_pb(v) for v in views])
+        return await _built(
+            len(views), lambda: pb.ListSelectorsResponse(selectors=map(selector_to_pb, views))
+        )
 
     @_mapped
     async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
@@ -488,6 +499,17 @@ class BoardService(pb_grpc.BoardServicer):
 
 async def _wait(fut: Future[T]) -> T:
     return await asyncio.wrap_future(fut)
+
+
+#: Answers of more items than this are built on a worker thread, so that one
+#: big listing does not hold the event loop, and every other call, for long.
+BIG_ANSWER = 1000
+
+
+async def _built(n: int, build: Callable[[], T]) -> T:
+    if n < BIG_ANSWER:
+        return build()
+    return await asyncio.to_thread(build)
 
 
 async def create_server(board: Board, listen: str = DEFAULT_LISTEN) -> tuple[grpc.aio.Server, int]:

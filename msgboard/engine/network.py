@@ -881,6 +881,18 @@ class Network:
             out.append((s, self.remove(b, s)))
         return out
 
+    def figures(self) -> dict[str, tuple[int, int, int]]:
+        """Queue -> (selectors, consumers, outstanding), for the queues that
+        have any: a copy, for a read off the writer thread."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for q, sels in self._by_source.items():
+            if sels:
+                out[q] = (len(sels), self.consumers(q), self.outstanding(q))
+        for q, held in self._holds.items():
+            if held and q not in out:
+                out[q] = (0, 0, len(held))
+        return out
+
     def consumers(self, queue: str) -> int:
         return sum(1 for s in self.of(queue) if s.consumer is not None)
 

@@ -59,7 +59,9 @@ py-lmdb's rules, which the engine keeps:
   ``MapFull`` the caller calls ``grow()`` and runs the transaction again.
   A snapshot's copy holds a read transaction for its whole run, so growth
   and copies exclude each other (``_resize``): grow-ahead is skipped while a
-  copy runs, and ``grow()`` after MapFull waits for the copy to finish.
+  copy runs, and ``grow()`` after MapFull waits for the copy to finish. A
+  ``reader()`` (a read-only transaction for a call that only reads) counts
+  as a copy does.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
 """
@@ -339,6 +341,30 @@ class DurableStore(Store):
             self._txn = DurableTxn(self, self._env.begin(write=True), reserve)
         return self._txn
 
+    def reader(self) -> DurableTxn:
+        """A read-only transaction on the last commit, with the queues and
+        counters of that commit. Begin it on the writer's thread between two
+        write transactions (then LMDB's snapshot and the counters agree);
+        use it on one other thread; end it with ``abort()``. Growth waits
+        for it as for a snapshot copy, so keep it short. Writing through it
+        raises StoreError."""
+        with self._copying:
+            if self._closed:
+                raise StoreError(f"the store at {self.path} is closed")
+            self._copies += 1
+        try:
+            with _Guard():
+                txn = self._env.begin()
+        except BaseException:
+            self._end_copy()
+            raise
+        return DurableTxn(self, txn, 0, frozen=dict(self._queues))
+
+    def _end_copy(self) -> None:
+        with self._copying:
+            self._copies -= 1
+            self._copying.notify_all()
+
     def grow(self) -> None:
         self._check()
         with _Guard():
@@ -377,9 +403,7 @@ class DurableStore(Store):
                 raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
             raise StoreError(f"snapshot {path}: {e}") from e
         finally:
-            with self._copying:
-                self._copies -= 1
-                self._copying.notify_all()
+            self._end_copy()
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
@@ -409,12 +433,22 @@ class DurableStore(Store):
 
 
 class DurableTxn(Txn):
-    """The write transaction of a DurableStore."""
+    """The write transaction of a DurableStore, or (``frozen``: the queue
+    table of its commit) a read-only one from ``DurableStore.reader``."""
 
-    def __init__(self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int) -> None:
+    def __init__(
+        self,
+        store: DurableStore,
+        txn: lmdb.Transaction[bytes],
+        reserve: int,
+        frozen: dict[str, _Queue] | None = None,
+    ) -> None:
         self._store = store
         self._txn = txn
         self._reserve = reserve
+        #: The queues as committed: the store's (live) or a reader's copy.
+        self._base = store._queues if frozen is None else frozen
+        self._reading = frozen is not None
         #: Queues this transaction wrote: private copies, None once deleted.
         self._q: dict[str, _Queue | None] = {}
         self._next_qid = store._next_qid
@@ -482,6 +516,11 @@ class DurableTxn(Txn):
         if self._done:
             return
         self._done = True
+        if self._reading:
+            with contextlib.suppress(lmdb.Error):
+                self._txn.abort()
+            self._store._end_copy()
+            return
         self._store._txn = None
         with contextlib.suppress(lmdb.Error):  # abort never raises
             self._txn.abort()
@@ -491,7 +530,7 @@ class DurableTxn(Txn):
     def _find(self, name: str) -> _Queue | None:
         if name in self._q:
             return self._q[name]
-        return self._store._queues.get(name)
+        return self._base.get(name)
 
     def _get(self, name: str) -> _Queue:
         q = self._find(name)
@@ -528,7 +567,7 @@ class DurableTxn(Txn):
         return None if q is None else q.info
 
     def queues(self) -> list[QueueInfo]:
-        names = sorted(self._store._queues.keys() | self._q.keys())
+        names = sorted(self._base.keys() | self._q.keys())
         return [q.info for q in map(self._find, names) if q is not None]
 
     def delete_queue(self, name: str) -> bool:
