@@ -18,8 +18,10 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, NoReturn, TypeVar
@@ -30,7 +32,15 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec
-from msgboard.engine import Board, BoardStats, Limits, QueueView, SelectorView, Start
+from msgboard.engine import (
+    Board,
+    BoardStats,
+    Limits,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+)
 from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
@@ -42,6 +52,7 @@ log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
+SWITCH_INTERVAL = 0.0005
 DEFAULT_DATA = "./msgboard-data"
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 
@@ -81,27 +92,47 @@ def _mapped(fn: Handler[T]) -> Handler[T]:
     return wrapper
 
 
-def queue_to_pb(v: QueueView) -> pb.Queue:
-    q = pb.Queue(
-        spec=codec.spec_to_pb(v.spec),
-        unprocessed=v.unprocessed,
-        history=v.history,
-        next_seq=v.next_seq,
-        waiting=v.waiting,
+def queue_to_pb(v: QueueView, q: pb.Queue | None = None) -> pb.Queue:
+    """``v`` as a Queue, filled into ``q`` if given."""
+    if q is None:
+        q = pb.Queue()
+    q.spec.CopyFrom(codec.spec_to_pb(v.spec))
+    q.unprocessed, q.history, q.next_seq, q.waiting = (
+        v.unprocessed,
+        v.history,
+        v.next_seq,
+        v.waiting,
     )
     codec.us_to_ts(v.created_at, q.created_at)
     return q
 
 
+def queues_to_pb(views: list[QueueView]) -> pb.ListQueuesResponse:
+    # Filled in place, one small call per queue: one call building the
+    # whole list would hold the GIL, and every other thread, throughout.
+    r = pb.ListQueuesResponse()
+    add = r.queues.add
+    for v in views:
+        queue_to_pb(v, add())
+    return r
+
+
+_STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
+
+
 def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
-    return pb.StatsResponse(
+    r = pb.StatsResponse(
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
         commits=s.commits,
         committed_ops=s.committed_ops,
-        queues=[pb.QueueStats(**dataclasses.asdict(q)) for q in s.queues],
     )
+    add = r.queues.add
+    names = _STATS_FIELDS
+    for q in s.queues:
+        add(**{k: getattr(q, k) for k in names})
+    return r
 
 
 def selector_to_pb(v: SelectorView) -> pb.Selector:
@@ -168,9 +199,7 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
         views = await _wait(self.board.list_queues_async())
-        return await _built(
-            len(views), lambda: pb.ListQueuesResponse(queues=map(queue_to_pb, views))
-        )
+        return await _built(len(views), lambda: queues_to_pb(views))
 
     @_mapped
     async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Any) -> Any:
@@ -546,7 +575,15 @@ async def serve(
     ready: Callable[[int], None] | None = None,
 ) -> None:
     """Runs a board on ``data`` at ``listen`` until SIGTERM or SIGINT."""
+    # Threads hand the GIL over every 0.5 ms, not 5: a Post needs a few
+    # handovers (event loop, writer, back), and a listing building its
+    # answer on a reader thread would otherwise add up to 5 ms to each.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     board = Board(data, sync=sync, limits=limits)
+    # What opening loaded (one object set per queue) lives as long as the
+    # board: out of the collector's full passes, which would otherwise walk
+    # it all, the GIL held, some 100 ms per 100,000 queues.
+    gc.freeze()
     try:
         server, port = await create_server(board, listen)
         await server.start()
