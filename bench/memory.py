@@ -58,7 +58,8 @@ def peak_rss(pid: int) -> int:
 
 
 def start(data: Path, tree: str | None, *args: str) -> ServerProcess:
-    prefix = ("env", f"PYTHONPATH={tree}") if tree else ()
+    # Run from the tree: ``python -m`` puts the working directory first.
+    prefix = ("env", "-C", tree, f"PYTHONPATH={tree}") if tree else ()
     return ServerProcess(data, "--sync", "weaker-no-fsync", *args, prefix=prefix)
 
 

@@ -449,3 +449,16 @@ def test_a_subscriber_gone_with_acks_in_flight_ends_quietly(
     gc.collect()
     loud = [r for r in caplog.records if r.levelno > logging.INFO]
     assert not loud, [r.getMessage() for r in loud]
+
+
+def test_serve_flags_set_the_caps(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "board", "--max-credit", "7", "--max-outstanding-bytes", "5000"
+    )
+    try:
+        with Client(server.address) as client:
+            client.create_queue("q")
+            with client.subscribe("q", credit=500) as sub:
+                assert (sub.effective_credit, sub.max_outstanding_bytes) == (7, 5000)
+    finally:
+        assert server.stop() == 0
