@@ -141,7 +141,7 @@ def listing(data: Path, tree: str | None, queues: int, posts: int) -> str:
                 stop, calls = ctx.Event(), ctx.Value("i", 0)
                 p = ctx.Process(target=_lister, args=(server.address, name, stop, calls))
                 p.start()
-                while calls.value == 0:  # it is under way
+                while calls.value == 0 and p.is_alive():  # it is under way
                     time.sleep(0.05)
                 lat = _latencies(c, posts)
                 stop.set()
