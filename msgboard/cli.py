@@ -338,7 +338,12 @@ def _serve(args: argparse.Namespace) -> int:
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
     try:
         c = config.load(flags, file=args.config)
-        limits = Limits(max_message_bytes=c.max_message_bytes)
+        limits = Limits(
+            max_message_bytes=c.max_message_bytes,
+            max_credit=c.max_credit,
+            max_outstanding_bytes=c.max_outstanding_bytes,
+            max_read_ahead_bytes=c.max_read_ahead_bytes,
+        )
         asyncio.run(serve(c, limits=limits))
     except (MsgboardError, OSError) as e:
         print(f"msgboard serve: {e}", file=sys.stderr)

@@ -25,6 +25,7 @@ import builtins
 import collections
 import contextlib
 import dataclasses
+import itertools
 import os
 import queue as queue_
 import threading
@@ -741,6 +742,11 @@ class _Stream:
         #: Delivery ids whose acks the board has made durable.
         self.acked: set[int] = set()
         self.selector: SelectorView | None = None
+        #: The credit the board applies (what was asked, capped by the
+        #: server) and the most message bytes it lets this consumer hold.
+        self.effective_credit = 0
+        self.max_outstanding_bytes = 0
+        self._refs = itertools.count(1)
 
     def _take(self, r: pb.SubscribeResponse) -> None:
         kind = r.WhichOneof("kind")
@@ -752,17 +758,24 @@ class _Stream:
             self.acked.update(r.acked.ids)
         elif kind == "subscribed":
             self.selector = _selector_view(r.subscribed)
+            self.effective_credit = r.credit
+            self.max_outstanding_bytes = r.max_outstanding_bytes
         elif kind == "error":
-            raise _in_stream(r.error)
+            e = _in_stream(r.error)
+            e.ref = r.ref
+            raise e
 
-    @staticmethod
-    def _ack(items: Iterable[Delivery | int], up_to: Delivery | int) -> pb.SubscribeRequest:
+    def _ack(self, items: Iterable[Delivery | int], up_to: Delivery | int) -> pb.SubscribeRequest:
         last = up_to.id if isinstance(up_to, Delivery) else up_to
-        return pb.SubscribeRequest(ack=pb.Acks(ids=_ids(items), up_to=last))
+        return pb.SubscribeRequest(ack=pb.Acks(ids=_ids(items), up_to=last), ref=next(self._refs))
 
-    @staticmethod
-    def _nack(items: Iterable[Delivery | int], reject: bool) -> pb.SubscribeRequest:
-        return pb.SubscribeRequest(nack=pb.Nacks(ids=_ids(items), reject=reject))
+    def _nack(self, items: Iterable[Delivery | int], reject: bool) -> pb.SubscribeRequest:
+        return pb.SubscribeRequest(
+            nack=pb.Nacks(ids=_ids(items), reject=reject), ref=next(self._refs)
+        )
+
+    def _credit(self, n: int) -> pb.SubscribeRequest:
+        return pb.SubscribeRequest(credit=n, ref=next(self._refs))
 
 
 class Subscription(_Stream):
@@ -800,17 +813,26 @@ class Subscription(_Stream):
             self._take(r)
         return self._buffer.popleft()
 
-    def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> None:
-        """Acks deliveries (and, with ``up_to``, every one up to it)."""
-        self._requests.put(self._ack(items, up_to))
+    def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> int:
+        """Acks deliveries (and, with ``up_to``, every one up to it). Returns
+        the request's ref: an error the board reports about it carries it."""
+        r = self._ack(items, up_to)
+        self._requests.put(r)
+        return r.ref
 
-    def nack(self, *items: Delivery | int, reject: bool = False) -> None:
-        """Gives deliveries back for redelivery, or dead-letters them."""
-        self._requests.put(self._nack(items, reject))
+    def nack(self, *items: Delivery | int, reject: bool = False) -> int:
+        """Gives deliveries back for redelivery, or dead-letters them.
+        Returns the request's ref."""
+        r = self._nack(items, reject)
+        self._requests.put(r)
+        return r.ref
 
-    def credit(self, n: int) -> None:
-        """Raises the credit by ``n`` messages."""
-        self._requests.put(pb.SubscribeRequest(credit=n))
+    def credit(self, n: int) -> int:
+        """Raises the credit by ``n`` messages (the board's cap still
+        applies). Returns the request's ref."""
+        r = self._credit(n)
+        self._requests.put(r)
+        return r.ref
 
     def close(self, wait: float = 5.0) -> None:
         """Ends the subscription: the board first applies the acks and nacks
@@ -873,17 +895,23 @@ class AsyncSubscription(_Stream):
             self._take(r)
         return self._buffer.popleft()
 
-    async def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> None:
+    async def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> int:
         assert self._requests is not None
-        await self._requests.put(self._ack(items, up_to))
+        r = self._ack(items, up_to)
+        await self._requests.put(r)
+        return r.ref
 
-    async def nack(self, *items: Delivery | int, reject: bool = False) -> None:
+    async def nack(self, *items: Delivery | int, reject: bool = False) -> int:
         assert self._requests is not None
-        await self._requests.put(self._nack(items, reject))
+        r = self._nack(items, reject)
+        await self._requests.put(r)
+        return r.ref
 
-    async def credit(self, n: int) -> None:
+    async def credit(self, n: int) -> int:
         assert self._requests is not None
-        await self._requests.put(pb.SubscribeRequest(credit=n))
+        r = self._credit(n)
+        await self._requests.put(r)
+        return r.ref
 
     async def close(self) -> None:
         if self._channel is not None:

@@ -45,6 +45,13 @@ def _count(text: str) -> int:
     return n
 
 
+def _positive(text: str) -> int:
+    n = _count(text)
+    if n == 0:
+        raise ValueError("must be at least 1")
+    return n
+
+
 def _sync(text: str) -> str:
     if text not in ("fsync", "weaker-no-fsync"):
         raise ValueError(f"not fsync or weaker-no-fsync: {text!r}")
@@ -72,7 +79,9 @@ class Setting:
 
     def check(self, value: Any, where: str) -> Any:
         """A value from the TOML file, checked (its type) and parsed."""
-        want: type = bool if self.parse is _bool else int if self.parse is _count else str
+        want: type = (
+            bool if self.parse is _bool else int if self.parse in (_count, _positive) else str
+        )
         if type(value) is not want:
             raise ConfigError(f"{where}: {self.name} must be a {want.__name__}, not {value!r}")
         try:
@@ -82,7 +91,9 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("data", str, DEFAULT_DATA, "the LMDB directory (created if missing)", "DIR"),
+    Setting(
+        "data", str, DEFAULT_DATA, "the LMDB directory (created with mode 0700 if missing)", "DIR"
+    ),
     Setting(
         "listen",
         str,
@@ -100,6 +111,27 @@ SETTINGS: tuple[Setting, ...] = (
         "fsync|weaker-no-fsync",
     ),
     Setting("max_message_bytes", _count, 4 * 1024 * 1024, "the largest message accepted", "N"),
+    Setting(
+        "max_credit",
+        _positive,
+        10_000,
+        "most unacked deliveries per consumer, whatever credit it asks",
+        "N",
+    ),
+    Setting(
+        "max_outstanding_bytes",
+        _positive,
+        32 * 1024 * 1024,
+        "most unacked message bytes per consumer",
+        "N",
+    ),
+    Setting(
+        "max_read_ahead_bytes",
+        _positive,
+        16 * 1024 * 1024,
+        "most bytes a post stream reads ahead of its answers",
+        "N",
+    ),
     Setting("tls_cert", str, "", "PEM certificate chain: serve TLS only", "FILE"),
     Setting("tls_key", str, "", "PEM private key of --tls-cert", "FILE"),
     Setting(
@@ -141,6 +173,9 @@ class ServeConfig:
     listen: str = DEFAULT_LISTEN
     sync: str = "fsync"
     max_message_bytes: int = 4 * 1024 * 1024
+    max_credit: int = 10_000
+    max_outstanding_bytes: int = 32 * 1024 * 1024
+    max_read_ahead_bytes: int = 16 * 1024 * 1024
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""

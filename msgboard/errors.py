@@ -47,6 +47,9 @@ class MsgboardError(Exception):
     """Base of every msgboard error."""
 
     code = "UNKNOWN"
+    #: On a Subscribe stream: the ``ref`` of the request it answers (what the
+    #: client's ``ack``, ``nack`` or ``credit`` returned); 0 otherwise.
+    ref = 0
 
 
 #: A field path at the start of a message: ``messages[2].tuple[0]: ...``.

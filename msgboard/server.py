@@ -1,7 +1,8 @@
 """The gRPC server: a thin shell around ``msgboard.engine.Board``.
 
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
-awaits the operation's future and converts the answer back. Engine errors
+awaits the operation's future and converts the answer back (a big answer on
+a worker thread, off the event loop: ``_built``). Engine errors
 become status codes in one place, ``_status``. The server also serves the
 standard gRPC health service and server reflection, so stock tools such as
 grpcurl and grpc_health_probe work.
@@ -19,11 +20,12 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -33,7 +35,15 @@ from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
-from msgboard.engine import Board, BoardStats, Limits, QueueView, SelectorView, Start
+from msgboard.engine import (
+    Board,
+    BoardStats,
+    Limits,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+)
 from msgboard.errors import ERROR_KEY, InvalidArgument, ListenFailed, MsgboardError
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
@@ -47,6 +57,8 @@ log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
 
 __all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]
+
+SWITCH_INTERVAL = 0.0005
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 
 _SECTION_FROM_PB = {
@@ -85,27 +97,47 @@ def _mapped(fn: Handler[T]) -> Handler[T]:
     return wrapper
 
 
-def queue_to_pb(v: QueueView) -> pb.Queue:
-    q = pb.Queue(
-        spec=codec.spec_to_pb(v.spec),
-        unprocessed=v.unprocessed,
-        history=v.history,
-        next_seq=v.next_seq,
-        waiting=v.waiting,
+def queue_to_pb(v: QueueView, q: pb.Queue | None = None) -> pb.Queue:
+    """``v`` as a Queue, filled into ``q`` if given."""
+    if q is None:
+        q = pb.Queue()
+    q.spec.CopyFrom(codec.spec_to_pb(v.spec))
+    q.unprocessed, q.history, q.next_seq, q.waiting = (
+        v.unprocessed,
+        v.history,
+        v.next_seq,
+        v.waiting,
     )
     codec.us_to_ts(v.created_at, q.created_at)
     return q
 
 
+def queues_to_pb(views: list[QueueView]) -> pb.ListQueuesResponse:
+    # Filled in place, one small call per queue: one call building the
+    # whole list would hold the GIL, and every other thread, throughout.
+    r = pb.ListQueuesResponse()
+    add = r.queues.add
+    for v in views:
+        queue_to_pb(v, add())
+    return r
+
+
+_STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
+
+
 def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
-    return pb.StatsResponse(
+    r = pb.StatsResponse(
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
         commits=s.commits,
         committed_ops=s.committed_ops,
-        queues=[pb.QueueStats(**dataclasses.asdict(q)) for q in s.queues],
     )
+    add = r.queues.add
+    names = _STATS_FIELDS
+    for q in s.queues:
+        add(**{k: getattr(q, k) for k in names})
+    return r
 
 
 def selector_to_pb(v: SelectorView) -> pb.Selector:
@@ -173,7 +205,7 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
         views = await _wait(self.board.list_queues_async())
-        return pb.ListQueuesResponse(queues=[queue_to_pb(v) for v in views])
+        return await _built(len(views), lambda: queues_to_pb(views))
 
     @_mapped
     async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Any) -> Any:
@@ -190,36 +222,59 @@ class BoardService(pb_grpc.BoardServicer):
         self, request_iterator: AsyncIterator[pb.PostStreamRequest], context: Any
     ) -> AsyncIterator[pb.PostStreamResponse]:
         # Read batches ahead while earlier ones commit, so that concurrent
-        # batches share a group commit; answer them in request order.
-        pending: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(maxsize=256)
+        # batches share a group commit; answer them in request order. What
+        # is read ahead is bounded in bytes (Limits.max_read_ahead_bytes): a
+        # client sending flat out waits in gRPC's flow control, not in our
+        # memory. One batch is always read, however large.
+        pending: asyncio.Queue[tuple[int, int, Any] | None] = asyncio.Queue()
+        room = asyncio.Condition()
+        ahead = 0
+        cap = self.board.limits.max_read_ahead_bytes
+
+        def has_room() -> bool:
+            return ahead < cap
 
         async def read() -> None:
+            nonlocal ahead
             try:
-                async for req in request_iterator:
+                it = aiter(request_iterator)
+                while True:
+                    async with room:
+                        await room.wait_for(has_room)
+                    req = await anext(it, None)
+                    if req is None:
+                        break
+                    size, batch_id = req.ByteSize(), req.batch_id
+                    ahead += size
                     answer: Any
                     try:
                         fut = self.board.post_receipts_async(req.queue, _messages(req.messages))
                         answer = asyncio.wrap_future(fut)
                     except MsgboardError as e:
                         answer = e
-                    await pending.put((req.batch_id, answer))
+                    del req  # only its messages stay, until answered
+                    await pending.put((size, batch_id, answer))
             finally:
                 await pending.put(None)
 
         reader = asyncio.create_task(read())
         try:
             while (item := await pending.get()) is not None:
-                batch_id, answer = item
+                size, batch_id, answer = item
                 try:
                     if isinstance(answer, MsgboardError):
                         raise answer
                     seqs, dispositions = codec.receipts_to_pb(await answer)
                 except MsgboardError as e:
-                    yield pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
+                    r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
                 else:
-                    yield pb.PostStreamResponse(
+                    r = pb.PostStreamResponse(
                         batch_id=batch_id, seqs=seqs, dispositions=dispositions
                     )
+                async with room:
+                    ahead -= size
+                    room.notify()
+                yield r
             await reader  # re-raises a failure to read the stream
         finally:
             reader.cancel()
@@ -263,7 +318,9 @@ class BoardService(pb_grpc.BoardServicer):
         pattern = codec.pattern_from_pb(request.pattern)
         timeout = _seconds(request.timeout, "timeout")
         msgs = await _wait(self.board.read_async(request.queue, pattern, timeout, request.max))
-        return pb.ReadResponse(messages=[codec.message_to_pb(m) for m in msgs])
+        return await _built(
+            len(msgs), lambda: pb.ReadResponse(messages=map(codec.message_to_pb, msgs))
+        )
 
     @_mapped
     async def Browse(self, request: pb.BrowseRequest, context: Any) -> pb.BrowseResponse:
@@ -300,13 +357,17 @@ class BoardService(pb_grpc.BoardServicer):
                 pattern=codec.pattern_from_pb(request.pattern),
             )
         )
-        return pb.BrowseResponse(
-            messages=[codec.message_to_pb(m) for m in page.messages], next_seq=page.next_seq
+        return await _built(
+            len(page.messages),
+            lambda: pb.BrowseResponse(
+                messages=map(codec.message_to_pb, page.messages), next_seq=page.next_seq
+            ),
         )
 
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
-        return stats_to_pb(await _wait(self.board.stats_async(request.queue)))
+        stats = await _wait(self.board.stats_async(request.queue))
+        return await _built(len(stats.queues), lambda: stats_to_pb(stats))
 
     # -- selectors ------------------------------------------------------
 
@@ -324,7 +385,9 @@ class BoardService(pb_grpc.BoardServicer):
         self, request: pb.ListSelectorsRequest, context: Any
     ) -> pb.ListSelectorsResponse:
         views = await _wait(self.board.list_selectors_async(request.queue))
-        return pb.ListSelectorsResponse(selectors=[selector_to_pb(v) for v in views])
+        return await _built(
+            len(views), lambda: pb.ListSelectorsResponse(selectors=map(selector_to_pb, views))
+        )
 
     @_mapped
     async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
@@ -381,44 +444,67 @@ class BoardService(pb_grpc.BoardServicer):
         except MsgboardError as e:
             await _abort(context, e)
         board = self.board
+        # Each request is answered (an error, or `acked` for an ack) in the
+        # order it came, with its ref: an answer waits for the one before it
+        # (``tail``), whether that came from the writer thread or was an
+        # error found here, before the writer saw the request.
+        tail: Future[None] = Future()
+        tail.set_result(None)
 
-        def answered(fut: Future[Any], confirm: bool) -> None:
-            # On the writer thread, in submission order (the writer answers
-            # its futures in order), so answers keep the requests' order.
+        def respond(fut: Future[Any], ref: int, confirm: bool) -> None:
+            if fut.cancelled():
+                return
             e = fut.exception()
             if isinstance(e, MsgboardError):
-                hand(pb.SubscribeResponse(error=error_to_pb(e)))
+                hand(pb.SubscribeResponse(error=error_to_pb(e), ref=ref))
             elif e is None and confirm:
-                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result())))
+                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result()), ref=ref))
+
+        def in_order(fut: Future[Any], ref: int, confirm: bool) -> None:
+            nonlocal tail
+            prev, mark = tail, Future[None]()
+            tail = mark
+
+            def emit(_: object) -> None:
+                respond(fut, ref, confirm)
+                mark.set_result(None)
+
+            fut.add_done_callback(lambda _: prev.add_done_callback(emit))
 
         async def read() -> None:
             # Requests are submitted without waiting for each to commit, so
             # that a consumer acking every delivery shares group commits.
-            last: Future[Any] | None = None
             async for req in request_iterator:
                 kind = req.WhichOneof("kind")
+                fut: Future[Any]
                 try:
                     if kind == "ack":
-                        last = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
+                        fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
                     elif kind == "nack":
-                        last = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
+                        fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
                     elif kind == "credit":
-                        last = board.add_credit_async(consumer, req.credit)
+                        fut = board.add_credit_async(consumer, req.credit)
                     else:
                         raise InvalidArgument(f"request: `{kind}` is not allowed after `open`")
                 except MsgboardError as e:
-                    push(pb.SubscribeResponse(error=error_to_pb(e)))
-                else:
-                    last.add_done_callback(partial(answered, confirm=kind == "ack"))
-            if last is not None:
-                # The client closed its side: its acks are answered first.
-                with contextlib.suppress(MsgboardError):
-                    await asyncio.wrap_future(last)
-            push(done)
+                    fut = Future()
+                    fut.set_exception(e)
+                in_order(fut, req.ref, kind == "ack")
+            # The client closed its side: its requests are answered first.
+            tail.add_done_callback(lambda _: hand(done))
+
+        def read_ended(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                push(done)  # a failure to read the stream ends it (re-raised below)
 
         reader = asyncio.create_task(read())
+        reader.add_done_callback(read_ended)
         try:
-            yield pb.SubscribeResponse(subscribed=selector_to_pb(view))
+            yield pb.SubscribeResponse(
+                subscribed=selector_to_pb(view),
+                credit=int(consumer.limit),
+                max_outstanding_bytes=int(consumer.max_bytes),
+            )
             while True:
                 await ready.wait()
                 ready.clear()
@@ -452,6 +538,17 @@ class BoardService(pb_grpc.BoardServicer):
 
 async def _wait(fut: Future[T]) -> T:
     return await asyncio.wrap_future(fut)
+
+
+#: Answers of more items than this are built on a worker thread, so that one
+#: big listing does not hold the event loop, and every other call, for long.
+BIG_ANSWER = 1000
+
+
+async def _built(n: int, build: Callable[[], T]) -> T:
+    if n < BIG_ANSWER:
+        return build()
+    return await asyncio.to_thread(build)
 
 
 async def create_server(
@@ -502,7 +599,15 @@ async def serve(
     config = config or ServeConfig()
     security = Security.build(config)
     sync = config.sync == "fsync"
+    # Threads hand the GIL over every 0.5 ms, not 5: a Post needs a few
+    # handovers (event loop, writer, back), and a listing building its
+    # answer on a reader thread would otherwise add up to 5 ms to each.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     board = Board(config.data, sync=sync, limits=limits)
+    # What opening loaded (one object set per queue) lives as long as the
+    # board: out of the collector's full passes, which would otherwise walk
+    # it all, the GIL held, some 100 ms per 100,000 queues.
+    gc.freeze()
     try:
         server, port = await create_server(board, config.listen, security)
         await server.start()

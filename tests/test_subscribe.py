@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
+import queue
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
 from msgboard.client import Client, Delivery
+from msgboard.engine import Limits
 from msgboard.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -224,5 +230,235 @@ def test_kill_9_while_consuming_loses_nothing_and_redelivers_no_acked(tmp_path: 
         with lock:
             assert posted <= set(seen)
         del drained
+    finally:
+        assert server.stop() == 0
+
+
+# -- bounded memory: the board caps what one consumer holds -----------------
+
+
+def _served(tmp_path: Path, **limits: int) -> ServerThread:
+    return ServerThread(tmp_path / "board", Limits(**limits)).start()
+
+
+def test_the_effective_credit_is_capped_and_stated(tmp_path: Path) -> None:
+    """Given a board capping credit at 5, when a consumer asks for 1,000,000,
+    I expect the answer to say 5, and never more than 5 unacked, even after
+    it adds credit."""
+    server = _served(tmp_path, max_credit=5, max_outstanding_bytes=1 << 20)
+    try:
+        with Client(server.address, timeout=30) as client:
+            client.create_queue("q")
+            with client.subscribe("q", credit=1_000_000) as sub:
+                assert (sub.effective_credit, sub.max_outstanding_bytes) == (5, 1 << 20)
+                assert sub.selector is not None
+                client.post_many("q", [("n", i) for i in range(20)])
+                assert client.get_selector(sub.selector.id).outstanding == 5
+                assert client.stats("q").queues[0].ready == 15
+                sub.credit(1000)
+                first = next(sub)
+                client.post("q", ("more",))  # after the credit: one commit later
+                assert client.get_selector(sub.selector.id).outstanding == 5
+                sub.ack(first)
+                got = [next(sub) for _ in range(5)]
+                assert [d.message.tuple for d in got][-1] == ("n", 5)
+                assert client.get_selector(sub.selector.id).outstanding == 5
+    finally:
+        server.stop()
+
+
+def test_a_consumer_holds_at_most_max_outstanding_bytes(tmp_path: Path) -> None:
+    """Given a cap of 10,000 bytes, when 3 KiB messages wait for a consumer
+    with credit 100, I expect deliveries to stop once the cap is reached; a
+    message larger than the whole cap still goes to a consumer holding none."""
+    server = _served(tmp_path, max_outstanding_bytes=10_000)
+    try:
+        with Client(server.address, timeout=30) as client:
+            client.create_queue("q")
+            client.create_queue("big")
+            with client.subscribe("q", credit=100) as sub:
+                assert sub.selector is not None and sub.max_outstanding_bytes == 10_000
+                client.post_many("q", [("m", i, b"x" * 3072) for i in range(10)])
+                # 3 messages hold under 10,000 bytes: a 4th goes, then none.
+                assert client.get_selector(sub.selector.id).outstanding == 4
+                d = next(sub)
+                sub.ack(d)
+                for _ in range(4):
+                    next(sub)
+                assert client.get_selector(sub.selector.id).outstanding == 4
+            with client.subscribe("big") as sub:
+                client.post("big", ("huge", b"y" * 50_000))
+                assert next(sub).message.tuple[0] == "huge"
+    finally:
+        server.stop()
+
+
+def test_credit_for_a_durable_selector_is_capped_too(tmp_path: Path) -> None:
+    server = _served(tmp_path, max_credit=3)
+    try:
+        with Client(server.address, timeout=30) as client:
+            client.create_queue("q")
+            sel = client.create_selector("q", credit=50)
+            with client.subscribe(selector=sel.id) as sub:
+                assert sub.effective_credit == 3
+                client.post_many("q", [("n", i) for i in range(10)])
+                assert client.get_selector(sel.id).outstanding == 3
+    finally:
+        server.stop()
+
+
+def test_a_post_stream_reads_ahead_at_most_its_byte_cap(tmp_path: Path) -> None:
+    """Given a writer held busy and a read-ahead cap of 250,000 bytes, when
+    a client streams ten batches of 100 KB, I expect the server to have read
+    three (the one that crossed the cap included), and every batch answered
+    in order once the writer goes on."""
+    server = _served(tmp_path, max_read_ahead_bytes=250_000)
+    assert server.board is not None
+    try:
+        with Client(server.address, timeout=30) as client:
+            client.create_queue("q")
+        gate = threading.Event()
+        writer = server.board._writer
+        writer.submit(lambda b: gate.wait(30))
+        batch = [pb.Message(body=b"x" * 10_000) for _ in range(10)]
+        with grpc.insecure_channel(server.address) as ch:
+            reqs = Requests(
+                [pb.PostStreamRequest(batch_id=i, queue="q", messages=batch) for i in range(10)]
+            )
+            call = pb_grpc.BoardStub(ch).PostStream(reqs)
+            time.sleep(0.5)  # (lets the server read what it will: not needed to pass)
+            assert writer._inbox.qsize() <= 3
+            gate.set()
+            reqs.put(None)
+            answers = list(call)
+        assert [(r.batch_id, len(r.seqs)) for r in answers] == [(i, 10) for i in range(10)]
+    finally:
+        server.stop()
+
+
+# -- answers on a Subscribe stream --------------------------------------------
+
+
+def test_answers_come_in_request_order_with_their_ref(client: Client) -> None:
+    """Given a bad ack the writer refuses and, after it, a credit refused on
+    arrival, I expect the two errors in the order sent, each carrying the
+    ref of its request."""
+    client.create_queue("q")
+    with client.subscribe("q") as sub:
+        client.post("q", ("a",))
+        d = next(sub)
+        refs = [sub.ack(777), sub.credit(-1), sub.ack(d), sub.nack(d)]
+        assert refs == sorted(set(refs))
+        with pytest.raises(InvalidArgument, match="never delivered") as first:
+            next(sub)
+        with pytest.raises(InvalidArgument, match="credit: must not be negative") as second:
+            next(sub)
+        with pytest.raises(MsgboardError) as third:  # the nack of an acked delivery
+            next(sub)
+        assert (first.value.ref, second.value.ref, third.value.ref) == (
+            refs[0],
+            refs[1],
+            refs[3],
+        )
+        assert d.id in sub.acked
+
+
+def test_acks_are_confirmed_with_their_ref(server: ServerThread) -> None:
+    with Client(server.address) as client:
+        client.create_queue("q")
+        client.post_many("q", [("n", i) for i in range(3)])
+    with grpc.insecure_channel(server.address) as ch:
+        requests: list[pb.SubscribeRequest] = [
+            pb.SubscribeRequest(open=pb.Subscription(queue="q", credit=3))
+        ]
+        reqs = Requests(requests)
+        call = pb_grpc.BoardStub(ch).Subscribe(reqs)
+        assert next(call).WhichOneof("kind") == "subscribed"
+        ids: list[int] = []
+        while len(ids) < 3:
+            ids += [d.id for d in next(call).deliveries.deliveries]
+        for i, ref in zip(ids, (41, 42, 43), strict=True):
+            reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[i]), ref=ref))
+        reqs.put(None)
+        answers = [r for r in call if r.WhichOneof("kind") == "acked"]
+        assert [(list(r.acked.ids), r.ref) for r in answers] == [
+            ([ids[0]], 41),
+            ([ids[1]], 42),
+            ([ids[2]], 43),
+        ]
+
+
+class Requests:
+    """Requests for a raw stream: ``put`` more, ``put(None)`` half-closes."""
+
+    def __init__(self, first: Sequence[Any]) -> None:
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for r in first:
+            self._q.put(r)
+
+    def put(self, r: Any) -> None:
+        self._q.put(r)
+
+    def __iter__(self) -> Requests:
+        return self
+
+    def __next__(self) -> Any:
+        r = self._q.get()
+        if r is None:
+            raise StopIteration
+        return r
+
+
+def test_a_subscriber_gone_with_acks_in_flight_ends_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Given a consumer whose acks wait behind a busy writer, when it
+    half-closes and disconnects before they commit, I expect its messages
+    back in the queue and nothing logged above INFO."""
+    caplog.set_level(logging.INFO)
+    server = ServerThread(tmp_path / "board").start()
+    assert server.board is not None
+    try:
+        with Client(server.address, timeout=30) as client:
+            client.create_queue("q")
+            client.post_many("q", [("n", i) for i in range(10)])
+            with grpc.insecure_channel(server.address) as ch:
+                reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q", credit=10))])
+                call = pb_grpc.BoardStub(ch).Subscribe(reqs)
+                sid = next(call).subscribed.id
+                ids = [d.id for d in next(call).deliveries.deliveries]
+                # Hold the writer thread, so the acks stay in flight.
+                gate = threading.Event()
+                server.board._writer.submit(lambda b: gate.wait(30))
+                for i in ids:
+                    reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[i])))
+                reqs.put(None)  # half-close...
+                time.sleep(0.3)  # (lets the server read it: not needed to pass)
+                call.cancel()  # ...and gone before the acks commit
+                time.sleep(0.3)
+                gate.set()
+            while True:  # until the board has seen it go
+                try:
+                    client.get_selector(sid)
+                except NotFound:
+                    break
+                time.sleep(0.01)
+            assert client.stats("q").queues[0].outstanding == 0
+    finally:
+        server.stop()
+    gc.collect()
+    loud = [r for r in caplog.records if r.levelno > logging.INFO]
+    assert not loud, [r.getMessage() for r in loud]
+
+
+def test_serve_flags_set_the_caps(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "board", "--max-credit", "7", "--max-outstanding-bytes", "5000"
+    )
+    try:
+        with Client(server.address) as client:
+            client.create_queue("q")
+            with client.subscribe("q", credit=500) as sub:
+                assert (sub.effective_credit, sub.max_outstanding_bytes) == (7, 5000)
     finally:
         assert server.stop() == 0

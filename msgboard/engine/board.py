@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import heapq
 import itertools
 import math
 import os
@@ -37,6 +38,7 @@ from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network, Traffic
+from msgboard.engine.reads import Reads, Work
 from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
@@ -51,7 +53,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, StoreInfo, Txn
 from msgboard.lmdbstore.snapshot import SnapshotInfo
-from msgboard.message import Message, Section
+from msgboard.message import Message, Section, now_us
 from msgboard.spec import (
     Delivery,
     Disposition,
@@ -160,6 +162,7 @@ class Board:
         self._waiters = Waiters()
         self._writer = Writer(self._durable, self._memory, self._waiters)
         self._net = Network(self._writer, self._waiters, self._lookup, self._waiting)
+        self._reads = Reads(self._durable)
         self._sessions = itertools.count(1)
         try:
             self._writer.submit(self._load).result()
@@ -180,6 +183,7 @@ class Board:
             with contextlib.suppress(Exception):  # closing anyway
                 self._writer.submit(self._end_all).result()
         self._writer.stop()
+        self._reads.close()
         self._durable.close()
         self._memory.close()
 
@@ -250,7 +254,19 @@ class Board:
         return self.get_queue_async(name).result()
 
     def list_queues_async(self) -> Future[list[QueueView]]:
-        return self._writer.submit(self._views)
+        fut: Future[list[QueueView]] = Future()
+
+        def make() -> Work[list[QueueView]]:
+            waiting = self._waiters.counts()
+            transient = self._transient(waiting)
+
+            def work(view: Txn) -> list[QueueView]:
+                views = [self._view_of(view, info, waiting) for info in view.queues()]
+                return _merged(views, transient)
+
+            return work
+
+        return self._writer.submit(lambda b: self._reads.later(b, fut, make), fut)
 
     def list_queues(self) -> list[QueueView]:
         return self.list_queues_async().result()
@@ -501,7 +517,41 @@ class Board:
             b.undo(lambda: self._waiters.remove(w))
             return PENDING
 
+        def peek(b: Batch) -> object:
+            """A Read that does not wait: off the writer, on a durable queue."""
+            _, info = self._find(b, queue)
+            if info.spec.transient:
+                return run(b)
+
+            def make() -> Work[list[Message]]:
+                held = set(net.held(queue))  # delivered, leased: not for Read
+                return partial(self._peek, queue, pat, max, held)
+
+            return self._reads.later(b, fut, make)
+
+        if not take and timeout <= 0:
+            return self._writer.submit(peek, fut)
         return self._writer.submit(run, fut)
+
+    def _peek(self, queue: str, pat: Pattern, max: int, held: set[int], view: Txn) -> list[Message]:
+        """Up to ``max`` waiting messages matching ``pat`` in ``view``, none
+        held or expired (the expiry sweep deals with those)."""
+        if view.queue(queue) is None:
+            raise QueueNotFound(queue)
+        found: list[Message] = []
+        now = now_us()
+        start: int | None = None
+        while True:
+            search = self._waiting(view, queue, pat, start)
+            for m in search:
+                if m.seq in held or m.expired(now):
+                    continue
+                found.append(m)
+                if len(found) >= max:
+                    return found
+            if not search.next_seq:
+                return found
+            start = search.next_seq  # its budget ran out: go on from there
 
     def release(self) -> Future[None]:
         """Answers every blocked Take and Read with nothing now, as if their
@@ -721,7 +771,8 @@ class Board:
                 self._net.start(txn, s)
                 self._net.add(b, s)
                 window = spec.window()
-            c = Consumer(s, window, deliver, end)
+            lim = self.limits
+            c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
             self._net.attach(b, s, c)
             self._net.settle(b)
             return c, self._selector_view(s)
@@ -850,8 +901,9 @@ class Board:
             raise InvalidArgument(f"seq: must not be negative (got {seq})")
         pat = pattern or EVERYTHING
 
-        def run(b: Batch) -> Page:
-            txn, _ = self._find(b, queue)
+        def page(txn: Txn) -> Page:
+            if txn.queue(queue) is None:
+                raise QueueNotFound(queue)
             first: int | None
             if start is Start.OLDEST:
                 first = None if not reverse else 1
@@ -871,7 +923,15 @@ class Board:
                     out.append(m)
             return Page(out, 0)
 
-        return self._writer.submit(run)
+        fut: Future[Page] = Future()
+
+        def run(b: Batch) -> Any:
+            txn, info = self._find(b, queue)
+            if info.spec.transient:
+                return page(txn)  # memory: cheap, and the writer's alone
+            return self._reads.later(b, fut, lambda: page)
+
+        return self._writer.submit(run, fut)
 
     def browse(
         self,
@@ -903,38 +963,48 @@ class Board:
         if queue:
             self.limits.check_name(queue)
 
-        def run(b: Batch) -> BoardStats:
-            views = [self._view(*self._find(b, queue))] if queue else self._views(b)
-            rows = []
-            net = self._net
-            for v in views:
-                name = v.spec.name
-                t = net.traffic.get(name, Traffic())
-                out = net.outstanding(name)
-                rows.append(
-                    QueueStats(
-                        name,
-                        v.spec.transient,
-                        v.unprocessed,
-                        v.history,
-                        v.waiting,
-                        t.posted,
-                        t.taken,
-                        t.overflowed,
-                        ready=v.unprocessed - out,
-                        outstanding=out,
-                        consumers=net.consumers(name),
-                        dropped=t.dropped,
-                        dead_lettered=t.dead_lettered,
-                        selectors=len(net.of(name)),
-                        expired=t.expired,
-                        damaged=0 if v.spec.transient else self._durable.damaged(name),
-                    )
-                )
-            w = self._writer
-            return BoardStats(self._durable.info(), w.commits, w.committed_ops, rows)
+        fut: Future[BoardStats] = Future()
 
-        return self._writer.submit(run)
+        def make() -> Work[BoardStats]:
+            # Copies of the writer's figures, of the same moment as the view.
+            net, w = self._net, self._writer
+            waiting = self._waiters.counts()
+            transient = self._transient(waiting)
+            traffic = {k: Traffic(*_traffic(t)) for k, t in net.traffic.items()}
+            figures = net.figures()
+            store, commits, ops = self._durable.info(), w.commits, w.committed_ops
+            damaged = self._durable.damaged_counts()
+
+            def work(view: Txn) -> BoardStats:
+                views = [self._view_of(view, info, waiting) for info in view.queues()]
+                views = _merged(views, transient)
+                rows = [
+                    _stats(
+                        v,
+                        traffic.get(v.spec.name),
+                        figures.get(v.spec.name),
+                        damaged.get(v.spec.name, 0),
+                    )
+                    for v in views
+                ]
+                return BoardStats(store, commits, ops, rows)
+
+            return work
+
+        def run(b: Batch) -> Any:
+            if not queue:
+                return self._reads.later(b, fut, make)
+            v = self._view(*self._find(b, queue))  # one queue: O(1) here
+            net = self._net
+            name = v.spec.name
+            figures = (len(net.of(name)), net.consumers(name), net.outstanding(name))
+            t = net.traffic.get(name)
+            w = self._writer
+            hurt = 0 if v.spec.transient else self._durable.damaged(name)
+            row = _stats(v, None if t is None else Traffic(*_traffic(t)), figures, hurt)
+            return BoardStats(self._durable.info(), w.commits, w.committed_ops, [row])
+
+        return self._writer.submit(run, fut)
 
     def stats(self, queue: str = "") -> BoardStats:
         return self.stats_async(queue).result()
@@ -986,13 +1056,19 @@ class Board:
             raise QueueNotFound(name)
         return found
 
-    def _views(self, b: Batch) -> list[QueueView]:
-        """Every queue of both stores, by name."""
-        views = []
-        for durable in (True, False):
-            txn = b.txn(durable)
-            views += [self._view(txn, info) for info in txn.queues()]
-        return sorted(views, key=lambda v: v.spec.name)
+    def _transient(self, waiting: dict[str, int]) -> list[QueueView]:
+        """The transient queues' views, as committed (writer thread)."""
+        txn = self._memory.begin()
+        try:
+            return [self._view_of(txn, info, waiting) for info in txn.queues()]
+        finally:
+            txn.abort()
+
+    @staticmethod
+    def _view_of(txn: Txn, info: QueueInfo, waiting: dict[str, int]) -> QueueView:
+        c = txn.counts(info.spec.name)
+        n = waiting.get(info.spec.name, 0)
+        return QueueView(info.spec, info.created_at, c.unprocessed, c.history, c.next_seq, n)
 
     def _view(self, txn: Txn, info: QueueInfo) -> QueueView:
         c = txn.counts(info.spec.name)
@@ -1004,3 +1080,41 @@ class Board:
             c.next_seq,
             self._waiters.count(info.spec.name),
         )
+
+
+def _traffic(t: Traffic) -> tuple[int, int, int, int, int, int]:
+    return (t.posted, t.taken, t.overflowed, t.dead_lettered, t.dropped, t.expired)
+
+
+def _stats(
+    v: QueueView, t: Traffic | None, figures: tuple[int, int, int] | None, damaged: int
+) -> QueueStats:
+    """A Stats row from a queue's view, traffic, (selectors, consumers,
+    outstanding) and damaged records met."""
+    t = t or Traffic()
+    selectors, consumers, out = figures or (0, 0, 0)
+    return QueueStats(
+        v.spec.name,
+        v.spec.transient,
+        v.unprocessed,
+        v.history,
+        v.waiting,
+        t.posted,
+        t.taken,
+        t.overflowed,
+        ready=v.unprocessed - out,
+        outstanding=out,
+        consumers=consumers,
+        dropped=t.dropped,
+        dead_lettered=t.dead_lettered,
+        selectors=selectors,
+        expired=t.expired,
+        damaged=damaged,
+    )
+
+
+def _merged(a: list[QueueView], b: list[QueueView]) -> list[QueueView]:
+    """Two lists of views in name order, merged (no sort of the lot)."""
+    if not b:
+        return a
+    return list(heapq.merge(a, b, key=lambda v: v.spec.name))

@@ -31,6 +31,16 @@ class Limits:
     max_page: int = 10_000
     #: The longest a Take or Read may block, in seconds.
     max_timeout: float = 24 * 3600.0
+    #: The most deliveries one consumer may have outstanding (delivered and
+    #: not acked, which includes those still queued for sending), whatever
+    #: credit it asks for: its effective credit.
+    max_credit: int = 10_000
+    #: The most message bytes one consumer may have outstanding; past it the
+    #: consumer gets nothing more until it acks (one message always fits).
+    max_outstanding_bytes: int = 32 * 1024 * 1024
+    #: The most request bytes a PostStream reads ahead of the batches it has
+    #: answered (one batch is always read).
+    max_read_ahead_bytes: int = 16 * 1024 * 1024
 
     def check_name(self, name: str, where: str = "queue") -> str:
         if not isinstance(name, str) or not _NAME.fullmatch(name):

@@ -23,14 +23,16 @@ The rules are DESIGN.md's, in its order. When a message arrives:
 A message that waits is offered to blocked Reads (every one gets it) and
 then to the oldest blocked Take.
 
-Credit. A terminal selector's credit is its consumer's window less the
-deliveries not yet acked; an ack gives one back. A selector into a queue has
-as much credit as that queue has room under ``max_unprocessed`` (and its own
-quota), so when a consumer drains the destination the parent pulls again:
-credit flows up the graph. Each selector pulls from a cursor: no waiting
-message below it is one it could take, except held ones, which rewind the
-cursors when they come back; pulls are bounded per operation and continue in
-the next one, so one busy selector cannot hold the writer.
+Credit. A terminal selector's credit is its consumer's window (capped by
+the board's ``max_credit``) less the deliveries not yet acked, and none while
+those hold ``max_outstanding_bytes`` or more; an ack gives credit back. A
+selector into a queue has as much credit as that queue has room under
+``max_unprocessed`` (and its own quota), so when a consumer drains the
+destination the parent pulls again: credit flows up the graph. Each
+selector pulls from a cursor: no waiting message below it is one it could
+take, except held ones, which rewind the cursors when they come back; pulls
+are bounded per operation and continue in the next one, so one busy selector
+cannot hold the writer.
 
 Delivered-but-unacked messages (and leased Takes) stay in the unprocessed
 section, *held*: invisible to everyone else, in memory only. Acking
@@ -641,6 +643,9 @@ class Network:
             now = b.now
             for m in chunk:
                 if copy:
+                    if self.credit(b, s) <= 0:  # a byte cap: replay waits
+                        s.cursor = m.seq
+                        return
                     self._copy(b, s, m, 0)
                 elif m.expired(now):
                     self.dead(b, txn, info, m, "expired", 0)
@@ -898,6 +903,18 @@ class Network:
                 c.outstanding.clear()
                 b.undo(partial(c.outstanding.update, stale))
             out.append((s, self.remove(b, s)))
+        return out
+
+    def figures(self) -> dict[str, tuple[int, int, int]]:
+        """Queue -> (selectors, consumers, outstanding), for the queues that
+        have any: a copy, for a read off the writer thread."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for q, sels in self._by_source.items():
+            if sels:
+                out[q] = (len(sels), self.consumers(q), self.outstanding(q))
+        for q, held in self._holds.items():
+            if held and q not in out:
+                out[q] = (0, 0, len(held))
         return out
 
     def consumers(self, queue: str) -> int:

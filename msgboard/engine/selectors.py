@@ -6,13 +6,20 @@ terminal consumer attached through Subscribe. ``SelectorSpec`` is what a
 client asks for and what the store keeps; ``Selector`` is its running state
 on the writer thread: credit, the cursor it pulls waiting messages from, and
 its consumer. ``network.py`` routes messages through them.
+
+A consumer's credit is bounded twice, so that no client can make the server
+hold much for it: by the board's ``max_credit`` (whatever window it asks
+for) and by ``max_outstanding_bytes``, the bytes of the messages it has
+outstanding (delivered and not acked; these include the deliveries still
+queued for sending, so the send queue is bounded too).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from msgboard.message import Message
 from msgboard.spec import Delivery, SelectorSpec
@@ -37,6 +44,55 @@ class Backoff:
     message: Message
 
 
+def weight(m: Message) -> int:
+    """About how many bytes ``m`` holds: what a byte cap counts."""
+    n = 64 + len(m.body) + len(m.address)
+    for f in m.tuple:
+        n += len(f) if isinstance(f, str | bytes) else 8
+    for k, v in m.headers.items():
+        n += len(k) + len(v)
+    return n
+
+
+class Outstanding(dict[int, Message]):
+    """Delivery id -> message, keeping the total ``weight`` of its messages
+    in ``bytes`` through every change the network makes."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __setitem__(self, key: int, m: Message) -> None:
+        old = self.get(key)
+        if old is not None:
+            self.bytes -= weight(old)
+        super().__setitem__(key, m)
+        self.bytes += weight(m)
+
+    def __delitem__(self, key: int) -> None:
+        self.bytes -= weight(self[key])
+        super().__delitem__(key)
+
+    def pop(self, key: int, *default: Any) -> Any:
+        if key in self:
+            m = super().pop(key)
+            self.bytes -= weight(m)
+            return m
+        return super().pop(key, *default)
+
+    def update(  # type: ignore[override]
+        self, items: Mapping[int, Message] | Iterable[tuple[int, Message]] = (), /
+    ) -> None:
+        for k, m in dict(items).items():
+            self[k] = m
+
+    def clear(self) -> None:
+        super().clear()
+        self.bytes = 0
+
+
 @dataclass(eq=False, slots=True)
 class Consumer:
     """A client attached to a terminal selector. ``deliver`` and ``end`` are
@@ -49,15 +105,25 @@ class Consumer:
     #: Called once when the board ends the subscription (its queue or
     #: selector deleted, the board closing), with the reason.
     end: Callable[[BaseException | None], None]
+    #: The board's caps: most deliveries and most message bytes outstanding.
+    max_credit: float = math.inf
+    max_bytes: float = math.inf
     #: Delivery id -> message as stored (MOVE) or as copied (COPY).
-    outstanding: dict[int, Message] = field(default_factory=dict)
+    outstanding: Outstanding = field(default_factory=Outstanding)
     next_id: int = 1
     pending: list[Delivery] = field(default_factory=list)
     flushing: bool = False
     closed: bool = False
 
+    @property
+    def limit(self) -> float:
+        """The effective credit: the window it asked for, capped."""
+        return min(self.window, self.max_credit)
+
     def credit(self) -> float:
-        return self.window - len(self.outstanding)
+        if self.outstanding.bytes >= self.max_bytes:
+            return 0
+        return self.limit - len(self.outstanding)
 
 
 @dataclass(eq=False, slots=True)

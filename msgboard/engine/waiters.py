@@ -85,6 +85,10 @@ class Waiters:
     def count(self, queue: str) -> int:
         return sum(1 for w in self._by_queue.get(queue, ()) if not w.done)
 
+    def counts(self) -> dict[str, int]:
+        """Queue -> how many calls wait on it, for the queues that have any."""
+        return {q: n for q in self._by_queue if (n := self.count(q))}
+
     def any(self, queue: str) -> bool:
         return queue in self._by_queue
 

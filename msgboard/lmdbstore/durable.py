@@ -76,7 +76,9 @@ py-lmdb's rules, which the engine keeps:
   ``MapFull`` the caller calls ``grow()`` and runs the transaction again.
   A snapshot's copy holds a read transaction for its whole run, so growth
   and copies exclude each other (``_resize``): grow-ahead is skipped while a
-  copy runs, and ``grow()`` after MapFull waits for the copy to finish.
+  copy runs, and ``grow()`` after MapFull waits for the copy to finish. A
+  ``reader()`` (a read-only transaction for a call that only reads) counts
+  as a copy does.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
 """
@@ -380,6 +382,30 @@ class DurableStore(Store):
             self._txn = DurableTxn(self, self._env.begin(write=True), reserve, free)
         return self._txn
 
+    def reader(self) -> DurableTxn:
+        """A read-only transaction on the last commit, with the queues and
+        counters of that commit. Begin it on the writer's thread between two
+        write transactions (then LMDB's snapshot and the counters agree);
+        use it on one other thread; end it with ``abort()``. Growth waits
+        for it as for a snapshot copy, so keep it short. Writing through it
+        raises StoreError."""
+        with self._copying:
+            if self._closed:
+                raise StoreError(f"the store at {self.path} is closed")
+            self._copies += 1
+        try:
+            with _Guard():
+                txn = self._env.begin()
+        except BaseException:
+            self._end_copy()
+            raise
+        return DurableTxn(self, txn, 0, 0, frozen=dict(self._queues))
+
+    def _end_copy(self) -> None:
+        with self._copying:
+            self._copies -= 1
+            self._copying.notify_all()
+
     def grow(self) -> None:
         self._check()
         with _Guard():
@@ -418,9 +444,7 @@ class DurableStore(Store):
                 raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
             raise StoreError(f"snapshot {path}: {e}") from e
         finally:
-            with self._copying:
-                self._copies -= 1
-                self._copying.notify_all()
+            self._end_copy()
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
@@ -473,6 +497,10 @@ class DurableStore(Store):
     def damaged(self, name: str) -> int:
         return len(self._damaged.get(name, ()))
 
+    def damaged_counts(self) -> dict[str, int]:
+        """Damaged records met so far, per queue (a copy)."""
+        return {name: len(seqs) for name, seqs in list(self._damaged.items())}
+
     def _met(self, e: RecordDamaged) -> None:
         """Counts a damaged record met while walking a queue, and logs it
         the first time."""
@@ -483,16 +511,25 @@ class DurableStore(Store):
 
 
 class DurableTxn(Txn):
-    """The write transaction of a DurableStore."""
+    """The write transaction of a DurableStore, or (``frozen``: the queue
+    table of its commit) a read-only one from ``DurableStore.reader``."""
 
     def __init__(
-        self, store: DurableStore, txn: lmdb.Transaction[bytes], reserve: int, free: int
+        self,
+        store: DurableStore,
+        txn: lmdb.Transaction[bytes],
+        reserve: int,
+        free: int,
+        frozen: dict[str, _Queue] | None = None,
     ) -> None:
         self._store = store
         #: The disk's free bytes when the transaction began.
         self._free = free
         self._txn = txn
         self._reserve = reserve
+        #: The queues as committed: the store's (live) or a reader's copy.
+        self._base = store._queues if frozen is None else frozen
+        self._reading = frozen is not None
         #: Queues this transaction wrote: private copies, None once deleted.
         self._q: dict[str, _Queue | None] = {}
         self._next_qid = store._next_qid
@@ -564,6 +601,11 @@ class DurableTxn(Txn):
         if self._done:
             return
         self._done = True
+        if self._reading:
+            with contextlib.suppress(lmdb.Error):
+                self._txn.abort()
+            self._store._end_copy()
+            return
         self._store._txn = None
         with contextlib.suppress(lmdb.Error):  # abort never raises
             self._txn.abort()
@@ -588,7 +630,7 @@ class DurableTxn(Txn):
     def _find(self, name: str) -> _Queue | None:
         if name in self._q:
             return self._q[name]
-        return self._store._queues.get(name)
+        return self._base.get(name)
 
     def _get(self, name: str) -> _Queue:
         q = self._find(name)
@@ -625,7 +667,14 @@ class DurableTxn(Txn):
         return None if q is None else q.info
 
     def queues(self) -> list[QueueInfo]:
-        names = sorted(self._store._queues.keys() | self._q.keys())
+        if self._reading:
+            # The queues sub-database has the names in order: no sort, which
+            # for 100,000 names would hold the GIL for some 60 ms at once.
+            with self._guard:
+                cur = self._txn.cursor(self._store._queues_db)
+                names = [k.decode() for k in cur.iternext(values=False)]
+            return [q.info for q in map(self._base.get, names) if q is not None]
+        names = sorted(self._base.keys() | self._q.keys())
         return [q.info for q in map(self._find, names) if q is not None]
 
     def delete_queue(self, name: str) -> bool:

@@ -1860,8 +1860,14 @@ class SubscribeRequest(_message.Message):
     ACK_FIELD_NUMBER: _builtins.int
     NACK_FIELD_NUMBER: _builtins.int
     CREDIT_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     credit: _builtins.int
     """Raises the consumer's credit by this many messages."""
+    ref: _builtins.int
+    """A number the client chooses to match answers to this request: the
+    board echoes it on the `acked` or `error` response that answers it.
+    Requests are answered in the order they were sent.
+    """
     @_builtins.property
     def open(self) -> Global___Subscription:
         """Opens the subscription (first request only)."""
@@ -1881,10 +1887,11 @@ class SubscribeRequest(_message.Message):
         ack: Global___Acks | None = ...,
         nack: Global___Nacks | None = ...,
         credit: _builtins.int = ...,
+        ref: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "credit", b"credit", "kind", b"kind", "nack", b"nack", "open", b"open"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "credit", b"credit", "kind", b"kind", "nack", b"nack", "open", b"open"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "credit", b"credit", "kind", b"kind", "nack", b"nack", "open", b"open", "ref", b"ref"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["open", "ack", "nack", "credit"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
@@ -1913,7 +1920,9 @@ class Subscription(_message.Message):
     subscriber gets every message while attached; lost copies are counted).
     """
     credit: _builtins.int
-    """Most deliveries not yet acked; 0: 100. Acks give credit back."""
+    """Most deliveries not yet acked; 0: 100. Acks give credit back. The
+    server caps it (its max_credit); `subscribed` answers the cap applied.
+    """
     start: Global___Position.ValueType
     """Where to start (COPY replays history from HEAD, a seq or a time)."""
     start_seq: _builtins.int
@@ -2016,6 +2025,22 @@ class SubscribeResponse(_message.Message):
     DELIVERIES_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     ACKED_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    MAX_OUTSTANDING_BYTES_FIELD_NUMBER: _builtins.int
+    ref: _builtins.int
+    """On `acked` and `error`: the `ref` of the request answered (0 when that
+    request set none, or for an error the board found itself).
+    """
+    credit: _builtins.int
+    """On `subscribed`: the consumer's effective credit, the most deliveries it
+    may have unacked: the credit it asked for (or the selector's), capped by
+    the server's limit. Credit added later is capped the same way.
+    """
+    max_outstanding_bytes: _builtins.int
+    """On `subscribed`: the most message bytes the consumer may have unacked;
+    past it, deliveries wait for acks (one message is always delivered).
+    """
     @_builtins.property
     def subscribed(self) -> Global___Selector:
         """The answer to `open`: the selector the consumer reads."""
@@ -2041,10 +2066,13 @@ class SubscribeResponse(_message.Message):
         deliveries: Global___Deliveries | None = ...,
         error: Global___Error | None = ...,
         acked: Global___Acks | None = ...,
+        ref: _builtins.int = ...,
+        credit: _builtins.int = ...,
+        max_outstanding_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "deliveries", b"deliveries", "error", b"error", "kind", b"kind", "subscribed", b"subscribed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "deliveries", b"deliveries", "error", b"error", "kind", b"kind", "subscribed", b"subscribed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "credit", b"credit", "deliveries", b"deliveries", "error", b"error", "kind", b"kind", "max_outstanding_bytes", b"max_outstanding_bytes", "ref", b"ref", "subscribed", b"subscribed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribed", "deliveries", "error", "acked"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
