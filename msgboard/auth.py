@@ -25,11 +25,11 @@ import hashlib
 import hmac
 import re
 import secrets
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from msgboard.config import read_toml
 from msgboard.errors import ConfigError, Unauthenticated
 from msgboard.tls import AUTH_KEY, BEARER
 
@@ -86,13 +86,7 @@ class Users:
     def load(cls, path: str | Path) -> Users:
         """Reads a users file; ConfigError naming the file, and the line or
         the user, for anything wrong in it."""
-        try:
-            with open(path, "rb") as f:
-                doc = tomllib.load(f)
-        except OSError as e:
-            raise ConfigError(f"users file {path}: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"users file {path}: {e}") from None
+        doc = read_toml(path, "users file")
         return cls(parse_users(doc, f"users file {path}"), str(path))
 
     def authenticate(self, metadata: Sequence[tuple[str, Any]], cert_cn: str | None) -> User:

@@ -241,14 +241,20 @@ def _parse(s: Setting, text: str, where: str) -> Any:
         raise ConfigError(f"{where}: {e}") from None
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    """The TOML document in ``path``; ConfigError naming ``what`` file it is,
+    the path and the line, if it cannot be read or parsed."""
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            return tomllib.load(f)
     except OSError as e:
-        raise ConfigError(f"config file {path}: {e.strerror}") from None
+        raise ConfigError(f"{what} {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {path}: {e}") from None
+        raise ConfigError(f"{what} {path}: {e}") from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    doc = read_toml(path, "config file")
     out: dict[str, Any] = {}
     for key, value in doc.items():
         s = BY_NAME.get(key)
