@@ -845,10 +845,26 @@ class AsyncSubscription(_Stream):
         assert self._requests is not None
         await self._requests.put(pb.SubscribeRequest(credit=n))
 
-    async def close(self) -> None:
-        if self._channel is not None:
-            if self._requests is not None:
-                await self._requests.put(None)
-            self._call.cancel()
-            await self._channel.close(None)
-            self._channel = None
+    async def close(self, wait: float = 5.0) -> None:
+        """Ends the subscription as ``Subscription.close`` does: half-closes,
+        reads the stream to its end so that the board applies every ack and
+        nack sent so far (waiting up to ``wait`` seconds, then cancelling),
+        and closes the channel."""
+        if self._channel is None:
+            return
+        channel, self._channel = self._channel, None
+        try:
+            if self._requests is not None and self._call is not None:
+                await self._requests.put(None)  # half-close: the board ends the stream
+                with contextlib.suppress(grpc.RpcError, TimeoutError):
+                    await asyncio.wait_for(self._drain(), wait)
+        finally:
+            if self._call is not None:
+                self._call.cancel()
+            await channel.close(None)
+
+    async def _drain(self) -> None:
+        """Reads the stream to its end, keeping the acks it confirms."""
+        while (r := await self._call.read()) is not grpc.aio.EOF:  # type: ignore[attr-defined]
+            if r.WhichOneof("kind") == "acked":
+                self.acked.update(r.acked.ids)
