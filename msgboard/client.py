@@ -737,6 +737,10 @@ class Subscription(_Stream):
         call: Any = stub.Subscribe(iter(self._requests.get, None))
         self._call = call
         self._closed = False
+        self._ended = False
+        #: A read was interrupted (Ctrl-C) while under way: gRPC allows no
+        #: second read on the call, and its locks may be left held.
+        self._interrupted = False
         with _mapped():
             self._take(next(call))
 
@@ -757,6 +761,9 @@ class Subscription(_Stream):
                 if self._closed:
                     raise StopIteration from None
                 raise _error(e) from None
+            except BaseException:  # KeyboardInterrupt in the middle of a read
+                self._interrupted = True
+                raise
             self._take(r)
         return self._buffer.popleft()
 
@@ -772,6 +779,19 @@ class Subscription(_Stream):
         """Raises the credit by ``n`` messages."""
         self._requests.put(pb.SubscribeRequest(credit=n))
 
+    def end(self) -> None:
+        """Asks the board to end the stream (a half-close): it applies the
+        acks and nacks sent so far, gives back the unacked deliveries, and
+        the iteration ends once the deliveries already on their way are
+        read. Safe from a signal handler or another thread, so a Ctrl-C
+        handler can stop a consumer blocked in ``next``::
+
+            signal.signal(signal.SIGINT, lambda *_: sub.end())
+        """
+        if not self._ended:
+            self._ended = True
+            self._requests.put(None)  # SimpleQueue.put is reentrant
+
     def close(self, wait: float = 5.0) -> None:
         """Ends the subscription: the board first applies the acks and nacks
         sent so far (waiting up to ``wait`` seconds), then gives back the
@@ -779,7 +799,9 @@ class Subscription(_Stream):
         if self._closed:
             return
         self._closed = True
-        self._requests.put(None)  # half-close: the board ends the stream
+        self.end()
+        if self._interrupted:
+            return  # touching the call again could raise or hang
         timer = threading.Timer(wait, self._call.cancel)
         timer.start()
         try:
