@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from msgboard.client import Client, Delivery
+from msgboard.errors import InvalidArgument, NotFound
 
 N = 200
 
@@ -81,3 +84,22 @@ def test_an_async_close_gives_back_what_is_unacked(client: Client) -> None:
     asyncio.run(consume())
     [m] = client.take("jobs", timeout=5)
     assert (m.tuple, m.delivery_count) == (("b",), 2)
+
+
+def test_ack_answers_as_the_proto_says(client: Client) -> None:
+    """Board.Ack, as its proto comment states: INVALID_ARGUMENT for a lease
+    never given or one on another queue, NOT_FOUND for a lease already
+    acked, and nothing changed unless every lease is good."""
+    client.create_queue("jobs")
+    client.create_queue("other")
+    client.post_many("jobs", [("a",), ("b",)])
+    first, second = client.take_leased("jobs", lease=30, max=2)
+    with pytest.raises(InvalidArgument, match="never given"):
+        client.ack("jobs", [first, 999])
+    with pytest.raises(InvalidArgument, match="other"):
+        client.ack("other", [first])
+    client.ack("jobs", [first])
+    with pytest.raises(NotFound, match="already acked"):
+        client.ack("jobs", [second, first])
+    client.ack("jobs", [second])  # untouched by the refused request
+    assert client.get_queue("jobs").unprocessed == 0
