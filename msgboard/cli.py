@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -28,9 +31,27 @@ from msgboard import config
 from msgboard.associative import fields_to_json, parse_template, parse_tuple
 from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, to_datetime
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, Delivery
 
 DEFAULT_SERVER = "127.0.0.1:7878"
+
+#: ``msgboard --help``: plain text, as a terminal shows it.
+DESCRIPTION = "msgboard: run a board (msgboard serve), and talk to one."
+EPILOG = """\
+Every command but serve, export and report talks to --server HOST:PORT
+(default: $MSGBOARD_SERVER, else 127.0.0.1:7878). --json prints one JSON
+object per line.
+
+Tuples are JSON arrays: '["job", 7, 2.5]'. Templates are JSON arrays in which
+"?int", "?float", "?str", "?bytes", "?bool" and "?null" match any value of
+that type, "?" matches anything, {"range": [lo, hi]} and {"prefix": "s"} are
+patterns, and any other value must be equal.
+Address patterns: eq:NAME (or a bare NAME), topic:rec.pets.* (* one word,
+# zero or more), prefix:P, all.
+
+Exit status: 0 done, 1 the board refused, 2 bad input, 3 take or read found
+nothing, 130 interrupted (Ctrl-C).
+Help on one command: msgboard COMMAND --help."""
 
 
 def _json_arg(text: str, what: str) -> Any:
@@ -174,7 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--tls-cert", metavar="FILE", help="client certificate (mutual TLS)")
     common.add_argument("--tls-key", metavar="FILE", help="its private key")
 
-    parser = argparse.ArgumentParser(prog="msgboard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="msgboard",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run a board")
@@ -619,23 +645,27 @@ def _print_row(d: dict[str, Any], as_json: bool) -> None:
 
 
 def _watch(c: Any, args: argparse.Namespace) -> int:
-    """Prints deliveries as they come and acks each once printed."""
+    """Prints deliveries as they come and acks each once printed; Ctrl-C
+    ends it cleanly (exit status 130)."""
     if not args.queue and not args.selector:
         raise InvalidArgument("watch: give a QUEUE or --selector ID")
     start, when = _start(args.start)
     n = 0
-    with c.subscribe(
-        args.queue,
-        _templates(args),
-        address=args.address,
-        filter=args.filter,
-        copy=args.copy,
-        credit=args.credit,
-        start=start,
-        start_time=when,
-        selector=args.selector,
-    ) as sub:
-        for d in sub:
+    with (
+        c.subscribe(
+            args.queue,
+            _templates(args),
+            address=args.address,
+            filter=args.filter,
+            copy=args.copy,
+            credit=args.credit,
+            start=start,
+            start_time=when,
+            selector=args.selector,
+        ) as sub,
+        _CtrlC.installed(sub) as ctrl_c,
+    ):
+        while (d := ctrl_c.next()) is not None:
             if args.json:
                 print(json.dumps({"delivery": d.id, **message_json(d.message)}), flush=True)
             else:
@@ -645,7 +675,54 @@ def _watch(c: Any, args: argparse.Namespace) -> int:
             n += 1
             if args.max and n >= args.max:
                 break
-    return 0
+    return 130 if ctrl_c.stopped else 0
+
+
+class _CtrlC:
+    """Ctrl-C for a consumer: the first one stops it cleanly, a second one
+    interrupts. A KeyboardInterrupt raised inside a gRPC read would leave the
+    call unusable, its locks possibly held (a 40-line traceback or a hang),
+    so the handler raises nothing: it half-closes the stream if the consumer
+    is blocked reading it (the board applies the acks sent and the read
+    ends), and otherwise lets the delivery in hand be printed and acked
+    before the consumer stops."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.stopped = False
+        self._reading = False
+
+    @classmethod
+    @contextlib.contextmanager
+    def installed(cls, sub: Any) -> Iterator[_CtrlC]:
+        """The handler, for SIGINT while inside (main thread only)."""
+        ctrl_c = cls(sub)
+        if threading.current_thread() is not threading.main_thread():
+            yield ctrl_c
+            return
+        previous = signal.signal(signal.SIGINT, ctrl_c._handle)
+        try:
+            yield ctrl_c
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.stopped:
+            raise KeyboardInterrupt
+        self.stopped = True
+        if self._reading:
+            self.sub.end()
+
+    def next(self) -> Delivery | None:
+        """The next delivery; None once the stream ends or Ctrl-C stopped it."""
+        self._reading = True
+        try:
+            if self.stopped:
+                return None
+            d: Delivery | None = next(self.sub, None)
+            return None if self.stopped else d
+        finally:
+            self._reading = False
 
 
 if __name__ == "__main__":

@@ -790,6 +790,10 @@ class Subscription(_Stream):
         call: Any = stub.Subscribe(iter(self._requests.get, None))
         self._call = call
         self._closed = False
+        self._ended = False
+        #: A read was interrupted (Ctrl-C) while under way: gRPC allows no
+        #: second read on the call, and its locks may be left held.
+        self._interrupted = False
         with _mapped():
             self._take(next(call))
 
@@ -810,6 +814,9 @@ class Subscription(_Stream):
                 if self._closed:
                     raise StopIteration from None
                 raise _error(e) from None
+            except BaseException:  # KeyboardInterrupt in the middle of a read
+                self._interrupted = True
+                raise
             self._take(r)
         return self._buffer.popleft()
 
@@ -834,6 +841,19 @@ class Subscription(_Stream):
         self._requests.put(r)
         return r.ref
 
+    def end(self) -> None:
+        """Asks the board to end the stream (a half-close): it applies the
+        acks and nacks sent so far, gives back the unacked deliveries, and
+        the iteration ends once the deliveries already on their way are
+        read. Safe from a signal handler or another thread, so a Ctrl-C
+        handler can stop a consumer blocked in ``next``::
+
+            signal.signal(signal.SIGINT, lambda *_: sub.end())
+        """
+        if not self._ended:
+            self._ended = True
+            self._requests.put(None)  # SimpleQueue.put is reentrant
+
     def close(self, wait: float = 5.0) -> None:
         """Ends the subscription: the board first applies the acks and nacks
         sent so far (waiting up to ``wait`` seconds), then gives back the
@@ -841,7 +861,9 @@ class Subscription(_Stream):
         if self._closed:
             return
         self._closed = True
-        self._requests.put(None)  # half-close: the board ends the stream
+        self.end()
+        if self._interrupted:
+            return  # touching the call again could raise or hang
         timer = threading.Timer(wait, self._call.cancel)
         timer.start()
         try:
@@ -913,10 +935,26 @@ class AsyncSubscription(_Stream):
         await self._requests.put(r)
         return r.ref
 
-    async def close(self) -> None:
-        if self._channel is not None:
-            if self._requests is not None:
-                await self._requests.put(None)
-            self._call.cancel()
-            await self._channel.close(None)
-            self._channel = None
+    async def close(self, wait: float = 5.0) -> None:
+        """Ends the subscription as ``Subscription.close`` does: half-closes,
+        reads the stream to its end so that the board applies every ack and
+        nack sent so far (waiting up to ``wait`` seconds, then cancelling),
+        and closes the channel."""
+        if self._channel is None:
+            return
+        channel, self._channel = self._channel, None
+        try:
+            if self._requests is not None and self._call is not None:
+                await self._requests.put(None)  # half-close: the board ends the stream
+                with contextlib.suppress(grpc.RpcError, TimeoutError):
+                    await asyncio.wait_for(self._drain(), wait)
+        finally:
+            if self._call is not None:
+                self._call.cancel()
+            await channel.close(None)
+
+    async def _drain(self) -> None:
+        """Reads the stream to its end, keeping the acks it confirms."""
+        while (r := await self._call.read()) is not grpc.aio.EOF:  # type: ignore[attr-defined]
+            if r.WhichOneof("kind") == "acked":
+                self.acked.update(r.acked.ids)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 
 import pytest
 
-from msgboard.cli import main
+from msgboard.cli import build_parser, main
+from msgboard.client import Client
 from msgboard.testing import ServerThread
 
 
@@ -144,3 +151,60 @@ def test_selector_errors_from_the_command_line(
     assert code == 2 and "credit" in out
     code, out = run(server, capsys, "selector", "delete", "sel-77")
     assert code == 1 and "NOT_FOUND" in out
+
+
+def _helps(parser: argparse.ArgumentParser) -> Iterator[str]:
+    """The help text of a parser and of every command under it."""
+    yield parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _helps(sub)
+
+
+def test_help_is_plain_text() -> None:
+    """msgboard --help, and every command's --help, reads as plain text: no
+    reStructuredText markup; the top page explains the notation."""
+    helps = list(_helps(build_parser()))
+    assert len(helps) > 15
+    for text in helps:
+        assert "``" not in text and ":class:" not in text and "::" not in text, text
+    top = helps[0]
+    assert "$MSGBOARD_SERVER" in top and '"?int"' in top and "topic:" in top
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["watch", "q"], ["take", "q", "--timeout", "60"], ["read", "q", "--timeout", "60"]],
+    ids=["watch", "take", "read"],
+)
+def test_ctrl_c_ends_a_long_running_command_quietly(
+    server: ServerThread, client: Client, command: list[str]
+) -> None:
+    """Given a command that waits on the board (watch after printing three
+    deliveries, a take or read with a timeout), when I press Ctrl-C, I expect
+    exit status 130, nothing on standard error, and for watch, the three
+    messages it printed acked (they do not come back)."""
+    client.create_queue("q")
+    watching = command[0] == "watch"
+    if watching:
+        client.post_many("q", [("n", i) for i in range(3)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "msgboard", *command, "--server", server.address, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    if watching:
+        printed = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert [m["tuple"] for m in printed] == [["n", i] for i in range(3)]
+    else:  # the call is waiting on the board once the queue has a blocked caller
+        while client.get_queue("q").waiting == 0:
+            time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "")
+    if watching:
+        q = client.get_queue("q")
+        assert (q.unprocessed, q.history) == (0, 0)

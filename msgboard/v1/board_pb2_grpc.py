@@ -205,7 +205,9 @@ class BoardServicer:
     def Ack(self, request, context):
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        NOT_FOUND for a lease that is unknown, already acked or run out.
+        Nothing is changed unless every lease in the request is good:
+        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
+        another queue; NOT_FOUND for a lease already acked or run out.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -92,7 +92,9 @@ class BoardStub:
     Ack: _grpc.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    NOT_FOUND for a lease that is unknown, already acked or run out.
+    Nothing is changed unless every lease in the request is good:
+    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
+    another queue; NOT_FOUND for a lease already acked or run out.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
@@ -173,7 +175,9 @@ class BoardAsyncStub(BoardStub):
     Ack: _aio.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]  # type: ignore[assignment]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    NOT_FOUND for a lease that is unknown, already acked or run out.
+    Nothing is changed unless every lease in the request is good:
+    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
+    another queue; NOT_FOUND for a lease already acked or run out.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
@@ -311,7 +315,9 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.AckResponse, _abc.Awaitable[_board_pb2.AckResponse]]:
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        NOT_FOUND for a lease that is unknown, already acked or run out.
+        Nothing is changed unless every lease in the request is good:
+        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
+        another queue; NOT_FOUND for a lease already acked or run out.
         """
 
     @_abc_1.abstractmethod
