@@ -106,6 +106,19 @@ _VALUE_ARROW = _TYPES["tuple"].value_type
 _KINDS = [f.name for f in VALUE.fields if f.name != "type"]
 
 
+#: The range of times Spark, Arrow and Python's datetime all hold, in µs
+#: since the epoch: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
+MIN_US = -62_135_596_800_000_000
+MAX_US = 253_402_300_799_999_999
+
+
+def clamp(us: int) -> int:
+    """A stored time outside ``MIN_US..MAX_US`` (the board refuses such an
+    ``expires_at`` since; older boards took one, say nanoseconds passed by
+    mistake) as the nearest time a timestamp column can hold."""
+    return min(max(us, MIN_US), MAX_US)
+
+
 class SnapshotError(FailedPrecondition):
     """The path is not a snapshot this reader can read."""
 
@@ -221,7 +234,8 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
 def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[Range]]:
     """The snapshot's partitions: lists of ranges of about ``rows_per_part``
     rows (or, with ``parts``, of total/parts rows), covering every message
-    exactly once. Raises SnapshotError."""
+    exactly once; one empty partition for a snapshot with no messages (Spark
+    wants at least one). Raises SnapshotError."""
     with opened(path) as (env, dbs), env.begin() as txn:
         sections = _sections(txn, dbs)
         total = sum(s.rows for s in sections)
@@ -244,7 +258,7 @@ def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[R
                 out.append([Range(s.section, s.queue, s.qid, lo, hi, s.rows // n)])
         if small:
             out.append(small)
-        return out
+        return out or [[]]  # an empty snapshot: one partition that yields nothing
 
 
 def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
@@ -310,17 +324,20 @@ def _decode(
         priority.append(m.priority)
         reply_to.append(m.reply_to)
         t = m.expires_at
-        expires.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        us = t.seconds * 1_000_000 + t.nanos // 1000
+        expires.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
         ctype.append(m.content_type)
         body.append(m.body)
         t = m.posted_at
-        posted.append(t.seconds * 1_000_000 + t.nanos // 1000)
+        us = t.seconds * 1_000_000 + t.nanos // 1000
+        posted.append(us if 0 <= us <= MAX_US else clamp(us))
         t = m.processed_at
-        processed.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        us = t.seconds * 1_000_000 + t.nanos // 1000
+        processed.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
         deliveries.append(m.delivery_count)
         h = m.headers
         if h:
-            ks = list(h)
+            ks = sorted(h)  # one order, whatever the map's: exports are reproducible
             hkeys += ks
             hvalues += [h[k] for k in ks]
         hoffs.append(len(hkeys))
