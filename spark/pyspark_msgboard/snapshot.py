@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
+import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -294,6 +295,7 @@ def _decode(
     the records carry their checksum (schema 3 on). One tight loop with
     every column a local list: this is the data source's hot path."""
     parse = pb.Message.FromString
+    has = pb.Message.HasField
     unseal = record.unseal
     seq = _SEQ.unpack_from
     seqs: list[int] = []
@@ -323,17 +325,23 @@ def _decode(
         address.append(m.address)
         priority.append(m.priority)
         reply_to.append(m.reply_to)
-        t = m.expires_at
-        us = t.seconds * 1_000_000 + t.nanos // 1000
-        expires.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        if has(m, "expires_at"):  # mostly absent: the test is cheaper than the read
+            t = m.expires_at
+            us = t.seconds * 1_000_000 + t.nanos // 1000
+            expires.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        else:
+            expires.append(None)
         ctype.append(m.content_type)
         body.append(m.body)
         t = m.posted_at
         us = t.seconds * 1_000_000 + t.nanos // 1000
         posted.append(us if 0 <= us <= MAX_US else clamp(us))
-        t = m.processed_at
-        us = t.seconds * 1_000_000 + t.nanos // 1000
-        processed.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        if has(m, "processed_at"):
+            t = m.processed_at
+            us = t.seconds * 1_000_000 + t.nanos // 1000
+            processed.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        else:
+            processed.append(None)
         deliveries.append(m.delivery_count)
         h = m.headers
         if h:
@@ -355,12 +363,19 @@ def _decode(
     if n == 0:
         return None
     value_columns = [pa.array(kinds, pa.string())]
+    fields = len(kinds)
     for k in _KINDS:
-        column: list[Any] = [None] * len(kinds)
         pos, vals = at[k]
-        for i, v in zip(pos, vals, strict=True):
-            column[i] = v
-        value_columns.append(pa.array(column, _VALUE_ARROW.field(k).type))
+        kind = _VALUE_ARROW.field(k).type
+        if not pos:
+            value_columns.append(pa.nulls(fields, kind))
+            continue
+        # Scattered in bulk: each field's index among this kind's values,
+        # null where the field is of another kind.
+        where = np.full(fields, -1, np.int64)
+        where[np.asarray(pos, np.int64)] = np.arange(len(pos))
+        index = pa.array(where, mask=where < 0)
+        value_columns.append(pa.array(vals, kind).take(index))
     values = pa.StructArray.from_arrays(value_columns, fields=list(_VALUE_ARROW))
     stamp = ARROW.field("posted_at").type
     columns = {
