@@ -211,6 +211,36 @@ def test_partitions_cover_every_key_once_balanced(spark: SparkSession, built: Bu
     assert spark.read.format("msgboard").option("numPartitions", "3").load(built.snap).count()
 
 
+def test_history_since_reads_only_the_tail(spark: SparkSession, built: Built) -> None:
+    """Given historySince for a queue, I expect its history read from that
+    seq on, cut into partitions from there, and every other section whole."""
+    history = sorted(
+        m.seq for m in built.messages if m.queue == "sparse" and m.section.value == "history"
+    )
+    since = history[600]
+    for rows in (150, 100_000):
+        plan = snapshot.plan(built.snap, rows_per_part=rows, since={"sparse": since})
+        seen = []
+        for ranges in plan:
+            for batch in snapshot.read(built.snap, ranges):
+                d = batch.to_pydict()
+                seen += zip(d["queue"], d["section"], d["seq"], strict=True)
+        want = [
+            (m.queue, m.section.value, m.seq)
+            for m in built.messages
+            if not (m.queue == "sparse" and m.section.value == "history" and m.seq < since)
+        ]
+        assert sorted(seen) == sorted(want)
+    df = (
+        spark.read.format("msgboard")
+        .option("historySince", json.dumps({"sparse": since}))
+        .load(built.snap)
+    )
+    assert df.where("queue = 'sparse' AND section = 'history'").count() == len(history) - 600
+    with pytest.raises(Exception, match="historySince"):
+        spark.read.format("msgboard").option("historySince", "[1]").load(built.snap).count()
+
+
 def test_export_round_trips_through_parquet(spark: SparkSession, built: Built) -> None:
     """Given the snapshot, when I export it, I expect Parquet partitioned by
     queue and UTC day, with standard UTC timestamps, that reads back as the

@@ -21,6 +21,7 @@ was in at the last snapshot.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -161,9 +162,19 @@ def export(
                 f"{snap} was taken before the snapshot {out} holds "
                 f"({books.snapshot.get('taken_at')}); --full rebuilds from it alone"
             )
-        df = spark.read.format("msgboard").options(**(options or {})).load(snap)
+        opts = dict(options or {})
         if books is not None:
-            df = _new_rows(spark, df, books, manifest, out)
+            # Only the history it may add is decoded: from the oldest of the
+            # high-water mark and the first message waiting at the last run.
+            marks = _marks(books, manifest)
+            since = {
+                q: min(mark, books.queues[q].get("first_waiting") or mark)
+                for q, mark in marks.items()
+            }
+            opts["historySince"] = json.dumps(since)
+        df = spark.read.format("msgboard").options(**opts).load(snap)
+        if books is not None:
+            df = _new_rows(spark, df, marks, out)
         rows = df.withColumn("day", F.to_date("posted_at"))
         new = dataset.partial(out)
         try:
@@ -180,6 +191,8 @@ def export(
             if books is not None:
                 dataset.link(out, new, "history")
             result = _books(books, manifest, snap, written, full)
+            for name, seq in snapshot.first_waiting(snap).items():
+                result.queues[name]["first_waiting"] = seq
             dataset.write_books(new, result)
             dataset.swap(new, out)
         except BaseException:
@@ -193,26 +206,27 @@ def _count(books: dataset.Books, key: str) -> int:
     return sum(q.get(key, 0) for q in books.queues.values())
 
 
-def _new_rows(
-    spark: SparkSession,
-    df: DataFrame,
-    books: dataset.Books,
-    manifest: snapshots.SnapshotInfo,
-    out: str,
-) -> DataFrame:
+def _marks(books: dataset.Books, manifest: snapshots.SnapshotInfo) -> dict[str, int]:
+    """Each queue's high-water mark: its ``next_seq`` at the last run, for
+    the queues still there with the same id (one deleted and created again
+    starts afresh)."""
+    marks = {}
+    for name, q in books.queues.items():
+        now = manifest.specs.get(name, {})
+        if not q.get("gone") and name in manifest.queues and now.get("id") == q.get("id"):
+            marks[name] = int(q["next_seq"])
+    return marks
+
+
+def _new_rows(spark: SparkSession, df: DataFrame, marks: dict[str, int], out: str) -> DataFrame:
     """The rows of ``df`` the dataset lacks: every unprocessed one (that
     section is replaced), and the history rows at or past their queue's
     high-water mark or waiting at the last run (a take need not be in seq
     order)."""
     from pyspark.sql import functions as F
 
-    marks = []
-    for name, q in books.queues.items():
-        now = manifest.specs.get(name, {})
-        # A queue deleted and created again (another id) starts afresh.
-        if not q.get("gone") and now.get("id", q.get("id")) == q.get("id"):
-            marks.append((name, int(q["next_seq"])))
-    mark = spark.createDataFrame(marks or [("", 0)], "queue string, _mark long")
+    pairs = sorted(marks.items()) or [("", 0)]
+    mark = spark.createDataFrame(pairs, "queue string, _mark long")
     waiting = (
         load(spark, out)
         .where(F.col("section") == "unprocessed")

@@ -184,10 +184,16 @@ class _Section:
     rows: int
     first: int
     last: int
+    #: The seq the section is read from (0: its first).
+    lo: int = 0
 
 
-def _sections(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> list[_Section]:
-    """Every non-empty queue section, in key order, with its exact count."""
+def _sections(
+    txn: lmdb.Transaction[bytes], dbs: dict[str, Any], since: dict[str, int] | None = None
+) -> list[_Section]:
+    """Every non-empty queue section, in key order, with its exact count;
+    with ``since``, the history of those queues only from that seq on (its
+    count then estimated from the seqs it spans)."""
     out = []
     queues = []
     for key, value in txn.cursor(db=dbs["queues"]):
@@ -209,7 +215,17 @@ def _sections(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> list[_Sectio
             else:
                 cur.last()
             last = _SEQ.unpack_from(cur.key(), 4)[0]
-            out.append(_Section(section, name, qid, rows, first, last))
+            lo = (since or {}).get(name, 0) if section == "history" else 0
+            if lo > first:
+                if lo > last:
+                    continue
+                cur.set_range(_KEY.pack(qid, lo))
+                seq = _SEQ.unpack_from(cur.key(), 4)[0]
+                rows = max(1, rows * (last - seq + 1) // (last - first + 1))
+                first = seq
+            else:
+                lo = 0
+            out.append(_Section(section, name, qid, rows, first, last, lo))
     return out
 
 
@@ -223,7 +239,7 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
     cuts = []
     prefix = _QID.pack(s.qid)
     cur = txn.cursor(db=dbs[s.section])
-    cur.set_range(prefix)
+    cur.set_range(_KEY.pack(s.qid, s.first))
     for i, key in enumerate(cur.iternext(values=False)):
         if key[:4] != prefix:
             break
@@ -232,13 +248,17 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
     return cuts
 
 
-def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[Range]]:
+def plan(
+    path: str, rows_per_part: int = 250_000, parts: int = 0, since: dict[str, int] | None = None
+) -> list[list[Range]]:
     """The snapshot's partitions: lists of ranges of about ``rows_per_part``
     rows (or, with ``parts``, of total/parts rows), covering every message
     exactly once; one empty partition for a snapshot with no messages (Spark
-    wants at least one). Raises SnapshotError."""
+    wants at least one). ``since``: read the history of these queues only
+    from this seq on (an export's earlier runs have the rest). Raises
+    SnapshotError."""
     with opened(path) as (env, dbs), env.begin() as txn:
-        sections = _sections(txn, dbs)
+        sections = _sections(txn, dbs, since)
         total = sum(s.rows for s in sections)
         target = max(1, math.ceil(total / parts) if parts > 0 else rows_per_part)
         out: list[list[Range]] = []
@@ -249,17 +269,23 @@ def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[R
                 if size + s.rows > target and small:
                     out.append(small)
                     small, size = [], 0
-                small.append(Range(s.section, s.queue, s.qid, 0, None, s.rows))
+                small.append(Range(s.section, s.queue, s.qid, s.lo, None, s.rows))
                 size += s.rows
                 continue
             n = math.ceil(s.rows / target)
-            edges = [0, *_cuts(txn, dbs, s, n), None]
+            edges = [s.lo, *_cuts(txn, dbs, s, n), None]
             for lo, hi in itertools.pairwise(edges):
                 assert lo is not None
                 out.append([Range(s.section, s.queue, s.qid, lo, hi, s.rows // n)])
         if small:
             out.append(small)
         return out or [[]]  # an empty snapshot: one partition that yields nothing
+
+
+def first_waiting(path: str) -> dict[str, int]:
+    """Each queue's first unprocessed seq (queues with none waiting left out)."""
+    with opened(path) as (env, dbs), env.begin() as txn:
+        return {s.queue: s.first for s in _sections(txn, dbs) if s.section == "unprocessed"}
 
 
 def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
