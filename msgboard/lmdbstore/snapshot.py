@@ -97,9 +97,7 @@ def load(path: str | os.PathLike[str]) -> SnapshotInfo:
         raise FailedPrecondition(f"{path}/{FILE}: format is {d.get('format')!r}, not {FORMAT!r}")
     counts = ("unprocessed", "history", "next_seq")
     queues = {name: Counts(**{k: q[k] for k in counts}) for name, q in d["queues"].items()}
-    specs = {
-        name: {k: q[k] for k in ("id", "spec") if k in q} for name, q in d["queues"].items()
-    }
+    specs = {name: {k: q[k] for k in ("id", "spec") if k in q} for name, q in d["queues"].items()}
     return SnapshotInfo(path, d["schema"], d["taken_at_us"], d["bytes"], queues, specs)
 
 
