@@ -217,7 +217,10 @@ def report(
 
     from pyspark_msgboard import charts
 
-    books = dataset.load(parquet) if os.path.isdir(parquet) else None
+    try:
+        books = dataset.load(parquet)
+    except dataset.DatasetError:
+        books = None  # an export of an older version: --dead-letter globs only
     dlqs = books.dead_letter_queues() if books else {}
     # Nothing cached: each table reads the few Parquet columns it needs.
     df = load(spark, parquet).drop("day")
