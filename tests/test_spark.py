@@ -534,6 +534,9 @@ def test_nightly_runs_the_night_and_can_run_it_again(
             c.create_queue("jobs")
             for i in range(20):
                 c.post("jobs", ("job", i))
+            c.create_queue("single", max_history=10)  # one taken: percentiles of one
+            c.post("single", ("one",))
+            c.take("single")
         args = [
             "nightly",
             str(tmp_path / "snaps"),
@@ -547,6 +550,7 @@ def test_nightly_runs_the_night_and_can_run_it_again(
         assert "20 unprocessed" in first and "nightly: done" in first
         [day] = [p.name for p in (tmp_path / "www").iterdir() if not p.name.endswith(".lock")]
         assert (tmp_path / "www" / day / "index.html").exists()
+        assert "single,1," in (tmp_path / "www" / day / "latency.csv").read_text()
         assert main(args) == 0
         again = capsys.readouterr().out
         assert "is there already" in again and "nothing to do" in again

@@ -105,14 +105,14 @@ class Exported:
     rows: int
     #: The dataset had this snapshot already: nothing was changed.
     unchanged: bool = False
-    full: bool = False
+    #: "created", "rebuilt" (--full) or "updated".
+    how: str = "updated"
 
     def line(self) -> str:
         if self.unchanged:
             return f"{self.out} already holds this snapshot: nothing to do ({self.rows:,} rows)"
-        how = "rebuilt" if self.full else "updated"
         return (
-            f"{self.out} {how}: {self.added:,} history rows added, "
+            f"{self.out} {self.how}: {self.added:,} history rows added, "
             f"{self.unprocessed:,} unprocessed, {self.rows:,} rows in all"
         )
 
@@ -199,7 +199,8 @@ def export(
             shutil.rmtree(new, ignore_errors=True)
             raise
     added = sum(n for (_, section), n in written.items() if section == "history")
-    return Exported(out, added, _count(result, "unprocessed"), result.rows, full=books is None)
+    how = "rebuilt" if full else "created" if books is None else "updated"
+    return Exported(out, added, _count(result, "unprocessed"), result.rows, how=how)
 
 
 def _count(books: dataset.Books, key: str) -> int:
