@@ -19,6 +19,7 @@ the same snapshot:
   memory (VmHWM) after it.
 
     scripts/bench-spark [--messages 1000000] [--rounds 3] [--master local[*]]
+    scripts/bench-spark --report-rows 30000000   # the report's scale run alone
 
 Each figure is the median of ``--rounds`` (min and max beside it); a JSON
 file goes to bench/results/spark-<time>.json.
@@ -106,13 +107,122 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
+def synthesize(out: Path, n: int, chunk: int = 1_000_000) -> None:
+    """A dataset of ``n`` rows in ``msgboard export``'s layout, written with
+    numpy and pyarrow in 10^6-row files (no board: a board of 3x10^7 takes
+    longer to build than the report to run): the benchmark's message shape,
+    80% processed, 1% redelivered, "orders.dlq" the dead-letter queue of
+    "orders" with its dead letters traced by the board's headers."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    arrow = snapshot.ARROW
+    stamp = arrow.field("posted_at").type
+    rng = np.random.default_rng(1)
+    queues = ["orders", "events", "jobs", "orders.dlq"]
+    for c in range(0, n, chunk):
+        m = min(chunk, n - c)
+        q = queues[c // chunk % len(queues)]
+        seq = np.arange(c + 1, c + m + 1, dtype=np.int64)
+        posted = 1_795_000_000_000_000 + seq * 8_000
+        done = rng.random(m) < 0.8
+        processed = pa.array(posted + rng.exponential(50_000, m).astype(np.int64), stamp)
+        dead = q == "orders.dlq"
+        keys = pa.array(["x-dead-letter-queue" if dead else "tenant"] * m)
+        values = pa.array(["orders" if dead else f"t{i % 13}" for i in range(m)])
+        offsets = pa.array(np.arange(m + 1, dtype=np.int32))
+        kinds = pa.array(np.tile(np.array(["string", "int", "float"]), m))
+        ints = np.where(np.tile([False, True, False], m), np.repeat(seq, 3), 0)
+        strings = np.tile(np.array(["item", None, None], dtype=object), m)
+        value_type = arrow.field("tuple").type.value_type
+        fields = pa.StructArray.from_arrays(
+            [
+                kinds,
+                pa.nulls(3 * m, pa.bool_()),
+                pa.array(ints, pa.int64()),
+                pa.array(np.repeat(seq * 0.5, 3)),
+                pa.array(strings, pa.string()),
+                pa.nulls(3 * m, pa.binary()),
+            ],
+            fields=list(value_type),
+        )
+        table = pa.table(
+            {
+                "seq": pa.array(seq),
+                "address": pa.array([f"{q}.{('eu', 'us', 'asia')[i % 3]}" for i in range(m)]),
+                "priority": pa.array(seq % 5),
+                "headers": pa.MapArray.from_arrays(
+                    offsets, keys, values, type=arrow.field("headers").type
+                ),
+                "reply_to": pa.array([""] * m),
+                "expires_at": pa.nulls(m, stamp),
+                "tuple": pa.ListArray.from_arrays(
+                    pa.array(np.arange(0, 3 * m + 1, 3, dtype=np.int32)),
+                    fields,
+                    type=arrow.field("tuple").type,
+                ),
+                "content_type": pa.array(["application/json"] * m),
+                "body": pa.array([b'{"n": %d}' % i for i in range(m)], pa.binary()),
+                "posted_at": pa.array(posted, stamp),
+                "processed_at": pc.if_else(pa.array(done), processed, pa.scalar(None, stamp)),
+                "delivery_count": pa.array(
+                    done.astype(np.int32) + (rng.random(m) < 0.01).astype(np.int32)
+                ),
+            }
+        )
+        where = out / f"queue={q}" / "section=history" / "day=2026-11-18"
+        where.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, where / f"part-{c // chunk:05d}.parquet")
+    books = {
+        "format": "msgboard-dataset",
+        "snapshot": {},
+        "runs": [],
+        "queues": {
+            q: {"id": i, "next_seq": n + 1, "spec": {"dead_letter": "orders.dlq" * (q == "orders")}}
+            for i, q in enumerate(queues)
+        },
+    }
+    (out / "_msgboard.json").write_text(json.dumps(books))
+
+
+def report_scale(n: int, master: str) -> None:
+    """``msgboard report`` of a synthetic dataset of ``n`` rows with Spark's
+    default settings: wall time and the JVM's peak resident memory."""
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-report-") as tmp:
+        root = Path(tmp)
+        synthesize(root / "dataset", n)
+        size = sum(f.stat().st_size for f in (root / "dataset").rglob("*.parquet"))
+        spark = session(master)
+        try:
+            wall = timed(lambda: report.report(spark, str(root / "dataset"), str(root / "www")))
+            jvm = peak(spark)
+        finally:
+            spark.stop()
+    print(
+        f"report of {n:,} rows ({size / 2**20:,.0f} MiB of Parquet), {master}, default "
+        f"settings: {wall:.1f} s, JVM peak resident memory {jvm:,.0f} MiB"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--master", default="local[*]")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    p.add_argument(
+        "--report-rows",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: time msgboard report over a synthetic dataset of N rows",
+    )
     args = p.parse_args()
+    if args.report_rows:
+        report_scale(args.report_rows, args.master)
+        return
     n = args.messages
 
     rounds: list[dict[str, float]] = []
