@@ -526,6 +526,7 @@ def test_nightly_runs_the_night_and_can_run_it_again(
     brings the dataset up to date and writes the day's report; run again
     the same day, it uses the snapshot it took and changes nothing."""
     from msgboard.client import Client
+    from msgboard.errors import InvalidArgument
     from msgboard.testing import ServerThread
 
     server = ServerThread(tmp_path / "board").start()
@@ -534,6 +535,9 @@ def test_nightly_runs_the_night_and_can_run_it_again(
             c.create_queue("jobs")
             for i in range(20):
                 c.post("jobs", ("job", i))
+            # Nanoseconds for microseconds: refused over the wire too.
+            with pytest.raises(InvalidArgument, match="expires_at"):
+                c.post("jobs", ("late",), expires_at=1_795_000_000_000_000_000)
             c.create_queue("single", max_history=10)  # one taken: percentiles of one
             c.post("single", ("one",))
             c.take("single")
