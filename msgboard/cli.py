@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from collections.abc import Sequence
 
@@ -208,25 +207,49 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument(
         "--master",
         metavar="URL",
-        help="Spark master, e.g. spark://host:7077 (default local[*]; under spark-submit, its own)",
+        help="Spark master, e.g. spark://host:7077 (default local[*] on loopback; "
+        "under spark-submit, its own)",
     )
-    p = sub.add_parser(
-        "export", parents=[spark], help="write a snapshot as Parquet by queue and day (Spark)"
+    spark.add_argument(
+        "--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)"
     )
-    p.add_argument("snapshot", help="a snapshot directory (msgboard snapshot)")
-    p.add_argument("out", help="the Parquet directory to write")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    p = sub.add_parser(
-        "report", parents=[spark], help="history tables, charts and an HTML page (Spark)"
+    spark.add_argument("--driver-memory", metavar="SIZE", help="e.g. 4g (spark.driver.memory)")
+    full = argparse.ArgumentParser(add_help=False)
+    full.add_argument(
+        "--full",
+        "--overwrite",
+        dest="full",
+        action="store_true",
+        help="rebuild the dataset from this snapshot alone (trimmed history is dropped)",
     )
-    p.add_argument("parquet", help="a directory written by msgboard export")
-    p.add_argument("out", help="where to write index.html, the charts and the tables")
-    p.add_argument(
+    dead = argparse.ArgumentParser(add_help=False)
+    dead.add_argument(
         "--dead-letter",
         action="append",
         metavar="GLOB",
-        help="names of dead-letter queues (repeatable; default *dead*letter* and *dlq*)",
+        help="more dead-letter queues by name (repeatable), beside those the board's "
+        "queue properties name",
     )
+    p = sub.add_parser(
+        "export",
+        parents=[spark, full],
+        help="add a snapshot to a Parquet dataset by queue, section and day (Spark)",
+    )
+    p.add_argument("snapshot", help="a snapshot directory (msgboard snapshot)")
+    p.add_argument("out", help="the dataset directory (created, or brought up to date)")
+    p = sub.add_parser(
+        "report", parents=[spark, dead], help="history tables, charts and an HTML page (Spark)"
+    )
+    p.add_argument("parquet", help="a dataset written by msgboard export")
+    p.add_argument("out", help="where to write index.html, the charts and the tables")
+    p = sub.add_parser(
+        "nightly",
+        parents=[common, spark, full, dead],
+        help="snapshot, export and report in one run, safe to repeat (Spark)",
+    )
+    p.add_argument("snapshots", help="where snapshots go, one per UTC day: SNAPSHOTS/YYYY-MM-DD")
+    p.add_argument("dataset", help="the Parquet dataset to bring up to date")
+    p.add_argument("reports", help="where reports go: REPORTS/YYYY-MM-DD/index.html")
     return parser
 
 
@@ -239,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "user":
             return _user(args)
-        if args.command in ("export", "report"):
+        if args.command in ("export", "report", "nightly"):
             return _spark(args)
         from msgboard.commands import run
 
@@ -295,35 +318,16 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _spark(args: argparse.Namespace) -> int:
-    """export and report: Spark jobs, imported only here (serving never
-    loads pyspark)."""
+    """export, report and nightly: Spark jobs, imported only here (serving
+    never loads pyspark)."""
     try:
-        from pyspark.sql import SparkSession
-
-        from pyspark_msgboard.session import session
+        from pyspark_msgboard.commands import run
     except ImportError as e:
         raise FailedPrecondition(
             f"the Spark side is not installed ({e}): pip install 'msgboard[spark]' "
             "(scripts/setup --dev does)"
         ) from None
-    running = SparkSession.getActiveSession()  # one we did not start stays up
-    spark = session(args.master)
-    try:
-        if args.command == "export":
-            from pyspark_msgboard.export import export
-
-            n = export(spark, os.path.abspath(args.snapshot), args.out, overwrite=args.overwrite)
-            print(f"{n:,} messages written to {args.out}")
-        else:
-            from pyspark_msgboard.report import DEAD_LETTER, report
-
-            globs = tuple(args.dead_letter or DEAD_LETTER)
-            r = report(spark, args.parquet, args.out, dead_letter=globs)
-            print(f"report of {r.figures['messages']:,} messages: {args.out}/index.html")
-    finally:
-        if running is None:
-            spark.stop()
-    return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from msgboard.spec import QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
 UINT64_MAX = 2**64 - 1
+#: The last instant a protobuf Timestamp (and Spark, Arrow, Parquet) can
+#: hold: 9999-12-31T23:59:59.999999Z, in µs since the epoch.
+MAX_TIME_US = 253_402_300_799_999_999
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,11 @@ class Limits:
             self.check_name(m.reply_to, f"{where}.reply_to")
         if m.expires_at < 0:
             raise InvalidArgument(f"{where}.expires_at: before 1970")
+        if m.expires_at > MAX_TIME_US:  # nanoseconds by mistake, or past year 9999
+            raise InvalidArgument(
+                f"{where}.expires_at: {m.expires_at} µs is after 9999-12-31, the last time "
+                "a timestamp can hold (microseconds since 1970 expected)"
+            )
         for f in m.tuple:
             size += len(f) if isinstance(f, str | bytes) else 9
         if size > self.max_message_bytes:

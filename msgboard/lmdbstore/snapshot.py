@@ -7,13 +7,17 @@ and ``snapshot.json``, its manifest::
     {"format": "msgboard-snapshot", "schema": "3",
      "taken_at": "2026-11-21T06:00:00.123456Z", "taken_at_us": 1795…,
      "source": "/var/lib/msgboard", "bytes": 228814848, "messages": 1000000,
-     "queues": {"jobs": {"next_seq": 1001, "unprocessed": 10, "history": 990}}}
+     "queues": {"jobs": {"next_seq": 1001, "unprocessed": 10, "history": 990,
+                         "id": 1, "spec": {"name": "jobs", "dead_letter": "", …}}}}
 
 ``schema`` is the board's ``meta/schema``; ``taken_at`` is when the read
 transaction began (UTC); the counts are the ``state`` counters of that
-transaction. The copy is written beside the target under a ``.partial``
-name, fsynced, and renamed into place last, so a directory with that name is
-always a whole snapshot. A snapshot opens read-only with no lock file (as
+transaction, and ``id`` and ``spec`` each queue's id and properties as stored
+(``QueueSpec.to_json``: its dead-letter queue, limits and policies), so that
+readers of the snapshot know, say, which queues are dead-letter queues. The
+copy is written beside the target under a ``.partial`` name, fsynced, and
+renamed into place last, so a directory with that name is always a whole
+snapshot. A snapshot opens read-only with no lock file (as
 the Spark reader does), or as a board (``msgboard serve --data DIR``).
 Transient queues live in memory and are not part of it.
 """
@@ -26,7 +30,7 @@ import os
 import shutil
 import struct
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
@@ -52,6 +56,8 @@ class SnapshotInfo:
     bytes: int
     #: Each durable queue's counters, as its ``state`` entry had them.
     queues: dict[str, Counts]
+    #: Each durable queue's stored ``{"id": …, "spec": QueueSpec.to_json()}``.
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def messages(self) -> int:
@@ -67,7 +73,12 @@ class SnapshotInfo:
             "bytes": self.bytes,
             "messages": self.messages,
             "queues": {
-                name: {"next_seq": q.next_seq, "unprocessed": q.unprocessed, "history": q.history}
+                name: {
+                    "next_seq": q.next_seq,
+                    "unprocessed": q.unprocessed,
+                    "history": q.history,
+                    **self.specs.get(name, {}),
+                }
                 for name, q in self.queues.items()
             },
         }
@@ -84,8 +95,10 @@ def load(path: str | os.PathLike[str]) -> SnapshotInfo:
         raise FailedPrecondition(f"{path} is not a msgboard snapshot ({FILE}: {e})") from None
     if d.get("format") != FORMAT:
         raise FailedPrecondition(f"{path}/{FILE}: format is {d.get('format')!r}, not {FORMAT!r}")
-    queues = {name: Counts(**q) for name, q in d["queues"].items()}
-    return SnapshotInfo(path, d["schema"], d["taken_at_us"], d["bytes"], queues)
+    counts = ("unprocessed", "history", "next_seq")
+    queues = {name: Counts(**{k: q[k] for k in counts}) for name, q in d["queues"].items()}
+    specs = {name: {k: q[k] for k in ("id", "spec") if k in q} for name, q in d["queues"].items()}
+    return SnapshotInfo(path, d["schema"], d["taken_at_us"], d["bytes"], queues, specs)
 
 
 def _target(path: str) -> None:
@@ -123,8 +136,11 @@ def write(
     _target(path)
     schema = (txn.get(b"schema", db=dbs["meta"]) or b"").decode()
     queues = {}
+    specs = {}
     for key, value in txn.cursor(db=dbs["queues"]):
-        qid = json.loads(value)["id"]
+        stored = json.loads(value)
+        qid = stored["id"]
+        specs[key.decode()] = {"id": qid, "spec": stored["spec"]}
         state = txn.get(struct.pack(">I", qid), db=dbs["state"])
         next_seq, unprocessed, history = (1, 0, 0) if state is None else _STATE.unpack(state)
         queues[key.decode()] = Counts(unprocessed, history, next_seq)
@@ -135,7 +151,7 @@ def write(
     try:
         env.copy(partial, compact=True, txn=txn)
         data = os.path.join(partial, "data.mdb")
-        info = SnapshotInfo(path, schema, taken_at, os.path.getsize(data), queues)
+        info = SnapshotInfo(path, schema, taken_at, os.path.getsize(data), queues, specs)
         manifest = os.path.join(partial, FILE)
         with open(manifest, "w") as f:
             json.dump(info.to_json(source), f, indent=1)

@@ -3,7 +3,9 @@
 - ``source.py``: the ``msgboard`` data source (``spark.read.format("msgboard")``).
 - ``snapshot.py``: the snapshot's LMDB file: schema, key-range plan, Arrow batches.
 - ``session.py``: a SparkSession set up for it (UTC, this interpreter, Java check).
-- ``export.py``: snapshot -> Parquet partitioned by queue and day.
+- ``export.py``: snapshot -> a Parquet dataset that accumulates (``dataset.py``: its
+  layout, books and atomic swaps).
+- ``commands.py``: the ``export``, ``report`` and ``nightly`` commands.
 - ``report.py``: Parquet -> history tables, PNG charts and an HTML page.
 
 Spark registers this package's ``DefaultSource`` by itself wherever the

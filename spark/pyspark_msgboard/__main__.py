@@ -1,7 +1,7 @@
-"""``msgboard export`` and ``msgboard report`` as a file for spark-submit::
+"""``msgboard export``, ``report`` and ``nightly`` as a file for spark-submit::
 
     spark-submit --master spark://host:7077 spark/pyspark_msgboard/__main__.py \\
-        export /shared/snapshots/2026-11-21 /shared/history/2026-11-21
+        nightly /shared/snapshots /shared/history /srv/www/msgboard
 """
 
 from __future__ import annotations

@@ -68,6 +68,13 @@ def _deliveries(ax: Any, frame: pd.DataFrame) -> None:
     colors = ["#8a8a8a" if d else "#4c9be8" for d in f["dead_letter_queue"]]
     ax.barh(y, once, color=colors, label="delivered at most once")
     ax.barh(y, f["redelivered"], left=once, color="#d9534f", label="redelivered")
+    from matplotlib.patches import Patch
+
+    # One legend entry per colour actually drawn, named for what it means.
+    legend = [Patch(color="#4c9be8", label="delivered at most once")]
+    if f["dead_letter_queue"].any():
+        legend.append(Patch(color="#8a8a8a", label="in a dead-letter queue"))
+    legend.append(Patch(color="#d9534f", label="redelivered"))
     ax.set_yticks(
         y,
         [
@@ -76,7 +83,7 @@ def _deliveries(ax: Any, frame: pd.DataFrame) -> None:
         ],
     )
     ax.set_xlabel("messages")
-    ax.legend(frameon=False)
+    ax.legend(handles=legend, frameon=False)
 
 
 def _addresses(ax: Any, frame: pd.DataFrame) -> None:
@@ -90,6 +97,7 @@ def _addresses(ax: Any, frame: pd.DataFrame) -> None:
     hours = list(wide.columns)
     step = max(1, len(hours) // 8)
     ax.set_xticks(range(0, len(hours), step), [f"{h:%m-%d %H:00}" for h in hours[::step]])
+    ax.set_xlabel("hour (UTC)")
     ax.figure.colorbar(im, ax=ax, label="posted per hour")
 
 

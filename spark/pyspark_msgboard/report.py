@@ -1,26 +1,35 @@
-"""The history report: Parquet export -> tables, PNG charts, one HTML page.
+"""The history report: a dataset -> tables, PNG charts, one HTML page.
 
 ::
 
-    msgboard report /shared/history/2026-11-21 /srv/www/msgboard/2026-11-21
+    msgboard report /shared/history /srv/www/msgboard/2026-11-21
 
-Computed with Spark over the export (``export.load``); each table is written
-as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
+Computed with Spark over the dataset (``export.load``), reading only the
+columns each table needs (never the bodies; nothing cached); each table is
+written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
 
 - ``traffic_queue``: per queue and hour (UTC), messages posted and processed.
 - ``traffic_address``: the same per address.
 - ``latency``: per queue, post-to-processed time of the processed messages in
-  milliseconds: count, mean, exact p50/p95/p99 (linear interpolation), max.
-- ``deliveries``: per queue, messages, redelivered (delivery count above 1),
-  the highest delivery count, the dead letters it holds (messages with the
-  ``x-dead-letter-reason`` header the board sets), and whether it is a
-  dead-letter queue: one holding such messages, or whose name matches
-  ``--dead-letter`` globs (default ``*dead*letter*``, ``*dlq*``); its
-  messages count as dead letters.
-- ``shapes``: the most common tuple shapes, e.g. ``(string, int, float)``.
+  milliseconds: count, mean, max, and p50/p95/p99 *approximate*
+  (``percentile_approx`` at ACCURACY: within 1/10,000 of the rank), which
+  fit in memory whatever the number of rows.
+- ``deliveries``: per queue, messages, unprocessed, redelivered (delivery
+  count above 1), the highest delivery count, and whether it is a
+  dead-letter queue: one that a queue's properties name as its
+  ``dead_letter`` (recorded in the snapshot manifest and the dataset's
+  books), or whose name matches a ``--dead-letter`` glob. Its messages are
+  the dead letters. A header alone makes no queue a dead-letter queue.
+- ``dead_letters``: per dead-letter queue, the queue each dead letter came
+  from and why (the board's ``x-dead-letter-queue`` and
+  ``x-dead-letter-reason`` headers, believed only when that queue does name
+  this one as its dead-letter queue; blank otherwise).
+- ``shapes``: the most common tuple shapes, e.g. ``(string, int, float)``;
+  long ones abbreviated on the page (``abbreviate``), whole in the CSV.
 
 ``OUT/index.html`` shows the headline figures, one chart per table and the
-top rows, with links to the CSVs.
+top rows, with links to the CSVs. Times are UTC throughout. ``OUT`` is
+written aside and swapped in whole, so a report is never half old.
 """
 
 from __future__ import annotations
@@ -28,16 +37,18 @@ from __future__ import annotations
 import fnmatch
 import html
 import os
+import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pyspark_msgboard import dataset
 from pyspark_msgboard.export import load
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import Column, DataFrame, SparkSession
 
-DEAD_LETTER = ("*dead*letter*", "*dlq*")
 TOP_SHAPES = 20
 
 
@@ -65,13 +76,31 @@ def _shape(tuple_col: str = "tuple") -> Column:
     return F.concat(F.lit("("), F.array_join(types, ", "), F.lit(")"))
 
 
-def tables(df: DataFrame, dead_letter: tuple[str, ...] = DEAD_LETTER) -> dict[str, DataFrame]:
-    """The report's tables, as Spark DataFrames over the messages ``df``."""
+#: Relative accuracy of the percentiles (``percentile_approx``): the value
+#: returned is within 1/ACCURACY of the true rank of the requested one.
+ACCURACY = 10_000
+#: What the report reads: never the bodies, headers or tuples whole.
+COLUMNS = ("queue", "section", "address", "posted_at", "processed_at", "delivery_count")
+#: The headers the board sets when it dead-letters a message (network.py).
+REASON = "x-dead-letter-reason"
+SOURCE = "x-dead-letter-queue"
+
+
+def tables(
+    df: DataFrame,
+    dead_letter: dict[str, list[str]] | None = None,
+    globs: tuple[str, ...] = (),
+) -> dict[str, DataFrame]:
+    """The report's tables, as Spark DataFrames over the messages ``df``.
+    ``dead_letter``: each dead-letter queue with the queues that name it
+    (their properties, ``dataset.Books.dead_letter_queues``); ``globs``:
+    more dead-letter queues by name."""
     from pyspark.sql import functions as F
 
+    dead_letter = dead_letter or {}
     latency_ms = (F.unix_micros("processed_at") - F.unix_micros("posted_at")) / 1000.0
     processed = df.where(F.col("processed_at").isNotNull()).withColumn("ms", latency_ms)
-    p = F.percentile("ms", [0.5, 0.95, 0.99])
+    p = F.percentile_approx("ms", [0.5, 0.95, 0.99], ACCURACY)
     latency = (
         processed.groupBy("queue")
         .agg(
@@ -90,7 +119,8 @@ def tables(df: DataFrame, dead_letter: tuple[str, ...] = DEAD_LETTER) -> dict[st
         .orderBy("queue")
     )
     queues = [r["queue"] for r in df.select("queue").distinct().collect()]
-    dlqs = [q for q in queues if any(fnmatch.fnmatchcase(q, g) for g in dead_letter)]
+    named = [q for q in queues if any(fnmatch.fnmatchcase(q, g) for g in globs)]
+    dlqs = sorted({*dead_letter, *named})
     deliveries = (
         df.groupBy("queue")
         .agg(
@@ -98,12 +128,31 @@ def tables(df: DataFrame, dead_letter: tuple[str, ...] = DEAD_LETTER) -> dict[st
             F.sum((F.col("section") == "unprocessed").cast("long")).alias("unprocessed"),
             F.sum((F.col("delivery_count") > 1).cast("long")).alias("redelivered"),
             F.max("delivery_count").alias("max_deliveries"),
-            F.sum(F.col("headers")["x-dead-letter-reason"].isNotNull().cast("long")).alias(
-                "dead_lettered"
-            ),
         )
-        .withColumn("dead_letter_queue", F.col("queue").isin(dlqs) | (F.col("dead_lettered") > 0))
+        .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
         .orderBy("queue")
+    )
+    # A dead letter's source queue, from the board's header, believed only
+    # when that queue does name this one as its dead-letter queue.
+    pairs = [(dlq, src) for dlq, srcs in dead_letter.items() for src in srcs]
+    spark = df.sparkSession
+    valid = spark.createDataFrame(pairs or [("", "")], "queue string, source string")
+    letters = (
+        df.where(F.col("queue").isin(dlqs))
+        .select(
+            "queue",
+            F.col("headers")[SOURCE].alias("source"),
+            F.col("headers")[REASON].alias("reason"),
+        )
+        .join(F.broadcast(valid.withColumn("_ok", F.lit(True))), ["queue", "source"], "left")
+        .select(
+            "queue",
+            F.when(F.col("_ok"), F.col("source")).alias("source"),
+            F.when(F.col("_ok"), F.col("reason")).alias("reason"),
+        )
+        .groupBy("queue", "source", "reason")
+        .agg(F.count("*").alias("messages"))
+        .orderBy("queue", F.col("source").asc_nulls_last(), F.col("reason").asc_nulls_last())
     )
     shapes = (
         df.groupBy(_shape().alias("shape"))
@@ -116,8 +165,32 @@ def tables(df: DataFrame, dead_letter: tuple[str, ...] = DEAD_LETTER) -> dict[st
         "traffic_address": _traffic(df, "address"),
         "latency": latency,
         "deliveries": deliveries,
+        "dead_letters": letters,
         "shapes": shapes,
     }
+
+
+def abbreviate(shape: str, most: int = 60) -> str:
+    """A tuple shape for a label: runs of one type as ``62 int``, and cut at
+    about ``most`` characters with the field count, e.g.
+    ``(string, 62 int, float)`` or ``(string, int, bool, … 64 fields)``."""
+    inner = shape[1:-1]
+    if not inner:
+        return shape
+    types = inner.split(", ")
+    runs: list[str] = []
+    i = 0
+    while i < len(types):
+        j = i
+        while j < len(types) and types[j] == types[i]:
+            j += 1
+        runs.append(types[i] if j - i == 1 else f"{j - i} {types[i]}")
+        i = j
+    text = ", ".join(runs)
+    if len(text) + 2 <= most:
+        return f"({text})"
+    cut = text[: most - 16].rsplit(", ", 1)[0]
+    return f"({cut}, … {len(types)} fields)"
 
 
 @dataclass(frozen=True)
@@ -134,44 +207,60 @@ def report(
     parquet: str,
     out: str,
     *,
-    dead_letter: tuple[str, ...] = DEAD_LETTER,
+    dead_letter: tuple[str, ...] = (),
 ) -> Report:
-    """Computes the tables over the export at ``parquet`` and writes them,
-    the charts and ``index.html`` to the directory ``out``."""
+    """Computes the tables over the dataset at ``parquet`` and writes them,
+    the charts and ``index.html`` to the directory ``out``: written aside,
+    then swapped in whole. ``dead_letter``: more dead-letter queues by name
+    (globs), beside those the queues' properties name."""
     from pyspark.sql import functions as F
 
     from pyspark_msgboard import charts
 
-    df = load(spark, parquet).drop("day").cache()
     try:
-        os.makedirs(out, exist_ok=True)
+        books = dataset.load(parquet)
+    except dataset.DatasetError:
+        books = None  # an export of an older version: --dead-letter globs only
+    dlqs = books.dead_letter_queues() if books else {}
+    # Nothing cached: each table reads the few Parquet columns it needs.
+    df = load(spark, parquet).drop("day")
+    new = dataset.partial(out)
+    try:
+        os.makedirs(new)
         frames: dict[str, pd.DataFrame] = {}
-        for name, t in tables(df, dead_letter).items():
-            t.write.mode("overwrite").parquet(os.path.join(out, "parquet", name))
+        for name, t in tables(df, dlqs, dead_letter).items():
+            t.write.parquet(os.path.join(new, "parquet", name))
             frames[name] = t.toPandas()
-            frames[name].to_csv(os.path.join(out, f"{name}.csv"), index=False)
+            frames[name].to_csv(os.path.join(new, f"{name}.csv"), index=False)
+        frames["shapes"]["shape"] = [abbreviate(x) for x in frames["shapes"]["shape"]]
         span = df.agg(
             F.count("*").alias("messages"),
             F.countDistinct("queue").alias("queues"),
-            F.min("posted_at").alias("first"),
-            F.max("posted_at").alias("last"),
+            F.min(F.unix_micros("posted_at")).alias("first"),
+            F.max(F.unix_micros("posted_at")).alias("last"),
         ).collect()[0]
-    finally:
-        df.unpersist()
-    d = frames["deliveries"]
-    figures = {
-        "messages": int(span["messages"]),
-        "queues": int(span["queues"]),
-        "first": span["first"],
-        "last": span["last"],
-        "processed": int(frames["latency"]["processed"].sum()),
-        "redelivered": int(d["redelivered"].sum()),
-        "dead_letters": int(d.loc[d["dead_letter_queue"], "messages"].sum()),
-    }
-    pngs = charts.draw(frames, out)
-    with open(os.path.join(out, "index.html"), "w") as f:
-        f.write(page(frames, figures, pngs, parquet))
+        d = frames["deliveries"]
+        figures = {
+            "messages": int(span["messages"]),
+            "queues": int(span["queues"]),
+            "first": _utc(span["first"]),
+            "last": _utc(span["last"]),
+            "processed": int(frames["latency"]["processed"].sum()),
+            "redelivered": int(d["redelivered"].sum()),
+            "dead_letters": int(d.loc[d["dead_letter_queue"], "messages"].sum()),
+        }
+        pngs = charts.draw(frames, new)
+        with open(os.path.join(new, "index.html"), "w") as f:
+            f.write(page(frames, figures, pngs, parquet))
+        dataset.swap(new, out)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
     return Report(out, frames, figures)
+
+
+def _utc(us: int | None) -> datetime | None:
+    return None if us is None else datetime.fromtimestamp(us / 1e6, UTC)
 
 
 def _table(frame: pd.DataFrame, rows: int = 12) -> str:
@@ -197,8 +286,18 @@ def _fmt(v: Any) -> str:
 
 SECTIONS = [
     ("traffic_queue", "Traffic per queue", "Messages posted per hour (UTC), per queue."),
-    ("latency", "Post-to-processed latency", "Percentiles per queue, milliseconds."),
+    (
+        "latency",
+        "Post-to-processed latency",
+        "Per queue, milliseconds; p50, p95 and p99 are approximate (within 0.01% of rank).",
+    ),
     ("deliveries", "Redeliveries and dead letters", "Per queue."),
+    (
+        "dead_letters",
+        "Dead letters by source",
+        "Messages in dead-letter queues, by the queue that dead-lettered them and why "
+        "(blank: not put there by the board).",
+    ),
     ("traffic_address", "Traffic per address", "Messages posted per hour, busiest addresses."),
     ("shapes", "Tuple shapes", "The most common field types in order."),
 ]
@@ -223,9 +322,9 @@ def page(
             f"<section><h2>{title}</h2><p>{note} <a href='{name}.csv'>{name}.csv</a></p>"
             f"{img}{_table(frames[name])}</section>"
         )
-    span = f"{figures['first']:%Y-%m-%d %H:%M} to {figures['last']:%Y-%m-%d %H:%M} UTC"
-    if figures["first"] is None:
-        span = "no messages"
+    span = "no messages"
+    if figures["first"] is not None:
+        span = f"{figures['first']:%Y-%m-%d %H:%M} to {figures['last']:%Y-%m-%d %H:%M} UTC"
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>msgboard history</title>
 <style>

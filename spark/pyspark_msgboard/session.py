@@ -1,7 +1,8 @@
 """A SparkSession set up for msgboard: Java checked, the workers running this
 very interpreter, every clock in UTC, the ``msgboard`` source registered.
 
-``session()`` runs Spark locally (``local[*]``), or under ``spark-submit``
+``session()`` runs Spark locally (``local[*]``, listening on loopback only:
+driver, block manager and web UI), or under ``spark-submit``
 with the master that spark-submit was given; ``session("spark://host:7077")``
 uses a cluster from here (client mode). The same job runs either way.
 """
@@ -33,6 +34,12 @@ CONF = {
     # Our own progress bar (export.py) replaces Spark's console one.
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+#: A local session's driver, its block manager and UI listen on loopback only
+#: (``SPARK_LOCAL_IP`` for the UI), unless a --master, SPARK_LOCAL_IP or one
+#: of these settings says otherwise.
+LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 def java_version() -> int:
@@ -71,16 +78,22 @@ def session(
     from pyspark_msgboard.source import MsgboardDataSource
 
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us
+    conf = dict(conf or {})
     if not submitted:
         java_version()  # this process is about to start the JVM
         master = master or "local[*]"
+        own = "SPARK_LOCAL_IP" in os.environ or any(k in conf for k in LOOPBACK)
+        if master.startswith("local") and not own:
+            # The JVM we start inherits it: its web UI binds where it says.
+            os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+            conf = {**LOOPBACK, **conf}
     # Executors' Python workers run the interpreter that has msgboard.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**CONF, **(conf or {})}.items():
+    for key, value in {**CONF, **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

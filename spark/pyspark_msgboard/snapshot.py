@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
+import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -106,6 +107,19 @@ _VALUE_ARROW = _TYPES["tuple"].value_type
 _KINDS = [f.name for f in VALUE.fields if f.name != "type"]
 
 
+#: The range of times Spark, Arrow and Python's datetime all hold, in µs
+#: since the epoch: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
+MIN_US = -62_135_596_800_000_000
+MAX_US = 253_402_300_799_999_999
+
+
+def clamp(us: int) -> int:
+    """A stored time outside ``MIN_US..MAX_US`` (the board refuses such an
+    ``expires_at`` since; older boards took one, say nanoseconds passed by
+    mistake) as the nearest time a timestamp column can hold."""
+    return min(max(us, MIN_US), MAX_US)
+
+
 class SnapshotError(FailedPrecondition):
     """The path is not a snapshot this reader can read."""
 
@@ -170,10 +184,16 @@ class _Section:
     rows: int
     first: int
     last: int
+    #: The seq the section is read from (0: its first).
+    lo: int = 0
 
 
-def _sections(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> list[_Section]:
-    """Every non-empty queue section, in key order, with its exact count."""
+def _sections(
+    txn: lmdb.Transaction[bytes], dbs: dict[str, Any], since: dict[str, int] | None = None
+) -> list[_Section]:
+    """Every non-empty queue section, in key order, with its exact count;
+    with ``since``, the history of those queues only from that seq on (its
+    count then estimated from the seqs it spans)."""
     out = []
     queues = []
     for key, value in txn.cursor(db=dbs["queues"]):
@@ -195,7 +215,17 @@ def _sections(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> list[_Sectio
             else:
                 cur.last()
             last = _SEQ.unpack_from(cur.key(), 4)[0]
-            out.append(_Section(section, name, qid, rows, first, last))
+            lo = (since or {}).get(name, 0) if section == "history" else 0
+            if lo > first:
+                if lo > last:
+                    continue
+                cur.set_range(_KEY.pack(qid, lo))
+                seq = _SEQ.unpack_from(cur.key(), 4)[0]
+                rows = max(1, rows * (last - seq + 1) // (last - first + 1))
+                first = seq
+            else:
+                lo = 0
+            out.append(_Section(section, name, qid, rows, first, last, lo))
     return out
 
 
@@ -209,7 +239,7 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
     cuts = []
     prefix = _QID.pack(s.qid)
     cur = txn.cursor(db=dbs[s.section])
-    cur.set_range(prefix)
+    cur.set_range(_KEY.pack(s.qid, s.first))
     for i, key in enumerate(cur.iternext(values=False)):
         if key[:4] != prefix:
             break
@@ -218,12 +248,17 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
     return cuts
 
 
-def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[Range]]:
+def plan(
+    path: str, rows_per_part: int = 250_000, parts: int = 0, since: dict[str, int] | None = None
+) -> list[list[Range]]:
     """The snapshot's partitions: lists of ranges of about ``rows_per_part``
     rows (or, with ``parts``, of total/parts rows), covering every message
-    exactly once. Raises SnapshotError."""
+    exactly once; one empty partition for a snapshot with no messages (Spark
+    wants at least one). ``since``: read the history of these queues only
+    from this seq on (an export's earlier runs have the rest). Raises
+    SnapshotError."""
     with opened(path) as (env, dbs), env.begin() as txn:
-        sections = _sections(txn, dbs)
+        sections = _sections(txn, dbs, since)
         total = sum(s.rows for s in sections)
         target = max(1, math.ceil(total / parts) if parts > 0 else rows_per_part)
         out: list[list[Range]] = []
@@ -234,17 +269,23 @@ def plan(path: str, rows_per_part: int = 250_000, parts: int = 0) -> list[list[R
                 if size + s.rows > target and small:
                     out.append(small)
                     small, size = [], 0
-                small.append(Range(s.section, s.queue, s.qid, 0, None, s.rows))
+                small.append(Range(s.section, s.queue, s.qid, s.lo, None, s.rows))
                 size += s.rows
                 continue
             n = math.ceil(s.rows / target)
-            edges = [0, *_cuts(txn, dbs, s, n), None]
+            edges = [s.lo, *_cuts(txn, dbs, s, n), None]
             for lo, hi in itertools.pairwise(edges):
                 assert lo is not None
                 out.append([Range(s.section, s.queue, s.qid, lo, hi, s.rows // n)])
         if small:
             out.append(small)
-        return out
+        return out or [[]]  # an empty snapshot: one partition that yields nothing
+
+
+def first_waiting(path: str) -> dict[str, int]:
+    """Each queue's first unprocessed seq (queues with none waiting left out)."""
+    with opened(path) as (env, dbs), env.begin() as txn:
+        return {s.queue: s.first for s in _sections(txn, dbs) if s.section == "unprocessed"}
 
 
 def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
@@ -280,6 +321,7 @@ def _decode(
     the records carry their checksum (schema 3 on). One tight loop with
     every column a local list: this is the data source's hot path."""
     parse = pb.Message.FromString
+    has = pb.Message.HasField
     unseal = record.unseal
     seq = _SEQ.unpack_from
     seqs: list[int] = []
@@ -309,18 +351,27 @@ def _decode(
         address.append(m.address)
         priority.append(m.priority)
         reply_to.append(m.reply_to)
-        t = m.expires_at
-        expires.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        if has(m, "expires_at"):  # mostly absent: the test is cheaper than the read
+            t = m.expires_at
+            us = t.seconds * 1_000_000 + t.nanos // 1000
+            expires.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        else:
+            expires.append(None)
         ctype.append(m.content_type)
         body.append(m.body)
         t = m.posted_at
-        posted.append(t.seconds * 1_000_000 + t.nanos // 1000)
-        t = m.processed_at
-        processed.append(t.seconds * 1_000_000 + t.nanos // 1000 or None)
+        us = t.seconds * 1_000_000 + t.nanos // 1000
+        posted.append(us if 0 <= us <= MAX_US else clamp(us))
+        if has(m, "processed_at"):
+            t = m.processed_at
+            us = t.seconds * 1_000_000 + t.nanos // 1000
+            processed.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
+        else:
+            processed.append(None)
         deliveries.append(m.delivery_count)
         h = m.headers
         if h:
-            ks = list(h)
+            ks = sorted(h)  # one order, whatever the map's: exports are reproducible
             hkeys += ks
             hvalues += [h[k] for k in ks]
         hoffs.append(len(hkeys))
@@ -338,12 +389,19 @@ def _decode(
     if n == 0:
         return None
     value_columns = [pa.array(kinds, pa.string())]
+    fields = len(kinds)
     for k in _KINDS:
-        column: list[Any] = [None] * len(kinds)
         pos, vals = at[k]
-        for i, v in zip(pos, vals, strict=True):
-            column[i] = v
-        value_columns.append(pa.array(column, _VALUE_ARROW.field(k).type))
+        kind = _VALUE_ARROW.field(k).type
+        if not pos:
+            value_columns.append(pa.nulls(fields, kind))
+            continue
+        # Scattered in bulk: each field's index among this kind's values,
+        # null where the field is of another kind.
+        where = np.full(fields, -1, np.int64)
+        where[np.asarray(pos, np.int64)] = np.arange(len(pos))
+        index = pa.array(where, mask=where < 0)
+        value_columns.append(pa.array(vals, kind).take(index))
     values = pa.StructArray.from_arrays(value_columns, fields=list(_VALUE_ARROW))
     stamp = ARROW.field("posted_at").type
     columns = {

@@ -6,13 +6,17 @@
 
 Options (all optional): ``rowsPerPartition`` (default 250000) or
 ``numPartitions`` (overrides it), and ``batchRows``, the rows per Arrow
-record batch (default 8192). The driver plans key ranges from the snapshot's
-counters (``snapshot.plan``); each executor opens the LMDB file read-only
-with no lock and yields Arrow record batches, never Python rows.
+record batch (default 8192), and ``historySince``, a JSON object of queue
+name -> seq: the history of those queues is read from that seq on (what
+``msgboard export`` passes so that a night decodes only what it adds). The
+driver plans key ranges from the snapshot's counters (``snapshot.plan``);
+each executor opens the LMDB file read-only with no lock and yields Arrow
+record batches, never Python rows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
@@ -32,14 +36,22 @@ class Ranges(InputPartition):
 
 
 class MsgboardReader(DataSourceReader):
-    def __init__(self, path: str, rows_per_part: int, parts: int, batch_rows: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        rows_per_part: int,
+        parts: int,
+        batch_rows: int,
+        since: dict[str, int] | None = None,
+    ) -> None:
         self.path = path
         self.rows_per_part = rows_per_part
         self.parts = parts
         self.batch_rows = batch_rows
+        self.since = since
 
     def partitions(self) -> list[InputPartition]:
-        plan = snapshot.plan(self.path, self.rows_per_part, self.parts)
+        plan = snapshot.plan(self.path, self.rows_per_part, self.parts, self.since)
         return [Ranges(ranges) for ranges in plan]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -78,4 +90,20 @@ class MsgboardDataSource(DataSource):
             _int(opts, "rowsPerPartition", 250_000) or 250_000,
             _int(opts, "numPartitions", 0),
             _int(opts, "batchRows", 8192) or 8192,
+            _since(opts.get("historySince")),
         )
+
+
+def _since(text: str | None) -> dict[str, int] | None:
+    """The historySince option: a JSON object of queue name -> first seq."""
+    if not text:
+        return None
+    try:
+        since = json.loads(text)
+        if not isinstance(since, dict) or not all(
+            isinstance(k, str) and type(v) is int for k, v in since.items()
+        ):
+            raise ValueError("not an object of queue names and seqs")
+    except ValueError as e:
+        raise ValueError(f'option historySince: {e}: expected {{"queue": seq, ...}}') from None
+    return since
