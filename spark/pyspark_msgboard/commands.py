@@ -89,7 +89,13 @@ def take_snapshot(args: argparse.Namespace) -> str:
         info = snapshots.load(path)
         log(f"snapshot: {path} is there already ({info.messages:,} messages): using it")
         return path
-    with Client(args.server) as c:
+    with Client(
+        args.server,
+        token=args.token,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    ) as c:
         snap = c.snapshot(path)
     log(f"snapshot: {path} ({snap.messages:,} messages, {snap.bytes:,} bytes)")
     return path
