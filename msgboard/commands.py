@@ -17,12 +17,15 @@ import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgboard.associative import fields_to_json, parse_template, parse_tuple
 from msgboard.errors import InvalidArgument, RelativePath
 from msgboard.message import Message, Section, to_datetime
 from msgboard.spec import UNLIMITED, Delivery
+
+if TYPE_CHECKING:
+    from msgboard.client import Client
 
 
 def _json_arg(text: str, what: str) -> Any:
@@ -121,19 +124,26 @@ def _templates(args: argparse.Namespace) -> list[Any] | None:
     return [parse_template(_json_arg(t, "--tuple")) for t in args.tuple]
 
 
-def run(args: argparse.Namespace) -> int:
-    """Runs a client command (every command but serve, user, check, export
-    and report) against ``args.server``."""
-    from msgboard.client import Client, Start
-    from msgboard.tls import is_loopback
+def connect(args: argparse.Namespace) -> Client:
+    """A client of ``args.server`` with the command line's credentials."""
+    from msgboard.client import Client
 
-    with Client(
+    return Client(
         args.server,
         token=args.token,
         tls_ca=args.tls_ca,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
-    ) as c:
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs a client command (every command but serve, user, check, export,
+    report and nightly) against ``args.server``."""
+    from msgboard.client import Start
+    from msgboard.tls import is_loopback
+
+    with connect(args) as c:
         cmd = args.command
         if cmd == "queue":
             if args.action == "create":

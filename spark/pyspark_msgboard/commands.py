@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def take_snapshot(args: argparse.Namespace) -> str:
     """Today's snapshot (UTC day), taken now unless a whole one is there."""
-    from msgboard.client import Client
+    from msgboard.commands import connect
     from msgboard.lmdbstore import snapshot as snapshots
 
     day = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -89,13 +89,7 @@ def take_snapshot(args: argparse.Namespace) -> str:
         info = snapshots.load(path)
         log(f"snapshot: {path} is there already ({info.messages:,} messages): using it")
         return path
-    with Client(
-        args.server,
-        token=args.token,
-        tls_ca=args.tls_ca,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-    ) as c:
+    with connect(args) as c:
         snap = c.snapshot(path)
     log(f"snapshot: {path} ({snap.messages:,} messages, {snap.bytes:,} bytes)")
     return path
