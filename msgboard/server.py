@@ -36,6 +36,7 @@ from grpc_reflection.v1alpha import reflection
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.engine import (
+    Acked,
     Board,
     BoardStats,
     Limits,
@@ -166,6 +167,13 @@ def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
         p = add(id=d.id)
         to_pb(d.message, p.message)
     return r
+
+
+def acked_to_pb(a: Acked) -> pb.Acks:
+    return pb.Acks(
+        ids=a.ids,
+        rejected=[pb.RejectedAck(id=i, error=error_to_pb(e)) for i, e in a.rejected.items()],
+    )
 
 
 def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
@@ -458,7 +466,7 @@ class BoardService(pb_grpc.BoardServicer):
             if isinstance(e, MsgboardError):
                 hand(pb.SubscribeResponse(error=error_to_pb(e), ref=ref))
             elif e is None and confirm:
-                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result()), ref=ref))
+                hand(pb.SubscribeResponse(acked=acked_to_pb(fut.result()), ref=ref))
 
         def in_order(fut: Future[Any], ref: int, confirm: bool) -> None:
             nonlocal tail
