@@ -44,6 +44,7 @@ from msgboard.engine import (
     Start,
 )
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
+from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.security import Security
@@ -196,7 +197,7 @@ class BoardService(pb_grpc.BoardServicer):
         else:
             fut = self.board.take_async(request.queue, pattern, timeout, request.max)
         try:
-            got: list[Any] = await asyncio.wrap_future(fut)
+            got: list[Any] = await _wait(fut)
         except asyncio.CancelledError:
             # The client went away (or its deadline passed): whatever the
             # board already took for it goes back to the queue.
@@ -315,7 +316,7 @@ class BoardService(pb_grpc.BoardServicer):
 
 
 async def _wait(fut: Future[T]) -> T:
-    return await asyncio.wrap_future(fut)
+    return await Handoff.of(asyncio.get_running_loop()).wait(fut)
 
 
 #: Answers of more items than this are built on a worker thread, so that one

@@ -23,6 +23,7 @@ import grpc
 from msgboard import codec
 from msgboard.engine import Acked, Board, SelectorView
 from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.handoff import Handoff
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 
@@ -83,6 +84,7 @@ async def post_stream(
     # is read ahead is bounded in bytes (Limits.max_read_ahead_bytes): a
     # client sending flat out waits in gRPC's flow control, not in our
     # memory. One batch is always read, however large.
+    handoff = Handoff.of(asyncio.get_running_loop())
     pending: asyncio.Queue[tuple[int, int, Any] | None] = asyncio.Queue()
     room = asyncio.Condition()
     ahead = 0
@@ -106,7 +108,7 @@ async def post_stream(
                 answer: Any
                 try:
                     fut = board.post_receipts_async(req.queue, codec.messages_from_pb(req.messages))
-                    answer = asyncio.wrap_future(fut)
+                    answer = handoff.wait(fut)
                 except MsgboardError as e:
                     answer = e
                 del req  # only its messages stay, until answered
@@ -141,7 +143,7 @@ async def subscribe(
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> AsyncIterator[pb.SubscribeResponse]:
     """Subscribe: the consumer's stream (see board.proto)."""
-    loop = asyncio.get_running_loop()
+    handoff = Handoff.of(asyncio.get_running_loop())
     # What to send: delivery batches (lists) from the writer thread,
     # answers (responses) from the reader, and the end (``done``, or the
     # error that ended the subscription).
@@ -154,8 +156,7 @@ async def subscribe(
         ready.set()
 
     def hand(item: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed
-            loop.call_soon_threadsafe(push, item)
+        handoff.call(push, item)
 
     first = await anext(aiter(request_iterator), None)
     if first is None or first.WhichOneof("kind") != "open":
@@ -267,4 +268,4 @@ async def subscribe(
 
 
 async def _wait(fut: Future[Any]) -> Any:
-    return await asyncio.wrap_future(fut)
+    return await Handoff.of(asyncio.get_running_loop()).wait(fut)
