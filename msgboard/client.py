@@ -738,7 +738,8 @@ class _Stream(abc.ABC):
     deliveries, acks and errors, and coalescing acks: while one ack request
     is in flight (sent, not yet answered), the acks made meanwhile are held
     and go as one request when it is answered, or before any other request
-    (so requests keep their order)."""
+    (so requests keep their order). A cumulative ack (``up_to``) is never
+    held: it goes at once, carrying what was held."""
 
     def __init__(self) -> None:
         self._buffer: collections.deque[Delivery] = collections.deque()
@@ -806,17 +807,17 @@ class _Stream(abc.ABC):
         last = up_to.id if isinstance(up_to, Delivery) else up_to
         ids = _ids(items)
         with self._lock:
-            held = self._held
-            if held is not None:
-                held.ack.ids.extend(ids)
-                held.ack.up_to = max(held.ack.up_to, last)
-                return held.ref
-            r = pb.SubscribeRequest(ack=pb.Acks(ids=ids, up_to=last), ref=next(self._refs))
-            if self._in_flight:
-                self._held = r
+            r = self._held
+            if r is not None:
+                r.ack.ids.extend(ids)
+                r.ack.up_to = max(r.ack.up_to, last)
             else:
-                self._in_flight.add(r.ref)
-                self._send(r)
+                r = pb.SubscribeRequest(ack=pb.Acks(ids=ids, up_to=last), ref=next(self._refs))
+                self._held = r
+            # A cumulative ack is a batch already, and what gives a COPY
+            # consumer its credit back: it goes at once, with what was held.
+            if not self._in_flight or last:
+                self._release()
             return r.ref
 
     def _request(self, r: pb.SubscribeRequest | None) -> int:

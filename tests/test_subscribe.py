@@ -357,6 +357,24 @@ def test_a_post_stream_reads_ahead_at_most_its_byte_cap(tmp_path: Path) -> None:
 # -- answers on a Subscribe stream --------------------------------------------
 
 
+def test_a_cumulative_ack_is_never_held(client: Client) -> None:
+    """Given an ack in flight and one held behind it, when the consumer acks
+    cumulatively and then reads nothing more, I expect the board to apply
+    all of them anyway: the cumulative ack went at once, carrying the held
+    one (a COPY consumer gets its credit back through it)."""
+    client.create_queue("q")
+    client.post_many("q", [("n", i) for i in range(4)])
+    with client.subscribe("q", credit=4) as sub:
+        got = [next(sub) for _ in range(4)]
+        first = sub.ack(got[0])
+        held = sub.ack(got[1])
+        assert sub.ack(up_to=got[3]) == held != first
+        deadline = time.monotonic() + 30
+        while client.get_queue("q").unprocessed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.get_queue("q").unprocessed == 0
+
+
 def test_answers_come_in_request_order_with_their_ref(client: Client) -> None:
     """Given a credit refused on arrival, an ack and a nack of the acked
     delivery, I expect the error answers in the order sent, each carrying
