@@ -2,8 +2,9 @@
 
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
 awaits the operation's future and converts the answer back (a big answer on
-a worker thread, off the event loop: ``_built``). Engine errors
-become status codes in one place, ``_status``. The server also serves the
+a worker thread, off the event loop: ``_built``); the two streaming calls
+live in ``msgboard.streams``, which also holds the one place where engine
+errors become status codes (``streams.status``). The server also serves the
 standard gRPC health service and server reflection, so stock tools such as
 grpcurl and grpc_health_probe work.
 
@@ -17,7 +18,6 @@ interceptor ``msgboard.security`` installs; servicers never see credentials.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import gc
@@ -26,14 +26,14 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 from grpc_reflection.v1alpha import reflection
 
-from msgboard import codec
+from msgboard import codec, streams
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.engine import (
     Board,
@@ -41,15 +41,15 @@ from msgboard.engine import (
     Limits,
     QueueStats,
     QueueView,
-    SelectorView,
     Start,
 )
-from msgboard.errors import ERROR_KEY, InvalidArgument, ListenFailed, MsgboardError
+from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
+from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
-from msgboard.spec import Delivery, Op
+from msgboard.streams import abort, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -68,19 +68,7 @@ _SECTION_FROM_PB = {
 }
 
 
-def _status(e: MsgboardError) -> grpc.StatusCode:
-    """The one place where engine errors become gRPC status codes."""
-    return getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-
-
 Handler = Callable[..., Awaitable[T]]
-
-
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], e: MsgboardError) -> NoReturn:
-    """Ends the call with the error's status; the error's class name goes in
-    the trailing metadata."""
-    await context.abort(_status(e), str(e), ((ERROR_KEY, type(e).__name__),))
-    raise AssertionError("unreachable: abort raises")
 
 
 def _mapped(fn: Handler[T]) -> Handler[T]:
@@ -90,7 +78,7 @@ def _mapped(fn: Handler[T]) -> Handler[T]:
         try:
             return await fn(self, request, context)
         except MsgboardError as e:
-            await _abort(context, e)
+            await abort(context, e)
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -137,34 +125,6 @@ def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
     names = _STATS_FIELDS
     for q in s.queues:
         add(**{k: getattr(q, k) for k in names})
-    return r
-
-
-def selector_to_pb(v: SelectorView) -> pb.Selector:
-    return pb.Selector(
-        id=v.id,
-        spec=codec.selector_spec_to_pb(v.spec),
-        durable=v.durable,
-        attached=v.attached,
-        outstanding=v.outstanding,
-        delivered=v.delivered,
-        dropped=v.dropped,
-    )
-
-
-def error_to_pb(e: MsgboardError) -> pb.Error:
-    return pb.Error(code=_status(e).value[0], message=str(e), name=type(e).__name__)
-
-
-def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
-    r = pb.SubscribeResponse()
-    add = r.deliveries.deliveries.add
-    to_pb = codec.message_to_pb
-    for d in batch:
-        # Filled in place: building a Delivery around a finished Message
-        # would copy the message once more.
-        p = add(id=d.id)
-        to_pb(d.message, p.message)
     return r
 
 
@@ -221,63 +181,8 @@ class BoardService(pb_grpc.BoardServicer):
     async def PostStream(
         self, request_iterator: AsyncIterator[pb.PostStreamRequest], context: Any
     ) -> AsyncIterator[pb.PostStreamResponse]:
-        # Read batches ahead while earlier ones commit, so that concurrent
-        # batches share a group commit; answer them in request order. What
-        # is read ahead is bounded in bytes (Limits.max_read_ahead_bytes): a
-        # client sending flat out waits in gRPC's flow control, not in our
-        # memory. One batch is always read, however large.
-        pending: asyncio.Queue[tuple[int, int, Any] | None] = asyncio.Queue()
-        room = asyncio.Condition()
-        ahead = 0
-        cap = self.board.limits.max_read_ahead_bytes
-
-        def has_room() -> bool:
-            return ahead < cap
-
-        async def read() -> None:
-            nonlocal ahead
-            try:
-                it = aiter(request_iterator)
-                while True:
-                    async with room:
-                        await room.wait_for(has_room)
-                    req = await anext(it, None)
-                    if req is None:
-                        break
-                    size, batch_id = req.ByteSize(), req.batch_id
-                    ahead += size
-                    answer: Any
-                    try:
-                        fut = self.board.post_receipts_async(req.queue, _messages(req.messages))
-                        answer = asyncio.wrap_future(fut)
-                    except MsgboardError as e:
-                        answer = e
-                    del req  # only its messages stay, until answered
-                    await pending.put((size, batch_id, answer))
-            finally:
-                await pending.put(None)
-
-        reader = asyncio.create_task(read())
-        try:
-            while (item := await pending.get()) is not None:
-                size, batch_id, answer = item
-                try:
-                    if isinstance(answer, MsgboardError):
-                        raise answer
-                    seqs, dispositions = codec.receipts_to_pb(await answer)
-                except MsgboardError as e:
-                    r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
-                else:
-                    r = pb.PostStreamResponse(
-                        batch_id=batch_id, seqs=seqs, dispositions=dispositions
-                    )
-                async with room:
-                    ahead -= size
-                    room.notify()
-                yield r
-            await reader  # re-raises a failure to read the stream
-        finally:
-            reader.cancel()
+        async for r in streams.post_stream(self.board, request_iterator):
+            yield r
 
     @_mapped
     async def Take(self, request: pb.TakeRequest, context: Any) -> pb.TakeResponse:
@@ -292,7 +197,7 @@ class BoardService(pb_grpc.BoardServicer):
         else:
             fut = self.board.take_async(request.queue, pattern, timeout, request.max)
         try:
-            got: list[Any] = await asyncio.wrap_future(fut)
+            got: list[Any] = await _wait(fut)
         except asyncio.CancelledError:
             # The client went away (or its deadline passed): whatever the
             # board already took for it goes back to the queue.
@@ -401,134 +306,8 @@ class BoardService(pb_grpc.BoardServicer):
         request_iterator: AsyncIterator[pb.SubscribeRequest],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[pb.SubscribeResponse]:
-        loop = asyncio.get_running_loop()
-        # What to send: delivery batches (lists) from the writer thread,
-        # answers (responses) from the reader, and the end (``done``, or the
-        # error that ended the subscription).
-        out: collections.deque[Any] = collections.deque()
-        ready = asyncio.Event()
-        done = object()
-
-        def push(item: Any) -> None:
-            out.append(item)
-            ready.set()
-
-        def hand(item: Any) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed
-                loop.call_soon_threadsafe(push, item)
-
-        first = await anext(aiter(request_iterator), None)
-        if first is None or first.WhichOneof("kind") != "open":
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "the first request must be `open`"
-            )
-        o = first.open
-        try:
-            attach = bool(o.selector_id)
-            consumer, view = await _wait(
-                self.board.subscribe_async(
-                    o.queue,
-                    codec.pattern_from_pb(o.pattern, "open.pattern")
-                    if o.HasField("pattern")
-                    else None,
-                    deliver=hand,
-                    end=lambda why: hand(done if why is None else why),
-                    op=codec.op_from_pb(o.op, "open.op") if not attach else Op.MOVE,
-                    credit=o.credit,
-                    start=codec.position_from_pb(o.start, "open.start"),
-                    start_seq=o.start_seq,
-                    start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
-                    selector_id=o.selector_id,
-                )
-            )
-        except MsgboardError as e:
-            await _abort(context, e)
-        board = self.board
-        # Each request is answered (an error, or `acked` for an ack) in the
-        # order it came, with its ref: an answer waits for the one before it
-        # (``tail``), whether that came from the writer thread or was an
-        # error found here, before the writer saw the request.
-        tail: Future[None] = Future()
-        tail.set_result(None)
-
-        def respond(fut: Future[Any], ref: int, confirm: bool) -> None:
-            if fut.cancelled():
-                return
-            e = fut.exception()
-            if isinstance(e, MsgboardError):
-                hand(pb.SubscribeResponse(error=error_to_pb(e), ref=ref))
-            elif e is None and confirm:
-                hand(pb.SubscribeResponse(acked=pb.Acks(ids=fut.result()), ref=ref))
-
-        def in_order(fut: Future[Any], ref: int, confirm: bool) -> None:
-            nonlocal tail
-            prev, mark = tail, Future[None]()
-            tail = mark
-
-            def emit(_: object) -> None:
-                respond(fut, ref, confirm)
-                mark.set_result(None)
-
-            fut.add_done_callback(lambda _: prev.add_done_callback(emit))
-
-        async def read() -> None:
-            # Requests are submitted without waiting for each to commit, so
-            # that a consumer acking every delivery shares group commits.
-            async for req in request_iterator:
-                kind = req.WhichOneof("kind")
-                fut: Future[Any]
-                try:
-                    if kind == "ack":
-                        fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
-                    elif kind == "nack":
-                        fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
-                    elif kind == "credit":
-                        fut = board.add_credit_async(consumer, req.credit)
-                    else:
-                        raise InvalidArgument(f"request: `{kind}` is not allowed after `open`")
-                except MsgboardError as e:
-                    fut = Future()
-                    fut.set_exception(e)
-                in_order(fut, req.ref, kind == "ack")
-            # The client closed its side: its requests are answered first.
-            tail.add_done_callback(lambda _: hand(done))
-
-        def read_ended(t: asyncio.Task[None]) -> None:
-            if not t.cancelled() and t.exception() is not None:
-                push(done)  # a failure to read the stream ends it (re-raised below)
-
-        reader = asyncio.create_task(read())
-        reader.add_done_callback(read_ended)
-        try:
-            yield pb.SubscribeResponse(
-                subscribed=selector_to_pb(view),
-                credit=int(consumer.limit),
-                max_outstanding_bytes=int(consumer.max_bytes),
-            )
-            while True:
-                await ready.wait()
-                ready.clear()
-                item = None
-                while out:
-                    item = out.popleft()
-                    if isinstance(item, list):
-                        while out and isinstance(out[0], list):
-                            item += out.popleft()  # one response for what piled up
-                        yield deliveries_to_pb(item)
-                    elif isinstance(item, pb.SubscribeResponse):
-                        yield item
-                    else:
-                        break
-                if isinstance(item, MsgboardError):
-                    await _abort(context, item)
-                if item is done:
-                    break
-            if reader.done() and not reader.cancelled() and reader.exception() is not None:
-                raise reader.exception()  # type: ignore[misc]
-        finally:
-            reader.cancel()
-            with contextlib.suppress(MsgboardError):
-                board.unsubscribe_async(consumer)
+        async for r in streams.subscribe(self.board, request_iterator, context):
+            yield r
 
     @_mapped
     async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
@@ -537,7 +316,7 @@ class BoardService(pb_grpc.BoardServicer):
 
 
 async def _wait(fut: Future[T]) -> T:
-    return await asyncio.wrap_future(fut)
+    return await Handoff.of(asyncio.get_running_loop()).wait(fut)
 
 
 #: Answers of more items than this are built on a worker thread, so that one

@@ -550,20 +550,27 @@ def test_deleting_a_selector_gives_back_its_messages(board: Board) -> None:
     assert m.delivery_count == 2
 
 
-def test_acks_are_checked_before_anything_changes(board: Board) -> None:
+def test_acks_are_per_delivery(board: Board) -> None:
+    """An ack applies every id it can and answers the others one by one; a
+    repeated ack is harmless."""
     board.create_queue(QueueSpec("q"))
     c, sink = subscribe(board, "q")
     post(board, "q", ("x",), ("y",))
     a, b = sink.wait(2)
-    with pytest.raises(InvalidArgument, match="never delivered"):
-        board.ack(c, [a.id, 99])
-    assert row(board, "q").outstanding == 2  # type: ignore[attr-defined]
-    assert board.ack(c, [a.id]) == [a.id]
-    with pytest.raises(NotFound, match="already acked"):
-        board.ack(c, [a.id])
+    acked = board.ack(c, [a.id, 99])
+    assert acked.ids == [a.id]
+    assert isinstance(acked.rejected[99], InvalidArgument)
+    assert "never delivered" in str(acked.rejected[99])
+    assert row(board, "q").outstanding == 1  # type: ignore[attr-defined]
+    again = board.ack(c, [a.id, a.id])
+    assert again.ids == [] and list(again.rejected) == [a.id]
+    assert isinstance(again.rejected[a.id], NotFound)
+    assert "already acked" in str(again.rejected[a.id])
     with pytest.raises(InvalidArgument):
         board.add_credit(c, -1)
-    assert board.ack(c, [b.id]) == [b.id]
+    late = board.ack(c, [], up_to=b.id + 5)
+    assert late.ids == [] and isinstance(late.rejected[b.id + 5], InvalidArgument)
+    assert board.ack(c, [b.id]).ids == [b.id]
     assert board.get_queue("q").unprocessed == 0
 
 

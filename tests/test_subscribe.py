@@ -49,20 +49,38 @@ def test_subscribe_delivers_and_acks_are_confirmed(client: Client) -> None:
     assert all(m.tuple == ("more",) for m in client.read("jobs", max=100))
 
 
-def test_a_bad_ack_is_reported_and_the_stream_carries_on(client: Client) -> None:
+def test_a_bad_ack_is_information_and_the_other_acks_go_through(client: Client) -> None:
+    """Given an ack of a delivery never made, then two acks of a real one,
+    I expect the real one acked, the bad id in ``rejected`` (not raised),
+    the repeated ack harmless, and the stream carrying on."""
     client.create_queue("q")
     with client.subscribe("q") as sub:
         client.post("q", ("a",))
         d = next(sub)
         sub.ack(777)
-        with pytest.raises(InvalidArgument, match="never delivered"):
-            next(sub)
         sub.ack(d)
         sub.ack(d)
-        with pytest.raises(NotFound, match="already acked"):
-            next(sub)
         client.post("q", ("b",))
         assert next(sub).message.tuple == ("b",)
+    assert d.id in sub.acked
+    assert isinstance(sub.rejected[777], InvalidArgument)
+    assert "never delivered" in str(sub.rejected[777])
+    assert d.id not in sub.rejected
+    assert [m.tuple for m in client.read("q", max=10)] == [("b",)]  # b went back
+
+
+def test_acks_made_while_one_is_in_flight_go_as_one_request(client: Client) -> None:
+    """Given five deliveries acked one by one without reading the stream in
+    between, I expect the first ack sent alone and the four made while it
+    was in flight held and sent as one request (one ref), all applied."""
+    client.create_queue("q")
+    client.post_many("q", [("n", i) for i in range(5)])
+    with client.subscribe("q", credit=5) as sub:
+        got = [next(sub) for _ in range(5)]
+        refs = [sub.ack(d) for d in got]
+    assert refs[0] != refs[1] and set(refs[1:]) == {refs[1]}
+    assert sub.acked == {d.id for d in got} and not sub.rejected
+    assert client.get_queue("q").unprocessed == 0
 
 
 def test_closing_a_subscription_gives_back_its_messages(client: Client) -> None:
@@ -339,28 +357,69 @@ def test_a_post_stream_reads_ahead_at_most_its_byte_cap(tmp_path: Path) -> None:
 # -- answers on a Subscribe stream --------------------------------------------
 
 
+def test_a_cumulative_ack_is_never_held(client: Client) -> None:
+    """Given an ack in flight and one held behind it, when the consumer acks
+    cumulatively and then reads nothing more, I expect the board to apply
+    all of them anyway: the cumulative ack went at once, carrying the held
+    one (a COPY consumer gets its credit back through it)."""
+    client.create_queue("q")
+    client.post_many("q", [("n", i) for i in range(4)])
+    with client.subscribe("q", credit=4) as sub:
+        got = [next(sub) for _ in range(4)]
+        first = sub.ack(got[0])
+        held = sub.ack(got[1])
+        assert sub.ack(up_to=got[3]) == held != first
+        deadline = time.monotonic() + 30
+        while client.get_queue("q").unprocessed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.get_queue("q").unprocessed == 0
+
+
 def test_answers_come_in_request_order_with_their_ref(client: Client) -> None:
-    """Given a bad ack the writer refuses and, after it, a credit refused on
-    arrival, I expect the two errors in the order sent, each carrying the
-    ref of its request."""
+    """Given a credit refused on arrival, an ack and a nack of the acked
+    delivery, I expect the error answers in the order sent, each carrying
+    the ref of its request, and the ack applied before the nack."""
     client.create_queue("q")
     with client.subscribe("q") as sub:
         client.post("q", ("a",))
         d = next(sub)
-        refs = [sub.ack(777), sub.credit(-1), sub.ack(d), sub.nack(d)]
+        refs = [sub.credit(-1), sub.ack(d), sub.nack(d)]
         assert refs == sorted(set(refs))
-        with pytest.raises(InvalidArgument, match="never delivered") as first:
+        with pytest.raises(InvalidArgument, match="credit: must not be negative") as first:
             next(sub)
-        with pytest.raises(InvalidArgument, match="credit: must not be negative") as second:
+        with pytest.raises(MsgboardError) as second:  # the nack of an acked delivery
             next(sub)
-        with pytest.raises(MsgboardError) as third:  # the nack of an acked delivery
-            next(sub)
-        assert (first.value.ref, second.value.ref, third.value.ref) == (
-            refs[0],
-            refs[1],
-            refs[3],
-        )
+        assert (first.value.ref, second.value.ref) == (refs[0], refs[2])
         assert d.id in sub.acked
+
+
+def test_an_ack_request_answers_each_id_it_could_not_ack(server: ServerThread) -> None:
+    """Given an ack of a real delivery with an unknown id and an up_to past
+    the last delivery, then the same ack again, I expect the first to ack
+    the real one and reject the others one by one, and the repeat to reject
+    the real one as already acked: answers, not errors."""
+    with Client(server.address) as client:
+        client.create_queue("q")
+        client.post("q", ("a",))
+    with grpc.insecure_channel(server.address) as ch:
+        reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])
+        call = pb_grpc.BoardStub(ch).Subscribe(reqs)
+        assert next(call).WhichOneof("kind") == "subscribed"
+        [d] = next(call).deliveries.deliveries
+        reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[99, d.id], up_to=50), ref=1))
+        reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[d.id]), ref=2))
+        reqs.put(None)
+        first, second = [r for r in call if r.WhichOneof("kind") == "acked"]
+        assert (first.ref, list(first.acked.ids)) == (1, [d.id])
+        assert [(x.id, x.error.name) for x in first.acked.rejected] == [
+            (99, "InvalidArgument"),
+            (50, "InvalidArgument"),
+        ]
+        assert (second.ref, list(second.acked.ids)) == (2, [])
+        assert [(x.id, x.error.code) for x in second.acked.rejected] == [
+            (d.id, grpc.StatusCode.NOT_FOUND.value[0])
+        ]
+        assert "already acked" in second.acked.rejected[0].error.message
 
 
 def test_acks_are_confirmed_with_their_ref(server: ServerThread) -> None:

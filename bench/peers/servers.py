@@ -170,7 +170,10 @@ class Board:
     def __init__(self, tmp: Path) -> None:
         data = tmp / "msgboard"
         data.mkdir()
-        self.server = ServerProcess(data / "board")
+        # Row 5's COPY subscribers ask credit for every message (a COPY
+        # without credit loses its copy); the default cap (10,000) would
+        # drop the rest of a bigger run and stall it. Durability unchanged.
+        self.server = ServerProcess(data / "board", "--max-credit", "10000000")
         _started.append(self)
         self.address = self.server.address
         with Client(self.address) as c:

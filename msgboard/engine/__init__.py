@@ -15,8 +15,10 @@ from msgboard.engine.board import (
     Start,
 )
 from msgboard.engine.limits import Limits
+from msgboard.engine.selectors import Acked
 
 __all__ = [
+    "Acked",
     "Board",
     "BoardStats",
     "Limits",

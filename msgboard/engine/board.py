@@ -39,7 +39,7 @@ from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network, Traffic
 from msgboard.engine.reads import Reads, Work
-from msgboard.engine.selectors import Consumer, Selector
+from msgboard.engine.selectors import Acked, Consumer, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import (
@@ -812,8 +812,8 @@ class Board:
             selector_id=selector_id,
         ).result()
 
-    def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[list[int]]:
-        def run(b: Batch) -> list[int]:
+    def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[Acked]:
+        def run(b: Batch) -> Acked:
             self._live(c)
             acked = self._net.ack(b, c, list(ids), up_to)
             self._net.settle(b)
@@ -821,9 +821,11 @@ class Board:
 
         return self._writer.submit(run)
 
-    def ack(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> list[int]:
-        """Acks deliveries (and every one up to ``up_to``); returns the ids
-        acked, once durable. Checks every id before changing anything."""
+    def ack(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Acked:
+        """Acks deliveries (and every one up to ``up_to``), once durable: acks
+        are per delivery, so it applies every id it can and returns those
+        (``Acked.ids``) and, one by one, the ones it could not: never
+        delivered, already acked or given back (``Acked.rejected``)."""
         return self.ack_async(c, ids, up_to).result()
 
     def nack_async(

@@ -59,10 +59,10 @@ from typing import Any
 from msgboard.associative import Pattern
 from msgboard.associative.index import PatternIndex
 from msgboard.engine.expiry import Expiry
-from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
+from msgboard.engine.selectors import Acked, Backoff, Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
-from msgboard.errors import InvalidArgument, NotFound
+from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.lmdbstore import QueueInfo, Search, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import Delivery, Disposition, Op, Position, Role
@@ -98,6 +98,13 @@ class Traffic:
 
 def _turn(s: Selector) -> int:
     return s.turn
+
+
+def _refused(c: Consumer, i: int) -> MsgboardError:
+    """Why delivery ``i`` is not outstanding on ``c``."""
+    if 0 < i < c.next_id:
+        return NotFound(f"delivery {i} was already acked or given back")
+    return InvalidArgument(f"delivery {i} was never delivered on this subscription")
 
 
 def fresh(m: Message) -> Message:
@@ -686,11 +693,26 @@ class Network:
         ids = sorted(c.outstanding, key=lambda i: c.outstanding[i].seq)
         self._return(b, c, ids, delay=False)
 
-    def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> list[int]:
-        """Acks deliveries; returns the ids acked. Checks every id first."""
-        chosen = self._chosen(c, ids, up_to)
-        s = c.selector
+    def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> Acked:
+        """Acks every delivery it can (``ids`` and, with ``up_to``, every
+        outstanding one up to it); the others are answered as rejected. A
+        repeated ack is harmless."""
         outstanding = c.outstanding
+        chosen: dict[int, None] = {}
+        rejected: dict[int, MsgboardError] = {}
+        for i in ids:
+            if i in outstanding:
+                chosen[i] = None
+            elif i not in chosen:
+                rejected[i] = _refused(c, i)
+        if up_to:
+            if up_to >= c.next_id:
+                rejected[up_to] = InvalidArgument(f"up_to: delivery {up_to} was never delivered")
+            else:
+                chosen.update(dict.fromkeys(i for i in outstanding if i <= up_to))
+        if not chosen:
+            return Acked([], rejected)
+        s = c.selector
         taken = [(i, outstanding.pop(i)) for i in chosen]
         b.undo(partial(outstanding.update, taken))
         if s.spec.op is not Op.COPY:
@@ -700,7 +722,7 @@ class Network:
                 for _, m in taken:
                     self.process(b, *found, m)
         self._work[s] = None
-        return chosen
+        return Acked(list(chosen), rejected)
 
     def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
         chosen = self._chosen(c, ids, 0)
@@ -720,9 +742,7 @@ class Network:
     def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
         for i in ids:
             if i not in c.outstanding:
-                if 0 < i < c.next_id:
-                    raise NotFound(f"delivery {i} was already acked or given back")
-                raise InvalidArgument(f"delivery {i} was never delivered on this subscription")
+                raise _refused(c, i)
         if up_to >= c.next_id:
             raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
         chosen = dict.fromkeys(ids)

@@ -1961,31 +1961,73 @@ Global___Subscription: _TypeAlias = Subscription  # noqa: Y015
 
 @_typing.final
 class Acks(_message.Message):
-    """Acks of deliveries."""
+    """Acks of deliveries. Acks are per delivery: the board applies every id it
+    can; an id it cannot (never delivered, already acked or given back) does
+    not stop the others and comes back in `rejected` of the answer. Acking an
+    acked delivery again is harmless.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     IDS_FIELD_NUMBER: _builtins.int
     UP_TO_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
     up_to: _builtins.int
     """Also every outstanding delivery with an id up to this one (cumulative)."""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Delivery ids."""
+        """Delivery ids. In an answer (`acked`): the ones now durably acked."""
+
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RejectedAck]:
+        """In an answer only: each id of the request the board could not ack, with
+        why (NOT_FOUND: already acked or given back; INVALID_ARGUMENT: never
+        delivered, or an `up_to` past the last delivery). Information, not an
+        error: the stream and the other acks carry on.
+        """
 
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.int] | None = ...,
         up_to: _builtins.int = ...,
+        rejected: _abc.Iterable[Global___RejectedAck] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "up_to", b"up_to"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "rejected", b"rejected", "up_to", b"up_to"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Acks: _TypeAlias = Acks  # noqa: Y015
+
+@_typing.final
+class RejectedAck(_message.Message):
+    """One id of an ack request that the board could not ack."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The delivery id (or the `up_to`) as the request gave it."""
+    @_builtins.property
+    def error(self) -> Global___Error:
+        """Why: a status name and a message, as in `error`."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        error: Global___Error | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectedAck: _TypeAlias = RejectedAck  # noqa: Y015
 
 @_typing.final
 class Nacks(_message.Message):

@@ -258,8 +258,10 @@ class BoardServicer:
         """A consumer's stream: the first request opens a subscription (a session
         selector, or attaches to a durable terminal selector), later ones ack,
         nack and add credit. The server answers `subscribed`, then streams
-        deliveries, several per response when many are ready. Bad acks are
-        answered with an `error` response and the stream carries on.
+        deliveries, several per response when many are ready. Acks are per
+        delivery: ids that cannot be acked come back in `acked.rejected`; a bad
+        nack or credit is answered with an `error` response; the stream carries
+        on either way.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -118,8 +118,10 @@ class BoardStub:
     """A consumer's stream: the first request opens a subscription (a session
     selector, or attaches to a durable terminal selector), later ones ack,
     nack and add credit. The server answers `subscribed`, then streams
-    deliveries, several per response when many are ready. Bad acks are
-    answered with an `error` response and the stream carries on.
+    deliveries, several per response when many are ready. Acks are per
+    delivery: ids that cannot be acked come back in `acked.rejected`; a bad
+    nack or credit is answered with an `error` response; the stream carries
+    on either way.
     """
     Snapshot: _grpc.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]
     """Writes a consistent, compacted hot copy of the board's LMDB environment
@@ -201,8 +203,10 @@ class BoardAsyncStub(BoardStub):
     """A consumer's stream: the first request opens a subscription (a session
     selector, or attaches to a durable terminal selector), later ones ack,
     nack and add credit. The server answers `subscribed`, then streams
-    deliveries, several per response when many are ready. Bad acks are
-    answered with an `error` response and the stream carries on.
+    deliveries, several per response when many are ready. Acks are per
+    delivery: ids that cannot be acked come back in `acked.rejected`; a bad
+    nack or credit is answered with an `error` response; the stream carries
+    on either way.
     """
     Snapshot: _aio.UnaryUnaryMultiCallable[_board_pb2.SnapshotRequest, _board_pb2.SnapshotResponse]  # type: ignore[assignment]
     """Writes a consistent, compacted hot copy of the board's LMDB environment
@@ -377,8 +381,10 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         """A consumer's stream: the first request opens a subscription (a session
         selector, or attaches to a durable terminal selector), later ones ack,
         nack and add credit. The server answers `subscribed`, then streams
-        deliveries, several per response when many are ready. Bad acks are
-        answered with an `error` response and the stream carries on.
+        deliveries, several per response when many are ready. Acks are per
+        delivery: ids that cannot be acked come back in `acked.rejected`; a bad
+        nack or credit is answered with an `error` response; the stream carries
+        on either way.
         """
 
     @_abc_1.abstractmethod
