@@ -16,135 +16,70 @@ waiting form from inside an operation.
 Durable queues live in LMDB, transient ones in memory; a queue's name is
 unique across both. Selectors, subscriptions and leases are routed by the
 network (``network.py``); the board checks arguments and wires the calls.
+
+``Board`` is written in parts, one per concern: queues, posting, taking and
+leases here; selectors and subscriptions in ``subscriptions.py``; Browse,
+Stats and snapshots in ``browsing.py``; the types it answers with in
+``views.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
-import heapq
 import itertools
-import math
 import os
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
+from msgboard.engine.browsing import BROWSE_SCAN_LIMIT, Browsing
 from msgboard.engine.limits import Limits
-from msgboard.engine.network import Network, Traffic
+from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
-from msgboard.engine.selectors import Acked, Consumer, Selector
+from msgboard.engine.selectors import Consumer, Selector
+from msgboard.engine.subscriptions import Subscriptions
+from msgboard.engine.views import (
+    BoardStats,
+    Page,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+    _merged,
+)
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
-from msgboard.errors import (
-    DataFileDamaged,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    QueueExists,
-    QueueFull,
-    QueueNotFound,
-)
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, StoreInfo, Txn
-from msgboard.lmdbstore.snapshot import SnapshotInfo
+from msgboard.errors import DataFileDamaged, InvalidArgument, QueueExists, QueueFull, QueueNotFound
+from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, Txn
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import (
     Delivery,
     Disposition,
     Op,
     OverflowPolicy,
-    Position,
     QueueSpec,
     Receipt,
-    Role,
-    SelectorSpec,
     differences,
 )
 from msgboard.v1 import board_pb2 as pb
 
-#: The most messages one Browse page reads before it answers, matching or
-#: not, so that a rare pattern cannot hold the writer for long.
-BROWSE_SCAN_LIMIT = 100_000
+__all__ = [
+    "BROWSE_SCAN_LIMIT",
+    "Board",
+    "BoardStats",
+    "Page",
+    "QueueStats",
+    "QueueView",
+    "SelectorView",
+    "Start",
+]
 
 
-class Start(enum.Enum):
-    """Where a Browse page starts."""
-
-    OLDEST = "oldest"
-    LATEST = "latest"
-    SEQ = "seq"
-    TIME = "time"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueView:
-    """A queue's properties and counts at one moment."""
-
-    spec: QueueSpec
-    created_at: int
-    unprocessed: int
-    history: int
-    next_seq: int
-    waiting: int
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One Browse page; ``next_seq`` starts the next (0: no more)."""
-
-    messages: list[Message]
-    next_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    name: str
-    transient: bool
-    unprocessed: int
-    history: int
-    waiting: int
-    posted: int
-    taken: int
-    overflowed: int
-    ready: int
-    outstanding: int
-    consumers: int
-    dropped: int
-    dead_lettered: int
-    selectors: int
-    expired: int
-    #: Damaged records met (and skipped) since the board started.
-    damaged: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorView:
-    """A selector and its figures at one moment."""
-
-    id: str
-    spec: SelectorSpec
-    durable: bool
-    attached: bool
-    outstanding: int
-    delivered: int
-    dropped: int
-
-
-@dataclass(frozen=True, slots=True)
-class BoardStats:
-    store: StoreInfo
-    commits: int
-    committed_ops: int
-    queues: list[QueueStats]
-
-
-class Board:
+class Board(Subscriptions, Browsing):
     """One board over one data directory."""
 
     def __init__(
@@ -592,448 +527,6 @@ class Board:
 
         self._writer.submit(run)
 
-    # -- selectors ------------------------------------------------------
-
-    def create_selector_async(self, spec: SelectorSpec) -> Future[SelectorView]:
-        spec = self._check_selector(spec)
-
-        def run(b: Batch) -> SelectorView:
-            txn, info = self._find_source(b, spec)
-            txn_d = b.txn(True)
-            durable = not info.spec.transient
-            sid = f"sel-{txn_d.new_selector_id()}"
-            s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
-            self._net.start(txn, s)
-            if durable:
-                txn_d.put_selector(sid, codec.selector_spec_to_pb(spec).SerializeToString())
-            self._net.add(b, s)
-            self._net.settle(b)
-            return self._selector_view(s)
-
-        return self._writer.submit(run)
-
-    def create_selector(self, spec: SelectorSpec) -> SelectorView:
-        """Creates a selector on an existing queue: QueueNotFound for a missing
-        source or destination, FailedPrecondition for one that would close a
-        cycle of queues. It is durable when its source queue is."""
-        return self.create_selector_async(spec).result()
-
-    def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
-        self.limits.check_name(spec.source, f"{where}.source")
-        if spec.destination:
-            self.limits.check_name(spec.destination, f"{where}.destination")
-            if spec.op in (Op.DELETE, Op.BOUNCE):
-                raise InvalidArgument(
-                    f"{where}.destination: a {spec.op.value} selector has no destination"
-                )
-        if spec.credit < 0:
-            raise InvalidArgument(f"{where}.credit: must not be negative (got {spec.credit})")
-        if spec.role is Role.OVERFLOW and not (
-            spec.op is Op.DELETE or (spec.op is Op.MOVE and spec.destination)
-        ):
-            raise InvalidArgument(f"{where}.role: an overflow selector moves to a queue or deletes")
-        if spec.start is Position.SEQ and spec.start_seq < 1:
-            raise InvalidArgument(f"{where}.start_seq: must be 1 or more")
-        return spec
-
-    def _find_source(self, b: Batch, spec: SelectorSpec) -> tuple[Txn, QueueInfo]:
-        found = self._lookup(b, spec.source)
-        if found is None:
-            raise QueueNotFound(f"{spec.source} (the selector's source)")
-        dest = spec.destination
-        if dest:
-            if self._lookup(b, dest) is None:
-                raise QueueNotFound(f"{dest} (the selector's destination)")
-            if self._net.reaches(dest, spec.source):
-                raise FailedPrecondition(
-                    f"a selector from {spec.source!r} to {dest!r} would close a cycle: "
-                    f"messages already flow from {dest!r} back to {spec.source!r}"
-                )
-        return found
-
-    def get_selector_async(self, sid: str) -> Future[SelectorView]:
-        return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
-
-    def get_selector(self, sid: str) -> SelectorView:
-        return self.get_selector_async(sid).result()
-
-    def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:
-        if queue:
-            self.limits.check_name(queue)
-
-        def run(b: Batch) -> list[SelectorView]:
-            if queue:
-                self._find(b, queue)
-            sels = [s for s in self._net.selectors.values() if not queue or s.source == queue]
-            sels.sort(key=lambda s: s.source)
-            return [self._selector_view(s) for s in sels]
-
-        return self._writer.submit(run)
-
-    def list_selectors(self, queue: str = "") -> list[SelectorView]:
-        """The selectors of one queue, or of every queue (by source queue,
-        then in creation order)."""
-        return self.list_selectors_async(queue).result()
-
-    def delete_selector_async(self, sid: str) -> Future[None]:
-        def run(b: Batch) -> None:
-            s = self._selector(sid)
-            c = self._net.remove(b, s)
-            self._forget(b, s, c, NotFound(f"selector {sid} was deleted"))
-            self._auto_delete(b, s.source)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def delete_selector(self, sid: str) -> None:
-        """Deletes a selector; what it had delivered and not seen acked goes
-        back to the source queue; an auto_delete source queue left without
-        selectors deletes itself."""
-        self.delete_selector_async(sid).result()
-
-    def _selector(self, sid: str) -> Selector:
-        s = self._net.selectors.get(sid)
-        if s is None:
-            raise NotFound(f"no selector {sid!r}")
-        return s
-
-    @staticmethod
-    def _selector_view(s: Selector) -> SelectorView:
-        c = s.consumer
-        return SelectorView(
-            s.id,
-            s.spec,
-            s.durable,
-            c is not None,
-            0 if c is None else len(c.outstanding),
-            s.delivered,
-            s.dropped,
-        )
-
-    # -- subscriptions --------------------------------------------------
-
-    def subscribe_async(
-        self,
-        queue: str = "",
-        pattern: Pattern | None = None,
-        *,
-        deliver: Callable[[list[Delivery]], None],
-        end: Callable[[BaseException | None], None],
-        op: Op = Op.MOVE,
-        credit: int = 0,
-        unlimited_credit: bool = False,
-        start: Position = Position.CURRENT,
-        start_seq: int = 0,
-        start_time: int = 0,
-        selector_id: str = "",
-    ) -> Future[tuple[Consumer, SelectorView]]:
-        if credit < 0:
-            raise InvalidArgument(f"credit: must not be negative (got {credit})")
-        if selector_id:
-            if queue or pattern is not None or op is not Op.MOVE or start is not Position.CURRENT:
-                raise InvalidArgument(
-                    "selector_id: attaching to a selector takes no queue, pattern, op or start"
-                )
-            spec = None
-        else:
-            if op not in (Op.MOVE, Op.COPY):
-                raise InvalidArgument(f"op: a subscription moves or copies, not {op.value}")
-            spec = self._check_selector(
-                SelectorSpec(
-                    queue,
-                    pattern or EVERYTHING,
-                    op,
-                    credit=credit,
-                    unlimited_credit=unlimited_credit,
-                    start=start,
-                    start_seq=start_seq,
-                    start_time=start_time,
-                ),
-                "subscription",
-            )
-
-        def run(b: Batch) -> tuple[Consumer, SelectorView]:
-            if spec is None:
-                s = self._selector(selector_id)
-                if not s.spec.terminal:
-                    raise FailedPrecondition(
-                        f"selector {selector_id} delivers to queue {s.spec.destination!r}, "
-                        "not to a consumer"
-                    )
-                if s.consumer is not None:
-                    raise FailedPrecondition(f"selector {selector_id} already has a consumer")
-                window = s.spec.window()
-                if credit or unlimited_credit:
-                    window = math.inf if unlimited_credit else credit
-            else:
-                txn, _ = self._find_source(b, spec)
-                s = Selector(f"sub-{next(self._sessions)}", spec, durable=False, session=True)
-                self._net.start(txn, s)
-                self._net.add(b, s)
-                window = spec.window()
-            lim = self.limits
-            c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
-            self._net.attach(b, s, c)
-            self._net.settle(b)
-            return c, self._selector_view(s)
-
-        return self._writer.submit(run)
-
-    def subscribe(
-        self,
-        queue: str = "",
-        pattern: Pattern | None = None,
-        *,
-        deliver: Callable[[list[Delivery]], None],
-        end: Callable[[BaseException | None], None],
-        op: Op = Op.MOVE,
-        credit: int = 0,
-        unlimited_credit: bool = False,
-        start: Position = Position.CURRENT,
-        start_seq: int = 0,
-        start_time: int = 0,
-        selector_id: str = "",
-    ) -> tuple[Consumer, SelectorView]:
-        """Attaches a consumer: a session selector on ``queue`` (MOVE or COPY),
-        or the durable terminal selector ``selector_id``. ``deliver`` gets
-        batches of deliveries and ``end`` the reason the board ended the
-        subscription; both run on the writer thread and must only hand over."""
-        return self.subscribe_async(
-            queue,
-            pattern,
-            deliver=deliver,
-            end=end,
-            op=op,
-            credit=credit,
-            unlimited_credit=unlimited_credit,
-            start=start,
-            start_seq=start_seq,
-            start_time=start_time,
-            selector_id=selector_id,
-        ).result()
-
-    def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[Acked]:
-        def run(b: Batch) -> Acked:
-            self._live(c)
-            acked = self._net.ack(b, c, list(ids), up_to)
-            self._net.settle(b)
-            return acked
-
-        return self._writer.submit(run)
-
-    def ack(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Acked:
-        """Acks deliveries (and every one up to ``up_to``), once durable: acks
-        are per delivery, so it applies every id it can and returns those
-        (``Acked.ids``) and, one by one, the ones it could not: never
-        delivered, already acked or given back (``Acked.rejected``)."""
-        return self.ack_async(c, ids, up_to).result()
-
-    def nack_async(
-        self, c: Consumer, ids: Sequence[int], reject: bool = False
-    ) -> Future[list[int]]:
-        def run(b: Batch) -> list[int]:
-            self._live(c)
-            done = self._net.nack(b, c, list(ids), reject)
-            self._net.settle(b)
-            return done
-
-        return self._writer.submit(run)
-
-    def nack(self, c: Consumer, ids: Sequence[int], reject: bool = False) -> list[int]:
-        """Gives deliveries back for redelivery after a short backoff, or
-        dead-letters them (``reject``)."""
-        return self.nack_async(c, ids, reject).result()
-
-    def add_credit_async(self, c: Consumer, n: int) -> Future[None]:
-        if n < 0:
-            raise InvalidArgument(f"credit: must not be negative (got {n})")
-
-        def run(b: Batch) -> None:
-            self._live(c)
-            b.undo(partial(setattr, c, "window", c.window))
-            c.window += n
-            self._net.wake(c.selector)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def add_credit(self, c: Consumer, n: int) -> None:
-        self.add_credit_async(c, n).result()
-
-    def unsubscribe_async(self, c: Consumer) -> Future[None]:
-        def run(b: Batch) -> None:
-            if c.closed:
-                return
-            s = c.selector
-            self._net.detach(b, c)
-            if s.session and self._net.selectors.get(s.id) is s:
-                self._net.remove(b, s)
-                self._auto_delete(b, s.source)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def unsubscribe(self, c: Consumer) -> None:
-        """Detaches a consumer: its outstanding messages go back to their
-        queue at once (delivery count raised); a session selector goes."""
-        self.unsubscribe_async(c).result()
-
-    @staticmethod
-    def _live(c: Consumer) -> None:
-        if c.closed:
-            raise FailedPrecondition("the subscription has ended")
-
-    # -- browsing and figures -------------------------------------------
-
-    def browse_async(
-        self,
-        queue: str,
-        start: Start = Start.OLDEST,
-        *,
-        seq: int = 0,
-        since: int = 0,
-        reverse: bool = False,
-        limit: int = 100,
-        section: Section | None = None,
-        pattern: Pattern | None = None,
-    ) -> Future[Page]:
-        self.limits.check_name(queue)
-        limit = self.limits.check_count(limit, self.limits.max_page, "limit", 100)
-        if seq < 0:
-            raise InvalidArgument(f"seq: must not be negative (got {seq})")
-        pat = pattern or EVERYTHING
-
-        def page(txn: Txn) -> Page:
-            if txn.queue(queue) is None:
-                raise QueueNotFound(queue)
-            first: int | None
-            if start is Start.OLDEST:
-                first = None if not reverse else 1
-            elif start is Start.LATEST:
-                first = None if reverse else txn.counts(queue).next_seq
-            elif start is Start.SEQ:
-                first = seq
-            else:
-                first = txn.seq_at(queue, since)
-                if first is None:
-                    first = txn.counts(queue).next_seq
-            out: list[Message] = []
-            for scanned, m in enumerate(txn.scan(queue, section, first, reverse)):
-                if len(out) >= limit or scanned >= BROWSE_SCAN_LIMIT:
-                    return Page(out, m.seq)
-                if pat.matches(m):
-                    out.append(m)
-            return Page(out, 0)
-
-        fut: Future[Page] = Future()
-
-        def run(b: Batch) -> Any:
-            txn, info = self._find(b, queue)
-            if info.spec.transient:
-                return page(txn)  # memory: cheap, and the writer's alone
-            return self._reads.later(b, fut, lambda: page)
-
-        return self._writer.submit(run, fut)
-
-    def browse(
-        self,
-        queue: str,
-        start: Start = Start.OLDEST,
-        *,
-        seq: int = 0,
-        since: int = 0,
-        reverse: bool = False,
-        limit: int = 100,
-        section: Section | None = None,
-        pattern: Pattern | None = None,
-    ) -> Page:
-        """A page of the queue in seq order, both sections merged unless
-        ``section`` says which, from ``start`` forward (or backward with
-        ``reverse``). ``since`` is µs since the epoch, for Start.TIME."""
-        return self.browse_async(
-            queue,
-            start,
-            seq=seq,
-            since=since,
-            reverse=reverse,
-            limit=limit,
-            section=section,
-            pattern=pattern,
-        ).result()
-
-    def stats_async(self, queue: str = "") -> Future[BoardStats]:
-        if queue:
-            self.limits.check_name(queue)
-
-        fut: Future[BoardStats] = Future()
-
-        def make() -> Work[BoardStats]:
-            # Copies of the writer's figures, of the same moment as the view.
-            net, w = self._net, self._writer
-            waiting = self._waiters.counts()
-            transient = self._transient(waiting)
-            traffic = {k: Traffic(*_traffic(t)) for k, t in net.traffic.items()}
-            figures = net.figures()
-            store, commits, ops = self._durable.info(), w.commits, w.committed_ops
-            damaged = self._durable.damaged_counts()
-
-            def work(view: Txn) -> BoardStats:
-                views = [self._view_of(view, info, waiting) for info in view.queues()]
-                views = _merged(views, transient)
-                rows = [
-                    _stats(
-                        v,
-                        traffic.get(v.spec.name),
-                        figures.get(v.spec.name),
-                        damaged.get(v.spec.name, 0),
-                    )
-                    for v in views
-                ]
-                return BoardStats(store, commits, ops, rows)
-
-            return work
-
-        def run(b: Batch) -> Any:
-            if not queue:
-                return self._reads.later(b, fut, make)
-            v = self._view(*self._find(b, queue))  # one queue: O(1) here
-            net = self._net
-            name = v.spec.name
-            figures = (len(net.of(name)), net.consumers(name), net.outstanding(name))
-            t = net.traffic.get(name)
-            w = self._writer
-            hurt = 0 if v.spec.transient else self._durable.damaged(name)
-            row = _stats(v, None if t is None else Traffic(*_traffic(t)), figures, hurt)
-            return BoardStats(self._durable.info(), w.commits, w.committed_ops, [row])
-
-        return self._writer.submit(run, fut)
-
-    def stats(self, queue: str = "") -> BoardStats:
-        return self.stats_async(queue).result()
-
-    def snapshot_async(self, path: str | os.PathLike[str]) -> Future[SnapshotInfo]:
-        fut: Future[SnapshotInfo] = Future()
-        target = os.fspath(path)
-
-        def run() -> None:
-            if not fut.set_running_or_notify_cancel():
-                return
-            try:
-                fut.set_result(self._durable.snapshot(target))
-            except BaseException as e:
-                fut.set_exception(e)
-
-        # Its own thread: the writer goes on committing while the copy runs.
-        threading.Thread(target=run, name="msgboard-snapshot", daemon=True).start()
-        return fut
-
-    def snapshot(self, path: str | os.PathLike[str]) -> SnapshotInfo:
-        """Writes a consistent compacted copy of the durable queues to the
-        directory ``path`` (absolute; absent or empty) while the board keeps
-        serving; every write answered before the call is in it. Raises
-        InvalidArgument, FailedPrecondition (path taken), StoreFull."""
-        return self.snapshot_async(path).result()
-
     # -- helpers (writer thread) ----------------------------------------
 
     def _waiting(self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None) -> Search:
@@ -1082,41 +575,3 @@ class Board:
             c.next_seq,
             self._waiters.count(info.spec.name),
         )
-
-
-def _traffic(t: Traffic) -> tuple[int, int, int, int, int, int]:
-    return (t.posted, t.taken, t.overflowed, t.dead_lettered, t.dropped, t.expired)
-
-
-def _stats(
-    v: QueueView, t: Traffic | None, figures: tuple[int, int, int] | None, damaged: int
-) -> QueueStats:
-    """A Stats row from a queue's view, traffic, (selectors, consumers,
-    outstanding) and damaged records met."""
-    t = t or Traffic()
-    selectors, consumers, out = figures or (0, 0, 0)
-    return QueueStats(
-        v.spec.name,
-        v.spec.transient,
-        v.unprocessed,
-        v.history,
-        v.waiting,
-        t.posted,
-        t.taken,
-        t.overflowed,
-        ready=v.unprocessed - out,
-        outstanding=out,
-        consumers=consumers,
-        dropped=t.dropped,
-        dead_lettered=t.dead_lettered,
-        selectors=selectors,
-        expired=t.expired,
-        damaged=damaged,
-    )
-
-
-def _merged(a: list[QueueView], b: list[QueueView]) -> list[QueueView]:
-    """Two lists of views in name order, merged (no sort of the lot)."""
-    if not b:
-        return a
-    return list(heapq.merge(a, b, key=lambda v: v.spec.name))

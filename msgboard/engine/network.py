@@ -43,15 +43,16 @@ again: at-least-once, with nothing written per delivery.
 
 Everything here runs on the writer thread; every change to memory is
 registered with ``Batch.undo`` so that a group that aborts leaves no trace.
+
+``Network`` is written in parts, one per concern: selectors, arrival and
+routing here; credit and pulling in ``pulling.py``; consumers, give-backs
+and leases in ``holds.py``; dead letters and overflow in ``overflow.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -59,25 +60,15 @@ from typing import Any
 from msgboard.associative import Pattern
 from msgboard.associative.index import PatternIndex
 from msgboard.engine.expiry import Expiry
-from msgboard.engine.selectors import Acked, Backoff, Consumer, Lease, Selector
+from msgboard.engine.holds import Holds, delivered
+from msgboard.engine.overflow import MAX_HOPS, Overflow, _turn, fresh
+from msgboard.engine.pulling import PULL_BUDGET, Pulling
+from msgboard.engine.selectors import Consumer, Lease, Selector
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
-from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.lmdbstore import QueueInfo, Search, Txn
-from msgboard.message import Message, Section, stamp
-from msgboard.spec import Delivery, Disposition, Op, Position, Role
-
-#: Most hops one message makes through selectors in one arrival (a bound on
-#: BOUNCE and dead-letter loops; static MOVE/COPY cycles are refused).
-MAX_HOPS = 32
-#: Most messages pulled by selectors in one operation; the rest is pulled
-#: by a follow-up operation.
-PULL_BUDGET = 10_000
-#: Most messages one pull collects before acting on them.
-PULL_CHUNK = 256
-#: A nacked message's first backoff, doubled per delivery, capped.
-BACKOFF_FIRST = 0.1
-BACKOFF_MAX = 5.0
+from msgboard.message import Message
+from msgboard.spec import Delivery, Op, Position, Role
 
 Found = tuple[Txn, QueueInfo]
 Lookup = Callable[[Batch, str], Found | None]
@@ -96,28 +87,7 @@ class Traffic:
     expired: int = 0
 
 
-def _turn(s: Selector) -> int:
-    return s.turn
-
-
-def _refused(c: Consumer, i: int) -> MsgboardError:
-    """Why delivery ``i`` is not outstanding on ``c``."""
-    if 0 < i < c.next_id:
-        return NotFound(f"delivery {i} was already acked or given back")
-    return InvalidArgument(f"delivery {i} was never delivered on this subscription")
-
-
-def fresh(m: Message) -> Message:
-    """``m`` as a new post: the fields the board sets cleared."""
-    return stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
-
-
-def delivered(m: Message) -> Message:
-    """``m`` as its consumer sees it: delivery_count counts this delivery."""
-    return stamp(m, m.queue, m.seq, m.posted_at, 0, m.delivery_count + 1, m.section)
-
-
-class Network:
+class Network(Pulling, Holds, Overflow):
     """Selectors, consumers, holds and leases of one board."""
 
     def __init__(self, writer: Writer, waiters: Waiters, lookup: Lookup, waiting: Waiting):
@@ -403,29 +373,6 @@ class Network:
 
     # -- what selectors do --------------------------------------------------
 
-    def _room(self, b: Batch, name: str) -> float:
-        """How many more messages queue ``name`` takes (0 if it is gone)."""
-        found = self._lookup(b, name)
-        if found is None:
-            return 0
-        txn, info = found
-        limit = info.spec.max_unprocessed
-        if not limit:
-            return math.inf
-        return max(0, limit - txn.counts(name).unprocessed)
-
-    def credit(self, b: Batch, s: Selector) -> float:
-        """How many messages ``s`` may take now."""
-        spec = s.spec
-        if spec.op is Op.DELETE:
-            return math.inf
-        if spec.terminal:
-            c = s.consumer
-            return 0 if c is None or c.closed else c.credit()
-        if spec.op is Op.BOUNCE:
-            return s.quota
-        return min(s.quota, self._room(b, spec.destination))
-
     def _take(
         self, b: Batch, txn: Txn, info: QueueInfo, s: Selector, msg: Message, hops: int
     ) -> None:
@@ -552,246 +499,7 @@ class Network:
             for s in feeds:
                 self._work[s] = None
 
-    def dead(
-        self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
-    ) -> None:
-        """Processes a waiting message and sends it to the dead-letter queue."""
-        if reason == "expired":
-            self._later(b, info.spec.name, expired=1)
-        self.process(b, txn, info, msg)
-        self.dead_letter(b, info, msg, reason, hops)
-
-    def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> bool:
-        """Sends ``msg`` (not stored on its queue) to the queue's dead-letter
-        queue, with headers saying why and whence; discarded when there is
-        none, it is gone or it is full. Counted either way; True if stored."""
-        spec = info.spec
-        self._later(b, spec.name, dead_lettered=1)
-        dlq = spec.dead_letter
-        if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:
-            return False
-        headers = {
-            **msg.headers,
-            "x-dead-letter-reason": reason,
-            "x-dead-letter-queue": spec.name,
-            "x-dead-letter-seq": str(msg.seq),
-        }
-        out = dataclasses.replace(fresh(msg), headers=headers, expires_at=0)
-        return self.append(b, dlq, out, hops + 1) > 0
-
-    def _swept(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
-        self.dead(b, txn, info, msg, "expired", 0)
-
-    # -- pulling: credit arrived -----------------------------------------
-
-    def wake(self, s: Selector) -> None:
-        """``s`` may have credit again: it pulls at the end of the operation."""
-        self._work[s] = None
-
-    def settle(self, b: Batch) -> None:
-        """Lets every selector that got credit pull what waits for it. Call at
-        the end of each operation that can give credit or return messages."""
-        work = self._work
-        while work:
-            s = next(iter(work))
-            del work[s]
-            if self.selectors.get(s.id) is s:
-                self._pull(b, s)
-        self._budget = PULL_BUDGET
-
-    def _pull(self, b: Batch, s: Selector) -> None:
-        found = self._lookup(b, s.source)
-        if found is None:
-            return
-        txn, info = found
-        q = info.spec.name
-        copy = s.spec.op is Op.COPY
-        if copy and not s.behind:
-            return
-        while True:
-            credit = self.credit(b, s)
-            if credit <= 0:
-                return
-            if self._budget <= 0:
-                self._set(b, s, "behind", True)
-                self._continue(s)
-                return
-            want = int(min(credit, PULL_CHUNK, self._budget))
-            held = self.held(q)
-            chunk: list[Message] = []
-            end = True
-            resume = 0
-            if copy:
-                source: Iterator[Message] = (
-                    m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
-                )
-                for m in source:
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
-                        break
-                self._budget -= len(chunk)
-            else:
-                search = self._waiting(txn, q, s.spec.pattern, s.cursor)
-                for m in search:
-                    if m.seq in held:
-                        continue
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
-                        break
-                if end and search.next_seq:
-                    # The search's budget ran out before the end of the queue:
-                    # everything before next_seq was seen; go on from there.
-                    end, resume = False, search.next_seq
-                self._budget -= max(len(chunk), search.examined, 1)
-            # One undo for the cursor's moves in this chunk, not one each.
-            b.undo(partial(setattr, s, "cursor", s.cursor))
-            now = b.now
-            for m in chunk:
-                if copy:
-                    if self.credit(b, s) <= 0:  # a byte cap: replay waits
-                        s.cursor = m.seq
-                        return
-                    self._copy(b, s, m, 0)
-                elif m.expired(now):
-                    self.dead(b, txn, info, m, "expired", 0)
-                elif self.credit(b, s) > 0:
-                    self._take(b, txn, info, s, m, 0)
-                else:
-                    s.cursor = m.seq
-                    return
-                s.cursor = m.seq + 1
-            if resume > s.cursor:
-                self._set(b, s, "cursor", resume)
-            if end:
-                if copy:
-                    self._set(b, s, "cursor", txn.counts(q).next_seq)
-                self._set(b, s, "behind", False)
-                return
-
-    def _continue(self, s: Selector) -> None:
-        def more(b: Batch) -> None:
-            self._work[s] = None
-            self.settle(b)
-
-        self._writer.submit(more)
-
-    # -- consumers ----------------------------------------------------------
-
-    def attach(self, b: Batch, s: Selector, c: Consumer) -> None:
-        self._set(b, s, "consumer", c)
-        self._work[s] = None
-
-    def detach(self, b: Batch, c: Consumer) -> None:
-        """Ends a consumer: its outstanding messages go back to their queue,
-        in seq order, with their delivery count raised."""
-        s = c.selector
-        if s.consumer is c:
-            self._set(b, s, "consumer", None)
-        self._set(b, c, "closed", True)
-        ids = sorted(c.outstanding, key=lambda i: c.outstanding[i].seq)
-        self._return(b, c, ids, delay=False)
-
-    def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> Acked:
-        """Acks every delivery it can (``ids`` and, with ``up_to``, every
-        outstanding one up to it); the others are answered as rejected. A
-        repeated ack is harmless."""
-        outstanding = c.outstanding
-        chosen: dict[int, None] = {}
-        rejected: dict[int, MsgboardError] = {}
-        for i in ids:
-            if i in outstanding:
-                chosen[i] = None
-            elif i not in chosen:
-                rejected[i] = _refused(c, i)
-        if up_to:
-            if up_to >= c.next_id:
-                rejected[up_to] = InvalidArgument(f"up_to: delivery {up_to} was never delivered")
-            else:
-                chosen.update(dict.fromkeys(i for i in outstanding if i <= up_to))
-        if not chosen:
-            return Acked([], rejected)
-        s = c.selector
-        taken = [(i, outstanding.pop(i)) for i in chosen]
-        b.undo(partial(outstanding.update, taken))
-        if s.spec.op is not Op.COPY:
-            # Every message a consumer holds came from its selector's source.
-            found = self._lookup(b, s.source)
-            if found is not None:
-                for _, m in taken:
-                    self.process(b, *found, m)
-        self._work[s] = None
-        return Acked(list(chosen), rejected)
-
-    def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
-        chosen = self._chosen(c, ids, 0)
-        if reject:
-            for i in chosen:
-                m = c.outstanding.pop(i)
-                b.undo(partial(c.outstanding.__setitem__, i, m))
-                found = self._lookup(b, m.queue)
-                if found is not None and c.selector.spec.op is not Op.COPY:
-                    self.dead(b, *found, m, "rejected", 0)
-        else:
-            self._return(b, c, chosen, delay=True)
-        self._work[c.selector] = None
-        return chosen
-
-    @staticmethod
-    def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
-        for i in ids:
-            if i not in c.outstanding:
-                raise _refused(c, i)
-        if up_to >= c.next_id:
-            raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
-        chosen = dict.fromkeys(ids)
-        if up_to:
-            chosen.update(dict.fromkeys(i for i in c.outstanding if i <= up_to))
-        return list(chosen)
-
-    def _return(self, b: Batch, c: Consumer, ids: list[int], *, delay: bool) -> None:
-        copy = c.selector.spec.op is Op.COPY
-        for i in ids:
-            m = c.outstanding.pop(i)
-            b.undo(partial(c.outstanding.__setitem__, i, m))
-            if copy:
-                continue
-            found = self._lookup(b, m.queue)
-            if found is not None:
-                self.give_back(b, *found, m, delay=delay)
-
-    def give_back(self, b: Batch, txn: Txn, info: QueueInfo, m: Message, *, delay: bool) -> None:
-        """A held message comes back, its delivery count raised: dead-lettered
-        past max_deliveries, else held back a moment (``delay``) or routed
-        again at once."""
-        q = info.spec.name
-        back = stamp(m, q, m.seq, m.posted_at, 0, m.delivery_count + 1, Section.UNPROCESSED)
-        txn.restore(q, back)
-        limit = info.spec.max_deliveries
-        if limit and back.delivery_count >= limit:
-            self.dead(b, txn, info, back, "max-deliveries", 0)
-            return
-        if delay:
-            hold = Backoff(q, back)
-            self._hold(b, q, back.seq, hold)
-            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (back.delivery_count - 1))
-            deadline = time.monotonic() + wait
-            b.after(partial(self._writer.at, deadline, partial(self._release, hold=hold)))
-            return
-        self._unhold(b, q, back.seq)
-        self.requeue(b, txn, info, back)
-
-    def _release(self, b: Batch, *, hold: Backoff) -> None:
-        if self.held(hold.queue).get(hold.message.seq) is not hold:
-            return
-        found = self._lookup(b, hold.queue)
-        if found is None:
-            return
-        txn, info = found
-        self._unhold(b, hold.queue, hold.message.seq)
-        self.requeue(b, txn, info, hold.message)
-        self.settle(b)
+    # -- a message comes back ---------------------------------------------
 
     def requeue(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:
         """Routes a message that came back (not its COPYs again); if it waits,
@@ -808,98 +516,6 @@ class Network:
                 self._set(b, s, "cursor", m.seq)
                 self._work[s] = None
         self._offer(b, txn, info, m, takeable=True)
-
-    # -- leases ---------------------------------------------------------
-
-    def lease(
-        self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message], seconds: float
-    ) -> list[Delivery]:
-        """Holds ``msgs`` for a Take with a lease."""
-        q = info.spec.name
-        out = []
-        deadline = time.monotonic() + seconds
-        for m in msgs:
-            lid = self._next_lease
-            self._set(b, self, "_next_lease", lid + 1)
-            lease = Lease(lid, q, m)
-            self._leases[lid] = lease
-            b.undo(partial(self._leases.pop, lid, None))
-            self._hold(b, q, m.seq, lease)
-            b.after(partial(self._writer.at, deadline, partial(self._expire, lid=lid)))
-            out.append(Delivery(lid, delivered(m)))
-        return out
-
-    def _expire(self, b: Batch, *, lid: int) -> None:
-        lease = self._leases.pop(lid, None)
-        if lease is None:
-            return
-        b.undo(lambda: self._leases.__setitem__(lid, lease))
-        found = self._lookup(b, lease.queue)
-        if found is not None:
-            self.give_back(b, *found, lease.message, delay=False)
-            self.settle(b)
-
-    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
-        for lid in ids:
-            lease = self._leases.get(lid)
-            if lease is None:
-                if 0 < lid < self._next_lease:
-                    raise NotFound(f"lease {lid}: already acked or ran out")
-                raise InvalidArgument(f"lease {lid} was never given")
-            if lease.queue != queue:
-                raise InvalidArgument(f"lease {lid} is on queue {lease.queue!r}, not {queue!r}")
-        found = self._lookup(b, queue)
-        for lid in dict.fromkeys(ids):
-            lease = self._leases.pop(lid)
-            b.undo(partial(self._leases.__setitem__, lid, lease))
-            if found is None:
-                continue
-            if nack:
-                self.give_back(b, *found, lease.message, delay=False)
-            else:
-                self.process(b, *found, lease.message)
-                self._later(b, queue, taken=1)
-
-    def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
-        """Gives back a leased message whose taker never got it."""
-        lease = self._leases.get(lid)
-        if lease is not None and lease.queue == queue:
-            self.ack_leases(b, queue, [lid], nack=True)
-
-    # -- overflow ---------------------------------------------------------
-
-    def has_overflow(self, queue: str) -> bool:
-        return any(s.spec.role is Role.OVERFLOW for s in self.of(queue))
-
-    def overflow(self, b: Batch, info: QueueInfo, msg: Message) -> Disposition:
-        """Rule 6: a post found the queue full. The matching overflow selectors
-        take it round-robin, as MOVEs do: the first, in turn, with quota and
-        room in its queue (an overflow DELETE drops it). With none that can,
-        the overflow policy: dead-letter, or drop (drop-new, or reject when
-        every overflow selector's queue is full too). Says what became of it."""
-        q = info.spec.name
-        self._later(b, q, overflowed=1)
-        sels = [
-            s for s in self.of(q) if s.spec.role is Role.OVERFLOW and s.spec.pattern.matches(msg)
-        ]
-        if len(sels) > 1:
-            sels.sort(key=_turn)
-        for s in sels:
-            spec = s.spec
-            if spec.op is Op.DELETE:
-                self._set(b, s, "turn", next(self._turns))
-                return Disposition.DROPPED
-            if s.quota > 0 and self._room(b, spec.destination) > 0:
-                self._set(b, s, "quota", s.quota - 1)
-                self._set(b, s, "turn", next(self._turns))
-                b.after(partial(self._bump, s.id))
-                self.append(b, spec.destination, msg, 1)
-                return Disposition.OVERFLOWED
-        if info.spec.overflow.value == "dead-letter" and self.dead_letter(
-            b, info, msg, "overflow", 0
-        ):
-            return Disposition.DEAD_LETTERED
-        return Disposition.DROPPED
 
     # -- a queue goes -----------------------------------------------------
 

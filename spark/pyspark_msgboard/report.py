@@ -81,7 +81,7 @@ def _shape(tuple_col: str = "tuple") -> Column:
 ACCURACY = 10_000
 #: What the report reads: never the bodies, headers or tuples whole.
 COLUMNS = ("queue", "section", "address", "posted_at", "processed_at", "delivery_count")
-#: The headers the board sets when it dead-letters a message (network.py).
+#: The headers the board sets when it dead-letters a message (engine/overflow.py).
 REASON = "x-dead-letter-reason"
 SOURCE = "x-dead-letter-queue"
 

@@ -1,0 +1,569 @@
+"""A DurableStore's transaction: ``DurableTxn``, which reads and writes
+queues, messages, the index and selectors, and the ``Reader`` it hands to
+``Search``. The helpers it shares with the store (key structs, the lmdb
+error boundary, a queue's counters) are in ``layout.py``.
+
+The layout these keys and records follow, and py-lmdb's rules the store
+keeps, are in ``durable.py``'s docstring. A write transaction works on
+private copies of the queues it writes (``_Queue``) and publishes them to the
+store only when LMDB has committed; a reader (``DurableStore.reader``) works
+on the queue table of its commit and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import lmdb
+
+from msgboard.associative import Pattern
+from msgboard.associative.keys import message_keys
+from msgboard.codec import encode_record, processed_suffix
+from msgboard.errors import (
+    RecordDamaged,
+    StoreError,
+    StoreFull,
+)
+from msgboard.lmdbstore import record
+from msgboard.lmdbstore.layout import (
+    _HISTORY,
+    _KEY,
+    _LAST,
+    _MAX_U64,
+    _STATE,
+    _U64,
+    _UNPROCESSED,
+    _US,
+    _decode,
+    _Guard,
+    _Queue,
+    _seek_last,
+    _walk,
+)
+from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
+from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
+from msgboard.message import Message, Section, stamp
+from msgboard.spec import QueueSpec
+
+if TYPE_CHECKING:
+    from msgboard.lmdbstore.durable import DurableStore
+
+MiB = 1 << 20
+#: Free map space ``begin`` keeps beyond twice the reserve.
+HEADROOM = 16 * MiB
+
+
+class DurableTxn(Txn):
+    """The write transaction of a DurableStore, or (``frozen``: the queue
+    table of its commit) a read-only one from ``DurableStore.reader``."""
+
+    def __init__(
+        self,
+        store: DurableStore,
+        txn: lmdb.Transaction[bytes],
+        reserve: int,
+        free: int,
+        frozen: dict[str, _Queue] | None = None,
+    ) -> None:
+        self._store = store
+        #: The disk's free bytes when the transaction began.
+        self._free = free
+        self._txn = txn
+        self._reserve = reserve
+        #: The queues as committed: the store's (live) or a reader's copy.
+        self._base = store._queues if frozen is None else frozen
+        self._reading = frozen is not None
+        #: Queues this transaction wrote: private copies, None once deleted.
+        self._q: dict[str, _Queue | None] = {}
+        self._next_qid = store._next_qid
+        self._next_sid = store._next_sid
+        self._wrote = False
+        self._done = False
+        self._failed = False
+        #: What ``admit`` let in, and the room it had (None: not looked at).
+        self._admitted = 0
+        self._room: int | None = None
+        self._guard = _Guard(self._fail)
+        self._unprocessed = store._unprocessed
+        self._history = store._history
+        self._times = store._times
+        self._index = store._index
+
+    # -- ending -----------------------------------------------------------
+
+    def commit(self) -> None:
+        if self._done:
+            # Ending a `with` block after abort() commits nothing, as in
+            # py-lmdb; but an error must not pass for a commit.
+            if self._failed:
+                raise StoreError("the transaction was aborted by an earlier error")
+            return
+        if not self._wrote:
+            self.abort()  # nothing to write, nothing to fsync
+            return
+        store = self._store
+        try:
+            with self._guard:
+                put = self._txn.put
+                for q in self._q.values():
+                    if q is not None:
+                        state = _STATE.pack(q.next_seq, q.unprocessed, q.history)
+                        put(q.prefix, state, db=store._state)
+                if self._next_qid != store._next_qid:
+                    put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
+                if self._next_sid != store._next_sid:
+                    put(b"next_sid", _U64.pack(self._next_sid), db=store._meta)
+                self._txn.commit()
+        except StoreError as e:
+            # A full disk shows as ENOSPC, or as EIO where a write came up
+            # short (LMDB's word for it): tell it by the free space.
+            free = shutil.disk_usage(store.path).free
+            if not isinstance(e, StoreFull) and free < 2 * self._reserve + HEADROOM:
+                raise StoreFull(
+                    f"disk full: {free} bytes free on {store.path}; the write was refused"
+                ) from e
+            raise
+        self._done = True
+        store._txn = None
+        for name, q in self._q.items():
+            if q is None:
+                store._queues.pop(name, None)
+                store._damaged.pop(name, None)
+            else:
+                store._queues[name] = q
+        store._next_qid = self._next_qid
+        store._next_sid = self._next_sid
+        store._commits += 1
+
+    def _fail(self) -> None:
+        if not self._done:
+            self._failed = True
+        self.abort()
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._reading:
+            with contextlib.suppress(lmdb.Error):
+                self._txn.abort()
+            self._store._end_copy()
+            return
+        self._store._txn = None
+        with contextlib.suppress(lmdb.Error):  # abort never raises
+            self._txn.abort()
+
+    def admit(self, size: int) -> None:
+        # Twice the size, as ``begin`` reserves: pages are never full.
+        self._admitted += 2 * size
+        if self._room is None:
+            with self._guard:
+                self._room = self._store._room(self._txn, self._free)
+        if self._admitted > self._room:
+            self._admitted -= 2 * size
+            path, kept = self._store.path, self._store.disk_reserve
+            raise StoreFull(
+                f"disk full: a post of {size} bytes does not fit in the "
+                f"{max(self._room - self._admitted, 0)} bytes left on {path} beyond the "
+                f"{kept} kept for deletes, takes and acks; the post was refused"
+            )
+
+    # -- queues -----------------------------------------------------------
+
+    def _find(self, name: str) -> _Queue | None:
+        if name in self._q:
+            return self._q[name]
+        return self._base.get(name)
+
+    def _get(self, name: str) -> _Queue:
+        q = self._find(name)
+        if q is None:
+            raise KeyError(f"no queue {name!r}")
+        return q
+
+    def _touch(self, name: str) -> _Queue:
+        """The queue's private copy, to write to."""
+        q = self._q.get(name)
+        if q is None:
+            q = self._get(name).copy()
+            self._q[name] = q
+        return q
+
+    def create_queue(self, spec: QueueSpec, created_at: int) -> None:
+        name = spec.name
+        if self._find(name) is not None:
+            raise KeyError(f"queue {name!r} exists")
+        qid = self._next_qid
+        if qid > 0xFFFFFFFF:
+            raise StoreError("queue ids exhausted")
+        value = {"id": qid, "spec": spec.to_json(), "created_at": created_at}
+        with self._guard:
+            self._txn.put(name.encode(), json.dumps(value).encode(), db=self._store._queues_db)
+        self._next_qid = qid + 1
+        q = _Queue(qid, QueueInfo(spec, created_at), 1, 0, 0)
+        q.known = True  # a new queue has posted nothing
+        self._q[name] = q
+        self._wrote = True
+
+    def queue(self, name: str) -> QueueInfo | None:
+        q = self._find(name)
+        return None if q is None else q.info
+
+    def queues(self) -> list[QueueInfo]:
+        if self._reading:
+            # The queues sub-database has the names in order: no sort, which
+            # for 100,000 names would hold the GIL for some 60 ms at once.
+            with self._guard:
+                cur = self._txn.cursor(self._store._queues_db)
+                names = [k.decode() for k in cur.iternext(values=False)]
+            return [q.info for q in map(self._base.get, names) if q is not None]
+        names = sorted(self._base.keys() | self._q.keys())
+        return [q.info for q in map(self._find, names) if q is not None]
+
+    def delete_queue(self, name: str) -> bool:
+        q = self._find(name)
+        if q is None:
+            return False
+        store = self._store
+        with self._guard:
+            self._txn.delete(name.encode(), db=store._queues_db)
+            self._txn.delete(q.prefix, db=store._state)
+            for db in (self._unprocessed, self._history, self._times, self._index):
+                cur = self._txn.cursor(db)
+                if cur.set_range(q.prefix):
+                    while cur.key()[:4] == q.prefix and cur.delete(dupdata=True):
+                        pass
+        self._q[name] = None
+        self._wrote = True
+        return True
+
+    def counts(self, name: str) -> Counts:
+        q = self._get(name)
+        return Counts(q.unprocessed, q.history, q.next_seq)
+
+    # -- messages ---------------------------------------------------------
+
+    def _derive(self, q: _Queue, name: str) -> None:
+        """Reads the queue's last posted_at and posted second (two cursor
+        reads): the last record may have been dropped, the times entry not."""
+        end = q.prefix + _LAST
+        damaged = False
+        for db, section in ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)):
+            cur = self._txn.cursor(db)
+            if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
+                k = cur.key()
+                try:
+                    m = _decode(k, cur.value(), name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    self._store._met(e)
+                    damaged = True
+                    continue
+                q.last_posted = max(q.last_posted, m.posted_at)
+        cur = self._txn.cursor(self._times)
+        if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
+            q.last_second = _U64.unpack_from(cur.key(), 4)[0]
+            # A damaged last record was posted within the last second the
+            # times index has: its end keeps posted_at from going back.
+            last = (q.last_second + 1) * _US - 1 if damaged else q.last_second * _US
+            q.last_posted = max(q.last_posted, last)
+        q.known = True
+
+    def append(self, name: str, msg: Message, now: int) -> Message:
+        q = self._q.get(name) or self._touch(name)
+        with self._guard:
+            if not q.known:
+                self._derive(q, name)
+            posted = now if now > q.last_posted else q.last_posted
+            seq = q.next_seq
+            m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+            key = _KEY.pack(q.qid, seq)
+            self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
+            self._file(q.prefix, m)
+            second = posted // _US
+            if second != q.last_second:
+                key = _KEY.pack(q.qid, second)
+                self._txn.put(key, _U64.pack(seq), overwrite=False, db=self._times)
+                q.last_second = second
+        q.next_seq = seq + 1
+        q.unprocessed += 1
+        q.last_posted = posted
+        self._wrote = True
+        return m
+
+    def fetch(self, name: str, seq: int) -> Message | None:
+        q = self._get(name)
+        if not 0 < seq < q.next_seq:
+            return None
+        key = _KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._txn.get(key, db=self._unprocessed)
+            if raw is not None:
+                return _decode(key, raw, name, seq, _UNPROCESSED)
+            raw = self._txn.get(key, db=self._history)
+        return None if raw is None else _decode(key, raw, name, seq, _HISTORY)
+
+    def process(
+        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+    ) -> Message:
+        q = self._q.get(name) or self._touch(name)
+        if not 0 < seq < q.next_seq:
+            raise KeyError(f"{name!r} has no seq {seq}")
+        key = _KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._txn.pop(key, db=self._unprocessed)
+            if raw is None:
+                raise KeyError(f"{name!r} seq {seq} is not unprocessed")
+            if known is None:
+                try:
+                    old = _decode(key, raw, name, seq, _UNPROCESSED)
+                except RecordDamaged:
+                    self._txn.put(key, raw, db=self._unprocessed)  # as it was
+                    raise
+            else:
+                old = known
+            self._unfile(q.prefix, old)
+            m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+            q.unprocessed -= 1
+            self._wrote = True
+            if max_history > 0:
+                # The unprocessed record never has processed_at, and a later
+                # field wins when protobuf parses: appending the two changed
+                # fields is the whole new record, without decoding it.
+                suffix = processed_suffix(now, m.delivery_count)
+                self._txn.put(key, record.append(raw, suffix), db=self._history)
+                q.history += 1
+                if q.history > max_history:
+                    self._trim(q, q.history - max_history)
+        return m
+
+    def _trim(self, q: _Queue, n: int) -> None:
+        """Drops the queue's ``n`` oldest history messages."""
+        cur = self._txn.cursor(self._history)
+        if not cur.set_range(q.prefix):
+            return
+        while n > 0 and cur.key()[:4] == q.prefix and cur.delete():
+            q.history -= 1
+            n -= 1
+
+    def restore(self, name: str, msg: Message) -> None:
+        q = self._q.get(name) or self._touch(name)
+        seq = msg.seq
+        if not 0 < seq < q.next_seq:
+            raise KeyError(f"{name!r} has no seq {seq}")
+        key = _KEY.pack(q.qid, seq)
+        m = stamp(msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED)
+        with self._guard:
+            if self._txn.pop(key, db=self._history) is not None:
+                q.history -= 1
+            old = self._txn.replace(key, record.seal(key, encode_record(m)), db=self._unprocessed)
+            if old is None:
+                q.unprocessed += 1
+            else:
+                with contextlib.suppress(RecordDamaged):  # its keys are unknown: left
+                    self._unfile(q.prefix, _decode(key, old, name, seq, _UNPROCESSED))
+            self._file(q.prefix, m)
+        self._wrote = True
+
+    def _file(self, prefix: bytes, m: Message) -> None:
+        """Files an unprocessed message under its index keys."""
+        put, seq, db = self._txn.put, _U64.pack(m.seq), self._index
+        for key in message_keys(m.address, m.tuple):
+            put(prefix + key, seq, db=db)
+
+    def _unfile(self, prefix: bytes, m: Message) -> None:
+        """Removes a message from the index."""
+        delete, seq, db = self._txn.delete, _U64.pack(m.seq), self._index
+        for key in message_keys(m.address, m.tuple):
+            delete(prefix + key, seq, db=db)
+
+    def find(
+        self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET
+    ) -> Search:
+        q = self._get(name)
+        with self._guard:
+            return Search(_Reader(self, name, q), pattern, start, budget)
+
+    def scan(
+        self,
+        name: str,
+        section: Section | None = None,
+        start: int | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Message]:
+        q = self._get(name)  # raises now, not at the first next()
+        if start is None:
+            key = q.prefix + _LAST if reverse else q.prefix
+        else:
+            key = _KEY.pack(q.qid, min(max(start, 0), _MAX_U64))
+        if section is None:
+            return self._merged(name, q.prefix, key, reverse)
+        return self._scan(name, section, q.prefix, key, reverse)
+
+    def _scan(
+        self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
+    ) -> Iterator[Message]:
+        met = self._store._met
+        with self._guard:
+            db = self._unprocessed if section is _UNPROCESSED else self._history
+            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
+                try:
+                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
+
+    def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
+        with self._guard:
+            u = _walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
+            h = _walk(self._txn.cursor(self._history), prefix, key, reverse)
+            # Keys share the prefix, so they compare as seqs do.
+            both = heapq.merge(
+                ((k, v, _UNPROCESSED) for k, v in u),
+                ((k, v, _HISTORY) for k, v in h),
+                key=_first,
+                reverse=reverse,
+            )
+            met = self._store._met
+            for k, v, section in both:
+                try:
+                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
+
+    # -- selectors --------------------------------------------------------
+
+    def new_selector_id(self) -> int:
+        sid = self._next_sid
+        self._next_sid += 1
+        self._wrote = True
+        return sid
+
+    def put_selector(self, sid: str, data: bytes) -> None:
+        with self._guard:
+            self._txn.put(sid.encode(), data, db=self._store._selectors)
+        self._wrote = True
+
+    def delete_selector(self, sid: str) -> bool:
+        with self._guard:
+            found: bool = self._txn.delete(sid.encode(), db=self._store._selectors)
+        self._wrote = self._wrote or found
+        return found
+
+    def selectors(self) -> list[tuple[str, bytes]]:
+        with self._guard:
+            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._store._selectors)]
+
+    def seq_at(self, name: str, time_us: int) -> int | None:
+        q = self._get(name)
+        second = min(max(time_us, 0) // _US, _MAX_U64)
+        with self._guard:
+            cur = self._txn.cursor(self._times)
+            if not cur.set_range(_KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
+                return None  # nothing was posted in that second or later
+            lo = _U64.unpack(cur.value())[0]
+            if _U64.unpack_from(cur.key(), 4)[0] > second:
+                hi = lo  # lo is the first seq posted after that second
+            elif cur.next() and cur.key()[:4] == q.prefix:
+                hi = _U64.unpack(cur.value())[0]
+            else:
+                hi = q.next_seq
+            # Binary search within [lo, hi]: posted_at rises with seq.
+            first = self._first_from(name, q.prefix)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                found = first(mid)
+                if found is None or found.posted_at >= time_us:
+                    hi = mid
+                else:
+                    lo = found.seq + 1
+            found = first(lo)
+        return None if found is None else found.seq
+
+    def _first_from(self, name: str, prefix: bytes) -> Callable[[int], Message | None]:
+        """A function giving the first message (either section) at or after a seq."""
+        curs = [(self._txn.cursor(self._unprocessed), _UNPROCESSED)]
+        curs.append((self._txn.cursor(self._history), _HISTORY))
+
+        def first(seq: int) -> Message | None:
+            while True:
+                key = prefix + _U64.pack(seq)
+                best: tuple[bytes, bytes, Section] | None = None
+                for cur, section in curs:
+                    if cur.set_range(key):
+                        k = cur.key()
+                        if k[:4] == prefix and (best is None or k < best[0]):
+                            best = (k, cur.value(), section)
+                if best is None:
+                    return None
+                k, raw, section = best
+                seq = _U64.unpack_from(k, 4)[0]
+                try:
+                    return _decode(k, raw, name, seq, section)
+                except RecordDamaged as e:
+                    self._store._met(e)
+                    seq += 1  # the next one, as if it were not there
+
+        return first
+
+
+def _first(item: tuple[bytes, bytes, Section]) -> bytes:
+    return item[0]
+
+
+class _Reader(Reader):
+    """One LMDB queue's unprocessed section and index, for ``Search``."""
+
+    def __init__(self, t: DurableTxn, name: str, q: _Queue) -> None:
+        self._t, self._name, self._prefix = t, name, q.prefix
+        self._txn = t._txn
+        self.unprocessed = q.unprocessed
+
+    def count(self, key: bytes) -> int:
+        cur = self._txn.cursor(self._t._index)
+        return cur.count() if cur.set_key(self._prefix + key) else 0
+
+    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
+        full = self._prefix + prefix
+        with self._t._guard:
+            cur = self._txn.cursor(self._t._index)
+            if not cur.set_range(full):
+                return
+            while True:
+                key = cur.key()
+                if not key.startswith(full):
+                    return
+                yield key[4:], cur.count()
+                if not cur.next_nodup():
+                    return
+
+    def seqs(self, key: bytes, start: int) -> Iterator[int]:
+        unpack = _U64.unpack
+        with self._t._guard:
+            cur = self._txn.cursor(self._t._index)
+            if cur.set_range_dup(self._prefix + key, _U64.pack(min(start, _MAX_U64))):
+                for v in cur.iternext_dup(keys=False):
+                    yield unpack(v)[0]
+
+    def get(self, seq: int) -> Message | None:
+        key = self._prefix + _U64.pack(seq)
+        with self._t._guard:
+            raw = self._txn.get(key, db=self._t._unprocessed)
+        if raw is None:
+            return None
+        try:
+            return _decode(key, raw, self._name, seq, _UNPROCESSED)
+        except RecordDamaged as e:
+            self._t._store._met(e)
+            return None
+
+    def scan(self, start: int) -> Iterator[Message]:
+        key = self._prefix + _U64.pack(min(start, _MAX_U64))
+        return self._t._scan(self._name, _UNPROCESSED, self._prefix, key, False)
