@@ -166,7 +166,7 @@ def check(directory: str) -> None:
             if missing <= _free(f, meta.psize, pages, meta.free_root, pages):
                 return  # only never-written free pages are missing
     except (_Short, struct.error):
-        pass
+        pass  # the free list itself is cut short: the file is truncated
     raise DataFileDamaged(
         f"{path} is truncated: {size} bytes, its meta page says at least {need}; "
         "restore it from a snapshot (msgboard check DIR tells what a copy holds)"

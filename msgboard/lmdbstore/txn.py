@@ -16,7 +16,7 @@ import contextlib
 import heapq
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import lmdb
@@ -407,16 +407,10 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
-        met = self._store._met
         with self._guard:
             db = self._unprocessed if section is _UNPROCESSED else self._history
-            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
-                try:
-                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
-                except RecordDamaged as e:
-                    met(e)
-                    continue
-                yield m
+            rows = _walk(self._txn.cursor(db), prefix, key, reverse)
+            yield from self._whole(name, ((k, v, section) for k, v in rows))
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
         with self._guard:
@@ -429,14 +423,19 @@ class DurableTxn(Txn):
                 key=_first,
                 reverse=reverse,
             )
-            met = self._store._met
-            for k, v, section in both:
-                try:
-                    m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
-                except RecordDamaged as e:
-                    met(e)
-                    continue
-                yield m
+            yield from self._whole(name, both)
+
+    def _whole(self, name: str, rows: Iterable[tuple[bytes, bytes, Section]]) -> Iterator[Message]:
+        """The messages of ``rows`` (key, record, section) whose records pass
+        their check; a damaged one is counted and logged, and skipped."""
+        met = self._store._met
+        for k, v, section in rows:
+            try:
+                m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+            except RecordDamaged as e:
+                met(e)
+                continue
+            yield m
 
     # -- selectors --------------------------------------------------------
 
