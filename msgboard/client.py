@@ -43,10 +43,17 @@ from msgboard.associative import (
     parse_address,
     template,
 )
-from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 from msgboard.errors import InvalidArgument, Unavailable
-from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
+from msgboard.results import (
+    BoardStats,
+    Page,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+    StoreInfo,
+)
 from msgboard.spec import (
     Delivery,
     Disposition,
