@@ -25,7 +25,7 @@ from google.protobuf import json_format
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from tests.test_conformance import match
+from tests.test_conformance import Failure, match
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "clients.md"
 BLOCK = re.compile(r"^```(\w+)[ \t]*(\S*)\n(.*?)^```$", re.M | re.S)
@@ -76,6 +76,8 @@ def test_the_json_examples_run_as_shown(stub: Any) -> None:
                 assert quoted[0] == "text" and f"Message: {e.details()}" in quoted[2], (
                     f"{name} failed ({e.details()}) and the page does not say so"
                 )
+                for field in Failure(e).fields:
+                    assert f'"field": "{field}"' in quoted[2], f"the page lacks {field}"
                 answer = None
         else:
             assert answer is not None, f"response:{name} follows no answered request"
