@@ -226,6 +226,19 @@ def test_overflow_selector_and_policies(board: Board) -> None:
     assert row(board, "dn").overflowed == 1  # type: ignore[attr-defined]
 
 
+def test_an_overflow_selector_never_pulls_what_was_stored(board: Board) -> None:
+    """Given an overflow selector into a full queue, I expect a message that
+    was stored (the queue had room when it came) to stay when the overflow
+    queue gets room again: the selector acts on full-queue posts only."""
+    board.create_queue(QueueSpec("small", max_unprocessed=1))
+    board.create_queue(QueueSpec("spill", max_unprocessed=1))
+    board.create_selector(SelectorSpec("small", destination="spill", role=Role.OVERFLOW))
+    assert post(board, "small", *nums(2)) == [1, 0]
+    assert [m.tuple for m in board.take("spill")] == [("n", 1)]
+    assert [m.tuple for m in board.read("small", max=10)] == [("n", 0)]
+    assert board.get_queue("spill").unprocessed == 0
+
+
 def test_several_default_selectors_share_round_robin_among_those_with_room(
     board: Board,
 ) -> None:
