@@ -199,10 +199,11 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
         # must never carry (cleared in ``ps``: a client's message that
         # went through message_to_pb says its section); a posted_at or
         # delivery_count makes them impure.
-        if p.queue or p.seq or p.section or p.HasField("processed_at"):
+        if p.section:
+            p.ClearField("section")
+        if p.queue or p.seq or p.HasField("processed_at"):
             p.ClearField("queue")
             p.ClearField("seq")
-            p.ClearField("section")
             p.ClearField("processed_at")
         pure = not (p.delivery_count or p.HasField("posted_at"))
         out.append(keep_wire(m, p.SerializeToString(), pure))
@@ -210,12 +211,13 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
 
 
 def messages_to_pb(ms: Iterable[Message], where: str = "messages") -> list[pb.Message]:
-    """Messages as protobufs for a post; InvalidArgument names the message:
+    """Messages as protobufs for a post (without queue, seq and section,
+    which a post does not keep); InvalidArgument names the message:
     ``messages[2].tuple[0]: list is not a tuple type ...``."""
     out = []
     for i, m in enumerate(ms):
         try:
-            out.append(message_to_pb(m))
+            out.append(message_to_pb(m, record=True))
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
     return out

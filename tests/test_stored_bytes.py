@@ -102,3 +102,9 @@ def test_the_board_stores_the_posted_bytes(tmp_path: Path) -> None:
         assert cur.first()
         assert record.unseal(cur.key(), cur.value()).startswith(p.SerializeToString())
     env.close()
+
+
+def test_a_client_posts_without_what_a_post_does_not_keep() -> None:
+    taken = stamp(Message(body=b"x"), "q", 5, POSTED, 0, 0, U)
+    [p] = codec.messages_to_pb([taken])
+    assert (p.queue, p.seq, p.section) == ("", 0, 0)  # no clearing on the server
