@@ -318,7 +318,7 @@ class Client(_Poster):
                 if not isinstance(m, Message):
                     m = Message(tuple=builtins.tuple(m))
                 try:
-                    chunk.append(codec.message_to_pb(m))
+                    chunk.append(codec.message_to_pb(m, record=True))  # as a post keeps it
                 except InvalidArgument as e:  # ends the stream; raised after it
                     bad.append(e.within(f"messages[{i}]"))
                     return

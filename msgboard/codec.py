@@ -7,6 +7,7 @@ snapshot can be decoded by any language that has the proto.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from msgboard.associative import (
 )
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
-from msgboard.message import Fields, Message, Section, Value, build
+from msgboard.message import Fields, Message, Section, Value, build, keep_wire
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.spec import (
     Disposition,
@@ -108,8 +109,25 @@ def ts_to_us(ts: Timestamp) -> int:
 
 def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = False) -> pb.Message:
     """``m`` as a protobuf. With ``record``, leaves out what a store key or
-    table already says (queue, seq, section)."""
+    table already says (queue, seq, section). A message that has the bytes
+    it was posted or stored as (``message.wire``) is parsed from them, in C,
+    and only the board's fields are set here."""
     p = pb.Message() if out is None else out
+    w = m._wire
+    if w is not None:
+        p.MergeFromString(w)
+        if not record:
+            p.queue = m.queue
+            p.seq = m.seq
+            p.section = _SECTION_TO_PB[m.section]
+        if m.posted_at:
+            us_to_ts(m.posted_at, p.posted_at)
+        elif not m._pure:
+            p.ClearField("posted_at")
+        if m.processed_at:
+            us_to_ts(m.processed_at, p.processed_at)
+        p.delivery_count = m.delivery_count
+        return p
     if not record:
         p.queue = m.queue
         p.seq = m.seq
@@ -170,24 +188,38 @@ def message_from_pb(
 
 
 def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[Message]:
-    """Messages to post (no queue, seq or section yet); InvalidArgument
-    names the message: ``messages[2].tuple[0]: no kind set``."""
+    """Messages to post (no queue, seq or section yet), which keep the bytes
+    they came as; InvalidArgument names the message: ``messages[2].tuple[0]:
+    no kind set``. Clears in ``ps`` what a post does not set."""
     out = []
     for i, p in enumerate(ps):
         try:
-            out.append(message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED))
+            m = message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED)
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
+        # The posted bytes are kept (``message.wire``), without what they
+        # must never carry (cleared in ``ps``: a client's message that
+        # went through message_to_pb says its section); a posted_at or
+        # delivery_count makes them impure.
+        if p.section:
+            p.ClearField("section")
+        if p.queue or p.seq or p.HasField("processed_at"):
+            p.ClearField("queue")
+            p.ClearField("seq")
+            p.ClearField("processed_at")
+        pure = not (p.delivery_count or p.HasField("posted_at"))
+        out.append(keep_wire(m, p.SerializeToString(), pure))
     return out
 
 
 def messages_to_pb(ms: Iterable[Message], where: str = "messages") -> list[pb.Message]:
-    """Messages as protobufs for a post; InvalidArgument names the message:
+    """Messages as protobufs for a post (without queue, seq and section,
+    which a post does not keep); InvalidArgument names the message:
     ``messages[2].tuple[0]: list is not a tuple type ...``."""
     out = []
     for i, m in enumerate(ms):
         try:
-            out.append(message_to_pb(m))
+            out.append(message_to_pb(m, record=True))
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
     return out
@@ -220,12 +252,41 @@ def receipts_from_pb(seqs: Iterable[int], dispositions: Sequence[int]) -> list[R
 
 
 def encode_record(m: Message) -> bytes:
-    """The bytes a store keeps for a message."""
-    return message_to_pb(m, record=True).SerializeToString()
+    """The bytes a store keeps for a message: the bytes it was posted or
+    stored as (``message.wire``) followed by the board's fields, else its
+    encoding field by field."""
+    w = m._wire
+    if w is None:
+        return message_to_pb(m, record=True).SerializeToString()
+    if not m._pure:
+        # Bytes read from a record carry its posted_at and delivery_count:
+        # dropped (in C), so that a record moved or given back again and
+        # again does not grow by its fields each time.
+        p = _parse(w)
+        p.ClearField("posted_at")
+        p.ClearField("delivery_count")
+        w = p.SerializeToString()
+    return w + _board_fields(m.posted_at, m.processed_at, m.delivery_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _board_fields(posted_at: int, processed_at: int, delivery_count: int) -> bytes:
+    """The encoded fields the board sets on a record; cached, as the
+    messages of one group commit share one time."""
+    p = pb.Message(delivery_count=delivery_count)
+    if posted_at:
+        us_to_ts(posted_at, p.posted_at)
+    if processed_at:
+        us_to_ts(processed_at, p.processed_at)
+    return p.SerializeToString()
 
 
 def decode_record(data: bytes, queue: str, seq: int, section: Section) -> Message:
-    return message_from_pb(_parse(data), queue=queue, seq=seq, section=section)
+    """The message a store keeps as ``data``. An unprocessed record keeps
+    its bytes (``message.wire``: they never carry processed_at); a history
+    one does not."""
+    m = message_from_pb(_parse(data), queue=queue, seq=seq, section=section)
+    return keep_wire(m, data, False) if section is Section.UNPROCESSED else m
 
 
 _parse = pb.Message.FromString
@@ -235,9 +296,7 @@ def processed_suffix(processed_at: int, delivery_count: int) -> bytes:
     """The bytes that, appended to an unprocessed record, make it the
     processed one: protobuf merges concatenated messages, a later scalar
     winning."""
-    p = pb.Message(delivery_count=delivery_count)
-    us_to_ts(processed_at, p.processed_at)
-    return p.SerializeToString()
+    return _board_fields(0, processed_at, delivery_count)
 
 
 # ---------------------------------------------------------------- patterns

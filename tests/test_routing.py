@@ -108,6 +108,9 @@ def test_parrot_every_copy_subscriber_gets_everything(board: Board) -> None:
         s.wait(20)
         assert s.tuples() == nums(20)
     assert board.get_queue("news").unprocessed == 0
+    # One delivered message for every copy, not one made per subscriber.
+    first = sinks[0].got
+    assert all(d.message is e.message for s in sinks[1:] for d, e in zip(first, s.got, strict=True))
 
 
 def test_housecat_address_eq_selectors_route_by_address(board: Board) -> None:
