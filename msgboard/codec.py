@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from google.protobuf.struct_pb2 import NULL_VALUE
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from msgboard import results
 from msgboard.associative import (
     ALL,
     ANY,
@@ -31,7 +32,6 @@ from msgboard.associative import (
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value, build
-from msgboard.results import Start
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.spec import (
     Disposition,
@@ -463,19 +463,19 @@ def position_to_pb(pos: Position) -> pb.Position.ValueType:
 
 
 _START_TO_PB = {
-    Start.OLDEST: pb.POSITION_OLDEST,
-    Start.LATEST: pb.POSITION_LATEST,
-    Start.SEQ: pb.POSITION_SEQ,
-    Start.TIME: pb.POSITION_TIME,
+    results.Start.OLDEST: pb.POSITION_OLDEST,
+    results.Start.LATEST: pb.POSITION_LATEST,
+    results.Start.SEQ: pb.POSITION_SEQ,
+    results.Start.TIME: pb.POSITION_TIME,
 }
 _START_FROM_PB = {v: k for k, v in _START_TO_PB.items()}
 
 
-def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> Start:
+def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> results.Start:
     """Where a Browse page starts; unspecified: OLDEST forward, LATEST
     backward. CURRENT is a selector's alone."""
     if pos == pb.POSITION_UNSPECIFIED:
-        return Start.LATEST if reverse else Start.OLDEST
+        return results.Start.LATEST if reverse else results.Start.OLDEST
     if pos == pb.POSITION_CURRENT:
         raise InvalidArgument(
             f"{where}: POSITION_CURRENT is for selectors; a page starts elsewhere"
@@ -483,7 +483,7 @@ def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> Start
     return _enum(_START_FROM_PB, pos, where, "position")
 
 
-def browse_start_to_pb(start: Start) -> pb.Position.ValueType:
+def browse_start_to_pb(start: results.Start) -> pb.Position.ValueType:
     return _START_TO_PB[start]
 
 
