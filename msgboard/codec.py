@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from google.protobuf.struct_pb2 import NULL_VALUE
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from msgboard import results
 from msgboard.associative import (
     ALL,
     ANY,
@@ -525,6 +526,31 @@ def position_from_pb(pos: int, where: str = "start") -> Position:
 
 def position_to_pb(pos: Position) -> pb.Position.ValueType:
     return _POSITION_TO_PB[pos]
+
+
+_START_TO_PB = {
+    results.Start.OLDEST: pb.POSITION_OLDEST,
+    results.Start.LATEST: pb.POSITION_LATEST,
+    results.Start.SEQ: pb.POSITION_SEQ,
+    results.Start.TIME: pb.POSITION_TIME,
+}
+_START_FROM_PB = {v: k for k, v in _START_TO_PB.items()}
+
+
+def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> results.Start:
+    """Where a Browse page starts; unspecified: OLDEST forward, LATEST
+    backward. CURRENT is a selector's alone."""
+    if pos == pb.POSITION_UNSPECIFIED:
+        return results.Start.LATEST if reverse else results.Start.OLDEST
+    if pos == pb.POSITION_CURRENT:
+        raise InvalidArgument(
+            f"{where}: POSITION_CURRENT is for selectors; a page starts elsewhere"
+        )
+    return _enum(_START_FROM_PB, pos, where, "position")
+
+
+def browse_start_to_pb(start: results.Start) -> pb.Position.ValueType:
+    return _START_TO_PB[start]
 
 
 def selector_spec_from_pb(
