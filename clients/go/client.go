@@ -466,3 +466,13 @@ func (c *Client) DeleteSelector(ctx context.Context, id string) error {
 func (c *Client) Snapshot(ctx context.Context, path string) (*pb.SnapshotResponse, error) {
 	return unary(ctx, c.stub.Snapshot, &pb.SnapshotRequest{Path: path})
 }
+
+// Invoke calls the unary RPC method ("Post", "Take"...) of service Board
+// with the client's connection and credentials, for a request built
+// elsewhere (e.g. parsed from JSON); its error is an *Error as for every
+// call of this package.
+func (c *Client) Invoke(ctx context.Context, method string, req, resp any) error {
+	var trailer metadata.MD
+	err := c.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp, grpc.Trailer(&trailer))
+	return fromRPC(err, trailer)
+}
