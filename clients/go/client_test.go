@@ -319,3 +319,44 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, &pb.QueueSpec{})
+	mustPost(t, c, q, []any{1}, []any{2}, []any{3})
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(5 * time.Second)
+	var ds []*msgboard.Delivery
+	for len(ds) < 3 {
+		d, err := sub.Next(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	answer := msgboard.PretendAckInFlight(sub)
+	r1, _ := sub.Ack(ds[0].ID)
+	r2, _ := sub.Ack(ds[1].ID)
+	if r1 != r2 || sub.Acked(ds[0].ID) {
+		t.Fatalf("acks while one is in flight: refs %d and %d, acked early: %v", r1, r2, sub.Acked(ds[0].ID))
+	}
+	answer()
+	if err := sub.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Acked(ds[0].ID) || !sub.Acked(ds[1].ID) || sub.Acked(ds[2].ID) {
+		t.Fatal("the held acks did not go as one request once the one in flight was answered")
+	}
+	// A cumulative ack never waits.
+	answer = msgboard.PretendAckInFlight(sub)
+	defer answer()
+	if _, err := sub.AckUpTo(ds[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.WaitAcked(ctx(t), ds[2].ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -348,6 +348,33 @@ func (s *Subscription) Rejected() map[uint64]*Error {
 	return out
 }
 
+// WaitAcked waits until the board has made the acks of these deliveries
+// durable (or rejected them: see Rejected).
+func (s *Subscription) WaitAcked(ctx context.Context, ids ...uint64) error {
+	for {
+		s.mu.Lock()
+		left := 0
+		for _, id := range ids {
+			if !s.acked[id] && s.rejected[id] == nil {
+				left++
+			}
+		}
+		done, changed := s.done, s.changed
+		s.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		if done != nil {
+			return fmt.Errorf("msgboard: the subscription ended before the acks were answered: %w", done)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
 // Flush waits until every ack sent or held has been answered.
 func (s *Subscription) Flush(ctx context.Context) error {
 	for {
