@@ -297,6 +297,9 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != codes.NotFound || e.Reason != "QueueNotFound" {
 		t.Fatalf("a missing queue gave %#v", err)
 	}
+	if !errors.Is(err, msgboard.ErrNotFound) || !errors.Is(err, msgboard.ErrQueueNotFound) || errors.Is(err, msgboard.ErrQueueExists) {
+		t.Fatalf("errors.Is does not follow the code and reason of %v", err)
+	}
 	q := mustQueue(t, c, &pb.QueueSpec{})
 	// Sent raw through the stub: a value with no kind set is the board's
 	// INVALID_ARGUMENT, with the path of the bad field.

@@ -20,8 +20,8 @@ import (
 // "QueueNotFound") and metadata, and for INVALID_ARGUMENT the BadRequest
 // field violations (Field is the first one's path, "messages[2].tuple[0]").
 // Errors inside a Subscribe or PostStream stream that carries on are the
-// same type, with Ref set on Subscribe. Test it with errors.As, or with
-// IsCode and IsReason.
+// same type, with Ref set on Subscribe. Test it with errors.Is (ErrNotFound,
+// ErrQueueNotFound...), errors.As, IsCode or IsReason.
 type Error struct {
 	Code       codes.Code
 	Message    string
@@ -48,6 +48,34 @@ func (e *Error) Error() string {
 
 // GRPCStatus lets status.FromError and status.Code read the error's code.
 func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
+
+// Is makes errors.Is(err, ErrNotFound) true for every NOT_FOUND, and
+// errors.Is(err, ErrQueueNotFound) true for that class only: a target
+// matches an error of its code, and of its reason when it names one.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && (t.Reason == "" || t.Reason == e.Reason)
+}
+
+// Targets for errors.Is, one per status code the board answers with and
+// one per class of msgboard's error tree a caller commonly handles.
+var (
+	ErrInvalidArgument    = &Error{Code: codes.InvalidArgument}
+	ErrNotFound           = &Error{Code: codes.NotFound}
+	ErrAlreadyExists      = &Error{Code: codes.AlreadyExists}
+	ErrResourceExhausted  = &Error{Code: codes.ResourceExhausted}
+	ErrFailedPrecondition = &Error{Code: codes.FailedPrecondition}
+	ErrUnavailable        = &Error{Code: codes.Unavailable}
+	ErrDeadlineExceeded   = &Error{Code: codes.DeadlineExceeded}
+	ErrUnauthenticated    = &Error{Code: codes.Unauthenticated}
+	ErrPermissionDenied   = &Error{Code: codes.PermissionDenied}
+	ErrDataLoss           = &Error{Code: codes.DataLoss}
+
+	ErrQueueNotFound = &Error{Code: codes.NotFound, Reason: "QueueNotFound"}
+	ErrQueueExists   = &Error{Code: codes.AlreadyExists, Reason: "QueueExists"}
+	ErrQueueFull     = &Error{Code: codes.ResourceExhausted, Reason: "QueueFull"}
+	ErrRecordDamaged = &Error{Code: codes.DataLoss, Reason: "RecordDamaged"}
+)
 
 // IsCode says whether err is (or wraps) a board error with this code.
 func IsCode(err error, c codes.Code) bool {
