@@ -363,3 +363,46 @@ func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAPublisherTakesPostsFromManyGoroutines(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, &pb.QueueSpec{})
+	p, err := c.Publisher(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			for i := 0; i < 10; i++ {
+				if _, err := p.Post(q, msgboard.Message{Tuple: []any{g, i}}, msgboard.Message{Tuple: []any{g, i}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = p.Post(q+"-missing", msgboard.Message{})
+	if !errors.Is(err, msgboard.ErrQueueNotFound) {
+		t.Fatalf("a batch to a missing queue gave %v", err)
+	}
+	if _, err := p.Post(q, msgboard.Message{Tuple: []any{"after a failed batch"}}); err != nil {
+		t.Fatalf("the stream did not carry on after a failed batch: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Post(q, msgboard.Message{}); err == nil {
+		t.Fatal("a closed publisher posted")
+	}
+	st, err := c.Stats(ctx(t), q)
+	if err != nil || st.Queues[0].Unprocessed != 161 {
+		t.Fatalf("stats: %v, %v", st, err)
+	}
+}

@@ -64,6 +64,126 @@ func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, bat
 	}
 }
 
+// Publisher is one open PostStream that many goroutines may post on at
+// once: each Post is one batch, stored all-or-nothing, answered once
+// durable; batches from concurrent posters are committed together.
+type Publisher struct {
+	stream pb.Board_PostStreamClient
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // orders sends with the waiters' queue
+	batch   uint64
+	waiters []chan answer // in request order: the board answers in that order
+	done    error         // how the stream ended, once it has
+	ended   chan struct{} // closed when receive returns
+}
+
+// errPostStreamEnded answers posts after the stream ended OK (Close).
+var errPostStreamEnded = errors.New("msgboard: the post stream has ended")
+
+type answer struct {
+	r   *pb.PostStreamResponse
+	err error
+}
+
+// Publisher opens a PostStream; Close it when done.
+func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.stub.PostStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, fromRPC(err, nil)
+	}
+	p := &Publisher{stream: stream, cancel: cancel, ended: make(chan struct{})}
+	go p.receive()
+	return p, nil
+}
+
+func (p *Publisher) receive() {
+	defer close(p.ended)
+	for {
+		r, err := p.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errPostStreamEnded
+			} else {
+				err = fromRPC(err, p.stream.Trailer())
+			}
+		}
+		p.mu.Lock()
+		var w chan answer
+		if len(p.waiters) > 0 {
+			w, p.waiters = p.waiters[0], p.waiters[1:]
+		}
+		if err != nil {
+			p.done = err
+			for _, x := range p.waiters {
+				x <- answer{err: err}
+			}
+			p.waiters = nil
+		}
+		p.mu.Unlock()
+		if w != nil {
+			w <- answer{r, err}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Post posts messages to one queue in one batch and returns their seqs.
+func (p *Publisher) Post(queue string, msgs ...Message) ([]uint64, error) {
+	rs, err := p.PostReceipts(queue, msgs...)
+	return seqs(rs), err
+}
+
+// PostReceipts is Post, answering what became of each message.
+func (p *Publisher) PostReceipts(queue string, msgs ...Message) ([]Receipt, error) {
+	ms, err := protoMessages(msgs)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	w := make(chan answer, 1)
+	p.mu.Lock()
+	if p.done != nil {
+		p.mu.Unlock()
+		return nil, p.done
+	}
+	p.batch++
+	err = p.stream.Send(&pb.PostStreamRequest{BatchId: p.batch, Queue: queue, Messages: ms})
+	if err == nil {
+		p.waiters = append(p.waiters, w)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("msgboard: the post stream broke: %w", err)
+	}
+	a := <-w
+	if a.err != nil {
+		return nil, a.err
+	}
+	if a.r.Error != nil {
+		return nil, fromWire(a.r.Error, 0)
+	}
+	return receipts(a.r.Seqs, a.r.Dispositions), nil
+}
+
+// Close ends the stream once the posts in flight have their answers.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	err := p.stream.CloseSend()
+	p.mu.Unlock()
+	if err == nil {
+		<-p.ended
+		if !errors.Is(p.done, errPostStreamEnded) {
+			err = p.done
+		}
+	}
+	p.cancel()
+	return err
+}
+
 // ------------------------------------------------------------------ subscribing
 
 // Subscribe asks for a consumer's stream: a session selector on Queue, or
