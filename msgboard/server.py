@@ -3,8 +3,8 @@
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
 awaits the operation's future and converts the answer back (a big answer on
 a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.streams``, which also holds the one place where engine
-errors become status codes (``streams.status``). The server also serves the
+live in ``msgboard.streams``; engine errors become status codes and
+``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
 standard gRPC health service and server reflection, so stock tools such as
 grpcurl and grpc_health_probe work.
 
@@ -35,6 +35,7 @@ from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec, streams
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
+from msgboard.details import abort
 from msgboard.engine import (
     Board,
     BoardStats,
@@ -49,7 +50,7 @@ from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
-from msgboard.streams import abort, selector_to_pb
+from msgboard.streams import selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
