@@ -181,13 +181,12 @@ func (c *Client) Stub() pb.BoardClient { return c.stub }
 
 // Wrap turns the error of a raw stub call into an *Error with the status
 // details (nil stays nil).
-func Wrap(err error) error { return fromRPC(err, nil) }
+func Wrap(err error) error { return fromRPC(err) }
 
 // unary runs one stub call and maps its error.
 func unary[Req, Resp any](ctx context.Context, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
-	var trailer metadata.MD
-	resp, err := call(ctx, req, grpc.Trailer(&trailer))
-	return resp, fromRPC(err, trailer)
+	resp, err := call(ctx, req)
+	return resp, fromRPC(err)
 }
 
 // ------------------------------------------------------------------ queues
@@ -472,7 +471,5 @@ func (c *Client) Snapshot(ctx context.Context, path string) (*pb.SnapshotRespons
 // elsewhere (e.g. parsed from JSON); its error is an *Error as for every
 // call of this package.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp any) error {
-	var trailer metadata.MD
-	err := c.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp, grpc.Trailer(&trailer))
-	return fromRPC(err, trailer)
+	return fromRPC(c.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp))
 }

@@ -275,8 +275,8 @@ func TestSubscribeWithCreditAcksRejectedAndNacks(t *testing.T) {
 	}
 	_, err = sub.Next(ctx(t))
 	var e *msgboard.Error
-	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Ref == 0 {
-		t.Fatalf("negative credit gave %v", err)
+	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Ref == 0 || e.Reason != "InvalidArgument" || e.Field != "credit" {
+		t.Fatalf("negative credit gave %#v", err)
 	}
 	if err := sub.End(); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,11 @@ func TestSubscribeWithCreditAcksRejectedAndNacks(t *testing.T) {
 
 func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	c := open(t)
-	_, err := c.GetQueue(ctx(t), "no-such-queue")
+	_, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: "no-such-queue"})
+	if !errors.Is(err, msgboard.ErrQueueNotFound) {
+		t.Fatalf("subscribing to a missing queue gave %v", err)
+	}
+	_, err = c.GetQueue(ctx(t), "no-such-queue")
 	var e *msgboard.Error
 	if !errors.As(err, &e) || e.Code != codes.NotFound || e.Reason != "QueueNotFound" {
 		t.Fatalf("a missing queue gave %#v", err)
@@ -307,7 +311,7 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	if !errors.As(msgboard.Wrap(err), &e) || e.Code != codes.InvalidArgument {
 		t.Fatalf("an empty value gave %v", err)
 	}
-	if e.Reason == "" || !hasPrefix(e.Message, "messages[1].tuple[0]") {
+	if e.Reason != "InvalidArgument" || e.Domain != "msgboard" || e.Field != "messages[1].tuple[0]" {
 		t.Fatalf("the error says %#v", e)
 	}
 	// A Go value that is no tuple value never leaves the client.
@@ -321,7 +325,6 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	}
 }
 
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
 	c := open(t)

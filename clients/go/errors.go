@@ -10,7 +10,6 @@ import (
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -90,12 +89,8 @@ func IsReason(err error, reason string) bool {
 	return errors.As(err, &e) && e.Reason == reason
 }
 
-// errorKey is the trailing metadata key in which servers before the
-// status details named the error's class.
-const errorKey = "msgboard-error"
-
 // fromRPC turns an error of a gRPC call into an *Error (nil stays nil).
-func fromRPC(err error, trailer metadata.MD) error {
+func fromRPC(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -105,11 +100,6 @@ func fromRPC(err error, trailer metadata.MD) error {
 	}
 	e := &Error{Code: st.Code(), Message: st.Message()}
 	e.details(st.Proto().GetDetails())
-	if e.Reason == "" {
-		if names := trailer.Get(errorKey); len(names) > 0 {
-			e.Reason = names[0]
-		}
-	}
 	return e
 }
 

@@ -31,7 +31,7 @@ func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, bat
 	defer cancel()
 	stream, err := c.stub.PostStream(ctx)
 	if err != nil {
-		return nil, fromRPC(err, nil)
+		return nil, fromRPC(err)
 	}
 	sent := make(chan error, 1)
 	go func() {
@@ -55,7 +55,7 @@ func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, bat
 			return out, nil
 		}
 		if err != nil {
-			return out, fromRPC(err, stream.Trailer())
+			return out, fromRPC(err)
 		}
 		if r.Error != nil {
 			return out, fromWire(r.Error, 0)
@@ -92,7 +92,7 @@ func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
 	stream, err := c.stub.PostStream(ctx)
 	if err != nil {
 		cancel()
-		return nil, fromRPC(err, nil)
+		return nil, fromRPC(err)
 	}
 	p := &Publisher{stream: stream, cancel: cancel, ended: make(chan struct{})}
 	go p.receive()
@@ -107,7 +107,7 @@ func (p *Publisher) receive() {
 			if errors.Is(err, io.EOF) {
 				err = errPostStreamEnded
 			} else {
-				err = fromRPC(err, p.stream.Trailer())
+				err = fromRPC(err)
 			}
 		}
 		p.mu.Lock()
@@ -260,6 +260,9 @@ func (c *Client) Subscribe(ctx context.Context, s Subscribe) (*Subscription, err
 	stream, err := c.stub.Subscribe(ctx)
 	if err == nil {
 		err = stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: open}})
+		if errors.Is(err, io.EOF) {
+			err = nil // the board ended the stream: Recv says why
+		}
 	}
 	var first *pb.SubscribeResponse
 	if err == nil {
@@ -267,10 +270,7 @@ func (c *Client) Subscribe(ctx context.Context, s Subscribe) (*Subscription, err
 	}
 	if err != nil {
 		cancel()
-		if stream != nil {
-			return nil, fromRPC(err, stream.Trailer())
-		}
-		return nil, fromRPC(err, nil)
+		return nil, fromRPC(err)
 	}
 	if e := first.GetError(); e != nil {
 		cancel()
@@ -296,7 +296,7 @@ func (s *Subscription) receive() {
 			if errors.Is(err, io.EOF) {
 				s.done = io.EOF
 			} else {
-				s.done = fromRPC(err, s.stream.Trailer())
+				s.done = fromRPC(err)
 			}
 		case r.GetDeliveries() != nil:
 			for _, d := range r.GetDeliveries().Items {
