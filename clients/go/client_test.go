@@ -325,7 +325,6 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	}
 }
 
-
 func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
 	c := open(t)
 	q := mustQueue(t, c, &pb.QueueSpec{})
