@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -32,5 +33,18 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		if !bytes.Equal(fresh, committed) {
 			t.Errorf("msgboardpb/%s is out of date: run clients/go/scripts/gen", name)
 		}
+	}
+}
+
+// The sources are gofmt-clean (the Go side of `ruff format --check`).
+func TestSourcesAreGofmtClean(t *testing.T) {
+	gofmt := filepath.Join(runtime.GOROOT(), "bin", "gofmt")
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := exec.Command(gofmt, append([]string{"-l"}, files...)...).CombinedOutput()
+	if err != nil || len(b) > 0 {
+		t.Fatalf("gofmt -l: %v\n%s(run gofmt -w clients/go/*.go)", err, b)
 	}
 }
