@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -406,5 +408,46 @@ func TestAPublisherTakesPostsFromManyGoroutines(t *testing.T) {
 	st, err := c.Stats(ctx(t), q)
 	if err != nil || st.Queues[0].Unprocessed != 161 {
 		t.Fatalf("stats: %v, %v", st, err)
+	}
+}
+
+func TestATerminalSelectorIsReadBySubscribingToIt(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, &pb.QueueSpec{})
+	sel, err := c.CreateSelector(ctx(t), msgboard.SelectorSpec{Source: q, Pattern: msgboard.Pattern{Address: "topic:rec.#"}, Credit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Post(ctx(t), q, msgboard.Message{Address: "misc"}, msgboard.Message{Address: "rec.pets"}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{SelectorID: sel.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(5 * time.Second)
+	d, err := sub.Next(ctx(t))
+	if err != nil || d.Message.Address != "rec.pets" || sub.Selector.Id != sel.Id {
+		t.Fatalf("attached to %v: got %v, %v", sub.Selector, d, err)
+	}
+}
+
+func TestSnapshotWritesACopyOfTheBoard(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, &pb.QueueSpec{})
+	mustPost(t, c, q, []any{"kept"})
+	dir := filepath.Join(t.TempDir(), "snap")
+	s, err := c.Snapshot(ctx(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Path != dir || s.Messages < 1 || s.Queues < 1 {
+		t.Fatalf("snapshot: %v", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data.mdb")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Snapshot(ctx(t), dir); !errors.Is(err, msgboard.ErrFailedPrecondition) {
+		t.Fatalf("a snapshot over a non-empty directory gave %v", err)
 	}
 }
