@@ -25,7 +25,7 @@ func ExampleDial() {
 	seqs, err := c.Post(ctx, "jobs", msgboard.Message{Tuple: []any{"job", 7, "resize", 3.0}})
 	fmt.Println(seqs, err)
 	// A template: actuals, formal types, Any, Range, Prefix.
-	tpl := msgboard.Tpl("job", msgboard.IntType, msgboard.Any, msgboard.Range(1, 9.5))
+	tpl := msgboard.Tpl("job", msgboard.IntType, msgboard.Any, msgboard.Range(1, 9))
 	ms, err := c.Take(ctx, "jobs", msgboard.Match(tpl), 5*time.Second, 1)
 	fmt.Println(ms[0].Tuple, err) // [job 7 resize 3]: int64, string, float64
 
