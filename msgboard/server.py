@@ -5,8 +5,9 @@ awaits the operation's future and converts the answer back (a big answer on
 a worker thread, off the event loop: ``_built``); the two streaming calls
 live in ``msgboard.streams``; engine errors become status codes and
 ``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
-standard gRPC health service and server reflection, so stock tools such as
-grpcurl and grpc_health_probe work.
+standard gRPC health service and server reflection (v1 and v1alpha, with the
+proto's comments: ``msgboard.reflection``), so stock tools such as grpcurl,
+Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
@@ -31,7 +32,6 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
-from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec, streams
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
@@ -48,6 +48,7 @@ from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.reflection import Reflection
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
 from msgboard.streams import selector_to_pb
@@ -356,8 +357,7 @@ async def create_server(
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", SERVICE):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    names = (SERVICE, reflection.SERVICE_NAME, "grpc.health.v1.Health")
-    reflection.enable_server_reflection(names, server)
+    server.add_generic_rpc_handlers(Reflection((SERVICE, "grpc.health.v1.Health")).handlers())
     credentials = security.credentials() if security else None
     try:
         if credentials is None:
