@@ -119,7 +119,7 @@ func TestMain(m *testing.M) {
 }
 
 // open is a client of the shared open board (started on first use).
-func open(t *testing.T) *msgboard.Client {
+func open(t testing.TB) *msgboard.Client {
 	t.Helper()
 	sharedOnce.Do(func() { shared, sharedErr = startServer() })
 	if sharedErr != nil {
@@ -134,11 +134,11 @@ func open(t *testing.T) *msgboard.Client {
 }
 
 // queue is a fresh queue name for one test.
-func queue(t *testing.T) string {
+func queue(t testing.TB) string {
 	return fmt.Sprintf("go-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), queueCount.Add(1))
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
