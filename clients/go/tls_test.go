@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -121,8 +122,10 @@ verbs = ["read", "write", "manage"]
 		t.Fatal(err)
 	}
 	// The rules still apply to a known user.
-	if _, err := c.CreateQueue(ctx(t), &pb.QueueSpec{Name: "other"}); !msgboard.IsCode(err, codes.PermissionDenied) {
-		t.Fatalf("a queue outside the user's rules gave %v", err)
+	_, err = c.CreateQueue(ctx(t), &pb.QueueSpec{Name: "other"})
+	var e *msgboard.Error
+	if !errors.As(err, &e) || e.Code != codes.PermissionDenied || e.Metadata["user"] != "gopher" || e.Metadata["queue"] != "other" {
+		t.Fatalf("a queue outside the user's rules gave %#v", err)
 	}
 
 	anon, err := msgboard.Dial(srv.address, msgboard.WithTLSFiles(ca, "", ""))
