@@ -562,6 +562,44 @@ def test_nightly_runs_the_night_and_can_run_it_again(
         server.stop()
 
 
+def test_nightly_against_a_board_with_a_snapshot_dir(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a board with users and a --snapshot-dir (docs/security.md's
+    setup), which refuses absolute snapshot paths: msgboard nightly with the
+    admin's token names the day, and says where the board wrote it when
+    SNAPSHOTS is another directory; given the board's snapshot directory,
+    it runs the night on that snapshot."""
+    from msgboard.auth import token_hash
+    from msgboard.client import Client
+    from msgboard.testing import ServerProcess
+
+    users = tmp_path / "users.toml"
+    users.write_text(
+        f'[[user]]\nname = "ops"\ntoken_sha256 = "{token_hash("ops-token")}"\n'
+        '[[user.allow]]\nqueues = "*"\nverbs = ["admin"]\n'
+    )
+    snaps = tmp_path / "snapshots"
+    server = ServerProcess(tmp_path / "data", "--users", str(users), "--snapshot-dir", str(snaps))
+    try:
+        with Client(server.address, token="ops-token") as c:
+            c.create_queue("jobs")
+            for i in range(5):
+                c.post("jobs", ("job", i))
+        rest = [str(tmp_path / "history"), str(tmp_path / "www")]
+        login = ["--server", server.address, "--token", "ops-token"]
+        assert main(["nightly", str(tmp_path / "elsewhere"), *rest, *login]) == 1
+        err = capsys.readouterr().err
+        [day] = os.listdir(snaps)
+        assert f"wrote today's snapshot to {snaps.resolve() / day}" in err
+        assert main(["nightly", str(snaps), *rest, *login]) == 0
+        out = capsys.readouterr().out
+        assert f"{snaps / day} is there already" in out and "5 unprocessed" in out
+        assert (tmp_path / "www" / day / "index.html").exists()
+    finally:
+        server.kill()
+
+
 def test_a_local_session_listens_on_loopback(spark: SparkSession) -> None:
     assert spark.conf.get("spark.driver.host") == "127.0.0.1"
     assert spark.conf.get("spark.driver.bindAddress") == "127.0.0.1"
