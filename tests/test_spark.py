@@ -401,6 +401,20 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     r = report.report(spark, str(tmp_path / "out"), str(tmp_path / "report"))
     assert r.figures["messages"] == 0 and r.figures["first"] is None
     assert "no messages" in (tmp_path / "report" / "index.html").read_text()
+    # Plain readers see every column of the empty dataset, and no rows.
+    out = str(tmp_path / "out")
+    columns = {*snapshot.SCHEMA.names, "day"}
+    assert set(spark.read.parquet(out).columns) == columns
+    assert spark.read.parquet(out).count() == 0
+    table = ds.dataset(out, partitioning="hive").to_table()
+    assert (set(table.column_names), table.num_rows) == (columns, 0)
+    # Once it has rows, its partitions say the columns (no empty file beside).
+    with Board(tmp_path / "board", sync=False) as b:
+        b.post("jobs", [Message(tuple=("one",))])
+        b.snapshot(tmp_path / "snap2")
+    export.export(spark, str(tmp_path / "snap2"), out)
+    assert spark.read.parquet(out).select("queue", "section").collect() == [("jobs", "unprocessed")]
+    assert ds.dataset(out, partitioning="hive").count_rows() == 1
 
 
 def test_a_time_no_timestamp_can_hold(spark: SparkSession, tmp_path: Path) -> None:
