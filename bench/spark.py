@@ -235,7 +235,10 @@ def steps(n: int) -> None:
         ]
         framed = [b"".join([c._frame(len(p)) + p for p in ps]) for _, ps in chunks]
         batches = [list(c._Batch.FromString(b).rows) for b in framed]
-        scalars = attrgetter("address", "priority", "reply_to", "content_type", "body")
+        scalars = [
+            attrgetter(f)
+            for f in ("address", "priority", "reply_to", "content_type", "body", "delivery_count")
+        ]
         figures += [
             ("check (CRC32C)", lambda: [record.unseal(k, v) for k, v in items]),
             (
@@ -248,7 +251,10 @@ def steps(n: int) -> None:
                 "seq, from the keys",
                 lambda: [np.frombuffer(b"".join(k), c._KEYS) for k, _ in chunks],
             ),
-            ("6 scalar columns", lambda: [list(map(scalars, rows)) for rows in batches]),
+            (
+                "6 scalar columns",
+                lambda: [[list(map(f, rows)) for f in scalars] for rows in batches],
+            ),
             ("posted_at", lambda: [c._micros([m.posted_at for m in rows]) for rows in batches]),
             (
                 "expires_at, processed_at",
