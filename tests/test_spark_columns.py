@@ -24,6 +24,8 @@ pytest.importorskip("pyspark")
 
 from pyspark_msgboard import columns
 
+Value = columns.Value
+
 KINDS = ("bool", "int", "float", "string", "bytes")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -37,14 +39,12 @@ def _field(number: int, data: bytes) -> bytes:
 
 
 plain_values = st.one_of(
-    st.builds(lambda: pb.Value(null=pb.NULL_VALUE)),
-    st.booleans().map(lambda b: pb.Value(bool=b)),
-    st.sampled_from([0, 1, -1, 300, -(2**63), 2**63 - 1]).map(lambda i: pb.Value(int=i)),
-    st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf]).map(
-        lambda f: pb.Value(float=f)
-    ),
-    st.sampled_from(["", "a", "é\x00z", "x" * 200]).map(lambda s: pb.Value(string=s)),
-    st.sampled_from([b"", b"\x00", b"\xff" * 300]).map(lambda b: pb.Value(bytes=b)),
+    st.builds(lambda: Value(null=0)),
+    st.booleans().map(lambda b: Value(bool=b)),
+    st.sampled_from([0, 1, -1, 300, -(2**63), 2**63 - 1]).map(lambda i: Value(int=i)),
+    st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf]).map(lambda f: Value(float=f)),
+    st.sampled_from(["", "a", "é\x00z", "x" * 200]).map(lambda s: Value(string=s)),
+    st.sampled_from([b"", b"\x00", b"\xff" * 300]).map(lambda b: Value(bytes=b)),
 )
 #: The bytes of one tuple field: mostly plain, sometimes shapes only upb reads.
 value_bytes = st.one_of(
@@ -148,12 +148,12 @@ def test_a_batch_is_what_upb_reads_record_by_record(batch: list[bytes]) -> None:
 def test_plain_records_take_the_bulk_path() -> None:
     # Given records as the board writes them, every kind of field
     values = [
-        pb.Value(null=pb.NULL_VALUE),
-        pb.Value(bool=True),
-        pb.Value(int=-(2**63)),
-        pb.Value(float=-0.0),
-        pb.Value(string="é"),
-        pb.Value(bytes=b"\x00"),
+        Value(null=0),
+        Value(bool=True),
+        Value(int=-(2**63)),
+        Value(float=-0.0),
+        Value(string="é"),
+        Value(bytes=b"\x00"),
     ]
     m = pb.Message(tuple=values, headers={"b": "2", "a": "1"})
     rows = list(

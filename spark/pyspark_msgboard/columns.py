@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -107,7 +108,7 @@ def clamp(us: int) -> int:
 def _batch_type() -> Any:
     """The message class ``Batch { repeated Row rows = 1; }`` (module
     docstring), in a descriptor pool of its own."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import descriptor_pb2, descriptor_pool
 
     row = descriptor_pb2.DescriptorProto()
     pb.Message.DESCRIPTOR.CopyToProto(row)
@@ -126,15 +127,23 @@ def _batch_type() -> Any:
         type_name=".msgboard.spark.Row",
     )
     pool = descriptor_pool.DescriptorPool()
-    for dep in (*pb.DESCRIPTOR.dependencies, pb.DESCRIPTOR):
-        proto = descriptor_pb2.FileDescriptorProto()
-        dep.CopyToProto(proto)
-        pool.Add(proto)
+    added: set[str] = set()
+
+    def add(file: Any) -> None:  # board.proto after what it imports
+        if file.name not in added:
+            added.add(file.name)
+            for dep in file.dependencies:
+                add(dep)
+            proto = descriptor_pb2.FileDescriptorProto()
+            file.CopyToProto(proto)
+            pool.Add(proto)
+
+    add(pb.DESCRIPTOR)
     file = descriptor_pb2.FileDescriptorProto(
         name="msgboard/spark/batch.proto",
         package="msgboard.spark",
         syntax="proto3",
-        dependency=[d.name for d in (*pb.DESCRIPTOR.dependencies, pb.DESCRIPTOR)],
+        dependency=[pb.DESCRIPTOR.name],
     )
     file.message_type.extend([row, batch])
     pool.Add(file)
@@ -338,7 +347,11 @@ _WIRE = {
     FieldDescriptor.TYPE_STRING: 2,
     FieldDescriptor.TYPE_BYTES: 2,
 }
-_MEMBERS = pb.Value.DESCRIPTOR.oneofs_by_name["kind"].fields
+_FIELD = pb.Message.DESCRIPTOR.fields_by_name["tuple"].message_type
+assert _FIELD is not None
+#: A tuple field's message class (``msgboard.v1`` names it), found by the field.
+Value: Any = message_factory.GetMessageClass(_FIELD)
+_MEMBERS = Value.DESCRIPTOR.oneofs_by_name["kind"].fields
 #: A Value's first byte (tag) -> index into _NAMES; -1: not one this reads.
 _TAGS = np.full(256, -1, np.int8)
 _NAMES = [f.name for f in _MEMBERS]
@@ -431,7 +444,7 @@ def _column(name: str, arrow: pa.DataType, buf: Any, starts: Any, sizes: Any) ->
 
 def _fields_each(fields: list[bytes]) -> list[pa.Array]:
     """The value columns of tuple fields, each parsed by upb."""
-    values = [pb.Value.FromString(v) for v in fields]
+    values = [Value.FromString(v) for v in fields]
     kinds = [v.WhichOneof("kind") or "null" for v in values]
     columns = [pa.array(kinds, pa.string())]
     count = len(values)
