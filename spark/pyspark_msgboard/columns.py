@@ -14,7 +14,7 @@ Python per record as it can:
 - **a column per list comprehension** over the parsed rows, or numpy over
   the keys (``seq``) and the times;
 - **the tuple's fields and the header entries decoded with numpy**: each
-  field's bytes are one ``msgboard.v1.Value`` with one member of its oneof,
+  field's bytes are one tuple-field message with one member of its oneof,
   so its first byte names the kind, a float is the 8 bytes after it, an int
   or bool a varint, a string or bytes a length and the bytes; a header
   entry is its key then its value, each a length and the bytes (field
