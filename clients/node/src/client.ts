@@ -1,0 +1,379 @@
+/**
+ * The Node client: `connect(address, options)` gives a `Client` with the
+ * same verbs as the Python client, in JS spelling (camelCase, options
+ * objects, times in milliseconds, promises):
+ *
+ * ```ts
+ * const board = await connect("127.0.0.1:7878");
+ * await board.createQueue("jobs");
+ * await board.post("jobs", ["job", 7, "resize", 3], { body: "..." });
+ * const [msg] = await board.take("jobs", tpl("job", Int, Any, range(1, 9)), { timeout: 5000 });
+ * board.close();
+ * ```
+ */
+
+import { Connection, type ConnectOptions } from "./connection.js";
+import { InvalidArgument } from "./errors.js";
+import { streamError, Subscription, type Delivery } from "./subscription.js";
+import type { Field, Templates } from "./values.js";
+import {
+  date,
+  duration,
+  enumTo,
+  messageFrom,
+  messageTo,
+  num,
+  patternTo,
+  queueFrom,
+  queueSpecTo,
+  receiptsFrom,
+  selectorFrom,
+  selectorSpecTo,
+  startTo,
+  timestamp,
+  type Message,
+  type NewMessage,
+  type PatternOptions,
+  type Queue,
+  type QueueSpec,
+  type Receipt,
+  type Selector,
+  type SelectorOptions,
+  type StartOptions,
+  type Wire,
+} from "./wire.js";
+
+/** Options of take and read. */
+export interface MatchOptions extends PatternOptions {
+  /** How long to wait for a first match, in ms (0: try once). */
+  timeout?: number;
+  /** Most messages to return (default 1). */
+  max?: number;
+}
+
+/** Options of browse. */
+export interface BrowseOptions extends PatternOptions {
+  templates?: Templates;
+  /** "oldest" (default forward), "latest" (default backward), a seq, or a Date. */
+  from?: "oldest" | "latest" | number | Date;
+  /** Page towards older messages. */
+  reverse?: boolean;
+  /** Most messages per page (default 100). */
+  limit?: number;
+  /** Only "unprocessed" or "history"; default both. */
+  section?: "unprocessed" | "history";
+}
+
+/** One page of a queue. */
+export interface Page {
+  messages: Message[];
+  /** Pass as `from` (same direction) for the next page; 0 when there is no more. */
+  nextSeq: number;
+}
+
+/** Options of subscribe. */
+export interface SubscribeOptions extends PatternOptions, StartOptions {
+  /** Every subscriber gets every message (COPY) instead of one of them (MOVE). */
+  copy?: boolean;
+  /** Most deliveries not yet acked (0: the board's default, 100). */
+  credit?: number;
+  /** Attach to this durable terminal selector instead (no queue or pattern then). */
+  selector?: string;
+}
+
+/** A message taken with a lease: ack or nack it by `id`. */
+export type Lease = Delivery;
+
+/** Board and per-queue figures. */
+export interface Stats {
+  mapSize: number;
+  mapUsed: number;
+  sync: string;
+  commits: number;
+  committedOps: number;
+  queues: Record<string, number | string | boolean>[];
+}
+
+/** What a snapshot holds. */
+export interface SnapshotInfo {
+  path: string;
+  schema: string;
+  takenAt?: Date;
+  bytes: number;
+  messages: number;
+  queues: number;
+}
+
+/** Connects and waits until the board answers (Unavailable after `readyTimeout` ms). */
+export async function connect(
+  address?: string,
+  options: ConnectOptions & { readyTimeout?: number } = {},
+): Promise<Client> {
+  const c = new Client(address, options);
+  try {
+    await c.connection.ready(options.readyTimeout);
+  } catch (e) {
+    c.close();
+    throw e;
+  }
+  return c;
+}
+
+/** A tuple, or a message with its envelope. */
+export type Postable = readonly Field[] | NewMessage;
+
+function asMessage(m: Postable): NewMessage {
+  return Array.isArray(m) ? { tuple: m } : (m as NewMessage);
+}
+
+/** A connection to one board. */
+export class Client {
+  /** The layer every call goes through (channel, token, deadlines, typed errors). */
+  readonly connection: Connection;
+
+  constructor(address?: string, options: ConnectOptions = {}) {
+    this.connection = new Connection(address, options);
+  }
+
+  /** Closes the channel. */
+  close(): void {
+    this.connection.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  // ---------------------------------------------------------------- queues
+
+  /** Creates a queue; the same again with the same properties is fine (idempotent). */
+  async createQueue(name: string, spec: QueueSpec = {}): Promise<Queue> {
+    return queueFrom(await this.connection.unary("CreateQueue", { spec: queueSpecTo(name, spec) }));
+  }
+
+  async getQueue(name: string): Promise<Queue> {
+    return queueFrom(await this.connection.unary("GetQueue", { name }));
+  }
+
+  async listQueues(): Promise<Queue[]> {
+    const r = await this.connection.unary("ListQueues", {});
+    return (r.queues ?? []).map(queueFrom);
+  }
+
+  async deleteQueue(name: string): Promise<void> {
+    await this.connection.unary("DeleteQueue", { name });
+  }
+
+  // ---------------------------------------------------------------- posting
+
+  /** Posts one message and returns its seq once it is durable. */
+  async post(queue: string, tuple: readonly Field[] = [], envelope: Omit<NewMessage, "tuple"> = {}): Promise<number> {
+    const [r] = await this.postMessages(queue, [{ ...envelope, tuple }]);
+    return r!.seq;
+  }
+
+  /**
+   * Posts messages in one transaction (all or none); returns, once they
+   * are durable, each one's seq and what became of it.
+   */
+  async postMessages(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
+    const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
+    return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
+  }
+
+  /**
+   * Posts many messages over one PostStream, `batch` per request, without
+   * waiting for each batch's answer; returns every seq. A batch the board
+   * refuses rejects with its error once the stream has ended (the batches
+   * before it are stored).
+   */
+  async postMany(
+    queue: string,
+    messages: Iterable<Postable> | AsyncIterable<Postable>,
+    options: { batch?: number } = {},
+  ): Promise<number[]> {
+    const size = options.batch ?? 500;
+    const stream = this.connection.duplex("PostStream");
+    const answers: Promise<Wire[]> = (async () => {
+      const out: Wire[] = [];
+      for (let r = await stream.next(); r !== undefined; r = await stream.next()) out.push(r);
+      return out;
+    })();
+    answers.catch(() => undefined); // awaited below; not unhandled meanwhile
+    let bad: unknown;
+    try {
+      let chunk: Wire[] = [];
+      let n = 0;
+      let i = 0;
+      for await (const m of messages) {
+        chunk.push(messageTo(asMessage(m), `messages[${i++}]`));
+        if (chunk.length >= size) {
+          await stream.send({ batchId: String(++n), queue, messages: chunk });
+          chunk = [];
+        }
+      }
+      if (chunk.length) await stream.send({ batchId: String(++n), queue, messages: chunk });
+    } catch (e) {
+      bad = e; // ends the stream; thrown after it
+    }
+    stream.end();
+    const seqs: number[] = [];
+    let failed: Wire | undefined;
+    for (const r of await answers) {
+      if (r.error) failed ??= r.error;
+      else seqs.push(...(r.seqs ?? []).map(num));
+    }
+    if (failed) throw streamError(failed);
+    if (bad !== undefined) throw bad;
+    return seqs;
+  }
+
+  // ---------------------------------------------------------------- taking
+
+  /**
+   * Removes and returns up to `max` of the oldest waiting messages that
+   * match, waiting up to `timeout` ms for a first (Linda `in`).
+   */
+  async take(queue: string, templates?: Templates, options: MatchOptions = {}): Promise<Message[]> {
+    const r = await this.match("Take", { queue }, templates, options);
+    return (r.messages ?? []).map(messageFrom);
+  }
+
+  /** Like take, but leaves the messages on the queue (Linda `rd`). */
+  async read(queue: string, templates?: Templates, options: MatchOptions = {}): Promise<Message[]> {
+    const r = await this.match("Read", { queue }, templates, options);
+    return (r.messages ?? []).map(messageFrom);
+  }
+
+  /**
+   * Like take, but the messages stay invisible on the queue until `ack`ed
+   * by lease id; if the lease (ms) runs out first they come back.
+   */
+  async takeLeased(
+    queue: string,
+    templates: Templates | undefined,
+    options: MatchOptions & { lease: number },
+  ): Promise<Lease[]> {
+    if (!(options.lease > 0)) throw new InvalidArgument(`lease: must be > 0 ms, not ${options.lease}`);
+    const r = await this.match("Take", { queue, lease: duration(options.lease) }, templates, options);
+    return (r.messages ?? []).map((m: Wire, i: number) => ({ id: num(r.leaseIds?.[i]), message: messageFrom(m) }));
+  }
+
+  /** Acks leased messages (processed for good); with `nack`, gives them back now. */
+  async ack(queue: string, leases: readonly (Lease | number)[], options: { nack?: boolean } = {}): Promise<void> {
+    const ids = leases.map((l) => String(typeof l === "number" ? l : l.id));
+    await this.connection.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
+  }
+
+  /** Gives leased messages back to the queue now. */
+  nack(queue: string, leases: readonly (Lease | number)[]): Promise<void> {
+    return this.ack(queue, leases, { nack: true });
+  }
+
+  private match(method: string, req: Wire, templates: Templates | undefined, o: MatchOptions): Promise<Wire> {
+    const wait = o.timeout ?? 0;
+    const full = { ...req, pattern: patternTo({ ...o, templates }), timeout: duration(wait), max: o.max ?? 1 };
+    return this.connection.unary(method, full, wait);
+  }
+
+  /** One page of a queue in seq order; pass `nextSeq` as `from` for the next. */
+  async browse(queue: string, options: BrowseOptions = {}): Promise<Page> {
+    const req: Wire = {
+      queue,
+      direction: options.reverse ? "DIRECTION_BACKWARD" : "DIRECTION_FORWARD",
+      limit: options.limit ?? 100,
+      pattern: patternTo(options),
+    };
+    const from = options.from;
+    if (typeof from === "number") {
+      req.start = "START_SEQ";
+      req.seq = String(from);
+    } else if (from instanceof Date) {
+      req.start = "START_TIME";
+      req.since = timestamp(from);
+    } else if (from) {
+      req.start = enumTo("START", from);
+    }
+    if (options.section) req.section = enumTo("SECTION", options.section);
+    const r = await this.connection.unary("Browse", req);
+    return { messages: (r.messages ?? []).map(messageFrom), nextSeq: num(r.nextSeq) };
+  }
+
+  /** Board figures and one row per queue (or only `queue`'s). */
+  async stats(queue = ""): Promise<Stats> {
+    const r = await this.connection.unary("Stats", { queue });
+    return {
+      mapSize: num(r.mapSize),
+      mapUsed: num(r.mapUsed),
+      sync: r.sync ?? "",
+      commits: num(r.commits),
+      committedOps: num(r.committedOps),
+      queues: (r.queues ?? []).map((q: Wire) =>
+        Object.fromEntries(Object.entries(q).map(([k, v]) => [k, typeof v === "string" && k !== "name" ? num(v) : v])),
+      ),
+    };
+  }
+
+  // ---------------------------------------------------------------- selectors
+
+  /**
+   * Creates a selector on `source`: MOVE (default), COPY, DELETE or BOUNCE
+   * of the matching messages to queue `to` or, without one, to a consumer
+   * (attach with `subscribe("", undefined, { selector: id })`).
+   */
+  async createSelector(source: string, options: SelectorOptions = {}): Promise<Selector> {
+    return selectorFrom(await this.connection.unary("CreateSelector", { spec: selectorSpecTo(source, options) }));
+  }
+
+  async getSelector(id: string): Promise<Selector> {
+    return selectorFrom(await this.connection.unary("GetSelector", { id }));
+  }
+
+  /** The selectors of one queue, or of every queue. */
+  async listSelectors(queue = ""): Promise<Selector[]> {
+    const r = await this.connection.unary("ListSelectors", { queue });
+    return (r.selectors ?? []).map(selectorFrom);
+  }
+
+  async deleteSelector(id: string): Promise<void> {
+    await this.connection.unary("DeleteSelector", { id });
+  }
+
+  // ---------------------------------------------------------------- subscribing
+
+  /**
+   * Opens a subscription: a session MOVE (or `copy`) selector on `queue`,
+   * or attaches to the durable terminal selector `options.selector`.
+   * Iterate it with `for await` and ack or nack each delivery.
+   */
+  subscribe(queue: string, templates?: Templates, options: SubscribeOptions = {}): Subscription {
+    const open: Wire = {
+      queue,
+      pattern: patternTo({ ...options, templates }),
+      op: options.copy ? "OPERATION_COPY" : "OPERATION_UNSPECIFIED",
+      credit: String(options.credit ?? 0),
+      selectorId: options.selector ?? "",
+    };
+    startTo(options.start, open);
+    return new Subscription(this.connection.duplex("Subscribe"), open);
+  }
+
+  // ---------------------------------------------------------------- snapshots
+
+  /**
+   * Has the server write a consistent copy of the board to `path` (a name
+   * under its snapshot directory, or an absolute path on an open board
+   * without one). Waits as long as the copy takes.
+   */
+  async snapshot(path: string): Promise<SnapshotInfo> {
+    const r = await this.connection.unary("Snapshot", { path }, 24 * 3600_000);
+    return {
+      path: r.path ?? "",
+      schema: r.schema ?? "",
+      takenAt: date(r.takenAt),
+      bytes: num(r.bytes),
+      messages: num(r.messages),
+      queues: num(r.queues),
+    };
+  }
+}
