@@ -346,7 +346,14 @@ def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
     templates = tuple(
         template_from_pb(t, f"{where}.templates[{i}]") for i, t in enumerate(p.templates)
     )
-    return Pattern(address, templates, p.filter)
+    try:
+        return Pattern(address, templates, p.filter)
+    except InvalidArgument as e:
+        # Pattern names its own parts "pattern.…": say where this one is.
+        text = str(e)
+        if where == "pattern" or not text.startswith("pattern."):
+            raise
+        raise InvalidArgument(where + text[len("pattern") :]) from None
 
 
 # ---------------------------------------------------------------- queues

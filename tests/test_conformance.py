@@ -41,8 +41,9 @@ RUN = "c" + secrets.token_hex(3)
 VAR = re.compile(r"\$\{(\w+)\}")
 QUEUE_VAR = re.compile(r"q\d*")
 PATH_PART = re.compile(r"([A-Za-z_]\w*)|\[(\d+)\]")
-#: The JSON forms of a proto3 default: what an absent key matches.
-DEFAULTS: list[Any] = [None, 0, "0", "", False, [], {}]
+#: The key of an ``expect`` object listing keys that must be absent.
+NOT_SET = "$unset"
+ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -100,23 +101,24 @@ def test_case(client: Client, case: Case) -> None:
 
 
 def match(expect: Any, actual: Any, where: str = "") -> None:
-    """Asserts that ``actual`` (a response in the JSON mapping, None when
-    absent) matches ``expect`` as conformance/README.md says."""
+    """Asserts that ``actual`` (a response in the JSON mapping; ``ABSENT``
+    for a key the response lacks) matches ``expect`` as
+    conformance/README.md says."""
     at = where or "response"
-    if actual is None:
-        assert any(_same(expect, d) for d in DEFAULTS), f"{at}: absent, expected {expect!r}"
-        return
+    if actual is ABSENT:
+        raise AssertionError(f"{at}: absent, expected {expect!r}")
     if isinstance(expect, dict):
         assert isinstance(actual, dict), f"{at}: {actual!r} is not an object"
+        for k in expect.get(NOT_SET, []):
+            assert k not in actual, f"{at}: has {k} = {actual[k]!r}, expected it unset"
         for k, v in expect.items():
-            match(v, actual.get(k), f"{where}.{k}" if where else k)
+            if k != NOT_SET:
+                match(v, actual.get(k, ABSENT), f"{where}.{k}" if where else k)
     elif isinstance(expect, list):
         assert isinstance(actual, list), f"{at}: {actual!r} is not an array"
         assert len(actual) == len(expect), f"{at}: {len(actual)} items, expected {len(expect)}"
         for i, (e, a) in enumerate(zip(expect, actual, strict=True)):
             match(e, a, f"{where}[{i}]")
-    elif expect is None:
-        assert any(_same(actual, d) for d in DEFAULTS), f"{at}: {actual!r}, expected default"
     else:
         assert _same(expect, actual), f"{at}: {actual!r}, expected {expect!r}"
 
