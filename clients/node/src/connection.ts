@@ -69,6 +69,9 @@ export class Duplex {
 
   constructor(readonly call: grpc.ClientDuplexStream<Wire, Wire>) {
     this.it = call[Symbol.asyncIterator]();
+    // The iterator reports errors from next(); this keeps a failure of a
+    // stream nobody reads (cancelled, abandoned) from crashing the process.
+    call.on("error", () => undefined);
   }
 
   /** Writes one request; resolves when the stream can take more. */
@@ -147,9 +150,10 @@ export class Connection {
     });
   }
 
-  /** Opens a bidirectional stream ("Subscribe", "PostStream"). */
-  duplex(method: string): Duplex {
-    return new Duplex(this.rpc(method).call(this.stub, this.metadata));
+  /** Opens a bidirectional stream ("Subscribe", "PostStream"); `deadline`: a Date.now() time, default none. */
+  duplex(method: string, deadline?: number): Duplex {
+    const options = deadline === undefined ? {} : { deadline };
+    return new Duplex(this.rpc(method).call(this.stub, this.metadata, options));
   }
 
   private rpc(method: string): (...args: any[]) => any {
