@@ -14,8 +14,8 @@
 
 import { Connection, type ConnectOptions } from "./connection.js";
 import { InvalidArgument } from "./errors.js";
-import { streamError, Subscription, type Delivery } from "./subscription.js";
-import type { Field, Templates } from "./values.js";
+import { streamError, Subscription } from "./subscription.js";
+import { Template, type Field, type Templates } from "./values.js";
 import {
   date,
   duration,
@@ -51,6 +51,12 @@ export interface MatchOptions extends PatternOptions {
   max?: number;
 }
 
+/** Options of takeLeased. */
+export interface LeaseOptions extends MatchOptions {
+  /** How long the messages stay invisible, in ms, unless acked. */
+  lease: number;
+}
+
 /** Options of browse. */
 export interface BrowseOptions extends PatternOptions {
   templates?: Templates;
@@ -81,8 +87,24 @@ export interface SubscribeOptions extends PatternOptions, StartOptions {
   selector?: string;
 }
 
-/** A message taken with a lease: ack or nack it by `id`. */
-export type Lease = Delivery;
+/** A message taken with a lease: `await lease.ack()`, or `client.ack(queue, [lease])`. */
+export interface Lease {
+  id: number;
+  message: Message;
+  /** Processes it for good. */
+  ack(): Promise<void>;
+  /** Gives it back to the queue now. */
+  nack(): Promise<void>;
+}
+
+/**
+ * A call's templates, or its options in their place:
+ * `take("jobs", tpl("job", Int), { timeout })` and `take("jobs", { timeout })`.
+ */
+function split<O extends object>(t: Templates | O | undefined, o: O | undefined): [Templates | undefined, O] {
+  if (t === undefined || t instanceof Template || Array.isArray(t)) return [t as Templates | undefined, o ?? ({} as O)];
+  return [undefined, t as O];
+}
 
 /** Board and per-queue figures. */
 export interface Stats {
@@ -234,14 +256,14 @@ export class Client {
    * Removes and returns up to `max` of the oldest waiting messages that
    * match, waiting up to `timeout` ms for a first (Linda `in`).
    */
-  async take(queue: string, templates?: Templates, options: MatchOptions = {}): Promise<Message[]> {
-    const r = await this.match("Take", { queue }, templates, options);
+  async take(queue: string, templates?: Templates | MatchOptions, options?: MatchOptions): Promise<Message[]> {
+    const r = await this.match("Take", { queue }, ...split(templates, options));
     return (r.messages ?? []).map(messageFrom);
   }
 
   /** Like take, but leaves the messages on the queue (Linda `rd`). */
-  async read(queue: string, templates?: Templates, options: MatchOptions = {}): Promise<Message[]> {
-    const r = await this.match("Read", { queue }, templates, options);
+  async read(queue: string, templates?: Templates | MatchOptions, options?: MatchOptions): Promise<Message[]> {
+    const r = await this.match("Read", { queue }, ...split(templates, options));
     return (r.messages ?? []).map(messageFrom);
   }
 
@@ -251,12 +273,16 @@ export class Client {
    */
   async takeLeased(
     queue: string,
-    templates: Templates | undefined,
-    options: MatchOptions & { lease: number },
+    templates: Templates | LeaseOptions | undefined,
+    options?: LeaseOptions,
   ): Promise<Lease[]> {
-    if (!(options.lease > 0)) throw new InvalidArgument(`lease: must be > 0 ms, not ${options.lease}`);
-    const r = await this.match("Take", { queue, lease: duration(options.lease) }, templates, options);
-    return (r.messages ?? []).map((m: Wire, i: number) => ({ id: num(r.leaseIds?.[i]), message: messageFrom(m) }));
+    const [t, o] = split<LeaseOptions>(templates, options);
+    if (!(o.lease > 0)) throw new InvalidArgument(`lease: must be > 0 ms, not ${o.lease}`);
+    const r = await this.match("Take", { queue, lease: duration(o.lease) }, t, o);
+    return (r.messages ?? []).map((m: Wire, i: number) => {
+      const id = num(r.leaseIds?.[i]);
+      return { id, message: messageFrom(m), ack: () => this.ack(queue, [id]), nack: () => this.nack(queue, [id]) };
+    });
   }
 
   /** Acks leased messages (processed for good); with `nack`, gives them back now. */
@@ -346,10 +372,11 @@ export class Client {
    * or attaches to the durable terminal selector `options.selector`.
    * Iterate it with `for await` and ack or nack each delivery.
    */
-  subscribe(queue: string, templates?: Templates, options: SubscribeOptions = {}): Subscription {
+  subscribe(queue: string, templates?: Templates | SubscribeOptions, more?: SubscribeOptions): Subscription {
+    const [t, options] = split(templates, more);
     const open: Wire = {
       queue,
-      pattern: patternTo({ ...options, templates }),
+      pattern: patternTo({ ...options, templates: t }),
       op: options.copy ? "OPERATION_COPY" : "OPERATION_UNSPECIFIED",
       credit: String(options.credit ?? 0),
       selectorId: options.selector ?? "",

@@ -5,7 +5,7 @@
  * const sub = client.subscribe("jobs", tpl("job", Int), { credit: 10 });
  * for await (const d of sub) {
  *   work(d.message);
- *   sub.ack(d);
+ *   d.ack();
  * }
  * ```
  *
@@ -25,10 +25,14 @@ import { codeName } from "./status.js";
 import { makeError } from "./errors.js";
 import { messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
 
-/** One delivered message: ack or nack it by `id`. */
+/** One delivered message: `d.ack()`, or `sub.ack(d)`, or by `id`. */
 export interface Delivery {
   id: number;
   message: Message;
+  /** Acks this delivery (coalesced with others); returns the request's ref. */
+  ack(): number;
+  /** Gives it back for redelivery, or with `reject` dead-letters it; returns the ref. */
+  nack(options?: { reject?: boolean }): number;
 }
 
 /** The typed error of an in-stream `Error` message. */
@@ -36,7 +40,7 @@ export function streamError(w: Wire): MsgboardError {
   return makeError({ code: codeName(w.code ?? 2), message: w.message ?? "", reason: w.name ?? "" });
 }
 
-function idOf(d: Delivery | number): number {
+function idOf(d: { id: number } | number): number {
   return typeof d === "number" ? d : d.id;
 }
 
@@ -185,7 +189,13 @@ export class Subscription implements AsyncIterable<Delivery> {
     const ref = num(r.ref);
     if (r.deliveries) {
       for (const d of r.deliveries.deliveries ?? []) {
-        this.buffer.push({ id: num(d.id), message: messageFrom(d.message ?? {}) });
+        const id = num(d.id);
+        this.buffer.push({
+          id,
+          message: messageFrom(d.message ?? {}),
+          ack: () => this.ack(id),
+          nack: (options) => this.nack([id], options),
+        });
       }
     } else if (r.acked) {
       for (const id of r.acked.ids ?? []) this.acked.add(num(id));

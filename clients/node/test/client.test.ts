@@ -99,12 +99,12 @@ describe("tuples and templates", () => {
     await board.post(q, ["a"], { address: "rec.pets.cats", priority: 5 });
     await board.post(q, ["b"], { address: "rec.pets.dogs", priority: 1 });
     await board.post(q, ["c"], { address: "rec.cars", priority: 9 });
-    const seqs = async (o: object) => (await board.read(q, undefined, { max: 10, ...o })).map((m) => m.seq);
+    const seqs = async (o: object) => (await board.read(q, { max: 10, ...o })).map((m) => m.seq);
     assert.deepEqual(await seqs({ address: "topic:rec.pets.*" }), [1, 2]);
     assert.deepEqual(await seqs({ address: "prefix:rec.c" }), [3]);
     assert.deepEqual(await seqs({ address: "rec.pets.dogs" }), [2]);
     assert.deepEqual(await seqs({ filter: "priority > 3" }), [1, 3]);
-    const err = await board.read(q, undefined, { filter: "priority >" }).catch((e: unknown) => e);
+    const err = await board.read(q, { filter: "priority >" }).catch((e: unknown) => e);
     assert.ok(err instanceof InvalidArgument);
   });
 
@@ -153,13 +153,13 @@ describe("leases", () => {
     const q = fresh();
     await board.createQueue(q);
     await board.postMessages(q, [["a"], ["b"]]);
-    const [l1] = await board.takeLeased(q, undefined, { lease: 60_000 });
+    const [l1] = await board.takeLeased(q, { lease: 60_000 });
     assert.deepEqual(l1!.message.tuple, ["a"]);
-    const [l2] = await board.takeLeased(q, undefined, { lease: 60_000 });
+    const [l2] = await board.takeLeased(q, { lease: 60_000 });
     assert.deepEqual(l2!.message.tuple, ["b"]);
     assert.deepEqual(await board.take(q), []);
-    await board.ack(q, [l1!]);
-    await board.nack(q, [l2!]);
+    await l1!.ack();
+    await l2!.nack();
     const [again] = await board.take(q);
     assert.deepEqual(again!.tuple, ["b"]);
     assert.equal(again!.deliveryCount, 2);
@@ -194,14 +194,14 @@ describe("subscribe", () => {
     const q = fresh();
     await board.createQueue(q);
     await board.postMessages(q, [["a"], ["b"], ["c"]]);
-    const sub = board.subscribe(q, undefined, { credit: 2 });
+    const sub = board.subscribe(q, { credit: 2 });
     const sel = await sub.ready();
     assert.equal(sel.source, q);
     assert.equal(sub.effectiveCredit, 2);
     const got: string[] = [];
     for await (const d of sub) {
       got.push(d.message.tuple[0] as string);
-      sub.ack(d);
+      d.ack();
       if (got.length === 3) break;
     }
     assert.deepEqual(got, ["a", "b", "c"]);
