@@ -14,6 +14,7 @@
 
 import { Connection, type ConnectOptions } from "./connection.js";
 import { InvalidArgument } from "./errors.js";
+import { messageType } from "./proto.js";
 import { streamError, Subscription } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
 import {
@@ -106,14 +107,44 @@ function split<O extends object>(t: Templates | O | undefined, o: O | undefined)
   return [undefined, t as O];
 }
 
+/** One queue's figures (board.proto's QueueStats; counts since the server started). */
+export interface QueueStats {
+  name: string;
+  transient: boolean;
+  unprocessed: number;
+  history: number;
+  waiting: number;
+  posted: number;
+  taken: number;
+  overflowed: number;
+  ready: number;
+  outstanding: number;
+  consumers: number;
+  dropped: number;
+  deadLettered: number;
+  selectors: number;
+  expired: number;
+  damaged: number;
+}
+
 /** Board and per-queue figures. */
 export interface Stats {
+  /** Bytes of the LMDB map (address space, not disk). */
   mapSize: number;
   mapUsed: number;
+  /** "fsync" or "weaker-no-fsync". */
   sync: string;
   commits: number;
   committedOps: number;
-  queues: Record<string, number | string | boolean>[];
+  queues: QueueStats[];
+}
+
+function queueStatsFrom(w: Wire): QueueStats {
+  const out: Record<string, unknown> = {};
+  for (const f of messageType("QueueStats").fieldsArray) {
+    out[f.name] = f.type === "string" ? (w[f.name] ?? "") : f.type === "bool" ? (w[f.name] ?? false) : num(w[f.name]);
+  }
+  return out as unknown as QueueStats;
 }
 
 /** What a snapshot holds. */
@@ -228,6 +259,7 @@ export class Client {
       let n = 0;
       let i = 0;
       for await (const m of messages) {
+        if (stream.done) break; // the board ended the stream: its error follows
         chunk.push(messageTo(asMessage(m), `messages[${i++}]`));
         if (chunk.length >= size) {
           await stream.send({ batchId: String(++n), queue, messages: chunk });
@@ -334,9 +366,7 @@ export class Client {
       sync: r.sync ?? "",
       commits: num(r.commits),
       committedOps: num(r.committedOps),
-      queues: (r.queues ?? []).map((q: Wire) =>
-        Object.fromEntries(Object.entries(q).map(([k, v]) => [k, typeof v === "string" && k !== "name" ? num(v) : v])),
-      ),
+      queues: (r.queues ?? []).map(queueStatsFrom),
     };
   }
 

@@ -66,18 +66,29 @@ export function isLoopback(address: string): boolean {
 /** One open stream: write requests, read responses, errors typed. */
 export class Duplex {
   private readonly it: AsyncIterator<Wire>;
+  /** Resolves when the call has finished, whatever its status. */
+  private readonly finished: Promise<void>;
+  /** True once the call has finished: requests written now go nowhere. */
+  done = false;
 
   constructor(readonly call: grpc.ClientDuplexStream<Wire, Wire>) {
     this.it = call[Symbol.asyncIterator]();
     // The iterator reports errors from next(); this keeps a failure of a
     // stream nobody reads (cancelled, abandoned) from crashing the process.
     call.on("error", () => undefined);
+    this.finished = new Promise((resolve) =>
+      call.once("status", () => {
+        this.done = true;
+        resolve();
+      }),
+    );
   }
 
-  /** Writes one request; resolves when the stream can take more. */
+  /** Writes one request; resolves when the stream can take more (or has finished). */
   async send(request: Wire): Promise<void> {
+    if (this.done) return;
     if (!this.call.write(request)) {
-      await new Promise<void>((resolve) => this.call.once("drain", resolve));
+      await Promise.race([new Promise((resolve) => this.call.once("drain", resolve)), this.finished]);
     }
   }
 

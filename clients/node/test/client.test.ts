@@ -132,6 +132,22 @@ describe("posting", () => {
     assert.deepEqual(page.messages.map((m) => m.tuple), [[1199n], [1198n]]);
     assert.equal(page.nextSeq, 1198);
     await assert.rejects(board.postMany("no-such-queue-" + q, [["a"]]), QueueNotFound);
+    const many = Array.from({ length: 5000 }, (_, i) => [i]);
+    await assert.rejects(board.postMany("no-such-queue-" + q, many, { batch: 10 }), QueueNotFound);
+  });
+
+  it("counts in stats what was posted and taken", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    await board.postMessages(q, [["a"], ["b"]]);
+    await board.take(q);
+    const s = await board.stats(q);
+    assert.equal(s.queues.length, 1);
+    assert.deepEqual(
+      [s.queues[0]!.name, s.queues[0]!.posted, s.queues[0]!.taken, s.queues[0]!.unprocessed, s.queues[0]!.transient],
+      [q, 2, 1, 1, false],
+    );
+    assert.ok(s.commits > 0 && s.mapSize > 0);
   });
 
   it("answers receipts with what became of each message", async () => {
