@@ -263,6 +263,24 @@ describe("subscribe", () => {
     assert.ok(sub.acked.has(d2.id));
   });
 
+  it("attaches to a durable terminal selector; a COPY subscriber replays history from the head", async () => {
+    const q = fresh();
+    await board.createQueue(q, { maxHistory: 100 });
+    const sel = await board.createSelector(q, { templates: tpl("t", Int), credit: 5 });
+    await board.postMessages(q, [["t", 1], ["u"]]);
+    const sub = board.subscribe("", { selector: sel.id });
+    assert.equal((await sub.ready()).id, sel.id);
+    const d = (await sub.next())!;
+    assert.deepEqual(d.message.tuple, ["t", 1n]);
+    d.ack();
+    await sub.close();
+    assert.deepEqual([...sub.acked], [d.id]);
+    const copy = board.subscribe(q, { copy: true, start: "head", credit: 10 });
+    assert.equal((await copy.ready()).spec.op, "copy");
+    assert.deepEqual((await copy.next())!.message.tuple, ["t", 1n]);
+    copy.cancel();
+  });
+
   it("a subscription to a missing queue fails with QueueNotFound", async () => {
     const sub = board.subscribe(fresh());
     await assert.rejects(sub.ready(), QueueNotFound);
