@@ -1,8 +1,9 @@
 /**
- * The contract, loaded at run time from the .proto files this package
- * carries (proto/: a copy of the repository's proto/msgboard/v1/board.proto,
- * kept equal by `npm run sync-proto` and checked by test/proto.test.ts, and
- * the two googleapis messages the error details need).
+ * The contract, loaded at run time: the repository's
+ * proto/msgboard/v1/board.proto (this package lives in clients/node of the
+ * repository), or, in a packed package, the copy `npm pack` puts in
+ * proto/msgboard (scripts/sync-proto.mjs, run by prepack); and the two
+ * googleapis messages the error details need (proto/google/rpc).
  *
  * Two views of the same files: @grpc/proto-loader's package definition, from
  * which @grpc/grpc-js makes the Board stub, and a protobufjs Root for
@@ -10,15 +11,20 @@
  * status.ts).
  */
 
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as loader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
 
-/** The directory of the .proto files. */
-export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
-/** The board's proto file, relative to PROTO_DIR. */
+/** The board's proto file, relative to its directory. */
 export const BOARD_PROTO = "msgboard/v1/board.proto";
+/** This package's own .proto files (google/rpc; a packed package's msgboard copy). */
+const OWN_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
+/** The repository's proto directory, when this package sits in its clients/node. */
+const REPO_PROTO_DIR = fileURLToPath(new URL("../../../../proto/", import.meta.url));
+/** Where board.proto is read from: the repository's, else the packed copy. */
+export const PROTO_DIR = existsSync(REPO_PROTO_DIR + BOARD_PROTO) ? REPO_PROTO_DIR : OWN_DIR;
 const FILES = [BOARD_PROTO, "google/rpc/status.proto", "google/rpc/error_details.proto"];
 
 /**
@@ -35,7 +41,7 @@ export const LOADER_OPTIONS: loader.Options = {
   arrays: true,
   objects: true,
   oneofs: true,
-  includeDirs: [PROTO_DIR],
+  includeDirs: [PROTO_DIR, OWN_DIR],
 };
 
 const definition = loader.loadSync(FILES, LOADER_OPTIONS);
@@ -47,8 +53,10 @@ export const BoardClient = (grpc.loadPackageDefinition(definition) as any).msgbo
 /** The same files for reflection. */
 export const root: protobuf.Root = (() => {
   const r = new protobuf.Root();
-  r.resolvePath = (_origin, target) =>
-    target.startsWith("google/protobuf/") ? target : PROTO_DIR + target;
+  r.resolvePath = (_origin, target) => {
+    if (target.startsWith("google/protobuf/")) return target; // protobufjs has them built in
+    return (target.startsWith("google/") ? OWN_DIR : PROTO_DIR) + target;
+  };
   r.loadSync(FILES, { keepCase: false });
   r.resolveAll();
   return r;
