@@ -20,17 +20,26 @@ export function codeName(code: number): string {
   return grpc.status[code] ?? "UNKNOWN";
 }
 
-/** The ErrorInfo and BadRequest a serialized google.rpc.Status carries. */
-export function detailsOf(bin: Uint8Array): Partial<ErrorParts> {
+/** A google.protobuf.Any as protobufjs and proto-loader give it. */
+interface AnyLike {
+  typeUrl?: string;
+  type_url?: string;
+  value?: Uint8Array;
+}
+
+/**
+ * What ErrorInfo (reason, metadata; domain msgboard first) and BadRequest
+ * (the first field violation's path) say among a Status's details, or an
+ * in-stream Error's.
+ */
+export function partsOf(details: readonly AnyLike[] | undefined): Partial<ErrorParts> {
   const out: Partial<ErrorParts> = {};
-  const st = Status.toObject(Status.decode(bin)) as {
-    details?: { type_url?: string; typeUrl?: string; value: Uint8Array }[];
-  };
-  for (const d of st.details ?? []) {
+  for (const d of details ?? []) {
     const url = d.typeUrl ?? d.type_url ?? "";
     const name = url.slice(url.lastIndexOf("/") + 1);
+    const value = d.value ?? new Uint8Array();
     if (name === "google.rpc.ErrorInfo") {
-      const info = ErrorInfo.toObject(ErrorInfo.decode(d.value)) as {
+      const info = ErrorInfo.toObject(ErrorInfo.decode(value)) as {
         reason?: string;
         domain?: string;
         metadata?: Record<string, string>;
@@ -40,13 +49,16 @@ export function detailsOf(bin: Uint8Array): Partial<ErrorParts> {
         out.metadata = info.metadata ?? {};
       }
     } else if (name === "google.rpc.BadRequest") {
-      const br = BadRequest.toObject(BadRequest.decode(d.value)) as {
-        fieldViolations?: { field?: string }[];
-      };
+      const br = BadRequest.toObject(BadRequest.decode(value)) as { fieldViolations?: { field?: string }[] };
       out.field ??= br.fieldViolations?.[0]?.field;
     }
   }
   return out;
+}
+
+/** What a serialized google.rpc.Status (the grpc-status-details-bin trailer) says. */
+export function detailsOf(bin: Uint8Array): Partial<ErrorParts> {
+  return partsOf((Status.toObject(Status.decode(bin)) as { details?: AnyLike[] }).details);
 }
 
 /** The typed error for a failed call (anything else passes through as it is). */

@@ -20,9 +20,8 @@
  */
 
 import type { Duplex } from "./connection.js";
-import { InvalidArgument, type MsgboardError } from "./errors.js";
-import { codeName } from "./status.js";
-import { makeError } from "./errors.js";
+import { InvalidArgument, makeError, type MsgboardError } from "./errors.js";
+import { codeName, partsOf } from "./status.js";
 import { messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
 
 /** One delivered message: `d.ack()`, or `sub.ack(d)`, or by `id`. */
@@ -35,9 +34,15 @@ export interface Delivery {
   nack(options?: { reject?: boolean }): number;
 }
 
-/** The typed error of an in-stream `Error` message. */
+/** The typed error of an in-stream `Error` message (its details as a Status's). */
 export function streamError(w: Wire): MsgboardError {
-  return makeError({ code: codeName(w.code ?? 2), message: w.message ?? "", reason: w.name ?? "" });
+  let parts = {};
+  try {
+    parts = partsOf(w.details);
+  } catch {
+    // Unreadable details: code, message and name still say what happened.
+  }
+  return makeError({ code: codeName(w.code ?? 2), message: w.message ?? "", reason: w.name ?? "", ...parts });
 }
 
 function idOf(d: { id: number } | number): number {
