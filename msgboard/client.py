@@ -405,18 +405,18 @@ class Client(_Poster):
         req = pb.BrowseRequest(
             queue=queue,
             start={
-                Start.OLDEST: pb.START_OLDEST,
-                Start.LATEST: pb.START_LATEST,
-                Start.SEQ: pb.START_SEQ,
-                Start.TIME: pb.START_TIME,
+                Start.OLDEST: pb.POSITION_OLDEST,
+                Start.LATEST: pb.POSITION_LATEST,
+                Start.SEQ: pb.POSITION_SEQ,
+                Start.TIME: pb.POSITION_TIME,
             }[start],
-            seq=seq,
+            start_seq=seq,
             direction=pb.DIRECTION_BACKWARD if reverse else pb.DIRECTION_FORWARD,
             limit=limit,
             pattern=codec.pattern_to_pb(make_pattern(templates, address, filter)),
         )
         if since:
-            codec.us_to_ts(since, req.since)
+            codec.us_to_ts(since, req.start_time)
         if section is not None:
             req.section = (
                 pb.SECTION_HISTORY

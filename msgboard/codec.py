@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from google.protobuf.struct_pb2 import NULL_VALUE
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from msgboard.associative import (
@@ -30,6 +31,7 @@ from msgboard.associative import (
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value, build
+from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.spec import (
     Disposition,
     Op,
@@ -50,10 +52,10 @@ _SECTION_TO_PB = {
 _SECTION_FROM_PB = {v: k for k, v in _SECTION_TO_PB.items()}
 
 
-def value_to_pb(v: Value, out: pb.Value, where: str = "value") -> None:
+def value_to_pb(v: Value, out: pb.FieldValue, where: str = "value") -> None:
     """Fills ``out`` with ``v``; InvalidArgument for a type that is not a Value."""
     if v is None:
-        out.null = pb.NULL_VALUE
+        out.null = NULL_VALUE
     elif v is True or v is False:
         out.bool = v
     elif type(v) is int:
@@ -72,7 +74,7 @@ def value_to_pb(v: Value, out: pb.Value, where: str = "value") -> None:
         )
 
 
-def value_from_pb(p: pb.Value, where: str = "value") -> Value:
+def value_from_pb(p: pb.FieldValue, where: str = "value") -> Value:
     kind = p.WhichOneof("kind")
     if kind is None:
         raise InvalidArgument(f"{where}: no kind set")
@@ -82,16 +84,16 @@ def value_from_pb(p: pb.Value, where: str = "value") -> Value:
     return v
 
 
-def fields_to_pb(fields: Iterable[Value]) -> list[pb.Value]:
+def fields_to_pb(fields: Iterable[Value]) -> list[pb.FieldValue]:
     result = []
     for i, v in enumerate(fields):
-        p = pb.Value()
+        p = pb.FieldValue()
         value_to_pb(v, p, f"tuple[{i}]")
         result.append(p)
     return result
 
 
-def fields_from_pb(ps: Iterable[pb.Value]) -> Fields:
+def fields_from_pb(ps: Iterable[pb.FieldValue]) -> Fields:
     return tuple(value_from_pb(p, f"tuple[{i}]") for i, p in enumerate(ps))
 
 
@@ -388,12 +390,18 @@ def _enum(table: Mapping[Any, E], value: int, where: str, what: str) -> E:
 
 
 def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
+    """A queue spec; InvalidArgument for an unknown policy, or for
+    ``max_history`` set with ``unlimited_history``."""
+    if p.unlimited_history and p.max_history:
+        raise InvalidArgument(
+            f"spec.max_history: {p.max_history} with unlimited_history; set one of them"
+        )
     return QueueSpec(
         name=p.name,
         transient=p.transient,
         max_unprocessed=p.max_unprocessed,
         overflow=_enum(_OVERFLOW_FROM_PB, p.overflow, "spec.overflow", "policy"),
-        max_history=p.max_history,
+        max_history=UNLIMITED_HISTORY if p.unlimited_history else p.max_history,
         dead_letter=p.dead_letter,
         unmatched=_enum(_UNMATCHED_FROM_PB, p.unmatched, "spec.unmatched", "policy"),
         auto_delete=p.auto_delete,
@@ -407,7 +415,8 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         transient=s.transient,
         max_unprocessed=s.max_unprocessed,
         overflow=_OVERFLOW_TO_PB[s.overflow],
-        max_history=s.max_history,
+        max_history=0 if s.max_history == UNLIMITED_HISTORY else s.max_history,
+        unlimited_history=s.max_history == UNLIMITED_HISTORY,
         dead_letter=s.dead_letter,
         unmatched=_UNMATCHED_TO_PB[s.unmatched],
         auto_delete=s.auto_delete,
@@ -435,7 +444,7 @@ _ROLE_TO_PB = {v: k for k, v in _ROLE_FROM_PB.items() if k}
 _POSITION_FROM_PB = {
     pb.POSITION_UNSPECIFIED: Position.CURRENT,
     pb.POSITION_CURRENT: Position.CURRENT,
-    pb.POSITION_HEAD: Position.HEAD,
+    pb.POSITION_OLDEST: Position.HEAD,
     pb.POSITION_SEQ: Position.SEQ,
     pb.POSITION_TIME: Position.TIME,
 }
@@ -447,6 +456,11 @@ def op_from_pb(op: int, where: str = "op") -> Op:
 
 
 def position_from_pb(pos: int, where: str = "start") -> Position:
+    """A selector's or subscription's start; LATEST is Browse's alone."""
+    if pos == pb.POSITION_LATEST:
+        raise InvalidArgument(
+            f"{where}: POSITION_LATEST is for Browse; a selector starts elsewhere"
+        )
     return _enum(_POSITION_FROM_PB, pos, where, "position")
 
 
@@ -454,13 +468,33 @@ def position_to_pb(pos: Position) -> pb.Position.ValueType:
     return _POSITION_TO_PB[pos]
 
 
-def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSpec:
+def selector_spec_from_pb(
+    p: pb.SelectorSpec, where: str = "spec", *, stored: bool = False
+) -> SelectorSpec:
+    """A selector spec. The engine keeps one ``credit``: a terminal
+    selector's ``credit`` or a selector to a queue's ``quota``; the other one
+    set is InvalidArgument. ``stored``: a record of the board's, which may
+    come from before ``quota`` (a selector to a queue kept it in ``credit``)."""
+    op = op_from_pb(p.op, f"{where}.op")
+    if op in (Op.MOVE, Op.COPY) and not p.destination:  # terminal
+        if p.quota:
+            raise InvalidArgument(f"{where}.quota: a terminal selector has credit, not a quota")
+        credit = p.credit
+    elif stored:
+        credit = p.quota or p.credit
+    elif p.credit or p.unlimited_credit:
+        raise InvalidArgument(
+            f"{where}.{'credit' if p.credit else 'unlimited_credit'}: "
+            "a selector to a queue has a quota, not credit"
+        )
+    else:
+        credit = p.quota
     return SelectorSpec(
         source=p.source,
         pattern=pattern_from_pb(p.pattern, f"{where}.pattern"),
-        op=op_from_pb(p.op, f"{where}.op"),
+        op=op,
         destination=p.destination,
-        credit=p.credit,
+        credit=credit,
         unlimited_credit=p.unlimited_credit,
         start=position_from_pb(p.start, f"{where}.start"),
         start_seq=p.start_seq,
@@ -476,8 +510,11 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
         pattern_to_pb(s.pattern, p.pattern)
     p.op = _OP_TO_PB[s.op]
     p.destination = s.destination
-    p.credit = s.credit
-    p.unlimited_credit = s.unlimited_credit
+    if s.terminal:
+        p.credit = s.credit
+        p.unlimited_credit = s.unlimited_credit
+    elif not s.unlimited_credit:
+        p.quota = s.credit
     p.start = position_to_pb(s.start)
     p.start_seq = s.start_seq
     if s.start_time:

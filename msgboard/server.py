@@ -237,15 +237,19 @@ class BoardService(pb_grpc.BoardServicer):
         ):
             raise InvalidArgument(f"direction: unknown value {request.direction}")
         starts = {
-            pb.START_OLDEST: Start.OLDEST,
-            pb.START_LATEST: Start.LATEST,
-            pb.START_SEQ: Start.SEQ,
-            pb.START_TIME: Start.TIME,
+            pb.POSITION_OLDEST: Start.OLDEST,
+            pb.POSITION_LATEST: Start.LATEST,
+            pb.POSITION_SEQ: Start.SEQ,
+            pb.POSITION_TIME: Start.TIME,
         }
-        if request.start == pb.START_UNSPECIFIED:
+        if request.start == pb.POSITION_UNSPECIFIED:
             start = Start.LATEST if reverse else Start.OLDEST
         elif request.start in starts:
             start = starts[request.start]
+        elif request.start == pb.POSITION_CURRENT:
+            raise InvalidArgument(
+                "start: POSITION_CURRENT is for selectors; a page starts elsewhere"
+            )
         else:
             raise InvalidArgument(f"start: unknown value {request.start}")
         if request.section not in _SECTION_FROM_PB:
@@ -254,8 +258,8 @@ class BoardService(pb_grpc.BoardServicer):
             self.board.browse_async(
                 request.queue,
                 start,
-                seq=request.seq,
-                since=codec.ts_to_us(request.since),
+                seq=request.start_seq,
+                since=codec.ts_to_us(request.start_time),
                 reverse=reverse,
                 limit=request.limit,
                 section=_SECTION_FROM_PB[request.section],

@@ -58,7 +58,7 @@ def error_to_pb(e: MsgboardError) -> pb.Error:
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
     r = pb.SubscribeResponse()
-    add = r.deliveries.deliveries.add
+    add = r.deliveries.items.add
     to_pb = codec.message_to_pb
     for d in batch:
         # Filled in place: building a Delivery around a finished Message

@@ -128,7 +128,7 @@ class Board(Subscriptions, Browsing):
         txn = b.txn(True)
         for sid, data in txn.selectors():
             try:
-                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data))
+                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data), stored=True)
             except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
                 raise DataFileDamaged(
                     f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "

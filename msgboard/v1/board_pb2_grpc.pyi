@@ -21,6 +21,21 @@ Credentials, on a board with a users file: gRPC metadata
 `authorization: Bearer <token>`, or a TLS client certificate whose common
 name a user has. Each RPC needs a verb on a queue (read, write, manage,
 admin); see docs/security.md.
+
+Every error also carries the standard `grpc-status-details-bin` trailer: a
+google.rpc.Status whose details hold a google.rpc.ErrorInfo (reason: the
+error's class in msgboard's error tree, e.g. "QueueNotFound"; domain:
+"msgboard"; metadata such as "queue", "seq", "field") and, for
+INVALID_ARGUMENT, a google.rpc.BadRequest whose field violation names the
+path of the bad field (e.g. "messages[2].tuple[0]"). Errors inside a
+stream that carries on are `Error` messages with the same details.
+
+Counts and limits follow one rule. 0 in a count or limit field means its
+default, which the field's comment gives (e.g. TakeRequest.max 0: one
+message; BrowseRequest.limit 0: 100; QueueSpec.max_unprocessed 0: no
+limit). No number stands for "no limit": where no limit is not the
+default, a bool field `unlimited_*` asks for it, and setting the limit as
+well is INVALID_ARGUMENT. A negative count is INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
