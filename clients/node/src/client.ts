@@ -31,7 +31,7 @@ import {
   selectorFrom,
   selectorSpecTo,
   startTo,
-  timestamp,
+
   type Message,
   type NewMessage,
   type PatternOptions,
@@ -62,7 +62,7 @@ export interface LeaseOptions extends MatchOptions {
 export interface BrowseOptions extends PatternOptions {
   templates?: Templates;
   /** "oldest" (default forward), "latest" (default backward), a seq, or a Date. */
-  from?: "oldest" | "latest" | number | Date;
+  start?: "oldest" | "latest" | number | Date;
   /** Page towards older messages. */
   reverse?: boolean;
   /** Most messages per page (default 100). */
@@ -74,7 +74,7 @@ export interface BrowseOptions extends PatternOptions {
 /** One page of a queue. */
 export interface Page {
   messages: Message[];
-  /** Pass as `from` (same direction) for the next page; 0 when there is no more. */
+  /** Pass as `start` (same direction) for the next page; 0 when there is no more. */
   nextSeq: number;
 }
 
@@ -334,7 +334,7 @@ export class Client {
     return this.connection.unary(method, full, wait);
   }
 
-  /** One page of a queue in seq order; pass `nextSeq` as `from` for the next. */
+  /** One page of a queue in seq order; pass `nextSeq` as `start` for the next. */
   async browse(queue: string, options: BrowseOptions = {}): Promise<Page> {
     const req: Wire = {
       queue,
@@ -342,16 +342,7 @@ export class Client {
       limit: options.limit ?? 100,
       pattern: patternTo(options),
     };
-    const from = options.from;
-    if (typeof from === "number") {
-      req.start = "START_SEQ";
-      req.seq = String(from);
-    } else if (from instanceof Date) {
-      req.start = "START_TIME";
-      req.since = timestamp(from);
-    } else if (from) {
-      req.start = enumTo("START", from);
-    }
+    startTo(options.start, req);
     if (options.section) req.section = enumTo("SECTION", options.section);
     const r = await this.connection.unary("Browse", req);
     return { messages: (r.messages ?? []).map(messageFrom), nextSeq: num(r.nextSeq) };

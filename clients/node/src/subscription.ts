@@ -193,7 +193,7 @@ export class Subscription implements AsyncIterable<Delivery> {
     }
     const ref = num(r.ref);
     if (r.deliveries) {
-      for (const d of r.deliveries.deliveries ?? []) {
+      for (const d of r.deliveries.items ?? []) {
         const id = num(d.id);
         this.buffer.push({
           id,

@@ -297,7 +297,7 @@ export interface QueueSpec {
   maxUnprocessed?: number;
   /** A post to a full queue: "reject" (default), "drop-new" or "dead-letter". */
   overflow?: string;
-  /** Most messages kept in history once taken; 0 (default) keeps none; Infinity: no limit. */
+  /** Most messages kept in history once taken; 0 (default) keeps none; Infinity: every one. */
   maxHistory?: number;
   /** The queue that gets this queue's dead letters. */
   deadLetter?: string;
@@ -320,8 +320,6 @@ export interface Queue {
   createdAt?: Date;
 }
 
-const UNLIMITED_U64 = "18446744073709551615";
-
 /** A queue spec on the wire. */
 export function queueSpecTo(name: string, s: QueueSpec): Wire {
   return {
@@ -329,7 +327,8 @@ export function queueSpecTo(name: string, s: QueueSpec): Wire {
     transient: s.transient ?? false,
     maxUnprocessed: String(s.maxUnprocessed ?? 0),
     overflow: enumTo("OVERFLOW_POLICY", s.overflow ?? "reject"),
-    maxHistory: s.maxHistory === Infinity ? UNLIMITED_U64 : String(s.maxHistory ?? 0),
+    maxHistory: s.maxHistory === Infinity ? "0" : String(s.maxHistory ?? 0),
+    unlimitedHistory: s.maxHistory === Infinity,
     deadLetter: s.deadLetter ?? "",
     unmatched: enumTo("UNMATCHED_POLICY", s.unmatched ?? "hold"),
     autoDelete: s.autoDelete ?? false,
@@ -346,7 +345,7 @@ export function queueFrom(w: Wire): Queue {
       transient: s.transient ?? false,
       maxUnprocessed: num(s.maxUnprocessed),
       overflow: enumFrom("OVERFLOW_POLICY", s.overflow) || "reject",
-      maxHistory: s.maxHistory === UNLIMITED_U64 ? Infinity : num(s.maxHistory),
+      maxHistory: s.unlimitedHistory ? Infinity : num(s.maxHistory),
       deadLetter: s.deadLetter ?? "",
       unmatched: enumFrom("UNMATCHED_POLICY", s.unmatched) || "hold",
       autoDelete: s.autoDelete ?? false,
@@ -362,19 +361,23 @@ export function queueFrom(w: Wire): Queue {
 
 // ---------------------------------------------------------------- selectors
 
+/** Where reading a queue starts: a position name, a seq, or a Date. */
+export type Position = "current" | "oldest" | "latest" | number | Date;
+
 /** Where a selector or subscription starts reading. */
 export interface StartOptions {
   /**
    * "current" (default: MOVE takes every waiting message, COPY what is
-   * posted from now on), "head" (COPY: from the oldest history), a seq
-   * number, or a Date (the first message posted at or after it).
+   * posted from now on), "oldest" (from the oldest message kept, history
+   * included: a COPY replays it), a seq number, or a Date (the first
+   * message posted at or after it).
    */
-  start?: "current" | "head" | number | Date;
+  start?: "current" | "oldest" | number | Date;
 }
 
-/** Puts a start position on a wire SelectorSpec or Subscription. */
-export function startTo(start: StartOptions["start"], w: Wire): void {
-  if (start === undefined || start === "current") return;
+/** Puts a start position (board.proto's Position) on a wire BrowseRequest, SelectorSpec or Subscription. */
+export function startTo(start: Position | undefined, w: Wire): void {
+  if (start === undefined) return;
   if (typeof start === "number") {
     w.start = "POSITION_SEQ";
     w.startSeq = String(start);
@@ -392,10 +395,12 @@ export interface SelectorOptions extends Pattern, StartOptions {
   op?: string;
   /** The destination queue; unset: terminal (a consumer attaches with subscribe({selector})). */
   to?: string;
-  /** Terminal: most unacked deliveries (0: 100). To a queue: most messages it will move (0: no limit). */
+  /** Terminal only: most unacked deliveries (0: 100). */
   credit?: number;
-  /** No credit limit. */
+  /** Terminal only: no credit limit. */
   unlimitedCredit?: boolean;
+  /** To a queue only: most messages it will ever move (0: no limit). */
+  quota?: number;
   /** "normal" (default), "default" or "overflow". */
   role?: string;
 }
@@ -421,6 +426,7 @@ export function selectorSpecTo(source: string, o: SelectorOptions): Wire {
     destination: o.to ?? "",
     credit: String(o.credit ?? 0),
     unlimitedCredit: o.unlimitedCredit ?? false,
+    quota: String(o.quota ?? 0),
     role: enumTo("ROLE", o.role ?? "normal"),
   };
   startTo(o.start, w);
@@ -436,12 +442,13 @@ export function selectorFrom(w: Wire): Selector {
     to: s.destination ?? "",
     credit: num(s.credit),
     unlimitedCredit: s.unlimitedCredit ?? false,
+    quota: num(s.quota),
     role: enumFrom("ROLE", s.role) || "normal",
   };
   const start = enumFrom("POSITION", s.start);
   if (start === "seq") spec.start = num(s.startSeq);
   else if (start === "time") spec.start = date(s.startTime);
-  else if (start) spec.start = start as "current" | "head";
+  else if (start) spec.start = start as "current" | "oldest";
   return {
     id: w.id ?? "",
     source: s.source ?? "",

@@ -46,6 +46,8 @@ describe("queues", () => {
     assert.equal(made.spec.overflow, "drop-new");
     assert.equal(made.spec.maxHistory, 10);
     assert.equal((await board.createQueue(q, { maxHistory: 10, overflow: "drop-new", maxUnprocessed: 5 })).name, q);
+    const all = fresh();
+    assert.equal((await board.createQueue(all, { maxHistory: Infinity })).spec.maxHistory, Infinity);
     await assert.rejects(board.createQueue(q, { maxHistory: 3 }), QueueExists);
     assert.ok((await board.listQueues()).some((x) => x.name === q));
     await board.deleteQueue(q);
@@ -128,9 +130,11 @@ describe("posting", () => {
     const seqs = await board.postMany(q, gen(), { batch: 500 });
     assert.deepEqual(seqs, Array.from({ length: 1200 }, (_, i) => i + 1));
     assert.equal((await board.getQueue(q)).unprocessed, 1200);
-    const page = await board.browse(q, { from: "latest", reverse: true, limit: 2 });
+    const page = await board.browse(q, { start: "latest", reverse: true, limit: 2 });
     assert.deepEqual(page.messages.map((m) => m.tuple), [[1199n], [1198n]]);
     assert.equal(page.nextSeq, 1198);
+    const next = await board.browse(q, { start: page.nextSeq, reverse: true, limit: 1 });
+    assert.deepEqual(next.messages.map((m) => m.seq), [1198]);
     await assert.rejects(board.postMany("no-such-queue-" + q, [["a"]]), QueueNotFound);
     const many = Array.from({ length: 5000 }, (_, i) => [i]);
     await assert.rejects(board.postMany("no-such-queue-" + q, many, { batch: 10 }), QueueNotFound);
@@ -190,7 +194,9 @@ describe("selectors", () => {
     const sel = await board.createSelector(src, { to: moved, templates: tpl("job", Int) });
     assert.equal(sel.spec.op, "move");
     assert.equal(sel.source, src);
-    const copy = await board.createSelector(src, { op: "copy", to: copied });
+    const copy = await board.createSelector(src, { op: "copy", to: copied, quota: 1 });
+    assert.equal(copy.spec.quota, 1);
+    await assert.rejects(board.createSelector(src, { to: copied, credit: 5 }), InvalidArgument);
     await board.postMessages(src, [["job", 1], ["other"]]);
     assert.deepEqual((await board.take(moved, undefined, { timeout: 30_000 }))[0]!.tuple, ["job", 1n]);
     assert.equal((await board.take(copied, undefined, { timeout: 30_000, max: 2 })).length >= 1, true);
@@ -275,7 +281,7 @@ describe("subscribe", () => {
     d.ack();
     await sub.close();
     assert.deepEqual([...sub.acked], [d.id]);
-    const copy = board.subscribe(q, { copy: true, start: "head", credit: 10 });
+    const copy = board.subscribe(q, { copy: true, start: "oldest", credit: 10 });
     assert.equal((await copy.ready()).spec.op, "copy");
     assert.deepEqual((await copy.next())!.message.tuple, ["t", 1n]);
     copy.cancel();

@@ -246,15 +246,19 @@ class Run {
       match(expect, got);
       return got;
     }
-    const want = expect.deliveries.deliveries;
+    // Deliveries are one flat sequence (the list's key: Deliveries.items).
+    const keys = Object.keys(expect.deliveries);
+    assert.ok(Object.keys(expect).length === 1 && keys.length === 1, "a deliveries step has exactly one list");
+    const list = keys[0]!;
+    const want = expect.deliveries[list];
     const items: Json[] = [];
     while (items.length < want.length) {
-      const batch = (await this.nextOf(s, "deliveries")).deliveries.deliveries;
+      const batch = (await this.nextOf(s, "deliveries")).deliveries[list];
       const room = want.length - items.length;
       items.push(...batch.slice(0, room));
-      if (batch.length > room) s.held.unshift({ deliveries: { deliveries: batch.slice(room) } });
+      if (batch.length > room) s.held.unshift({ deliveries: { [list]: batch.slice(room) } });
     }
-    const got = { deliveries: { deliveries: items } };
+    const got = { deliveries: { [list]: items } };
     match(expect, got);
     return got;
   }
