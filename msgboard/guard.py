@@ -16,14 +16,15 @@ import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 
 from msgboard import permissions
 from msgboard.auth import User, Users
+from msgboard.details import abort
 from msgboard.engine import Board
-from msgboard.errors import ERROR_KEY, MsgboardError, NotFound, ResourceExhausted
+from msgboard.errors import MsgboardError, NotFound, ResourceExhausted
 from msgboard.permissions import RPCS, Need, SelectorRef
 from msgboard.v1 import board_pb2 as pb
 
@@ -65,12 +66,6 @@ _WHAT = {
     "waits": "blocked Takes and Reads",
     "consumers": "Subscribe consumers",
 }
-
-
-async def _abort(context: Any, e: MsgboardError) -> NoReturn:
-    code = getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-    await context.abort(code, str(e), ((ERROR_KEY, type(e).__name__),))
-    raise AssertionError("unreachable: abort raises")
 
 
 def _waits(request: Any) -> bool:
@@ -150,7 +145,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 with self.quota.hold(user, *kinds):
                     response = await behavior(request, context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             if rpc is not None and rpc.filter is not None:
                 rpc.filter(response, lambda q: permissions.sees(user, q))
             return response
@@ -173,7 +168,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     await self.allow(user, rpc.needs(first))
                 held.enter_context(self.quota.hold(user, *kinds))
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             with held:
                 if name == "Subscribe":
                     inner = _prepend(first, requests)
@@ -193,7 +188,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 await self.allow(user, rpc.needs(r))
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             yield r
 
     def _unary_stream(self, behavior: Any) -> Any:
@@ -201,7 +196,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 self.authenticate(context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             async for response in behavior(request, context):
                 yield response
 
@@ -212,7 +207,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 self.authenticate(context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             return await behavior(requests, context)
 
         return call

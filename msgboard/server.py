@@ -3,10 +3,11 @@
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
 awaits the operation's future and converts the answer back (a big answer on
 a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.streams``, which also holds the one place where engine
-errors become status codes (``streams.status``). The server also serves the
-standard gRPC health service and server reflection, so stock tools such as
-grpcurl and grpc_health_probe work.
+live in ``msgboard.streams``; engine errors become status codes and
+``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
+standard gRPC health service and server reflection (v1 and v1alpha, with the
+proto's comments: ``msgboard.reflection``), so stock tools such as grpcurl,
+Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
@@ -31,10 +32,10 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
-from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec, streams
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
+from msgboard.details import abort
 from msgboard.engine import (
     Board,
     BoardStats,
@@ -47,9 +48,10 @@ from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.reflection import Reflection
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
-from msgboard.streams import abort, selector_to_pb
+from msgboard.streams import selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -355,8 +357,7 @@ async def create_server(
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", SERVICE):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    names = (SERVICE, reflection.SERVICE_NAME, "grpc.health.v1.Health")
-    reflection.enable_server_reflection(names, server)
+    server.add_generic_rpc_handlers(Reflection((SERVICE, "grpc.health.v1.Health")).handlers())
     credentials = security.credentials() if security else None
     try:
         if credentials is None:

@@ -1,7 +1,6 @@
 """The two streaming calls, PostStream and Subscribe, and what they share
-with the unary calls in ``server.py``: engine errors as gRPC statuses
-(``status``, the one place they are mapped) and as in-stream ``Error``
-answers.
+with the unary calls in ``server.py`` (selectors as protobufs). Errors
+become statuses and in-stream ``Error`` answers in ``msgboard.details``.
 
 PostStream reads batches ahead, bounded in bytes, so that concurrent batches
 share a group commit, and answers them in request order. Subscribe hands the
@@ -16,28 +15,17 @@ import collections
 import contextlib
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 
 from msgboard import codec
+from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
-from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
-
-
-def status(e: MsgboardError) -> grpc.StatusCode:
-    """The one place where engine errors become gRPC status codes."""
-    return getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-
-
-async def abort(context: grpc.aio.ServicerContext[Any, Any], e: MsgboardError) -> NoReturn:
-    """Ends the call with the error's status; the error's class name goes in
-    the trailing metadata."""
-    await context.abort(status(e), str(e), ((ERROR_KEY, type(e).__name__),))
-    raise AssertionError("unreachable: abort raises")
 
 
 def selector_to_pb(v: SelectorView) -> pb.Selector:
@@ -50,10 +38,6 @@ def selector_to_pb(v: SelectorView) -> pb.Selector:
         delivered=v.delivered,
         dropped=v.dropped,
     )
-
-
-def error_to_pb(e: MsgboardError) -> pb.Error:
-    return pb.Error(code=status(e).value[0], message=str(e), name=type(e).__name__)
 
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
@@ -160,7 +144,7 @@ async def subscribe(
 
     first = await anext(aiter(request_iterator), None)
     if first is None or first.WhichOneof("kind") != "open":
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first request must be `open`")
+        await abort(context, InvalidArgument("open: the first request must be `open`"))
     o = first.open
     try:
         attach = bool(o.selector_id)
