@@ -93,11 +93,15 @@ def repo(tmp_path: Path) -> Repo:
 
 def test_setup_installs_node_packages_once_per_lock_file(repo: Repo) -> None:
     """Given clients/node with its package-lock.json, setup runs `npm ci`
-    there; run again, it skips it, until the lock file changes."""
+    there (and installs openssl, for its TLS test, if missing); run again,
+    it skips it, until the lock file changes."""
     node = repo.node()
-    assert [line.split(" [")[0] for line in repo.run("setup", "--dev")] == [
-        "npm node ci --no-audit --no-fund --loglevel=error"
+    repo.missing.write_text("openssl\n")
+    assert [line.split(" [")[0] for line in repo.run("setup", "--dev")][-2:] == [
+        "apt-get repo install -y -q openssl",
+        "npm node ci --no-audit --no-fund --loglevel=error",
     ]
+    repo.missing.write_text("")
     assert repo.run("setup", "--dev") == []
     stamp = node / "node_modules" / ".package-lock.json"
     os.utime(stamp, (1, 1))

@@ -22,15 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message as PbMessage
+from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
-from msgboard.errors import InvalidArgument, MsgboardError
+from msgboard.details import DETAILS_KEY
+from msgboard.errors import InvalidArgument
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
-from msgboard.wire import _mapped
+from msgboard.wire import _error
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "conformance" / "cases"
@@ -139,8 +142,28 @@ def lookup(value: Any, path: str) -> Any:
     return value
 
 
-def check_error(expect: dict[str, Any], e: MsgboardError) -> None:
-    """The typed error ``e`` is the one ``expect`` describes."""
+class Failure(Exception):
+    """A failed call: the typed error the client raises for it, and the
+    field paths of the status details' BadRequest."""
+
+    def __init__(self, e: grpc.RpcError) -> None:
+        super().__init__(str(e))
+        self.error = _error(e)
+        self.fields: list[str] = []
+        call: Any = e
+        for key, value in call.trailing_metadata() or ():
+            if key == DETAILS_KEY:
+                for d in status_pb2.Status.FromString(value).details:
+                    bad = error_details_pb2.BadRequest()
+                    if d.Unpack(bad):
+                        self.fields += [v.field for v in bad.field_violations]
+
+
+def check_error(expect: dict[str, Any], f: Failure) -> None:
+    """The failure ``f`` is the one ``expect`` describes: the client's typed
+    error says the code, reason and field, and the BadRequest names the
+    field too."""
+    e = f.error
     got = {
         "code": e.code,
         "reason": type(e).__name__,
@@ -149,6 +172,8 @@ def check_error(expect: dict[str, Any], e: MsgboardError) -> None:
     for key in ("code", "reason", "field"):
         if key in expect:
             assert got[key] == expect[key], f"error {key} {got[key]!r}, expected {expect[key]!r}"
+    if "field" in expect:
+        assert f.fields == [expect["field"]], f"BadRequest fields {f.fields}"
     if "contains" in expect:
         assert expect["contains"] in str(e), f"error {str(e)!r} lacks {expect['contains']!r}"
 
@@ -183,8 +208,10 @@ class Stream:
 
     def next(self) -> dict[str, Any] | None:
         """The next response from the board (None at the stream's end)."""
-        with _mapped():
+        try:
             r = next(self.responses, None)
+        except grpc.RpcError as e:
+            raise Failure(e) from None
         if r is None:
             return None
         kind = r.WhichOneof("kind") if r.DESCRIPTOR.oneofs_by_name.get("kind") else None
@@ -244,11 +271,11 @@ class Run:
         request = json_format.ParseDict(step.get("request", {}), request_type())
         deadline = DEADLINE + _waits(request)
         try:
-            with _mapped():
-                response = rpc(request, timeout=deadline)
-        except MsgboardError as e:
-            assert "error" in step, f"failed: {type(e).__name__}: {e}"
-            check_error(step["error"], e)
+            response = rpc(request, timeout=deadline)
+        except grpc.RpcError as e:
+            f = Failure(e)
+            assert "error" in step, f"failed: {type(f.error).__name__}: {f.error}"
+            check_error(step["error"], f)
             return
         assert "error" not in step, f"succeeded: {as_json(response)}"
         got = as_json(response)
@@ -291,16 +318,16 @@ class Run:
             got = self._next(s, kind)
             match(expect, got)
             return got
-        assert set(expect) == {"deliveries"} and set(expect["deliveries"]) == {"deliveries"}
-        want = expect["deliveries"]["deliveries"]
+        assert set(expect) == {"deliveries"} and set(expect["deliveries"]) == {"items"}
+        want = expect["deliveries"]["items"]
         items: list[Any] = []
         while len(items) < len(want):
-            batch = self._next(s, "deliveries")["deliveries"]["deliveries"]
+            batch = self._next(s, "deliveries")["deliveries"]["items"]
             room = len(want) - len(items)
             items += batch[:room]
             if len(batch) > room:  # the rest for later steps
-                s.held.appendleft({"deliveries": {"deliveries": batch[room:]}})
-        got = {"deliveries": {"deliveries": items}}
+                s.held.appendleft({"deliveries": {"items": batch[room:]}})
+        got = {"deliveries": {"items": items}}
         match(expect, got)
         return got
 
@@ -322,9 +349,9 @@ class Run:
         try:
             while s.next() is not None:
                 pass
-        except MsgboardError as e:
-            assert error is not None, f"the stream ended with {type(e).__name__}: {e}"
-            check_error(error, e)
+        except Failure as f:
+            assert error is not None, f"the stream ended with {type(f.error).__name__}: {f.error}"
+            check_error(error, f)
             return
         assert error is None, "the stream ended OK"
 
