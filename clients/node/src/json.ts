@@ -14,7 +14,7 @@
 
 import protobuf from "protobufjs";
 import { InvalidArgument } from "./errors.js";
-import { messageType } from "./proto.js";
+import { messageType, root } from "./proto.js";
 import type { Wire } from "./wire.js";
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -68,6 +68,7 @@ function scalarFrom(f: protobuf.Field, v: Json, at: string): unknown {
     return v;
   }
   if (rt instanceof protobuf.Type) {
+    if (rt.fullName === ".google.protobuf.Any") return anyFrom(v, at);
     if (rt.fullName === ".google.protobuf.Duration") return durationFrom(v, at);
     if (rt.fullName === ".google.protobuf.Timestamp") return timestampFrom(v, at);
     return fromJSON(rt, v, at);
@@ -135,6 +136,7 @@ function scalarTo(f: protobuf.Field, v: unknown): Json {
     return typeof v === "number" ? (rt.valuesById[v] ?? v) : (v as string);
   }
   if (rt instanceof protobuf.Type) {
+    if (rt.fullName === ".google.protobuf.Any") return anyTo(v as Wire);
     if (rt.fullName === ".google.protobuf.Duration") return durationTo(v as Wire);
     if (rt.fullName === ".google.protobuf.Timestamp") return timestampTo(v as Wire);
     return toJSON(rt, v as Wire);
@@ -146,6 +148,28 @@ function scalarTo(f: protobuf.Field, v: unknown): Json {
   }
   if (f.type === "bytes") return Buffer.from(v as Uint8Array).toString("base64");
   return v as Json;
+}
+
+/**
+ * google.protobuf.Any (the error details): `{"@type": url, ...the packed
+ * message's fields}`; the packed type must be one this package knows
+ * (board.proto, google.rpc's ErrorInfo and BadRequest).
+ */
+function anyTo(w: Wire): Json {
+  const url: string = w.typeUrl ?? w.type_url ?? "";
+  const t = root.lookupType(url.slice(url.lastIndexOf("/") + 1));
+  const inner = t.toObject(t.decode(w.value ?? new Uint8Array()), { longs: String, enums: String, bytes: Buffer });
+  return { "@type": url, ...toJSON(t, inner) };
+}
+
+function anyFrom(v: Json, at: string): Wire {
+  if (v === null || typeof v !== "object" || Array.isArray(v) || typeof v["@type"] !== "string") {
+    throw new InvalidArgument(`${at}: an Any needs "@type"`);
+  }
+  const { "@type": url, ...rest } = v as { [k: string]: Json };
+  const t = root.lookupType((url as string).slice((url as string).lastIndexOf("/") + 1));
+  const value = t.encode(t.fromObject(fromJSON(t, rest, at))).finish();
+  return { type_url: url, typeUrl: url, value: Buffer.from(value) };
 }
 
 function fraction(nanos: number): string {
