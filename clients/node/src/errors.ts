@@ -179,7 +179,7 @@ export function makeError(p: ErrorParts): MsgboardError {
   const err = new cls(p.message);
   err.code = p.code;
   if (p.reason) err.reason = p.reason;
-  if (p.field) err.field = p.field;
+  err.field = p.field ?? ""; // only what the board said (BadRequest), never guessed from the text
   if (p.metadata) err.metadata = p.metadata;
   return err;
 }

@@ -1,8 +1,7 @@
 /**
  * gRPC failures to typed errors: the `grpc-status-details-bin` trailer (a
  * `google.rpc.Status` with `ErrorInfo` and `BadRequest` details) says the
- * error's class and the bad field; the `msgboard-error` trailer, older
- * boards' way, names the class too; else the status code decides.
+ * error's class and the bad field; without it the status code decides.
  */
 
 import * as grpc from "@grpc/grpc-js";
@@ -13,7 +12,6 @@ const Status = root.lookupType("google.rpc.Status");
 const ErrorInfo = root.lookupType("google.rpc.ErrorInfo");
 const BadRequest = root.lookupType("google.rpc.BadRequest");
 const DETAILS_KEY = "grpc-status-details-bin";
-const NAME_KEY = "msgboard-error";
 
 /** The name of a gRPC status code number. */
 export function codeName(code: number): string {
@@ -75,7 +73,5 @@ export function fromGrpc(e: unknown): unknown {
       // Unreadable details: the code and message still say what happened.
     }
   }
-  const name = se.metadata.get(NAME_KEY)[0];
-  if (!parts.reason && typeof name === "string") parts.reason = name;
   return makeError(parts);
 }
