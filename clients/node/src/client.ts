@@ -188,6 +188,11 @@ export class Client {
     this.connection = new Connection(address, options);
   }
 
+  /** Waits until the board answers (Unavailable after `ms`). */
+  waitReady(ms = 10_000): Promise<void> {
+    return this.connection.ready(ms);
+  }
+
   /** Closes the channel. */
   close(): void {
     this.connection.close();
@@ -221,15 +226,24 @@ export class Client {
 
   /** Posts one message and returns its seq once it is durable. */
   async post(queue: string, tuple: readonly Field[] = [], envelope: Omit<NewMessage, "tuple"> = {}): Promise<number> {
-    const [r] = await this.postMessages(queue, [{ ...envelope, tuple }]);
-    return r!.seq;
+    const [seq] = await this.postMessages(queue, [{ ...envelope, tuple }]);
+    return seq!;
+  }
+
+  /**
+   * Posts messages in one transaction (all or none); returns their seqs
+   * once durable (0 for one that found the queue full: `postReceipts` says
+   * where it went).
+   */
+  async postMessages(queue: string, messages: readonly Postable[]): Promise<number[]> {
+    return (await this.postReceipts(queue, messages)).map((r) => r.seq);
   }
 
   /**
    * Posts messages in one transaction (all or none); returns, once they
    * are durable, each one's seq and what became of it.
    */
-  async postMessages(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
+  async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
     const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
     return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
   }

@@ -143,7 +143,7 @@ describe("posting", () => {
   it("counts in stats what was posted and taken", async () => {
     const q = fresh();
     await board.createQueue(q);
-    await board.postMessages(q, [["a"], ["b"]]);
+    assert.deepEqual(await board.postMessages(q, [["a"], ["b"]]), [1, 2]);
     await board.take(q);
     const s = await board.stats(q);
     assert.equal(s.queues.length, 1);
@@ -157,7 +157,7 @@ describe("posting", () => {
   it("answers receipts with what became of each message", async () => {
     const q = fresh();
     await board.createQueue(q, { maxUnprocessed: 1, overflow: "drop-new" });
-    const r = await board.postMessages(q, [{ tuple: ["a"], headers: { k: "v" }, body: "hi" }, ["b"]]);
+    const r = await board.postReceipts(q, [{ tuple: ["a"], headers: { k: "v" }, body: "hi" }, ["b"]]);
     assert.deepEqual(r, [
       { seq: 1, disposition: "stored" },
       { seq: 0, disposition: "dropped" },
