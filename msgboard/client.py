@@ -43,10 +43,17 @@ from msgboard.associative import (
     parse_address,
     template,
 )
-from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 from msgboard.errors import InvalidArgument, Unavailable
-from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
+from msgboard.results import (
+    BoardStats,
+    Page,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+    StoreInfo,
+)
 from msgboard.spec import (
     Delivery,
     Disposition,
@@ -404,12 +411,7 @@ class Client(_Poster):
         start = Start(start)
         req = pb.BrowseRequest(
             queue=queue,
-            start={
-                Start.OLDEST: pb.POSITION_OLDEST,
-                Start.LATEST: pb.POSITION_LATEST,
-                Start.SEQ: pb.POSITION_SEQ,
-                Start.TIME: pb.POSITION_TIME,
-            }[start],
+            start=codec.browse_start_to_pb(start),
             start_seq=seq,
             direction=pb.DIRECTION_BACKWARD if reverse else pb.DIRECTION_FORWARD,
             limit=limit,

@@ -31,6 +31,7 @@ from msgboard.associative import (
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value, build
+from msgboard.results import Start
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.spec import (
     Disposition,
@@ -466,6 +467,31 @@ def position_from_pb(pos: int, where: str = "start") -> Position:
 
 def position_to_pb(pos: Position) -> pb.Position.ValueType:
     return _POSITION_TO_PB[pos]
+
+
+_START_TO_PB = {
+    Start.OLDEST: pb.POSITION_OLDEST,
+    Start.LATEST: pb.POSITION_LATEST,
+    Start.SEQ: pb.POSITION_SEQ,
+    Start.TIME: pb.POSITION_TIME,
+}
+_START_FROM_PB = {v: k for k, v in _START_TO_PB.items()}
+
+
+def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> Start:
+    """Where a Browse page starts; unspecified: OLDEST forward, LATEST
+    backward. CURRENT is a selector's alone."""
+    if pos == pb.POSITION_UNSPECIFIED:
+        return Start.LATEST if reverse else Start.OLDEST
+    if pos == pb.POSITION_CURRENT:
+        raise InvalidArgument(
+            f"{where}: POSITION_CURRENT is for selectors; a page starts elsewhere"
+        )
+    return _enum(_START_FROM_PB, pos, where, "position")
+
+
+def browse_start_to_pb(start: Start) -> pb.Position.ValueType:
+    return _START_TO_PB[start]
 
 
 def selector_spec_from_pb(

@@ -176,7 +176,24 @@ class Unauthenticated(MsgboardError):
 
 
 class PermissionDenied(MsgboardError):
+    """A user may not do this: ``user``, the ``verb`` (or verbs, "read or
+    manage") and the ``queue`` ("" for the whole board) say what."""
+
     code = "PERMISSION_DENIED"
+    user = verb = queue = ""
+
+    def __init__(
+        self, message: str = "", *, user: str = "", verb: str = "", queue: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.user, self.verb, self.queue = user, verb, queue
+
+    def info(self) -> dict[str, str]:
+        return {"user": self.user, "verb": self.verb, "queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.user, self.verb = info.get("user", ""), info.get("verb", "")
+        self.queue = info.get("queue", "")
 
 
 class DataLoss(MsgboardError):

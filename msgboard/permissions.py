@@ -146,4 +146,6 @@ def check(user: User, verbs: tuple[str, ...], queue: str) -> None:
         return
     what = " or ".join(verbs)
     where = "the whole board" if queue == BOARD else f"queue {queue!r}"
-    raise PermissionDenied(f"user {user.name!r} may not {what} {where}")
+    raise PermissionDenied(
+        f"user {user.name!r} may not {what} {where}", user=user.name, verb=what, queue=queue
+    )

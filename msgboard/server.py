@@ -42,7 +42,6 @@ from msgboard.engine import (
     Limits,
     QueueStats,
     QueueView,
-    Start,
 )
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
@@ -238,22 +237,7 @@ class BoardService(pb_grpc.BoardServicer):
             pb.DIRECTION_BACKWARD,
         ):
             raise InvalidArgument(f"direction: unknown value {request.direction}")
-        starts = {
-            pb.POSITION_OLDEST: Start.OLDEST,
-            pb.POSITION_LATEST: Start.LATEST,
-            pb.POSITION_SEQ: Start.SEQ,
-            pb.POSITION_TIME: Start.TIME,
-        }
-        if request.start == pb.POSITION_UNSPECIFIED:
-            start = Start.LATEST if reverse else Start.OLDEST
-        elif request.start in starts:
-            start = starts[request.start]
-        elif request.start == pb.POSITION_CURRENT:
-            raise InvalidArgument(
-                "start: POSITION_CURRENT is for selectors; a page starts elsewhere"
-            )
-        else:
-            raise InvalidArgument(f"start: unknown value {request.start}")
+        start = codec.browse_start_from_pb(request.start, reverse)
         if request.section not in _SECTION_FROM_PB:
             raise InvalidArgument(f"section: unknown value {request.section}")
         page = await _wait(

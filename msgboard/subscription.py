@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 
 from msgboard import codec
-from msgboard.engine.board import SelectorView
 from msgboard.errors import MsgboardError
+from msgboard.results import SelectorView
 from msgboard.spec import (
     Delivery,
 )

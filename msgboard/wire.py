@@ -19,8 +19,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 from msgboard import codec
 from msgboard.details import DETAILS_KEY, DOMAIN
-from msgboard.engine.board import SelectorView
 from msgboard.errors import MsgboardError, from_wire
+from msgboard.results import SelectorView
 from msgboard.v1 import board_pb2 as pb
 
 

@@ -25,7 +25,7 @@ admin); see docs/security.md.
 Every error also carries the standard `grpc-status-details-bin` trailer: a
 google.rpc.Status whose details hold a google.rpc.ErrorInfo (reason: the
 error's class in msgboard's error tree, e.g. "QueueNotFound"; domain:
-"msgboard"; metadata such as "queue", "seq", "field") and, for
+"msgboard"; metadata such as "queue", "seq", "field", "user", "verb") and, for
 INVALID_ARGUMENT, a google.rpc.BadRequest whose field violation names the
 path of the bad field (e.g. "messages[2].tuple[0]"). Errors inside a
 stream that carries on are `Error` messages with the same details.
