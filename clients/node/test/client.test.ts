@@ -56,6 +56,7 @@ describe("queues", () => {
     assert.ok(err instanceof NotFound && err instanceof MsgboardError);
     assert.equal(err.code, "NOT_FOUND");
     assert.equal(err.reason, "QueueNotFound");
+    assert.deepEqual(err.metadata, { queue: q });
   });
 });
 

@@ -89,6 +89,7 @@ describe("TLS and tokens", () => {
       assert.ok(err instanceof PermissionDenied, String(err));
       assert.equal(err.code, "PERMISSION_DENIED");
       assert.match(err.message, /alice/);
+      assert.deepEqual(err.metadata, { user: "alice", verb: "manage", queue: "billing" });
     } finally {
       c.close();
     }
