@@ -62,3 +62,21 @@ def test_nobody_writes_sys_and_listings_leave_it_out(tmp_path: Path) -> None:
             board.create_queue(QueueSpec("$sys", transient=True))
         assert board.get_queue("$sys").spec.transient
         assert [q.spec.name for q in board.list_queues()] == []
+
+
+def test_json_errors_are_one_json_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --json, a refusal is one JSON object on stderr."""
+    import json
+
+    from msgboard.cli import main
+    from msgboard.testing import ServerThread
+
+    server = ServerThread(tmp_path / "data").start()
+    try:
+        code = main(["queue", "get", "nope", "--json", "--server", server.address])
+        err = json.loads(capsys.readouterr().err)["error"]
+        assert code == 1 and err["code"] == "NOT_FOUND" and err["name"] == "QueueNotFound"
+    finally:
+        server.stop()
