@@ -23,7 +23,14 @@ import grpc
 from msgboard import permissions
 from msgboard.auth import User, Users
 from msgboard.engine import Board
-from msgboard.errors import ERROR_KEY, MsgboardError, NotFound, ResourceExhausted
+from msgboard.engine.events import USER_DENIED
+from msgboard.errors import (
+    ERROR_KEY,
+    MsgboardError,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+)
 from msgboard.permissions import RPCS, Need, SelectorRef
 from msgboard.v1 import board_pb2 as pb
 
@@ -104,7 +111,11 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     # tells nothing about queues.
                     continue
                 queue = view.spec.source
-            permissions.check(user, need.verbs, queue)
+            try:
+                permissions.check(user, need.verbs, queue)
+            except PermissionDenied as e:
+                self.board.emit(USER_DENIED, user.name, str(e))  # on $sys
+                raise
 
     async def intercept_service(
         self,

@@ -19,7 +19,7 @@ event                       tuple after the name
 ``message.dead_lettered``   queue, seq (0: never stored there), reason
 ``board.started``           (none)
 ``board.stopping``          (none)
-``user.denied``             user, RPC, what was refused
+``user.denied``             user, what was refused
 ==========================  ===============================================
 
 A subscription's session selector is not announced (its consumer is); an
