@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -268,7 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args)
     except MsgboardError as e:
-        print(f"msgboard: {e.code}: {e}", file=sys.stderr)
+        if getattr(args, "json", False):  # one JSON object, as every --json answer
+            error = {"code": e.code, "name": type(e).__name__, "message": str(e)}
+            print(json.dumps({"error": error}), file=sys.stderr)
+        else:
+            print(f"msgboard: {e.code}: {e}", file=sys.stderr)
         return 2 if e.code == "INVALID_ARGUMENT" else 1
     except KeyboardInterrupt:
         return 130

@@ -19,8 +19,11 @@
     ├── Unavailable               the board is closed or unreachable
     │   └── ListenFailed          the server cannot bind its address
     ├── DeadlineExceeded          (client side: the call's deadline passed)
+    ├── Aborted
+    │   └── Kicked                an operator ended the consumer (KickConsumer)
     ├── Unauthenticated
     ├── PermissionDenied
+    │   └── Reserved              a write to the board's own queue ($sys)
     ├── DataLoss                  stored data failed its check (DATA_LOSS)
     │   └── RecordDamaged         one record, named by queue and seq
     └── StoreError                the store failed (INTERNAL)
@@ -175,6 +178,15 @@ class Unauthenticated(MsgboardError):
     code = "UNAUTHENTICATED"
 
 
+class Aborted(MsgboardError):
+    code = "ABORTED"
+
+
+class Kicked(Aborted):
+    """An operator ended the subscription (KickConsumer); its outstanding
+    messages went back to the queue."""
+
+
 class PermissionDenied(MsgboardError):
     """A user may not do this: ``user``, the ``verb`` (or verbs, "read or
     manage") and the ``queue`` ("" for the whole board) say what."""
@@ -194,6 +206,11 @@ class PermissionDenied(MsgboardError):
     def _restore(self, info: dict[str, str]) -> None:
         self.user, self.verb = info.get("user", ""), info.get("verb", "")
         self.queue = info.get("queue", "")
+
+
+class Reserved(PermissionDenied):
+    """A post, create, delete or dead letter to a queue the board keeps for
+    itself (``$sys``): users may read it, nobody may write it."""
 
 
 class DataLoss(MsgboardError):
@@ -246,6 +263,7 @@ BY_CODE: dict[str, type[MsgboardError]] = {
         FailedPrecondition,
         Unavailable,
         DeadlineExceeded,
+        Aborted,
         Unauthenticated,
         PermissionDenied,
         DataLoss,

@@ -24,7 +24,8 @@ from msgboard import permissions
 from msgboard.auth import User, Users
 from msgboard.details import abort
 from msgboard.engine import Board
-from msgboard.errors import MsgboardError, NotFound, ResourceExhausted
+from msgboard.engine.events import USER_DENIED
+from msgboard.errors import MsgboardError, NotFound, PermissionDenied, ResourceExhausted
 from msgboard.permissions import RPCS, Need, SelectorRef
 from msgboard.v1 import board_pb2 as pb
 
@@ -99,7 +100,11 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     # tells nothing about queues.
                     continue
                 queue = view.spec.source
-            permissions.check(user, need.verbs, queue)
+            try:
+                permissions.check(user, need.verbs, queue)
+            except PermissionDenied as e:
+                self.board.emit(USER_DENIED, user.name, str(e))  # on $sys
+                raise
 
     async def intercept_service(
         self,

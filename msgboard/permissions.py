@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msgboard.auth import User
+from msgboard.engine.events import SYS
 from msgboard.errors import PermissionDenied
 from msgboard.v1 import board_pb2 as pb
 
@@ -129,6 +130,8 @@ def allows(user: User, verb: str, queue: str) -> bool:
     """Whether ``user`` may ``verb`` on ``queue`` (BOARD: the whole board)."""
     if user.admin:
         return True
+    if queue == SYS:
+        return verb == READ  # the board's events: anyone reads, nobody writes
     if queue == BOARD:
         return False
     return any(verb in r.verbs and fnmatch.fnmatchcase(queue, r.queues) for r in user.rules)

@@ -43,6 +43,7 @@ from msgboard.engine import (
     QueueStats,
     QueueView,
 )
+from msgboard.engine.events import BOARD_STOPPING
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
@@ -398,6 +399,7 @@ async def serve(
         loop.add_signal_handler(signal.SIGHUP, security.reload)
         await stop.wait()
         log.info("msgboard stopping")
+        board.emit(BOARD_STOPPING)
         # Blocked calls get their "nothing in time" answer rather than wait
         # out the grace period and be cancelled.
         await _wait(board.release())

@@ -160,6 +160,7 @@ async def subscribe(
                 start_seq=o.start_seq,
                 start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
                 selector_id=o.selector_id,
+                peer=context.peer() or "",
             )
         )
     except MsgboardError as e:

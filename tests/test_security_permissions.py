@@ -394,3 +394,15 @@ def test_the_readme_quickstart_over_tls_with_a_token(
     monkeypatch.setenv("MSGBOARD_TOKEN", "nobody-t")
     assert main(commands[1]) == 1
     assert "PERMISSION_DENIED: user 'nobody' may not write queue 'jobs'" in capsys.readouterr().err
+
+
+def test_a_denied_call_is_announced_on_sys(board: Secured) -> None:
+    """Every user reads $sys; a refused call shows there as user.denied."""
+    with board.client("writer") as c:
+        with pytest.raises(PermissionDenied):
+            c.take("other")
+        deadline = time.monotonic() + 10
+        found: list[Any] = []
+        while not found and time.monotonic() < deadline:
+            found = c.read("$sys", address="user.denied", timeout=1)
+        assert found and found[0].tuple[1] == "writer"
