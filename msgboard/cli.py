@@ -183,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = qs.add_parser("list", parents=[common], help="list selectors")
     p.add_argument("queue", nargs="?", default="")
 
+    q = sub.add_parser("consumer", help="list who is connected, or end one consumer (admin)")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser("list", parents=[common], help="list the consumers, oldest first")
+    p.add_argument("queue", nargs="?", default="", help="only this queue's")
+    p = qs.add_parser(
+        "kick", parents=[common], help="end a consumer; its outstanding messages go back"
+    )
+    p.add_argument("id", help="its id, as consumer list shows it (con-N)")
+
     p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
     p.add_argument("queue", nargs="?", default="")
     p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")

@@ -47,6 +47,7 @@ from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
 from msgboard.results import (
     BoardStats,
+    ConsumerView,
     Page,
     QueueStats,
     QueueView,
@@ -70,7 +71,7 @@ from msgboard.subscription import AsyncSubscription, Subscription
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _in_stream, _mapped, _selector_view
+from msgboard.wire import _consumer_view, _in_stream, _mapped, _selector_view
 
 __all__ = [
     "ANY",
@@ -525,6 +526,22 @@ class Client(_Poster):
     def delete_selector(self, sid: str) -> None:
         with _mapped():
             self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+
+    # -- consumers --------------------------------------------------------
+
+    def list_consumers(self, queue: str = "") -> list[ConsumerView]:
+        """Who is connected: the consumers of ``queue`` (or of every queue),
+        oldest first. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
+        return [_consumer_view(p) for p in r.consumers]
+
+    def kick_consumer(self, cid: str) -> ConsumerView:
+        """Ends consumer ``cid`` as if it had disconnected (its outstanding
+        messages go back); returns it as it was. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
+        return _consumer_view(r.consumer)
 
     # -- subscriptions --------------------------------------------------
 

@@ -11,7 +11,8 @@ it needs and the queues it needs it on, read from the request. The verbs:
   destination; a queue created with a dead-letter queue needs ``write`` on
   that queue. A BOUNCE selector writes to whatever queue each message's
   ``reply_to`` names, so it needs ``admin``.
-- ``admin``: Snapshot, Stats of the whole board, and anything on any queue.
+- ``admin``: Snapshot, Stats of the whole board, ListConsumers and
+  KickConsumer, and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.guard`` applies the table before any
@@ -123,6 +124,8 @@ RPCS: dict[str, Rpc] = {
     "DeleteSelector": Rpc(MANAGE, lambda r: [_n(MANAGE, SelectorRef(r.id))]),
     "Subscribe": Rpc(READ, _subscribe),
     "Snapshot": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
 }
 
 

@@ -1,7 +1,7 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
-``Page``, ``QueueStats``, ``SelectorView``, ``BoardStats`` and its
-``StoreInfo``), and where a Browse page starts (``Start``).
+``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
+and its ``StoreInfo``), and where a Browse page starts (``Start``).
 
 Their one home, below both: the engine and the store import them from here,
 and so does ``msgboard.client``, which thus loads neither the engine nor
@@ -99,3 +99,25 @@ class BoardStats:
     commits: int
     committed_ops: int
     queues: list[QueueStats]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerView:
+    """One consumer at one moment."""
+
+    id: str
+    #: The client's address as gRPC gives it ("ipv4:127.0.0.1:5555"); ""
+    #: for a consumer attached in-process.
+    peer: str
+    #: The user it authenticated as; "" on an open board.
+    identity: str
+    queue: str
+    selector: str
+    #: "move" or "copy".
+    op: str
+    #: Its effective credit (window capped by the board); inf: unlimited.
+    credit: float
+    outstanding: int
+    delivered: int
+    #: When it attached, µs since the epoch.
+    since: int

@@ -51,7 +51,7 @@ from msgboard.message import Message, Section
 from msgboard.reflection import Reflection
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
-from msgboard.streams import selector_to_pb
+from msgboard.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -304,6 +304,22 @@ class BoardService(pb_grpc.BoardServicer):
     async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
         path = self.snapshots.resolve(request.path)
         return snapshot_to_pb(await _wait(self.board.snapshot_async(path)))
+
+    # -- consumers ------------------------------------------------------
+
+    @_mapped
+    async def ListConsumers(
+        self, request: pb.ListConsumersRequest, context: Any
+    ) -> pb.ListConsumersResponse:
+        views = await _wait(self.board.list_consumers_async(request.queue))
+        return pb.ListConsumersResponse(consumers=map(consumer_to_pb, views))
+
+    @_mapped
+    async def KickConsumer(
+        self, request: pb.KickConsumerRequest, context: Any
+    ) -> pb.KickConsumerResponse:
+        view = await _wait(self.board.kick_consumer_async(request.id))
+        return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
 
 
 async def _wait(fut: Future[T]) -> T:

@@ -24,6 +24,7 @@ from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.handoff import Handoff
+from msgboard.results import ConsumerView
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 
@@ -38,6 +39,24 @@ def selector_to_pb(v: SelectorView) -> pb.Selector:
         delivered=v.delivered,
         dropped=v.dropped,
     )
+
+
+def consumer_to_pb(v: ConsumerView) -> pb.ConsumerInfo:
+    unlimited = v.credit == float("inf")
+    p = pb.ConsumerInfo(
+        id=v.id,
+        peer=v.peer,
+        identity=v.identity,
+        queue=v.queue,
+        selector_id=v.selector,
+        op=pb.OPERATION_COPY if v.op == Op.COPY.value else pb.OPERATION_MOVE,
+        credit=0 if unlimited else int(v.credit),
+        unlimited_credit=unlimited,
+        outstanding=v.outstanding,
+        delivered=v.delivered,
+    )
+    codec.us_to_ts(v.since, p.since)
+    return p
 
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:

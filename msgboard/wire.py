@@ -20,7 +20,7 @@ from google.rpc import error_details_pb2, status_pb2
 from msgboard import codec
 from msgboard.details import DETAILS_KEY, DOMAIN
 from msgboard.errors import MsgboardError, from_wire
-from msgboard.results import SelectorView
+from msgboard.results import ConsumerView, SelectorView
 from msgboard.v1 import board_pb2 as pb
 
 
@@ -66,6 +66,21 @@ def _selector_view(p: pb.Selector) -> SelectorView:
         p.outstanding,
         p.delivered,
         p.dropped,
+    )
+
+
+def _consumer_view(p: pb.ConsumerInfo) -> ConsumerView:
+    return ConsumerView(
+        p.id,
+        p.peer,
+        p.identity,
+        p.queue,
+        p.selector_id,
+        "copy" if p.op == pb.OPERATION_COPY else "move",
+        float("inf") if p.unlimited_credit else p.credit,
+        p.outstanding,
+        p.delivered,
+        codec.ts_to_us(p.since),
     )
 
 

@@ -207,6 +207,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
         {"reader", "alice"},
     ),
     ("Snapshot", "a name", lambda c, r: c.snapshot(f"snap-{c.connection.token}"), set()),
+    ("ListConsumers", "all", lambda c, r: c.list_consumers(), set()),
+    ("ListConsumers", "of jobs", lambda c, r: c.list_consumers("jobs"), set()),
+    ("KickConsumer", "an unknown id", lambda c, r: c.kick_consumer("con-999"), set()),
 ]
 
 

@@ -10,7 +10,6 @@ a part of ``Board`` (board.py), which provides the writer and the network.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -18,28 +17,9 @@ from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import Kicked, NotFound
+from msgboard.results import ConsumerView
 
-
-@dataclass(frozen=True, slots=True)
-class ConsumerView:
-    """One consumer at one moment."""
-
-    id: str
-    #: The client's address as gRPC gives it ("ipv4:127.0.0.1:5555"); ""
-    #: for a consumer attached in-process.
-    peer: str
-    #: The user it authenticated as; "" on an open board.
-    identity: str
-    queue: str
-    selector: str
-    #: "move" or "copy".
-    op: str
-    #: Its effective credit (window capped by the board); inf: unlimited.
-    credit: float
-    outstanding: int
-    delivered: int
-    #: When it attached, µs since the epoch.
-    since: int
+__all__ = ["ConsumerView", "Consumers", "consumer_view"]
 
 
 def consumer_view(c: Consumer) -> ConsumerView:

@@ -2252,3 +2252,158 @@ class SnapshotResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SnapshotResponse: _TypeAlias = SnapshotResponse  # noqa: Y015
+
+@_typing.final
+class ListConsumersRequest(_message.Message):
+    """---------------------------------------------------------------- consumers
+
+    ListConsumers' request.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only the consumers of this queue; empty: every queue's."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConsumersRequest: _TypeAlias = ListConsumersRequest  # noqa: Y015
+
+@_typing.final
+class ConsumerInfo(_message.Message):
+    """One consumer attached through Subscribe, at the moment of the answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SELECTOR_ID_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    UNLIMITED_CREDIT_FIELD_NUMBER: _builtins.int
+    OUTSTANDING_FIELD_NUMBER: _builtins.int
+    DELIVERED_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its id ("con-N"), unique while the board runs: KickConsumer takes it."""
+    peer: _builtins.str
+    """The client's address as gRPC gives it ("ipv4:127.0.0.1:5555")."""
+    identity: _builtins.str
+    """The user it authenticated as; empty on an open board."""
+    queue: _builtins.str
+    """The queue it consumes."""
+    selector_id: _builtins.str
+    """The terminal selector it is attached to (its session's, or a durable one)."""
+    op: Global___Operation.ValueType
+    """MOVE or COPY."""
+    credit: _builtins.int
+    """Its effective credit: the window it asked for, capped by the board."""
+    unlimited_credit: _builtins.bool
+    """True when the credit has no limit (then `credit` is 0)."""
+    outstanding: _builtins.int
+    """Deliveries sent and not yet acked or nacked."""
+    delivered: _builtins.int
+    """Deliveries sent since it attached."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """When it attached."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        peer: _builtins.str = ...,
+        identity: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        selector_id: _builtins.str = ...,
+        op: Global___Operation.ValueType = ...,
+        credit: _builtins.int = ...,
+        unlimited_credit: _builtins.bool = ...,
+        outstanding: _builtins.int = ...,
+        delivered: _builtins.int = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "delivered", b"delivered", "id", b"id", "identity", b"identity", "op", b"op", "outstanding", b"outstanding", "peer", b"peer", "queue", b"queue", "selector_id", b"selector_id", "since", b"since", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumerInfo: _TypeAlias = ConsumerInfo  # noqa: Y015
+
+@_typing.final
+class ListConsumersResponse(_message.Message):
+    """ListConsumers' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def consumers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumerInfo]: ...
+    def __init__(
+        self,
+        *,
+        consumers: _abc.Iterable[Global___ConsumerInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConsumersResponse: _TypeAlias = ListConsumersResponse  # noqa: Y015
+
+@_typing.final
+class KickConsumerRequest(_message.Message):
+    """KickConsumer's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The consumer's id, as ListConsumers gives it."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KickConsumerRequest: _TypeAlias = KickConsumerRequest  # noqa: Y015
+
+@_typing.final
+class KickConsumerResponse(_message.Message):
+    """KickConsumer's answer: the consumer as it was when it was ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def consumer(self) -> Global___ConsumerInfo: ...
+    def __init__(
+        self,
+        *,
+        consumer: Global___ConsumerInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer", b"consumer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer", b"consumer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KickConsumerResponse: _TypeAlias = KickConsumerResponse  # noqa: Y015

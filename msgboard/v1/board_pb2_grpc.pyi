@@ -147,6 +147,17 @@ class BoardStub:
     is not empty or the board has users and no snapshot directory,
     RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
     """
+    ListConsumers: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListConsumersRequest, _board_pb2.ListConsumersResponse]
+    """Who is connected: the consumers attached through Subscribe (of one
+    queue, or of all), oldest first, with their address, user, credit and
+    counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+    """
+    KickConsumer: _grpc.UnaryUnaryMultiCallable[_board_pb2.KickConsumerRequest, _board_pb2.KickConsumerResponse]
+    """Ends one consumer as if it had disconnected: its outstanding messages go
+    back to their queue (delivery count raised), a session selector goes,
+    and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+    NOT_FOUND for an unknown id. Needs the admin verb.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -231,6 +242,17 @@ class BoardAsyncStub(BoardStub):
     SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
     is not empty or the board has users and no snapshot directory,
     RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
+    """
+    ListConsumers: _aio.UnaryUnaryMultiCallable[_board_pb2.ListConsumersRequest, _board_pb2.ListConsumersResponse]  # type: ignore[assignment]
+    """Who is connected: the consumers attached through Subscribe (of one
+    queue, or of all), oldest first, with their address, user, credit and
+    counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+    """
+    KickConsumer: _aio.UnaryUnaryMultiCallable[_board_pb2.KickConsumerRequest, _board_pb2.KickConsumerResponse]  # type: ignore[assignment]
+    """Ends one consumer as if it had disconnected: its outstanding messages go
+    back to their queue (delivery count raised), a session selector goes,
+    and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+    NOT_FOUND for an unknown id. Needs the admin verb.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -415,6 +437,29 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
         is not empty or the board has users and no snapshot directory,
         RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def ListConsumers(
+        self,
+        request: _board_pb2.ListConsumersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListConsumersResponse, _abc.Awaitable[_board_pb2.ListConsumersResponse]]:
+        """Who is connected: the consumers attached through Subscribe (of one
+        queue, or of all), oldest first, with their address, user, credit and
+        counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def KickConsumer(
+        self,
+        request: _board_pb2.KickConsumerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.KickConsumerResponse, _abc.Awaitable[_board_pb2.KickConsumerResponse]]:
+        """Ends one consumer as if it had disconnected: its outstanding messages go
+        back to their queue (delivery count raised), a session selector goes,
+        and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+        NOT_FOUND for an unknown id. Needs the admin verb.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

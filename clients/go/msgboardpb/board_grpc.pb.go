@@ -86,6 +86,15 @@ type BoardClient interface {
 	// is not empty or the board has users and no snapshot directory,
 	// RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	// Who is connected: the consumers attached through Subscribe (of one
+	// queue, or of all), oldest first, with their address, user, credit and
+	// counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+	ListConsumers(ctx context.Context, in *ListConsumersRequest, opts ...grpc.CallOption) (*ListConsumersResponse, error)
+	// Ends one consumer as if it had disconnected: its outstanding messages go
+	// back to their queue (delivery count raised), a session selector goes,
+	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+	// NOT_FOUND for an unknown id. Needs the admin verb.
+	KickConsumer(ctx context.Context, in *KickConsumerRequest, opts ...grpc.CallOption) (*KickConsumerResponse, error)
 }
 
 type boardClient struct {
@@ -293,6 +302,24 @@ func (c *boardClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ..
 	return out, nil
 }
 
+func (c *boardClient) ListConsumers(ctx context.Context, in *ListConsumersRequest, opts ...grpc.CallOption) (*ListConsumersResponse, error) {
+	out := new(ListConsumersResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/ListConsumers", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) KickConsumer(ctx context.Context, in *KickConsumerRequest, opts ...grpc.CallOption) (*KickConsumerResponse, error) {
+	out := new(KickConsumerResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/KickConsumer", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BoardServer is the server API for Board service.
 // All implementations must embed UnimplementedBoardServer
 // for forward compatibility
@@ -366,6 +393,15 @@ type BoardServer interface {
 	// is not empty or the board has users and no snapshot directory,
 	// RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	// Who is connected: the consumers attached through Subscribe (of one
+	// queue, or of all), oldest first, with their address, user, credit and
+	// counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+	ListConsumers(context.Context, *ListConsumersRequest) (*ListConsumersResponse, error)
+	// Ends one consumer as if it had disconnected: its outstanding messages go
+	// back to their queue (delivery count raised), a session selector goes,
+	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+	// NOT_FOUND for an unknown id. Needs the admin verb.
+	KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error)
 	mustEmbedUnimplementedBoardServer()
 }
 
@@ -423,6 +459,12 @@ func (UnimplementedBoardServer) Subscribe(Board_SubscribeServer) error {
 }
 func (UnimplementedBoardServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedBoardServer) ListConsumers(context.Context, *ListConsumersRequest) (*ListConsumersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListConsumers not implemented")
+}
+func (UnimplementedBoardServer) KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method KickConsumer not implemented")
 }
 func (UnimplementedBoardServer) mustEmbedUnimplementedBoardServer() {}
 
@@ -759,6 +801,42 @@ func _Board_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_ListConsumers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConsumersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).ListConsumers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/ListConsumers",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).ListConsumers(ctx, req.(*ListConsumersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_KickConsumer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KickConsumerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).KickConsumer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/KickConsumer",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).KickConsumer(ctx, req.(*KickConsumerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Board_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Board",
 	HandlerType: (*BoardServer)(nil),
@@ -822,6 +900,14 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Snapshot",
 			Handler:    _Board_Snapshot_Handler,
+		},
+		{
+			MethodName: "ListConsumers",
+			Handler:    _Board_ListConsumers_Handler,
+		},
+		{
+			MethodName: "KickConsumer",
+			Handler:    _Board_KickConsumer_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
