@@ -389,16 +389,8 @@ class Client(_Poster):
     def _match(self, rpc: Any, req: Any, pattern: Pattern, timeout: float) -> list[Message]:
         codec.pattern_to_pb(pattern, req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
-        # A waiting Take or Read can last long: wait on the call's future in
-        # Python, where Ctrl-C (KeyboardInterrupt) always gets through, and
-        # cancel the call then, rather than block inside gRPC's C code.
-        call = rpc.future(req, timeout=self._deadline(timeout))
         with _mapped():
-            try:
-                r = call.result()
-            except KeyboardInterrupt:
-                call.cancel()
-                raise
+            r = rpc(req, timeout=self._deadline(timeout))
         return [codec.message_from_pb(m) for m in r.messages]
 
     def browse(
