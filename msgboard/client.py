@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 import os
 import queue as queue_
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -304,11 +304,13 @@ class Client(_Poster):
         messages: Iterable[Message | Sequence[Value]],
         *,
         batch: int = 500,
+        progress: Callable[[int], None] | None = None,
     ) -> list[int]:
         """Posts many messages over one PostStream, ``batch`` per request,
         without waiting for each batch; returns every seq. A batch the
         board refuses raises its error after the stream ends (batches before
-        it are stored)."""
+        it are stored). ``progress`` is called with the number of messages
+        stored so far as each batch is answered."""
         errors: list[pb.Error] = []
         bad: list[InvalidArgument] = []
 
@@ -337,6 +339,8 @@ class Client(_Poster):
                     errors.append(r.error)
                 else:
                     seqs.extend(r.seqs)
+                    if progress is not None:
+                        progress(len(seqs))
         if errors:
             raise _in_stream(errors[0])
         if bad:
@@ -449,6 +453,7 @@ class Client(_Poster):
         *,
         lease: float,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Delivery]:
@@ -456,7 +461,7 @@ class Client(_Poster):
         ``ack``ed by delivery id; if the lease runs out first they come back."""
         req = pb.TakeRequest(queue=queue, max=max)
         req.lease.FromNanoseconds(int(lease * 1e9))
-        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
+        codec.pattern_to_pb(make_pattern(templates, address, filter), req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with _mapped():
             r = self._stub.Take(req, timeout=self._deadline(timeout))
