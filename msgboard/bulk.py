@@ -107,7 +107,7 @@ def _messages(
                 raise InvalidArgument(f"not JSON ({e})") from None
             yield message_from_json(obj, expires_at)
         except InvalidArgument as e:
-            bad.append(e.within(f"line {n}"))
+            bad.append(InvalidArgument(f"line {n}: {e}"))
             return
 
 
