@@ -22,6 +22,31 @@ from msgboard.spec import UNLIMITED
 if TYPE_CHECKING:
     from msgboard.client import Client
 
+#: Every RPC of the Board service and the msgboard commands that make it
+#: (docs/operating.md shows this table; a test checks it against the proto
+#: and the parser).
+RPC_COMMANDS: dict[str, tuple[str, ...]] = {
+    "CreateQueue": ("queue create",),
+    "GetQueue": ("queue get",),
+    "ListQueues": ("queue list",),
+    "DeleteQueue": ("queue delete",),
+    "Post": ("post",),
+    "PostStream": ("post --ndjson",),
+    "Take": ("take", "take --lease"),
+    "Read": ("read",),
+    "Browse": ("browse",),
+    "Ack": ("ack", "nack"),
+    "Stats": ("stats",),
+    "CreateSelector": ("selector create",),
+    "GetSelector": ("selector get",),
+    "ListSelectors": ("selector list",),
+    "DeleteSelector": ("selector delete",),
+    "Subscribe": ("watch",),
+    "Snapshot": ("snapshot",),
+    "ListConsumers": ("consumer list",),
+    "KickConsumer": ("consumer kick",),
+}
+
 
 def _json_arg(text: str, what: str) -> Any:
     try:

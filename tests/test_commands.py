@@ -4,6 +4,7 @@ acks from standard input."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
@@ -14,10 +15,12 @@ from typing import IO
 
 import pytest
 
-from msgboard.cli import main
+from msgboard.cli import build_parser, main
 from msgboard.client import Client
+from msgboard.commands import RPC_COMMANDS
 from msgboard.message import now_us
 from msgboard.testing import ServerThread
+from msgboard.v1 import board_pb2 as pb
 
 
 def run(
@@ -289,3 +292,29 @@ def test_watch_max_with_manual_acks_waits_for_the_acks(
     assert [x.split("  ")[:2] for x in out.splitlines()] == [["1", "jobs#1"], ["2", "jobs#2"]]
     q = client.get_queue("jobs")
     assert (q.unprocessed, q.history) == (0, 2)
+
+
+def _subparser(parser: argparse.ArgumentParser, words: list[str]) -> argparse.ArgumentParser:
+    for word in words:
+        [subs] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert word in subs.choices, f"no command {word!r}"
+        parser = subs.choices[word]
+    return parser
+
+
+def test_every_rpc_has_a_command() -> None:
+    """Every RPC of the Board service (from the proto's descriptor) is in
+    RPC_COMMANDS, each command there exists in the parser with its options,
+    and docs/operating.md lists each pair."""
+    rpcs = {m.name for m in pb.DESCRIPTOR.services_by_name["Board"].methods}
+    assert set(RPC_COMMANDS) == rpcs
+    parser = build_parser()
+    doc = (Path(__file__).parent.parent / "docs" / "operating.md").read_text()
+    for rpc, commands in RPC_COMMANDS.items():
+        for command in commands:
+            words = command.split()
+            sub = _subparser(parser, [w for w in words if not w.startswith("--")])
+            options = {o for a in sub._actions for o in a.option_strings}
+            assert {w for w in words if w.startswith("--")} <= options, command
+            assert "--json" in options, command
+            assert f"| {rpc} |" in doc and f"`msgboard {command}`" in doc, (rpc, command)
