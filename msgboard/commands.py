@@ -300,6 +300,23 @@ def _post(c: Any, args: argparse.Namespace) -> int:
     if args.ndjson:
         from msgboard.bulk import post_ndjson
 
+        single = [
+            flag
+            for flag, value in (
+                ("--tuple", args.tuple),
+                ("--address", args.address),
+                ("--header", args.header),
+                ("--priority", args.priority),
+                ("--reply-to", args.reply_to),
+                ("--content-type", args.content_type),
+            )
+            if value
+        ]
+        if single:
+            raise InvalidArgument(
+                f"{single[0]}: a single post's; with --ndjson each line gives its own"
+            )
+
         posted = post_ndjson(c, args.queue, args.ndjson, expires_at=_expires_at(args))
         if args.json:
             print(json.dumps({"queue": args.queue, **posted.json()}))

@@ -77,6 +77,8 @@ def test_post_ndjson_posts_every_line_through_one_stream(
 
     code, out, _ = run(server, capsys, "post", "jobs", "--ndjson", str(f))
     assert code == 0 and out.startswith("posted 1201 messages in ") and "msgs/s" in out
+    code, _, err = run(server, capsys, "post", "jobs", "--ndjson", str(f), "--address", "x")
+    assert code == 2 and "--address: a single post's" in err
 
 
 def test_what_read_json_prints_posts_again(
