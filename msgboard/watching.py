@@ -63,9 +63,9 @@ def watch(
                 sub.ack(d)
             n += 1
             if args.max and n >= args.max:
+                if acks is not None:  # the acks of what was printed, first
+                    acks.settle(ctrl_c)
                 break
-        if acks is not None and not ctrl_c.stopped:
-            acks.settle(ctrl_c)
         if args.nack_on_exit:
             _nack_outstanding(sub, acks, args.json)
     if ctrl_c.stopped:
