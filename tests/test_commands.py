@@ -35,11 +35,16 @@ def lines(text: str) -> list[dict[str, object]]:
     return [json.loads(x) for x in text.splitlines() if x.strip()]
 
 
-def msgboard(server: ServerThread, *args: str, **kw: object) -> subprocess.Popen[str]:
+def msgboard(
+    server: ServerThread, *args: str, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """The command as a child process, its stdin and stdout piped."""
     return subprocess.Popen(
         [sys.executable, "-m", "msgboard", *args, "--server", server.address],
         text=True,
-        **kw,  # type: ignore[call-overload]
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
     )
 
 
@@ -131,16 +136,7 @@ def test_post_ndjson_reads_stdin_and_draws_a_progress_bar_on_a_terminal(
     data = "".join(json.dumps({"tuple": [i]}) + "\n" for i in range(50))
     master, slave = pty.openpty()
     with os.fdopen(master, "rb", buffering=0) as tty:
-        proc = msgboard(
-            server,
-            "post",
-            "jobs",
-            "--ndjson",
-            "-",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=slave,
-        )
+        proc = msgboard(server, "post", "jobs", "--ndjson", "-", stderr=slave)
         os.close(slave)
         out, _ = proc.communicate(data, timeout=60)
         drawn = _read_all(tty)
@@ -239,17 +235,7 @@ def test_watch_with_manual_acks_from_stdin(server: ServerThread, client: Client)
     other two nacked back to the queue."""
     client.create_queue("jobs", max_history=10)
     client.post_many("jobs", [("n", i) for i in range(3)])
-    proc = msgboard(
-        server,
-        "watch",
-        "jobs",
-        "--manual-ack",
-        "--nack-on-exit",
-        "--json",
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--nack-on-exit", "--json")
     assert proc.stdin is not None and proc.stdout is not None
     shown = [json.loads(proc.stdout.readline()) for _ in range(3)]
     assert [d["tuple"] for d in shown] == [["n", i] for i in range(3)]
@@ -274,17 +260,7 @@ def test_watch_max_with_manual_acks_waits_for_the_acks(
     """An ack line read before its delivery is printed waits for it, and
     --max ends the watch once the deliveries printed are acked."""
     client.create_queue("jobs", max_history=10)
-    proc = msgboard(
-        server,
-        "watch",
-        "jobs",
-        "--manual-ack",
-        "--max",
-        "2",
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--max", "2")
     assert proc.stdin is not None
     proc.stdin.write("ack 1\nack 2\n")
     proc.stdin.flush()
