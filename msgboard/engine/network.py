@@ -467,52 +467,7 @@ class Network(Pulling, Holds, Overflow):
         b.undo(lambda: pending.__delitem__(slice(n, None)))
         if not c.flushing:
             self._set(b, c, "flushing", True)
-            b.before(lambda: self._flush_settled(b, c))
             b.after(lambda: self._flush(c))
-
-    def _flush_settled(self, b: Batch, c: Consumer) -> None:
-        """Sends, before the group's commit, the deliveries at the head of
-        ``c``'s pending ones whose messages were committed before the group
-        began and were not restored in it (what an ack's credit pulled from
-        a queue, typically): they need not wait for this group's fsync. The
-        others (posted, moved, copied or given back in this group) leave once
-        it is durable (``_flush``), after these, so the consumer's order
-        holds. Should the group roll back, the sent ones stay outstanding
-        (``_keep``)."""
-        pending = c.pending
-        if c.closed or not pending:
-            return
-        settled: dict[str, int] = {}
-        n = 0
-        for d in pending:
-            m = d.message
-            first = settled.get(m.queue)
-            if first is None:
-                found = self._lookup(b, m.queue)
-                first = settled[m.queue] = 0 if found is None else found[0].settled(m.queue)
-            if m.seq >= first:
-                break
-            n += 1
-        if not n:
-            return
-        early, c.pending = pending[:n], pending[n:]
-        out = c.outstanding
-        held = [(d.id, out[d.id]) for d in early if d.id in out]
-        b.undone(partial(self._keep, c, held))
-        c.deliver(early)
-
-    def _keep(self, c: Consumer, held: list[tuple[int, Message]]) -> None:
-        """The group that sent ``c`` these deliveries before its commit rolled
-        back (a full map grows and runs it again; an internal error fails
-        it): they stay outstanding under the ids the consumer got, their
-        messages held, as they were before the group (unprocessed, and not
-        restored in it). A rerun skips them as held and delivers after them;
-        what the group had not sent yet is dropped with it."""
-        c.pending = []
-        for did, m in held:
-            c.outstanding[did] = m
-            self._holds.setdefault(m.queue, {})[m.seq] = c
-            c.next_id = max(c.next_id, did + 1)
 
     @staticmethod
     def _flush(c: Consumer) -> None:

@@ -12,8 +12,7 @@ locks, and LMDB's rule that a write transaction stays on its thread holds by
 construction. An operation must check its input before it writes: one that
 raises a MsgboardError after writing would leave its writes in the group.
 An operation's effects on memory are registered with ``Batch.undo`` (run if
-the group aborts), ``Batch.before`` (run when every operation of the group
-has run, before the commit) and ``Batch.after`` (run once it is durable).
+the group aborts) and ``Batch.after`` (run once it is durable).
 """
 
 from __future__ import annotations
@@ -49,8 +48,6 @@ class Batch:
         self._reserve = reserve
         self._txns: dict[bool, Txn] = {}
         self._undo: list[Callable[[], object]] = []
-        self._before: list[Callable[[], object]] = []
-        self._undone: list[Callable[[], object]] = []
         self._after: list[Callable[[], object]] = []
         #: The time of the batch, µs: one clock reading for every op in it.
         self.now = now_us()
@@ -67,23 +64,11 @@ class Batch:
         """Runs ``fn`` if the batch aborts."""
         self._undo.append(fn)
 
-    def undone(self, fn: Callable[[], object]) -> None:
-        """Runs ``fn`` if the batch aborts, after every ``undo``: for what
-        must outlive the rollback (deliveries sent before the commit)."""
-        self._undone.append(fn)
-
-    def before(self, fn: Callable[[], object]) -> None:
-        """Runs ``fn`` when every operation of the batch has run, just before
-        its commit (a rollback may still follow)."""
-        self._before.append(fn)
-
     def after(self, fn: Callable[[], object]) -> None:
         """Runs ``fn`` once the batch is durable."""
         self._after.append(fn)
 
     def commit(self) -> None:
-        for fn in self._before:
-            fn()
         durable = self._txns.pop(True, None)
         if durable is not None:
             try:
@@ -104,9 +89,6 @@ class Batch:
         for fn in reversed(self._undo):
             fn()
         self._undo.clear()
-        for fn in self._undone:
-            fn()
-        self._undone.clear()
 
 
 Run = Callable[[Batch], Any]

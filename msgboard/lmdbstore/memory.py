@@ -137,8 +137,6 @@ class MemoryTxn(Txn):
         self._log: list[_Undo] = []
         #: Counters of the queues this transaction wrote, as they were.
         self._saved: dict[_Queue, tuple[int, int, int]] = {}
-        #: Queue -> the lowest seq this transaction restored (``settled``).
-        self._restored: dict[str, int] = {}
         self._done = False
 
     # -- ending -----------------------------------------------------------
@@ -211,14 +209,6 @@ class MemoryTxn(Txn):
         q = self._get(name)
         return Counts(len(q.unprocessed), len(q.history), q.next_seq)
 
-    def settled(self, name: str) -> int:
-        q = self._queues.get(name)
-        if q is None:
-            return 0
-        saved = self._saved.get(q)
-        first = q.next_seq if saved is None else saved[0]
-        return min(first, self._restored.get(name, first))
-
     # -- messages ---------------------------------------------------------
 
     def append(self, name: str, msg: Message, now: int) -> Message:
@@ -269,7 +259,6 @@ class MemoryTxn(Txn):
         seq = msg.seq
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
-        self._restored[name] = min(seq, self._restored.get(name, seq))
         old = q.history.pop(seq, None)
         if old is not None:
             self._log.append((q.history.__setitem__, (seq, old)))

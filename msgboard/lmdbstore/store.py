@@ -130,13 +130,6 @@ class Txn(abc.ABC):
     def counts(self, name: str) -> Counts:
         """The queue's counts, in O(1). KeyError if no such queue."""
 
-    @abc.abstractmethod
-    def settled(self, name: str) -> int:
-        """A seq below which every unprocessed message of the queue is as it
-        was at the last commit: the queue's next seq then, lowered to the
-        lowest seq this transaction restored (0 for a queue it created or
-        does not know). In O(1)."""
-
     # -- messages -------------------------------------------------------
 
     @abc.abstractmethod

@@ -88,8 +88,6 @@ class DurableTxn(Txn):
         #: What ``admit`` let in, and the room it had (None: not looked at).
         self._admitted = 0
         self._room: int | None = None
-        #: Queue -> the lowest seq this transaction restored (``settled``).
-        self._restored: dict[str, int] = {}
         self._guard = _Guard(self._fail)
         self._unprocessed = store._unprocessed
         self._history = store._history
@@ -275,13 +273,6 @@ class DurableTxn(Txn):
             q.last_posted = max(q.last_posted, last)
         q.known = True
 
-    def settled(self, name: str) -> int:
-        q = self._base.get(name)
-        mine = self._q.get(name, q)
-        if q is None or mine is None or mine.qid != q.qid:
-            return 0  # created, or deleted, in this transaction
-        return min(q.next_seq, self._restored.get(name, q.next_seq))
-
     def append(self, name: str, msg: Message, now: int) -> Message:
         q = self._q.get(name) or self._touch(name)
         with self._guard:
@@ -366,7 +357,6 @@ class DurableTxn(Txn):
             raise KeyError(f"{name!r} has no seq {seq}")
         key = _KEY.pack(q.qid, seq)
         m = stamp(msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED)
-        self._restored[name] = min(seq, self._restored.get(name, seq))
         with self._guard:
             if self._txn.pop(key, db=self._history) is not None:
                 q.history -= 1
