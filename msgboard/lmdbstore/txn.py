@@ -53,6 +53,10 @@ from msgboard.spec import QueueSpec
 if TYPE_CHECKING:
     from msgboard.lmdbstore.durable import DurableStore
 
+#: The index keys of a message with neither address nor tuple (a bare
+#: body, as most queue traffic is): the same for every one of them.
+_BARE_KEYS = message_keys("", ())
+
 MiB = 1 << 20
 #: Free map space ``begin`` keeps beyond twice the reserve.
 HEADROOM = 16 * MiB
@@ -372,13 +376,13 @@ class DurableTxn(Txn):
     def _file(self, prefix: bytes, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
         put, seq, db = self._txn.put, _U64.pack(m.seq), self._index
-        for key in message_keys(m.address, m.tuple):
+        for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             put(prefix + key, seq, db=db)
 
     def _unfile(self, prefix: bytes, m: Message) -> None:
         """Removes a message from the index."""
         delete, seq, db = self._txn.delete, _U64.pack(m.seq), self._index
-        for key in message_keys(m.address, m.tuple):
+        for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             delete(prefix + key, seq, db=db)
 
     def find(
