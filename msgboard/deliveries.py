@@ -31,7 +31,11 @@ _VARINTS = [_varint(n) for n in range(1 << 14)]
 
 
 def _uvarint(n: int) -> bytes:
-    return _VARINTS[n] if n < 16384 else _varint(n)
+    if n < 0x4000:
+        return _VARINTS[n]
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    return _varint(n)
 
 
 def _tag(field: Any, wire_type: int) -> bytes:
