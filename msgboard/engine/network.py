@@ -450,7 +450,7 @@ class Network(Pulling, Holds, Overflow):
         if not c.flushing:
             self._first_out(b, c, did)
         c.next_id = did + 1
-        c.outstanding[did] = msg
+        c.outstanding.add(did, msg)
         last = self._last_out
         if last is None or last[0] is not msg:
             last = self._last_out = (msg, delivered(msg))
