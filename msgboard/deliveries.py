@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from msgboard.codec import _SECTION_TO_PB, _board_fields, message_to_pb
-from msgboard.message import Message
+from msgboard.message import Message, keep_frame
 from msgboard.v1 import board_pb2 as pb
 
 
@@ -63,26 +63,36 @@ def _queue_field(queue: str) -> bytes:
 def deliveries_to_bytes(batch: Iterable[tuple[int, Message]]) -> bytes:
     """The serialized SubscribeResponse carrying these (id, message)
     deliveries: what ``message_to_pb`` would give each message, as bytes
-    joined without a protobuf object per message."""
+    joined without a protobuf object per message. Each message's part is
+    made once and kept on it (``message.frame``): the COPY consumers of one
+    message share it."""
     parts: list[bytes] = []
     for did, m in batch:
-        w = m._wire
-        if w is None or not (m.delivery_count and (m.posted_at or m._pure)):
-            # No bytes to start from, or a field that must be cleared
-            # (message_to_pb's slow path): encoded field by field.
-            body = message_to_pb(m).SerializeToString()
-        else:
-            body = b"".join(
-                (
-                    w,
-                    _board_fields(m.posted_at, m.processed_at, m.delivery_count),
-                    _queue_field(m.queue),
-                    _SEQ_TAG,
-                    _uvarint(m.seq),
-                    _SECTION_FIELD[m.section],
-                )
-            )
-        item = b"".join((_ID_TAG, _uvarint(did), _MESSAGE_TAG, _uvarint(len(body)), body))
+        part = m._frame
+        if part is None:
+            part = keep_frame(m, _part(m))
+        item = _ID_TAG + _uvarint(did) + part
         parts += (_ITEM_TAG, _uvarint(len(item)), item)
     items = b"".join(parts)
     return _DELIVERIES_TAG + _uvarint(len(items)) + items
+
+
+def _part(m: Message) -> bytes:
+    """The ``message`` field of a Delivery carrying ``m``."""
+    w = m._wire
+    if w is None or not (m.delivery_count and (m.posted_at or m._pure)):
+        # No bytes to start from, or a field that must be cleared
+        # (message_to_pb's slow path): encoded field by field.
+        body = message_to_pb(m).SerializeToString()
+    else:
+        body = b"".join(
+            (
+                w,
+                _board_fields(m.posted_at, m.processed_at, m.delivery_count),
+                _queue_field(m.queue),
+                _SEQ_TAG,
+                _uvarint(m.seq),
+                _SECTION_FIELD[m.section],
+            )
+        )
+    return _MESSAGE_TAG + _uvarint(len(body)) + body

@@ -14,7 +14,7 @@ from msgboard import codec
 from msgboard.deliveries import deliveries_to_bytes
 from msgboard.engine import Board
 from msgboard.lmdbstore import record
-from msgboard.message import Message, Section, stamp, wire
+from msgboard.message import Message, Section, frame, stamp, wire
 from msgboard.spec import QueueSpec
 from msgboard.v1 import board_pb2 as pb
 
@@ -102,6 +102,23 @@ def test_a_batch_of_deliveries_joined_as_bytes_is_the_field_by_field_encoding() 
     assert pb.SubscribeResponse.FromString(deliveries_to_bytes([])) == pb.SubscribeResponse(
         deliveries=pb.Deliveries()
     )
+
+
+def test_a_message_delivered_to_many_consumers_is_encoded_once() -> None:
+    """Given one delivered message (as the COPY consumers of a message share
+    it), when it goes out in two consumers' batches under their own ids, I
+    expect its part made once, kept on it, and each batch right."""
+    _, posted = _posted()
+    m = stamp(posted, "q", 9, POSTED, 0, 1, U)
+    assert frame(m) is None
+    first = pb.SubscribeResponse.FromString(deliveries_to_bytes([(4, m)]))
+    kept = frame(m)
+    assert kept is not None
+    second = pb.SubscribeResponse.FromString(deliveries_to_bytes([(70, m)]))
+    assert frame(m) is kept
+    for got, i in ((first, 4), (second, 70)):
+        [d] = got.deliveries.items
+        assert (d.id, d.message) == (i, codec.message_to_pb(m))
 
 
 def test_a_message_given_back_again_and_again_keeps_its_size() -> None:
