@@ -25,7 +25,10 @@ then to the oldest blocked Take.
 
 Credit. A terminal selector's credit is its consumer's window (capped by
 the board's ``max_credit``) less the deliveries not yet acked, and none while
-those hold ``max_outstanding_bytes`` or more; an ack gives credit back. A
+those hold ``max_outstanding_bytes`` or more; an ack gives credit back as
+it is applied, in its group commit, and what that credit pulls is delivered
+once the group is durable (sending it before was measured: no gain while
+the server is CPU-bound, see docs/performance.md). A
 selector into a queue has as much credit as that queue has room under
 ``max_unprocessed`` (and its own quota), so when a consumer drains the
 destination the parent pulls again: credit flows up the graph. Each
