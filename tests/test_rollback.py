@@ -13,26 +13,7 @@ from msgboard import Message, QueueSpec
 from msgboard.engine import Board
 from msgboard.engine.writer import Batch
 from msgboard.errors import StoreError
-from msgboard.spec import Delivery
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.got: list[Delivery] = []
-        self._cond = threading.Condition()
-
-    def deliver(self, batch: list[Delivery]) -> None:
-        with self._cond:
-            self.got += batch
-            self._cond.notify_all()
-
-    def end(self, why: BaseException | None) -> None:
-        pass
-
-    def wait(self, n: int) -> list[Delivery]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.got) >= n, 10), f"{len(self.got)} of {n}"
-            return list(self.got)
+from tests.test_routing import Sink
 
 
 def _fail(b: Batch) -> None:
