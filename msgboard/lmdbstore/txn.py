@@ -411,10 +411,17 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
+        met, unpack = self._store._met, _U64.unpack_from
         with self._guard:
             db = self._unprocessed if section is _UNPROCESSED else self._history
-            rows = _walk(self._txn.cursor(db), prefix, key, reverse)
-            yield from self._whole(name, ((k, v, section) for k, v in rows))
+            # As ``_whole`` does, without a generator per layer: a pull reads here.
+            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
+                try:
+                    m = _decode(k, v, name, unpack(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
         with self._guard:
