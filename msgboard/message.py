@@ -62,6 +62,8 @@ class Message:
     # ``wire``). Not compared, not copied by ``dataclasses.replace``.
     _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
     _pure: bool = field(default=False, init=False, repr=False, compare=False)
+    # Its encoding as a delivered message, made once (``frame``).
+    _frame: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def expired(self, now: int) -> bool:
         """True once the message's lease has run out."""
@@ -86,6 +88,7 @@ class Message:
     _s_section,
     _s_wire,
     _s_pure,
+    _s_frame,
 ) = (getattr(Message, f.name).__set__ for f in dataclasses.fields(Message))
 _new = object.__new__
 
@@ -129,6 +132,7 @@ def build(
     _s_section(r, section)
     _s_wire(r, wire)
     _s_pure(r, pure)
+    _s_frame(r, None)
     return r
 
 
@@ -155,6 +159,20 @@ def keep_wire(m: Message, data: bytes, pure: bool) -> Message:
     _s_wire(m, data)
     _s_pure(m, pure)
     return m
+
+
+def frame(m: Message) -> bytes | None:
+    """The protobuf bytes of ``m`` as a delivered message, if made already
+    (``deliveries.py``): the COPY consumers of one message share one
+    delivered Message, so its encoding is made once for all of them."""
+    return m._frame
+
+
+def keep_frame(m: Message, data: bytes) -> bytes:
+    """Keeps ``data``, the delivered encoding of ``m`` (``frame``); a value
+    cached on an immutable message: two threads making it make the same."""
+    _s_frame(m, data)
+    return data
 
 
 def stamp(

@@ -21,6 +21,7 @@ import grpc
 
 from msgboard import codec
 from msgboard.auth import caller
+from msgboard.deliveries import deliveries_to_bytes
 from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
 from msgboard.errors import InvalidArgument, MsgboardError
@@ -61,15 +62,12 @@ def consumer_to_pb(v: ConsumerView) -> pb.ConsumerInfo:
 
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
-    r = pb.SubscribeResponse()
-    add = r.deliveries.items.add
-    to_pb = codec.message_to_pb
-    for d in batch:
-        # Filled in place: building a Delivery around a finished Message
-        # would copy the message once more.
-        p = add(id=d.id)
-        to_pb(d.message, p.message)
-    return r
+    # Joined as bytes and parsed once, in C: cheaper than filling a protobuf
+    # message per delivery (deliveries.py).
+    return _parse_response(deliveries_to_bytes((d.id, d.message) for d in batch))
+
+
+_parse_response = pb.SubscribeResponse.FromString
 
 
 def acked_to_pb(a: Acked) -> pb.Acks:

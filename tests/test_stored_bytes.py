@@ -11,9 +11,10 @@ from pathlib import Path
 import lmdb
 
 from msgboard import codec
+from msgboard.deliveries import deliveries_to_bytes
 from msgboard.engine import Board
 from msgboard.lmdbstore import record
-from msgboard.message import Message, Section, stamp, wire
+from msgboard.message import Message, Section, frame, stamp, wire
 from msgboard.spec import QueueSpec
 from msgboard.v1 import board_pb2 as pb
 
@@ -74,6 +75,50 @@ def test_deliveries_from_the_bytes_are_the_field_by_field_encoding() -> None:
         assert codec.message_to_pb(m) == codec.message_to_pb(_plain(m))
         parse = pb.Message.FromString  # the bytes differ in field order
         assert parse(codec.encode_record(m)) == parse(codec.encode_record(_plain(m)))
+
+
+def test_a_batch_of_deliveries_joined_as_bytes_is_the_field_by_field_encoding() -> None:
+    """Given deliveries of messages read from records, posted ones, ones
+    without bytes and ones whose stale fields must be cleared, with ids and
+    seqs that need multi-byte varints, when joined as the bytes of a
+    SubscribeResponse, I expect what filling the protobuf gives."""
+    _, posted = _posted(headers={"t": "1"}, priority=-3)
+    data = codec.encode_record(stamp(posted, "q", 5, POSTED, 0, 2, U))
+    read = codec.decode_record(data, "q", 5, U)
+    messages = [
+        stamp(read, "q", 5, read.posted_at, 0, 3, U),
+        stamp(read, "queue-" + "x" * 200, 2**40, POSTED, 0, 1, U),
+        stamp(posted, "q", 20_000, POSTED + 1, 0, 1, U),
+        stamp(read, "q", 6, 0, 0, 1, U),  # a stale posted_at to clear
+        stamp(read, "q", 7, POSTED, 0, 0, U),  # a stale delivery_count to clear
+        _plain(stamp(read, "q", 8, POSTED, POSTED + 5, 1, Section.HISTORY)),
+    ]
+    ids = [1, 127, 128, 16_383, 16_384, 2**33]
+    expected = pb.SubscribeResponse()
+    for i, m in zip(ids, messages, strict=True):
+        codec.message_to_pb(m, expected.deliveries.items.add(id=i).message)
+    joined = deliveries_to_bytes(zip(ids, messages, strict=True))
+    assert pb.SubscribeResponse.FromString(joined) == expected
+    assert pb.SubscribeResponse.FromString(deliveries_to_bytes([])) == pb.SubscribeResponse(
+        deliveries=pb.Deliveries()
+    )
+
+
+def test_a_message_delivered_to_many_consumers_is_encoded_once() -> None:
+    """Given one delivered message (as the COPY consumers of a message share
+    it), when it goes out in two consumers' batches under their own ids, I
+    expect its part made once, kept on it, and each batch right."""
+    _, posted = _posted()
+    m = stamp(posted, "q", 9, POSTED, 0, 1, U)
+    assert frame(m) is None
+    first = pb.SubscribeResponse.FromString(deliveries_to_bytes([(4, m)]))
+    kept = frame(m)
+    assert kept is not None
+    second = pb.SubscribeResponse.FromString(deliveries_to_bytes([(70, m)]))
+    assert frame(m) is kept
+    for got, i in ((first, 4), (second, 70)):
+        [d] = got.deliveries.items
+        assert (d.id, d.message) == (i, codec.message_to_pb(m))
 
 
 def test_a_message_given_back_again_and_again_keeps_its_size() -> None:

@@ -25,7 +25,10 @@ then to the oldest blocked Take.
 
 Credit. A terminal selector's credit is its consumer's window (capped by
 the board's ``max_credit``) less the deliveries not yet acked, and none while
-those hold ``max_outstanding_bytes`` or more; an ack gives credit back. A
+those hold ``max_outstanding_bytes`` or more; an ack gives credit back as
+it is applied, in its group commit, and what that credit pulls is delivered
+once the group is durable (sending it before was measured: no gain while
+the server is CPU-bound, see docs/performance.md). A
 selector into a queue has as much credit as that queue has room under
 ``max_unprocessed`` (and its own quota), so when a consumer drains the
 destination the parent pulls again: credit flows up the graph. Each
@@ -447,27 +450,35 @@ class Network(Pulling, Holds, Overflow):
     def _hand_out(self, b: Batch, c: Consumer, msg: Message) -> None:
         """Gives ``msg`` to consumer ``c`` under its next delivery id."""
         did = c.next_id
+        if not c.flushing:
+            self._first_out(b, c, did)
         c.next_id = did + 1
-        c.outstanding[did] = msg
-
-        def undo() -> None:
-            c.next_id = did
-            c.outstanding.pop(did, None)
-
-        b.undo(undo)
+        c.outstanding.add(did, msg)
         last = self._last_out
         if last is None or last[0] is not msg:
             last = self._last_out = (msg, delivered(msg))
-        self._deliver(b, c, Delivery(did, last[1]))
+        c.pending.append(Delivery(did, last[1]))
 
-    def _deliver(self, b: Batch, c: Consumer, d: Delivery) -> None:
+    def _first_out(self, b: Batch, c: Consumer, did: int) -> None:
+        """``c``'s first delivery (``did``) in this group: one undo and one
+        flush for all of its deliveries in the group, not one each. The
+        undo runs after those of whatever the group did later (acks, give
+        backs, a detach), which put back what they took: the group's
+        deliveries are then exactly the ids from ``did`` on."""
         pending = c.pending
         n = len(pending)
-        pending.append(d)
-        b.undo(lambda: pending.__delitem__(slice(n, None)))
-        if not c.flushing:
-            self._set(b, c, "flushing", True)
-            b.after(lambda: self._flush(c))
+        c.flushing = True
+
+        def undo() -> None:
+            out = c.outstanding
+            for i in range(did, c.next_id):
+                out.pop(i, None)
+            c.next_id = did
+            del pending[n:]
+            c.flushing = False
+
+        b.undo(undo)
+        b.after(lambda: self._flush(c))
 
     @staticmethod
     def _flush(c: Consumer) -> None:

@@ -72,6 +72,11 @@ class Outstanding(dict[int, Message]):
         super().__setitem__(key, m)
         self.bytes += weight(m)
 
+    def add(self, key: int, m: Message) -> None:
+        """``self[key] = m`` for a ``key`` it does not have (a new delivery)."""
+        dict.__setitem__(self, key, m)
+        self.bytes += weight(m)
+
     def __delitem__(self, key: int) -> None:
         self.bytes -= weight(self[key])
         super().__delitem__(key)

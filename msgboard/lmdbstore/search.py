@@ -132,8 +132,9 @@ class Search(Iterator[Message]):
         else:
             self._it = self._lookup(r, pattern, first, budget, keys)
 
-    def __iter__(self) -> Search:
-        return self
+    def __iter__(self) -> Iterator[Message]:
+        # A for loop runs the generator itself: no method call per message.
+        return self._it
 
     def __next__(self) -> Message:
         return next(self._it)

@@ -53,6 +53,10 @@ from msgboard.spec import QueueSpec
 if TYPE_CHECKING:
     from msgboard.lmdbstore.durable import DurableStore
 
+#: The index keys of a message with neither address nor tuple (a bare
+#: body, as most queue traffic is): the same for every one of them.
+_BARE_KEYS = message_keys("", ())
+
 MiB = 1 << 20
 #: Free map space ``begin`` keeps beyond twice the reserve.
 HEADROOM = 16 * MiB
@@ -372,13 +376,13 @@ class DurableTxn(Txn):
     def _file(self, prefix: bytes, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
         put, seq, db = self._txn.put, _U64.pack(m.seq), self._index
-        for key in message_keys(m.address, m.tuple):
+        for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             put(prefix + key, seq, db=db)
 
     def _unfile(self, prefix: bytes, m: Message) -> None:
         """Removes a message from the index."""
         delete, seq, db = self._txn.delete, _U64.pack(m.seq), self._index
-        for key in message_keys(m.address, m.tuple):
+        for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             delete(prefix + key, seq, db=db)
 
     def find(
@@ -407,10 +411,17 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
+        met, unpack = self._store._met, _U64.unpack_from
         with self._guard:
             db = self._unprocessed if section is _UNPROCESSED else self._history
-            rows = _walk(self._txn.cursor(db), prefix, key, reverse)
-            yield from self._whole(name, ((k, v, section) for k, v in rows))
+            # As ``_whole`` does, without a generator per layer: a pull reads here.
+            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
+                try:
+                    m = _decode(k, v, name, unpack(k, 4)[0], section)
+                except RecordDamaged as e:
+                    met(e)
+                    continue
+                yield m
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
         with self._guard:
