@@ -20,6 +20,7 @@ the same snapshot:
 
     scripts/bench-spark [--messages 1000000] [--rounds 3] [--master local[*]]
     scripts/bench-spark --report-rows 30000000   # the report's scale run alone
+    scripts/bench-spark --steps 100000           # the decode's cost per step
 
 Each figure is the median of ``--rounds`` (min and max beside it); a JSON
 file goes to bench/results/spark-<time>.json.
@@ -206,6 +207,74 @@ def report_scale(n: int, master: str) -> None:
     )
 
 
+def steps(n: int) -> None:
+    """The data source's decode (``columns.batch``) step by step, in µs per
+    record, on a board of ``n`` messages of the benchmark's shape: the best
+    of 5 of each step over the whole snapshot, in batches of 8192."""
+    from operator import attrgetter
+
+    import numpy as np
+
+    from pyspark_msgboard import columns as c
+
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-steps-") as tmp:
+        root = Path(tmp)
+        build(root / "board", n)
+        with Board(root / "board", sync=False) as b:
+            b.snapshot(root / "snap")
+        snap = str(root / "snap")
+        with snapshot.opened(snap) as (env, dbs), env.begin() as txn:
+            items = [(k, v) for s in snapshot.SECTIONS for k, v in txn.cursor(db=dbs[s])]
+        figures: list[tuple[str, Callable[[], object]]] = [
+            ("LMDB cursor walk", lambda: snapshot.raw_scan(snap))
+        ]
+        payloads = [record.unseal(k, v) for k, v in items]
+        chunks = [
+            ([k for k, _ in items[i : i + 8192]], payloads[i : i + 8192])
+            for i in range(0, len(items), 8192)
+        ]
+        framed = [b"".join([c._frame(len(p)) + p for p in ps]) for _, ps in chunks]
+        batches = [list(c._Batch.FromString(b).rows) for b in framed]
+        scalars = [
+            attrgetter(f)
+            for f in ("address", "priority", "reply_to", "content_type", "body", "delivery_count")
+        ]
+        figures += [
+            ("check (CRC32C)", lambda: [record.unseal(k, v) for k, v in items]),
+            (
+                "frame a batch",
+                lambda: [b"".join([c._frame(len(p)) + p for p in ps]) for _, ps in chunks],
+            ),
+            ("parse a batch (one call)", lambda: [c._Batch.FromString(b) for b in framed]),
+            ("  and list its rows", lambda: [list(c._Batch.FromString(b).rows) for b in framed]),
+            (
+                "seq, from the keys",
+                lambda: [np.frombuffer(b"".join(k), c._KEYS) for k, _ in chunks],
+            ),
+            (
+                "6 scalar columns",
+                lambda: [[list(map(f, rows)) for f in scalars] for rows in batches],
+            ),
+            ("posted_at", lambda: [c._micros([m.posted_at for m in rows]) for rows in batches]),
+            (
+                "expires_at, processed_at",
+                lambda: [
+                    [c._optional_time(rows, f) for f in ("expires_at", "processed_at")]
+                    for rows in batches
+                ],
+            ),
+            ("headers", lambda: [c._headers(rows) for rows in batches]),
+            ("tuple", lambda: [c._tuples(rows) for rows in batches]),
+            (
+                "the whole batch (columns.batch)",
+                lambda: [c.batch(k, p, "q", "history") for k, p in chunks],
+            ),
+        ]
+        for label, fn in figures:
+            best = min(timed(fn) for _ in range(5))
+            print(f"{label:36s} {best / len(items) * 1e6:6.2f} µs per record")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--messages", type=int, default=1_000_000)
@@ -219,7 +288,17 @@ def main() -> None:
         metavar="N",
         help="instead: time msgboard report over a synthetic dataset of N rows",
     )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: the decode's cost per step on a board of N messages",
+    )
     args = p.parse_args()
+    if args.steps:
+        steps(args.steps)
+        return
     if args.report_rows:
         report_scale(args.report_rows, args.master)
         return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -182,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = qs.add_parser("list", parents=[common], help="list selectors")
     p.add_argument("queue", nargs="?", default="")
 
+    q = sub.add_parser("consumer", help="list who is connected, or end one consumer (admin)")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser("list", parents=[common], help="list the consumers, oldest first")
+    p.add_argument("queue", nargs="?", default="", help="only this queue's")
+    p = qs.add_parser(
+        "kick", parents=[common], help="end a consumer; its outstanding messages go back"
+    )
+    p.add_argument("id", help="its id, as consumer list shows it (con-N)")
+
     p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
     p.add_argument("queue", nargs="?", default="")
     p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")
@@ -268,7 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args)
     except MsgboardError as e:
-        print(f"msgboard: {e.code}: {e}", file=sys.stderr)
+        if getattr(args, "json", False):  # one JSON object, as every --json answer
+            error = {"code": e.code, "name": type(e).__name__, "message": str(e)}
+            print(json.dumps({"error": error}), file=sys.stderr)
+        else:
+            print(f"msgboard: {e.code}: {e}", file=sys.stderr)
         return 2 if e.code == "INVALID_ARGUMENT" else 1
     except KeyboardInterrupt:
         return 130

@@ -43,10 +43,18 @@ from msgboard.associative import (
     parse_address,
     template,
 )
-from msgboard.engine.board import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 from msgboard.errors import InvalidArgument, Unavailable
-from msgboard.lmdbstore.store import StoreInfo
 from msgboard.message import Message, Section, Value
+from msgboard.results import (
+    BoardStats,
+    ConsumerView,
+    Page,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    Start,
+    StoreInfo,
+)
 from msgboard.spec import (
     Delivery,
     Disposition,
@@ -63,7 +71,7 @@ from msgboard.subscription import AsyncSubscription, Subscription
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _in_stream, _mapped, _selector_view
+from msgboard.wire import _consumer_view, _in_stream, _mapped, _selector_view
 
 __all__ = [
     "ANY",
@@ -311,7 +319,7 @@ class Client(_Poster):
                 if not isinstance(m, Message):
                     m = Message(tuple=builtins.tuple(m))
                 try:
-                    chunk.append(codec.message_to_pb(m))
+                    chunk.append(codec.message_to_pb(m, record=True))  # as a post keeps it
                 except InvalidArgument as e:  # ends the stream; raised after it
                     bad.append(e.within(f"messages[{i}]"))
                     return
@@ -404,19 +412,14 @@ class Client(_Poster):
         start = Start(start)
         req = pb.BrowseRequest(
             queue=queue,
-            start={
-                Start.OLDEST: pb.START_OLDEST,
-                Start.LATEST: pb.START_LATEST,
-                Start.SEQ: pb.START_SEQ,
-                Start.TIME: pb.START_TIME,
-            }[start],
-            seq=seq,
+            start=codec.browse_start_to_pb(start),
+            start_seq=seq,
             direction=pb.DIRECTION_BACKWARD if reverse else pb.DIRECTION_FORWARD,
             limit=limit,
             pattern=codec.pattern_to_pb(make_pattern(templates, address, filter)),
         )
         if since:
-            codec.us_to_ts(since, req.since)
+            codec.us_to_ts(since, req.start_time)
         if section is not None:
             req.section = (
                 pb.SECTION_HISTORY
@@ -523,6 +526,22 @@ class Client(_Poster):
     def delete_selector(self, sid: str) -> None:
         with _mapped():
             self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+
+    # -- consumers --------------------------------------------------------
+
+    def list_consumers(self, queue: str = "") -> list[ConsumerView]:
+        """Who is connected: the consumers of ``queue`` (or of every queue),
+        oldest first. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
+        return [_consumer_view(p) for p in r.consumers]
+
+    def kick_consumer(self, cid: str) -> ConsumerView:
+        """Ends consumer ``cid`` as if it had disconnected (its outstanding
+        messages go back); returns it as it was. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
+        return _consumer_view(r.consumer)
 
     # -- subscriptions --------------------------------------------------
 

@@ -7,11 +7,14 @@ snapshot can be decoded by any language that has the proto.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from google.protobuf.struct_pb2 import NULL_VALUE
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from msgboard import results
 from msgboard.associative import (
     ALL,
     ANY,
@@ -29,7 +32,8 @@ from msgboard.associative import (
 )
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN, located
 from msgboard.errors import InvalidArgument
-from msgboard.message import Fields, Message, Section, Value, build
+from msgboard.message import Fields, Message, Section, Value, build, keep_wire
+from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.spec import (
     Disposition,
     Op,
@@ -50,10 +54,10 @@ _SECTION_TO_PB = {
 _SECTION_FROM_PB = {v: k for k, v in _SECTION_TO_PB.items()}
 
 
-def value_to_pb(v: Value, out: pb.Value, where: str = "value") -> None:
+def value_to_pb(v: Value, out: pb.FieldValue, where: str = "value") -> None:
     """Fills ``out`` with ``v``; InvalidArgument for a type that is not a Value."""
     if v is None:
-        out.null = pb.NULL_VALUE
+        out.null = NULL_VALUE
     elif v is True or v is False:
         out.bool = v
     elif type(v) is int:
@@ -72,7 +76,7 @@ def value_to_pb(v: Value, out: pb.Value, where: str = "value") -> None:
         )
 
 
-def value_from_pb(p: pb.Value, where: str = "value") -> Value:
+def value_from_pb(p: pb.FieldValue, where: str = "value") -> Value:
     kind = p.WhichOneof("kind")
     if kind is None:
         raise InvalidArgument(f"{where}: no kind set")
@@ -82,16 +86,16 @@ def value_from_pb(p: pb.Value, where: str = "value") -> Value:
     return v
 
 
-def fields_to_pb(fields: Iterable[Value]) -> list[pb.Value]:
+def fields_to_pb(fields: Iterable[Value]) -> list[pb.FieldValue]:
     result = []
     for i, v in enumerate(fields):
-        p = pb.Value()
+        p = pb.FieldValue()
         value_to_pb(v, p, f"tuple[{i}]")
         result.append(p)
     return result
 
 
-def fields_from_pb(ps: Iterable[pb.Value]) -> Fields:
+def fields_from_pb(ps: Iterable[pb.FieldValue]) -> Fields:
     return tuple(value_from_pb(p, f"tuple[{i}]") for i, p in enumerate(ps))
 
 
@@ -106,8 +110,25 @@ def ts_to_us(ts: Timestamp) -> int:
 
 def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = False) -> pb.Message:
     """``m`` as a protobuf. With ``record``, leaves out what a store key or
-    table already says (queue, seq, section)."""
+    table already says (queue, seq, section). A message that has the bytes
+    it was posted or stored as (``message.wire``) is parsed from them, in C,
+    and only the board's fields are set here."""
     p = pb.Message() if out is None else out
+    w = m._wire
+    if w is not None:
+        p.MergeFromString(w)
+        if not record:
+            p.queue = m.queue
+            p.seq = m.seq
+            p.section = _SECTION_TO_PB[m.section]
+        if m.posted_at:
+            us_to_ts(m.posted_at, p.posted_at)
+        elif not m._pure:
+            p.ClearField("posted_at")
+        if m.processed_at:
+            us_to_ts(m.processed_at, p.processed_at)
+        p.delivery_count = m.delivery_count
+        return p
     if not record:
         p.queue = m.queue
         p.seq = m.seq
@@ -168,24 +189,38 @@ def message_from_pb(
 
 
 def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[Message]:
-    """Messages to post (no queue, seq or section yet); InvalidArgument
-    names the message: ``messages[2].tuple[0]: no kind set``."""
+    """Messages to post (no queue, seq or section yet), which keep the bytes
+    they came as; InvalidArgument names the message: ``messages[2].tuple[0]:
+    no kind set``. Clears in ``ps`` what a post does not set."""
     out = []
     for i, p in enumerate(ps):
         try:
-            out.append(message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED))
+            m = message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED)
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
+        # The posted bytes are kept (``message.wire``), without what they
+        # must never carry (cleared in ``ps``: a client's message that
+        # went through message_to_pb says its section); a posted_at or
+        # delivery_count makes them impure.
+        if p.section:
+            p.ClearField("section")
+        if p.queue or p.seq or p.HasField("processed_at"):
+            p.ClearField("queue")
+            p.ClearField("seq")
+            p.ClearField("processed_at")
+        pure = not (p.delivery_count or p.HasField("posted_at"))
+        out.append(keep_wire(m, p.SerializeToString(), pure))
     return out
 
 
 def messages_to_pb(ms: Iterable[Message], where: str = "messages") -> list[pb.Message]:
-    """Messages as protobufs for a post; InvalidArgument names the message:
+    """Messages as protobufs for a post (without queue, seq and section,
+    which a post does not keep); InvalidArgument names the message:
     ``messages[2].tuple[0]: list is not a tuple type ...``."""
     out = []
     for i, m in enumerate(ms):
         try:
-            out.append(message_to_pb(m))
+            out.append(message_to_pb(m, record=True))
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
     return out
@@ -218,12 +253,41 @@ def receipts_from_pb(seqs: Iterable[int], dispositions: Sequence[int]) -> list[R
 
 
 def encode_record(m: Message) -> bytes:
-    """The bytes a store keeps for a message."""
-    return message_to_pb(m, record=True).SerializeToString()
+    """The bytes a store keeps for a message: the bytes it was posted or
+    stored as (``message.wire``) followed by the board's fields, else its
+    encoding field by field."""
+    w = m._wire
+    if w is None:
+        return message_to_pb(m, record=True).SerializeToString()
+    if not m._pure:
+        # Bytes read from a record carry its posted_at and delivery_count:
+        # dropped (in C), so that a record moved or given back again and
+        # again does not grow by its fields each time.
+        p = _parse(w)
+        p.ClearField("posted_at")
+        p.ClearField("delivery_count")
+        w = p.SerializeToString()
+    return w + _board_fields(m.posted_at, m.processed_at, m.delivery_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _board_fields(posted_at: int, processed_at: int, delivery_count: int) -> bytes:
+    """The encoded fields the board sets on a record; cached, as the
+    messages of one group commit share one time."""
+    p = pb.Message(delivery_count=delivery_count)
+    if posted_at:
+        us_to_ts(posted_at, p.posted_at)
+    if processed_at:
+        us_to_ts(processed_at, p.processed_at)
+    return p.SerializeToString()
 
 
 def decode_record(data: bytes, queue: str, seq: int, section: Section) -> Message:
-    return message_from_pb(_parse(data), queue=queue, seq=seq, section=section)
+    """The message a store keeps as ``data``. An unprocessed record keeps
+    its bytes (``message.wire``: they never carry processed_at); a history
+    one does not."""
+    m = message_from_pb(_parse(data), queue=queue, seq=seq, section=section)
+    return keep_wire(m, data, False) if section is Section.UNPROCESSED else m
 
 
 _parse = pb.Message.FromString
@@ -233,9 +297,7 @@ def processed_suffix(processed_at: int, delivery_count: int) -> bytes:
     """The bytes that, appended to an unprocessed record, make it the
     processed one: protobuf merges concatenated messages, a later scalar
     winning."""
-    p = pb.Message(delivery_count=delivery_count)
-    us_to_ts(processed_at, p.processed_at)
-    return p.SerializeToString()
+    return _board_fields(0, processed_at, delivery_count)
 
 
 # ---------------------------------------------------------------- patterns
@@ -346,7 +408,14 @@ def pattern_from_pb(p: pb.Pattern, where: str = "pattern") -> Pattern:
     templates = tuple(
         template_from_pb(t, f"{where}.templates[{i}]") for i, t in enumerate(p.templates)
     )
-    return Pattern(address, templates, p.filter)
+    try:
+        return Pattern(address, templates, p.filter)
+    except InvalidArgument as e:
+        # Pattern names its own parts "pattern.…": say where this one is.
+        text = str(e)
+        if where == "pattern" or not text.startswith("pattern."):
+            raise
+        raise InvalidArgument(where + text[len("pattern") :]) from None
 
 
 # ---------------------------------------------------------------- queues
@@ -381,12 +450,18 @@ def _enum(table: Mapping[Any, E], value: int, where: str, what: str) -> E:
 
 
 def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
+    """A queue spec; InvalidArgument for an unknown policy, or for
+    ``max_history`` set with ``unlimited_history``."""
+    if p.unlimited_history and p.max_history:
+        raise InvalidArgument(
+            f"spec.max_history: {p.max_history} with unlimited_history; set one of them"
+        )
     return QueueSpec(
         name=p.name,
         transient=p.transient,
         max_unprocessed=p.max_unprocessed,
         overflow=_enum(_OVERFLOW_FROM_PB, p.overflow, "spec.overflow", "policy"),
-        max_history=p.max_history,
+        max_history=UNLIMITED_HISTORY if p.unlimited_history else p.max_history,
         dead_letter=p.dead_letter,
         unmatched=_enum(_UNMATCHED_FROM_PB, p.unmatched, "spec.unmatched", "policy"),
         auto_delete=p.auto_delete,
@@ -400,7 +475,8 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         transient=s.transient,
         max_unprocessed=s.max_unprocessed,
         overflow=_OVERFLOW_TO_PB[s.overflow],
-        max_history=s.max_history,
+        max_history=0 if s.max_history == UNLIMITED_HISTORY else s.max_history,
+        unlimited_history=s.max_history == UNLIMITED_HISTORY,
         dead_letter=s.dead_letter,
         unmatched=_UNMATCHED_TO_PB[s.unmatched],
         auto_delete=s.auto_delete,
@@ -428,7 +504,7 @@ _ROLE_TO_PB = {v: k for k, v in _ROLE_FROM_PB.items() if k}
 _POSITION_FROM_PB = {
     pb.POSITION_UNSPECIFIED: Position.CURRENT,
     pb.POSITION_CURRENT: Position.CURRENT,
-    pb.POSITION_HEAD: Position.HEAD,
+    pb.POSITION_OLDEST: Position.HEAD,
     pb.POSITION_SEQ: Position.SEQ,
     pb.POSITION_TIME: Position.TIME,
 }
@@ -440,6 +516,11 @@ def op_from_pb(op: int, where: str = "op") -> Op:
 
 
 def position_from_pb(pos: int, where: str = "start") -> Position:
+    """A selector's or subscription's start; LATEST is Browse's alone."""
+    if pos == pb.POSITION_LATEST:
+        raise InvalidArgument(
+            f"{where}: POSITION_LATEST is for Browse; a selector starts elsewhere"
+        )
     return _enum(_POSITION_FROM_PB, pos, where, "position")
 
 
@@ -447,13 +528,58 @@ def position_to_pb(pos: Position) -> pb.Position.ValueType:
     return _POSITION_TO_PB[pos]
 
 
-def selector_spec_from_pb(p: pb.SelectorSpec, where: str = "spec") -> SelectorSpec:
+_START_TO_PB = {
+    results.Start.OLDEST: pb.POSITION_OLDEST,
+    results.Start.LATEST: pb.POSITION_LATEST,
+    results.Start.SEQ: pb.POSITION_SEQ,
+    results.Start.TIME: pb.POSITION_TIME,
+}
+_START_FROM_PB = {v: k for k, v in _START_TO_PB.items()}
+
+
+def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> results.Start:
+    """Where a Browse page starts; unspecified: OLDEST forward, LATEST
+    backward. CURRENT is a selector's alone."""
+    if pos == pb.POSITION_UNSPECIFIED:
+        return results.Start.LATEST if reverse else results.Start.OLDEST
+    if pos == pb.POSITION_CURRENT:
+        raise InvalidArgument(
+            f"{where}: POSITION_CURRENT is for selectors; a page starts elsewhere"
+        )
+    return _enum(_START_FROM_PB, pos, where, "position")
+
+
+def browse_start_to_pb(start: results.Start) -> pb.Position.ValueType:
+    return _START_TO_PB[start]
+
+
+def selector_spec_from_pb(
+    p: pb.SelectorSpec, where: str = "spec", *, stored: bool = False
+) -> SelectorSpec:
+    """A selector spec. The engine keeps one ``credit``: a terminal
+    selector's ``credit`` or a selector to a queue's ``quota``; the other one
+    set is InvalidArgument. ``stored``: a record of the board's, which may
+    come from before ``quota`` (a selector to a queue kept it in ``credit``)."""
+    op = op_from_pb(p.op, f"{where}.op")
+    if op in (Op.MOVE, Op.COPY) and not p.destination:  # terminal
+        if p.quota:
+            raise InvalidArgument(f"{where}.quota: a terminal selector has credit, not a quota")
+        credit = p.credit
+    elif stored:
+        credit = p.quota or p.credit
+    elif p.credit or p.unlimited_credit:
+        raise InvalidArgument(
+            f"{where}.{'credit' if p.credit else 'unlimited_credit'}: "
+            "a selector to a queue has a quota, not credit"
+        )
+    else:
+        credit = p.quota
     return SelectorSpec(
         source=p.source,
         pattern=pattern_from_pb(p.pattern, f"{where}.pattern"),
-        op=op_from_pb(p.op, f"{where}.op"),
+        op=op,
         destination=p.destination,
-        credit=p.credit,
+        credit=credit,
         unlimited_credit=p.unlimited_credit,
         start=position_from_pb(p.start, f"{where}.start"),
         start_seq=p.start_seq,
@@ -469,8 +595,11 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
         pattern_to_pb(s.pattern, p.pattern)
     p.op = _OP_TO_PB[s.op]
     p.destination = s.destination
-    p.credit = s.credit
-    p.unlimited_credit = s.unlimited_credit
+    if s.terminal:
+        p.credit = s.credit
+        p.unlimited_credit = s.unlimited_credit
+    elif not s.unlimited_credit:
+        p.quota = s.credit
     p.start = position_to_pb(s.start)
     p.start_seq = s.start_seq
     if s.start_time:

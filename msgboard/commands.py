@@ -242,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
                 )
         elif cmd == "selector":
             return _selector_command(c, args)
+        elif cmd == "consumer":
+            return _consumer_command(c, args)
         elif cmd == "watch":
             return _watch(c, args)
         elif cmd == "snapshot":
@@ -307,6 +309,22 @@ def _selector_json(v: Any) -> dict[str, Any]:
         "dropped": v.dropped,
     }
     return d
+
+
+def _consumer_json(v: Any) -> dict[str, Any]:
+    d = asdict(v)
+    d["credit"] = "unlimited" if v.credit == float("inf") else int(v.credit)
+    d["since"] = _when(v.since)
+    return d
+
+
+def _consumer_command(c: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for v in c.list_consumers(args.queue):
+            _print_row(_consumer_json(v), args.json)
+    else:
+        _print_row(_consumer_json(c.kick_consumer(args.id)), args.json)
+    return 0
 
 
 def _selector_command(c: Any, args: argparse.Namespace) -> int:

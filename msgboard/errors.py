@@ -19,8 +19,11 @@
     ├── Unavailable               the board is closed or unreachable
     │   └── ListenFailed          the server cannot bind its address
     ├── DeadlineExceeded          (client side: the call's deadline passed)
+    ├── Aborted
+    │   └── Kicked                an operator ended the consumer (KickConsumer)
     ├── Unauthenticated
     ├── PermissionDenied
+    │   └── Reserved              a write to the board's own queue ($sys)
     ├── DataLoss                  stored data failed its check (DATA_LOSS)
     │   └── RecordDamaged         one record, named by queue and seq
     └── StoreError                the store failed (INTERNAL)
@@ -28,19 +31,18 @@
         │                         (FAILED_PRECONDITION)
         └── DataFileDamaged       data.mdb is truncated or not LMDB's
 
-The engine raises these; ``msgboard.server`` maps them to status codes in one
-place and ``msgboard.client`` maps status codes back, so a client catches the
-same classes an embedded user does. Nothing here imports gRPC.
+The engine raises these; ``msgboard.details`` maps them to status codes and
+``google.rpc`` details (an ErrorInfo whose reason is the class name, with the
+facts of ``info()``; a BadRequest for InvalidArgument), in one place, and
+``msgboard.wire`` maps them back with ``from_wire``, so a client catches the
+same classes, with the same attributes, an embedded user does. Nothing here
+imports gRPC.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-
-#: The gRPC trailing metadata key under which the server names an error's
-#: class in this tree, so a client raises the same class.
-ERROR_KEY = "msgboard-error"
 
 
 class MsgboardError(Exception):
@@ -50,6 +52,14 @@ class MsgboardError(Exception):
     #: On a Subscribe stream: the ``ref`` of the request it answers (what the
     #: client's ``ack``, ``nack`` or ``credit`` returned); 0 otherwise.
     ref = 0
+
+    def info(self) -> dict[str, str]:
+        """Facts for machines, the ErrorInfo metadata on the wire (e.g.
+        ``{"queue": "jobs", "seq": "7"}``); ``from_wire`` sets them back."""
+        return {}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        """Sets what ``info()`` said, on an error rebuilt from the wire."""
 
 
 #: A field path at the start of a message: ``messages[2].tuple[0]: ...``.
@@ -70,6 +80,12 @@ class InvalidArgument(MsgboardError):
             m = _PATH.match(message)
             field = m.group(1) if m else ""
         self.field = field
+
+    def info(self) -> dict[str, str]:
+        return {"field": self.field} if self.field else {}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.field = info.get("field", "")
 
     def within(self, where: str) -> InvalidArgument:
         """The same error about a part of ``where``: ``tuple[0]: ...`` within
@@ -105,6 +121,12 @@ class QueueNotFound(NotFound):
     def __init__(self, name: str) -> None:
         super().__init__(f"queue {name!r} does not exist")
         self.name = name
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.name}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.name = info.get("queue", "")
 
 
 class AlreadyExists(MsgboardError):
@@ -156,8 +178,39 @@ class Unauthenticated(MsgboardError):
     code = "UNAUTHENTICATED"
 
 
+class Aborted(MsgboardError):
+    code = "ABORTED"
+
+
+class Kicked(Aborted):
+    """An operator ended the subscription (KickConsumer); its outstanding
+    messages went back to the queue."""
+
+
 class PermissionDenied(MsgboardError):
+    """A user may not do this: ``user``, the ``verb`` (or verbs, "read or
+    manage") and the ``queue`` ("" for the whole board) say what."""
+
     code = "PERMISSION_DENIED"
+    user = verb = queue = ""
+
+    def __init__(
+        self, message: str = "", *, user: str = "", verb: str = "", queue: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.user, self.verb, self.queue = user, verb, queue
+
+    def info(self) -> dict[str, str]:
+        return {"user": self.user, "verb": self.verb, "queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.user, self.verb = info.get("user", ""), info.get("verb", "")
+        self.queue = info.get("queue", "")
+
+
+class Reserved(PermissionDenied):
+    """A post, create, delete or dead letter to a queue the board keeps for
+    itself (``$sys``): users may read it, nobody may write it."""
 
 
 class DataLoss(MsgboardError):
@@ -169,7 +222,6 @@ class DataLoss(MsgboardError):
 class RecordDamaged(DataLoss):
     """One stored message failed its check (``queue`` and ``seq`` say which)."""
 
-    #: Empty where a client rebuilt the error from the wire: the message says them.
     queue = ""
     seq = 0
 
@@ -177,6 +229,13 @@ class RecordDamaged(DataLoss):
         super().__init__(f"queue {queue!r} seq {seq}: the stored record is damaged ({why})")
         self.queue = queue
         self.seq = seq
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue, "seq": str(self.seq)}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
+        self.seq = int(info.get("seq", "0") or 0)
 
 
 class StoreError(MsgboardError):
@@ -204,6 +263,7 @@ BY_CODE: dict[str, type[MsgboardError]] = {
         FailedPrecondition,
         Unavailable,
         DeadlineExceeded,
+        Aborted,
         Unauthenticated,
         PermissionDenied,
         DataLoss,
@@ -219,15 +279,19 @@ def _leaves(cls: type[MsgboardError]) -> dict[str, type[MsgboardError]]:
     return out
 
 
-def from_wire(code: str, message: str, name: str = "") -> MsgboardError:
-    """Rebuilds an error the server sent: its own class when ``name`` names
-    one of this tree (the server sends it), else the class of the status."""
+def from_wire(
+    code: str, message: str, name: str = "", info: dict[str, str] | None = None
+) -> MsgboardError:
+    """Rebuilds an error the server sent: its own class when ``name`` (the
+    ErrorInfo reason) names one of this tree, else the class of the status;
+    ``info`` (the ErrorInfo metadata) gives back its attributes."""
     cls = _leaves(MsgboardError).get(name) or BY_CODE.get(code, MsgboardError)
     err = cls.__new__(cls)
     Exception.__init__(err, message)
-    if isinstance(err, InvalidArgument):
+    if info is None and isinstance(err, InvalidArgument):
         m = _PATH.match(message)
-        err.field = m.group(1) if m else ""
+        info = {"field": m.group(1)} if m else {}
+    err._restore(info or {})
     if cls is MsgboardError:
         err.code = code
     return err

@@ -16,14 +16,16 @@ import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 
 from msgboard import permissions
 from msgboard.auth import User, Users
+from msgboard.details import abort
 from msgboard.engine import Board
-from msgboard.errors import ERROR_KEY, MsgboardError, NotFound, ResourceExhausted
+from msgboard.engine.events import USER_DENIED
+from msgboard.errors import MsgboardError, NotFound, PermissionDenied, ResourceExhausted
 from msgboard.permissions import RPCS, Need, SelectorRef
 from msgboard.v1 import board_pb2 as pb
 
@@ -67,12 +69,6 @@ _WHAT = {
 }
 
 
-async def _abort(context: Any, e: MsgboardError) -> NoReturn:
-    code = getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-    await context.abort(code, str(e), ((ERROR_KEY, type(e).__name__),))
-    raise AssertionError("unreachable: abort raises")
-
-
 def _waits(request: Any) -> bool:
     t = request.timeout
     return bool(t.seconds or t.nanos)
@@ -104,7 +100,11 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     # tells nothing about queues.
                     continue
                 queue = view.spec.source
-            permissions.check(user, need.verbs, queue)
+            try:
+                permissions.check(user, need.verbs, queue)
+            except PermissionDenied as e:
+                self.board.emit(USER_DENIED, user.name, str(e))  # on $sys
+                raise
 
     async def intercept_service(
         self,
@@ -150,7 +150,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 with self.quota.hold(user, *kinds):
                     response = await behavior(request, context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             if rpc is not None and rpc.filter is not None:
                 rpc.filter(response, lambda q: permissions.sees(user, q))
             return response
@@ -173,7 +173,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     await self.allow(user, rpc.needs(first))
                 held.enter_context(self.quota.hold(user, *kinds))
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             with held:
                 if name == "Subscribe":
                     inner = _prepend(first, requests)
@@ -193,7 +193,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 await self.allow(user, rpc.needs(r))
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             yield r
 
     def _unary_stream(self, behavior: Any) -> Any:
@@ -201,7 +201,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 self.authenticate(context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             async for response in behavior(request, context):
                 yield response
 
@@ -212,7 +212,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 self.authenticate(context)
             except MsgboardError as e:
-                await _abort(context, e)
+                await abort(context, e)
             return await behavior(requests, context)
 
         return call

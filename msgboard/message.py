@@ -58,6 +58,10 @@ class Message:
     processed_at: int = 0
     delivery_count: int = 0
     section: Section = Section.UNPROCESSED
+    # The board's own: the bytes the message was posted or stored as (see
+    # ``wire``). Not compared, not copied by ``dataclasses.replace``.
+    _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _pure: bool = field(default=False, init=False, repr=False, compare=False)
 
     def expired(self, now: int) -> bool:
         """True once the message's lease has run out."""
@@ -80,6 +84,8 @@ class Message:
     _s_processed_at,
     _s_delivery_count,
     _s_section,
+    _s_wire,
+    _s_pure,
 ) = (getattr(Message, f.name).__set__ for f in dataclasses.fields(Message))
 _new = object.__new__
 
@@ -99,10 +105,13 @@ def build(
     processed_at: int,
     delivery_count: int,
     section: Section,
+    wire: bytes | None = None,
+    pure: bool = False,
 ) -> Message:
     """A Message from every field, in field order, unchecked. Fills the
     frozen dataclass's slots directly: less than half the cost of its
-    ``__init__``, on the hot path of decoding records and protobufs."""
+    ``__init__``, on the hot path of decoding records and protobufs.
+    ``wire`` and ``pure`` are as ``wire`` tells."""
     r: Message = _new(Message)
     _s_tuple(r, fields)
     _s_address(r, address)
@@ -118,7 +127,34 @@ def build(
     _s_processed_at(r, processed_at)
     _s_delivery_count(r, delivery_count)
     _s_section(r, section)
+    _s_wire(r, wire)
+    _s_pure(r, pure)
     return r
+
+
+def wire(m: Message) -> tuple[bytes | None, bool]:
+    """The protobuf bytes (a board.proto ``Message``) ``m`` was posted or
+    stored as, and whether they are pure; (None, False) if it has none.
+
+    Kept so that storing and delivering a message is a concatenation, not a
+    field-by-field encoding (``codec.encode_record``, ``codec.message_to_pb``).
+    The bytes parse to ``m``'s own fields (tuple, address, priority,
+    headers, reply_to, expires_at, content_type, body) exactly, and never
+    carry queue, seq, section or processed_at. They may carry a posted_at and
+    a delivery_count, possibly stale, unless pure: the encoders write the
+    board's fields after them (protobuf lets a later field win). Only the
+    board's fields change between stamped copies (``stamp``), so the bytes
+    stay true; ``dataclasses.replace``, which may change the others, drops
+    them."""
+    return m._wire, m._pure
+
+
+def keep_wire(m: Message, data: bytes, pure: bool) -> Message:
+    """``m``, just built and not yet shared, with the bytes it came as
+    (``wire``: they must parse to its own fields)."""
+    _s_wire(m, data)
+    _s_pure(m, pure)
+    return m
 
 
 def stamp(
@@ -148,4 +184,6 @@ def stamp(
         processed_at,
         delivery_count,
         section,
+        m._wire,
+        m._pure,
     )

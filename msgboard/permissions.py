@@ -11,7 +11,8 @@ it needs and the queues it needs it on, read from the request. The verbs:
   destination; a queue created with a dead-letter queue needs ``write`` on
   that queue. A BOUNCE selector writes to whatever queue each message's
   ``reply_to`` names, so it needs ``admin``.
-- ``admin``: Snapshot, Stats of the whole board, and anything on any queue.
+- ``admin``: Snapshot, Stats of the whole board, ListConsumers and
+  KickConsumer, and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.guard`` applies the table before any
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msgboard.auth import User
+from msgboard.engine.events import SYS
 from msgboard.errors import PermissionDenied
 from msgboard.v1 import board_pb2 as pb
 
@@ -122,6 +124,8 @@ RPCS: dict[str, Rpc] = {
     "DeleteSelector": Rpc(MANAGE, lambda r: [_n(MANAGE, SelectorRef(r.id))]),
     "Subscribe": Rpc(READ, _subscribe),
     "Snapshot": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
 }
 
 
@@ -129,6 +133,8 @@ def allows(user: User, verb: str, queue: str) -> bool:
     """Whether ``user`` may ``verb`` on ``queue`` (BOARD: the whole board)."""
     if user.admin:
         return True
+    if queue == SYS:
+        return verb == READ  # the board's events: anyone reads, nobody writes
     if queue == BOARD:
         return False
     return any(verb in r.verbs and fnmatch.fnmatchcase(queue, r.queues) for r in user.rules)
@@ -146,4 +152,6 @@ def check(user: User, verbs: tuple[str, ...], queue: str) -> None:
         return
     what = " or ".join(verbs)
     where = "the whole board" if queue == BOARD else f"queue {queue!r}"
-    raise PermissionDenied(f"user {user.name!r} may not {what} {where}")
+    raise PermissionDenied(
+        f"user {user.name!r} may not {what} {where}", user=user.name, verb=what, queue=queue
+    )

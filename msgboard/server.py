@@ -3,10 +3,11 @@
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
 awaits the operation's future and converts the answer back (a big answer on
 a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.streams``, which also holds the one place where engine
-errors become status codes (``streams.status``). The server also serves the
-standard gRPC health service and server reflection, so stock tools such as
-grpcurl and grpc_health_probe work.
+live in ``msgboard.streams``; engine errors become status codes and
+``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
+standard gRPC health service and server reflection (v1 and v1alpha, with the
+proto's comments: ``msgboard.reflection``), so stock tools such as grpcurl,
+Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
@@ -29,28 +30,29 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import grpc
-from grpc_reflection.v1alpha import reflection
 
 from msgboard import codec, streams
 from msgboard.calls import Calls
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
+from msgboard.details import abort
 from msgboard.engine import (
     Board,
     BoardStats,
     Limits,
     QueueStats,
     QueueView,
-    Start,
 )
+from msgboard.engine.events import BOARD_STOPPING
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
 from msgboard.metrics import Metrics
 from msgboard.readiness import Readiness
+from msgboard.reflection import Reflection
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
-from msgboard.streams import abort, selector_to_pb
+from msgboard.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -237,26 +239,15 @@ class BoardService(pb_grpc.BoardServicer):
             pb.DIRECTION_BACKWARD,
         ):
             raise InvalidArgument(f"direction: unknown value {request.direction}")
-        starts = {
-            pb.START_OLDEST: Start.OLDEST,
-            pb.START_LATEST: Start.LATEST,
-            pb.START_SEQ: Start.SEQ,
-            pb.START_TIME: Start.TIME,
-        }
-        if request.start == pb.START_UNSPECIFIED:
-            start = Start.LATEST if reverse else Start.OLDEST
-        elif request.start in starts:
-            start = starts[request.start]
-        else:
-            raise InvalidArgument(f"start: unknown value {request.start}")
+        start = codec.browse_start_from_pb(request.start, reverse)
         if request.section not in _SECTION_FROM_PB:
             raise InvalidArgument(f"section: unknown value {request.section}")
         page = await _wait(
             self.board.browse_async(
                 request.queue,
                 start,
-                seq=request.seq,
-                since=codec.ts_to_us(request.since),
+                seq=request.start_seq,
+                since=codec.ts_to_us(request.start_time),
                 reverse=reverse,
                 limit=request.limit,
                 section=_SECTION_FROM_PB[request.section],
@@ -315,6 +306,22 @@ class BoardService(pb_grpc.BoardServicer):
         path = self.snapshots.resolve(request.path)
         return snapshot_to_pb(await _wait(self.board.snapshot_async(path)))
 
+    # -- consumers ------------------------------------------------------
+
+    @_mapped
+    async def ListConsumers(
+        self, request: pb.ListConsumersRequest, context: Any
+    ) -> pb.ListConsumersResponse:
+        views = await _wait(self.board.list_consumers_async(request.queue))
+        return pb.ListConsumersResponse(consumers=map(consumer_to_pb, views))
+
+    @_mapped
+    async def KickConsumer(
+        self, request: pb.KickConsumerRequest, context: Any
+    ) -> pb.KickConsumerResponse:
+        view = await _wait(self.board.kick_consumer_async(request.id))
+        return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
+
 
 async def _wait(fut: Future[T]) -> T:
     return await Handoff.of(asyncio.get_running_loop()).wait(fut)
@@ -359,8 +366,7 @@ async def create_server(
     snapshots = security.snapshots if security else None
     pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
     await (readiness or Readiness()).add_to(server, serving=readiness is None)
-    names = (SERVICE, reflection.SERVICE_NAME, "grpc.health.v1.Health")
-    reflection.enable_server_reflection(names, server)
+    server.add_generic_rpc_handlers(Reflection((SERVICE, "grpc.health.v1.Health")).handlers())
     credentials = security.credentials() if security else None
     try:
         if credentials is None:
@@ -427,6 +433,7 @@ async def serve(
         await stop.wait()
         log.info("msgboard stopping")
         await readiness.stopping()
+        board.emit(BOARD_STOPPING)
         # Blocked calls get their "nothing in time" answer rather than wait
         # out the grace period and be cancelled.
         await _wait(board.release())

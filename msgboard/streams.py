@@ -1,7 +1,6 @@
 """The two streaming calls, PostStream and Subscribe, and what they share
-with the unary calls in ``server.py``: engine errors as gRPC statuses
-(``status``, the one place they are mapped) and as in-stream ``Error``
-answers.
+with the unary calls in ``server.py`` (selectors as protobufs). Errors
+become statuses and in-stream ``Error`` answers in ``msgboard.details``.
 
 PostStream reads batches ahead, bounded in bytes, so that concurrent batches
 share a group commit, and answers them in request order. Subscribe hands the
@@ -16,28 +15,18 @@ import collections
 import contextlib
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 
 from msgboard import codec
+from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
-from msgboard.errors import ERROR_KEY, InvalidArgument, MsgboardError
+from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.handoff import Handoff
+from msgboard.results import ConsumerView
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
-
-
-def status(e: MsgboardError) -> grpc.StatusCode:
-    """The one place where engine errors become gRPC status codes."""
-    return getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-
-
-async def abort(context: grpc.aio.ServicerContext[Any, Any], e: MsgboardError) -> NoReturn:
-    """Ends the call with the error's status; the error's class name goes in
-    the trailing metadata."""
-    await context.abort(status(e), str(e), ((ERROR_KEY, type(e).__name__),))
-    raise AssertionError("unreachable: abort raises")
 
 
 def selector_to_pb(v: SelectorView) -> pb.Selector:
@@ -52,13 +41,27 @@ def selector_to_pb(v: SelectorView) -> pb.Selector:
     )
 
 
-def error_to_pb(e: MsgboardError) -> pb.Error:
-    return pb.Error(code=status(e).value[0], message=str(e), name=type(e).__name__)
+def consumer_to_pb(v: ConsumerView) -> pb.ConsumerInfo:
+    unlimited = v.credit == float("inf")
+    p = pb.ConsumerInfo(
+        id=v.id,
+        peer=v.peer,
+        identity=v.identity,
+        queue=v.queue,
+        selector_id=v.selector,
+        op=pb.OPERATION_COPY if v.op == Op.COPY.value else pb.OPERATION_MOVE,
+        credit=0 if unlimited else int(v.credit),
+        unlimited_credit=unlimited,
+        outstanding=v.outstanding,
+        delivered=v.delivered,
+    )
+    codec.us_to_ts(v.since, p.since)
+    return p
 
 
 def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
     r = pb.SubscribeResponse()
-    add = r.deliveries.deliveries.add
+    add = r.deliveries.items.add
     to_pb = codec.message_to_pb
     for d in batch:
         # Filled in place: building a Delivery around a finished Message
@@ -160,7 +163,7 @@ async def subscribe(
 
     first = await anext(aiter(request_iterator), None)
     if first is None or first.WhichOneof("kind") != "open":
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first request must be `open`")
+        await abort(context, InvalidArgument("open: the first request must be `open`"))
     o = first.open
     try:
         attach = bool(o.selector_id)
@@ -176,6 +179,7 @@ async def subscribe(
                 start_seq=o.start_seq,
                 start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
                 selector_id=o.selector_id,
+                peer=context.peer() or "",
             )
         )
     except MsgboardError as e:

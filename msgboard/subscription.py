@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 
 from msgboard import codec
-from msgboard.engine.board import SelectorView
 from msgboard.errors import MsgboardError
+from msgboard.results import SelectorView
 from msgboard.spec import (
     Delivery,
 )
@@ -70,7 +70,7 @@ class _Stream(abc.ABC):
         kind = r.WhichOneof("kind")
         if kind == "deliveries":
             self._buffer.extend(
-                Delivery(d.id, codec.message_from_pb(d.message)) for d in r.deliveries.deliveries
+                Delivery(d.id, codec.message_from_pb(d.message)) for d in r.deliveries.items
             )
         elif kind == "acked":
             self._answered(r.ref)

@@ -194,6 +194,10 @@ def test_ctrl_c_ends_a_long_running_command_quietly(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As in a terminal, whatever the test run inherited: a shell starts
+        # background commands (`cmd &`) with SIGINT ignored, and a Python
+        # child then never raises KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     if watching:

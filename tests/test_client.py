@@ -103,3 +103,24 @@ def test_ack_answers_as_the_proto_says(client: Client) -> None:
         client.ack("jobs", [second, first])
     client.ack("jobs", [second])  # untouched by the refused request
     assert client.get_queue("jobs").unprocessed == 0
+
+
+def test_the_client_loads_neither_the_engine_nor_lmdb() -> None:
+    """Given a fresh interpreter, when I import msgboard.client and use its
+    result types, I expect no module of the engine or the store, and no lmdb,
+    loaded: the client speaks only gRPC."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from msgboard.client import Client, Start\n"
+        "from msgboard.results import BoardStats, Page, QueueStats\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert "msgboard.client" in loaded and "grpc" in loaded
+    below = [m for m in loaded if m.startswith(("msgboard.engine", "msgboard.lmdbstore", "lmdb"))]
+    assert below == []

@@ -21,12 +21,12 @@ from msgboard.v1 import board_pb2_grpc as pb_grpc
 
 
 def good(n: int) -> pb.Message:
-    return pb.Message(tuple=[pb.Value(int=n)])
+    return pb.Message(tuple=[pb.FieldValue(int=n)])
 
 
 def three_with_a_bad_third() -> list[pb.Message]:
     """Two good messages, then one whose first field has no kind set."""
-    return [good(0), good(1), pb.Message(tuple=[pb.Value()])]
+    return [good(0), good(1), pb.Message(tuple=[pb.FieldValue()])]
 
 
 @pytest.fixture

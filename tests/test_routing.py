@@ -108,6 +108,9 @@ def test_parrot_every_copy_subscriber_gets_everything(board: Board) -> None:
         s.wait(20)
         assert s.tuples() == nums(20)
     assert board.get_queue("news").unprocessed == 0
+    # One delivered message for every copy, not one made per subscriber.
+    first = sinks[0].got
+    assert all(d.message is e.message for s in sinks[1:] for d, e in zip(first, s.got, strict=True))
 
 
 def test_housecat_address_eq_selectors_route_by_address(board: Board) -> None:
@@ -224,6 +227,19 @@ def test_overflow_selector_and_policies(board: Board) -> None:
     [dead] = board.read("dlq")
     assert (dead.tuple, dead.headers["x-dead-letter-reason"]) == (("n", 1), "overflow")
     assert row(board, "dn").overflowed == 1  # type: ignore[attr-defined]
+
+
+def test_an_overflow_selector_never_pulls_what_was_stored(board: Board) -> None:
+    """Given an overflow selector into a full queue, I expect a message that
+    was stored (the queue had room when it came) to stay when the overflow
+    queue gets room again: the selector acts on full-queue posts only."""
+    board.create_queue(QueueSpec("small", max_unprocessed=1))
+    board.create_queue(QueueSpec("spill", max_unprocessed=1))
+    board.create_selector(SelectorSpec("small", destination="spill", role=Role.OVERFLOW))
+    assert post(board, "small", *nums(2)) == [1, 0]
+    assert [m.tuple for m in board.take("spill")] == [("n", 1)]
+    assert [m.tuple for m in board.read("small", max=10)] == [("n", 0)]
+    assert board.get_queue("spill").unprocessed == 0
 
 
 def test_several_default_selectors_share_round_robin_among_those_with_room(

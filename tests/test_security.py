@@ -102,8 +102,10 @@ def test_tls_with_a_token_and_mutual_tls_with_a_certificate(mtls: ServerThread, 
     # carol: known by her certificate's CN alone; she may read, not write.
     with Client(mtls.address, tls_ca=ca, tls_cert=cert, tls_key=key) as c:
         assert [m.tuple for m in c.read("jobs")] == [("x",)]
-        with pytest.raises(PermissionDenied, match="user 'carol' may not write queue 'jobs'"):
+        with pytest.raises(PermissionDenied, match="user 'carol' may not write queue 'jobs'") as e:
             c.post("jobs", ("y",))
+        # The same facts for machines, from the error's ErrorInfo.
+        assert (e.value.user, e.value.verb, e.value.queue) == ("carol", "write", "jobs")
 
 
 def test_health_answers_without_a_credential_and_asyncio_clients_send_theirs(

@@ -207,6 +207,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
         {"reader", "alice"},
     ),
     ("Snapshot", "a name", lambda c, r: c.snapshot(f"snap-{c.connection.token}"), set()),
+    ("ListConsumers", "all", lambda c, r: c.list_consumers(), set()),
+    ("ListConsumers", "of jobs", lambda c, r: c.list_consumers("jobs"), set()),
+    ("KickConsumer", "an unknown id", lambda c, r: c.kick_consumer("con-999"), set()),
 ]
 
 
@@ -394,3 +397,15 @@ def test_the_readme_quickstart_over_tls_with_a_token(
     monkeypatch.setenv("MSGBOARD_TOKEN", "nobody-t")
     assert main(commands[1]) == 1
     assert "PERMISSION_DENIED: user 'nobody' may not write queue 'jobs'" in capsys.readouterr().err
+
+
+def test_a_denied_call_is_announced_on_sys(board: Secured) -> None:
+    """Every user reads $sys; a refused call shows there as user.denied."""
+    with board.client("writer") as c:
+        with pytest.raises(PermissionDenied):
+            c.take("other")
+        deadline = time.monotonic() + 10
+        found: list[Any] = []
+        while not found and time.monotonic() < deadline:
+            found = c.read("$sys", address="user.denied", timeout=1)
+        assert found and found[0].tuple[1] == "writer"

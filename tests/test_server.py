@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+from google.protobuf.empty_pb2 import Empty
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -179,12 +180,14 @@ def test_bad_input_gets_the_right_status_and_the_board_carries_on(
     stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
     bad_templates = [
         pb.Template(fields=[pb.FieldPattern()]),  # no kind
-        pb.Template(fields=[pb.FieldPattern(actual=pb.Value())]),  # value without kind
+        pb.Template(fields=[pb.FieldPattern(actual=pb.FieldValue())]),  # value without kind
         pb.Template(fields=[pb.FieldPattern(formal=pb.VALUE_TYPE_UNSPECIFIED)]),
         pb.Template(
-            fields=[pb.FieldPattern(range=pb.Range(lo=pb.Value(int=5), hi=pb.Value(int=1)))]
+            fields=[
+                pb.FieldPattern(range=pb.Range(lo=pb.FieldValue(int=5), hi=pb.FieldValue(int=1)))
+            ]
         ),
-        pb.Template(fields=[pb.FieldPattern(any=pb.Any())] * 65),
+        pb.Template(fields=[pb.FieldPattern(any=Empty())] * 65),
     ]
     for t in bad_templates:
         with pytest.raises(grpc.RpcError) as e:
@@ -198,7 +201,7 @@ def test_bad_input_gets_the_right_status_and_the_board_carries_on(
         e.value.details() or ""
     )
     with pytest.raises(grpc.RpcError) as e:
-        stub.Post(pb.PostRequest(queue="ok", messages=[pb.Message(tuple=[pb.Value()])]))
+        stub.Post(pb.PostRequest(queue="ok", messages=[pb.Message(tuple=[pb.FieldValue()])]))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     with pytest.raises(grpc.RpcError) as e:
         stub.Browse(pb.BrowseRequest(queue="ok", limit=-1))

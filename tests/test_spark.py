@@ -401,6 +401,20 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     r = report.report(spark, str(tmp_path / "out"), str(tmp_path / "report"))
     assert r.figures["messages"] == 0 and r.figures["first"] is None
     assert "no messages" in (tmp_path / "report" / "index.html").read_text()
+    # Plain readers see every column of the empty dataset, and no rows.
+    out = str(tmp_path / "out")
+    columns = {*snapshot.SCHEMA.names, "day"}
+    assert set(spark.read.parquet(out).columns) == columns
+    assert spark.read.parquet(out).count() == 0
+    table = ds.dataset(out, partitioning="hive").to_table()
+    assert (set(table.column_names), table.num_rows) == (columns, 0)
+    # Once it has rows, its partitions say the columns (no empty file beside).
+    with Board(tmp_path / "board", sync=False) as b:
+        b.post("jobs", [Message(tuple=("one",))])
+        b.snapshot(tmp_path / "snap2")
+    export.export(spark, str(tmp_path / "snap2"), out)
+    assert spark.read.parquet(out).select("queue", "section").collect() == [("jobs", "unprocessed")]
+    assert ds.dataset(out, partitioning="hive").count_rows() == 1
 
 
 def test_a_time_no_timestamp_can_hold(spark: SparkSession, tmp_path: Path) -> None:
@@ -560,6 +574,44 @@ def test_nightly_runs_the_night_and_can_run_it_again(
         assert "is there already" in again and "nothing to do" in again
     finally:
         server.stop()
+
+
+def test_nightly_against_a_board_with_a_snapshot_dir(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a board with users and a --snapshot-dir (docs/security.md's
+    setup), which refuses absolute snapshot paths: msgboard nightly with the
+    admin's token names the day, and says where the board wrote it when
+    SNAPSHOTS is another directory; given the board's snapshot directory,
+    it runs the night on that snapshot."""
+    from msgboard.auth import token_hash
+    from msgboard.client import Client
+    from msgboard.testing import ServerProcess
+
+    users = tmp_path / "users.toml"
+    users.write_text(
+        f'[[user]]\nname = "ops"\ntoken_sha256 = "{token_hash("ops-token")}"\n'
+        '[[user.allow]]\nqueues = "*"\nverbs = ["admin"]\n'
+    )
+    snaps = tmp_path / "snapshots"
+    server = ServerProcess(tmp_path / "data", "--users", str(users), "--snapshot-dir", str(snaps))
+    try:
+        with Client(server.address, token="ops-token") as c:
+            c.create_queue("jobs")
+            for i in range(5):
+                c.post("jobs", ("job", i))
+        rest = [str(tmp_path / "history"), str(tmp_path / "www")]
+        login = ["--server", server.address, "--token", "ops-token"]
+        assert main(["nightly", str(tmp_path / "elsewhere"), *rest, *login]) == 1
+        err = capsys.readouterr().err
+        [day] = os.listdir(snaps)
+        assert f"wrote today's snapshot to {snaps.resolve() / day}" in err
+        assert main(["nightly", str(snaps), *rest, *login]) == 0
+        out = capsys.readouterr().out
+        assert f"{snaps / day} is there already" in out and "5 unprocessed" in out
+        assert (tmp_path / "www" / day / "index.html").exists()
+    finally:
+        server.kill()
 
 
 def test_a_local_session_listens_on_loopback(spark: SparkSession) -> None:

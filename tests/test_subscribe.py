@@ -405,7 +405,7 @@ def test_an_ack_request_answers_each_id_it_could_not_ack(server: ServerThread) -
         reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])
         call = pb_grpc.BoardStub(ch).Subscribe(reqs)
         assert next(call).WhichOneof("kind") == "subscribed"
-        [d] = next(call).deliveries.deliveries
+        [d] = next(call).deliveries.items
         reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[99, d.id], up_to=50), ref=1))
         reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[d.id]), ref=2))
         reqs.put(None)
@@ -435,7 +435,7 @@ def test_acks_are_confirmed_with_their_ref(server: ServerThread) -> None:
         assert next(call).WhichOneof("kind") == "subscribed"
         ids: list[int] = []
         while len(ids) < 3:
-            ids += [d.id for d in next(call).deliveries.deliveries]
+            ids += [d.id for d in next(call).deliveries.items]
         for i, ref in zip(ids, (41, 42, 43), strict=True):
             reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[i]), ref=ref))
         reqs.put(None)
@@ -485,7 +485,7 @@ def test_a_subscriber_gone_with_acks_in_flight_ends_quietly(
                 reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q", credit=10))])
                 call = pb_grpc.BoardStub(ch).Subscribe(reqs)
                 sid = next(call).subscribed.id
-                ids = [d.id for d in next(call).deliveries.deliveries]
+                ids = [d.id for d in next(call).deliveries.items]
                 # Hold the writer thread, so the acks stay in flight.
                 gate = threading.Event()
                 server.board._writer.submit(lambda b: gate.wait(30))

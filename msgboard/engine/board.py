@@ -36,7 +36,10 @@ from typing import Any
 
 from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
+from msgboard.engine import events as ev
 from msgboard.engine.browsing import BROWSE_SCAN_LIMIT, Browsing
+from msgboard.engine.consumers import Consumers, ConsumerView
+from msgboard.engine.events import Events, SystemQueue, reserved
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
@@ -71,6 +74,7 @@ __all__ = [
     "BROWSE_SCAN_LIMIT",
     "Board",
     "BoardStats",
+    "ConsumerView",
     "Page",
     "QueueStats",
     "QueueView",
@@ -79,7 +83,7 @@ __all__ = [
 ]
 
 
-class Board(Subscriptions, Browsing):
+class Board(Subscriptions, Browsing, Consumers, SystemQueue):
     """One board over one data directory."""
 
     def __init__(
@@ -99,6 +103,8 @@ class Board(Subscriptions, Browsing):
         self._net = Network(self._writer, self._waiters, self._lookup, self._waiting)
         self._reads = Reads(self._durable)
         self._sessions = itertools.count(1)
+        # The hook the engine announces its events through, posted on $sys.
+        self.events = self._net.events = Events(self._writer, self._post_events)
         try:
             self._writer.submit(self._load).result()
         except BaseException:
@@ -128,7 +134,7 @@ class Board(Subscriptions, Browsing):
         txn = b.txn(True)
         for sid, data in txn.selectors():
             try:
-                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data))
+                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data), stored=True)
             except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
                 raise DataFileDamaged(
                     f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "
@@ -148,6 +154,7 @@ class Board(Subscriptions, Browsing):
             self._net.add(b, s)
         self._net.settle(b)
         self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
+        self._open_sys(b)
 
     def _end_all(self, b: Batch) -> None:
         for s in list(self._net.selectors.values()):
@@ -172,6 +179,8 @@ class Board(Subscriptions, Browsing):
                 return self._view(txn, info)
             txn = b.txn(not spec.transient)
             txn.create_queue(spec, b.now)
+            kind = "transient" if spec.transient else "durable"
+            self.events.emit(b, ev.QUEUE_CREATED, spec.name, kind)
             return self._view(txn, QueueInfo(spec, b.now))
 
         return self._writer.submit(run)
@@ -207,7 +216,7 @@ class Board(Subscriptions, Browsing):
         return self.list_queues_async().result()
 
     def delete_queue_async(self, name: str) -> Future[None]:
-        self.limits.check_name(name, "name")
+        self.limits.check_name(name, "name", write=True)
 
         def run(b: Batch) -> None:
             self._find(b, name)
@@ -228,6 +237,8 @@ class Board(Subscriptions, Browsing):
         gone = self._net.queue_gone(b, name)
         for s, c in gone:
             self._forget(b, s, c, QueueNotFound(name))
+            self._gone(b, s, c, "queue deleted")
+        self.events.emit(b, ev.QUEUE_DELETED, name)
 
         def after() -> None:
             self._net.traffic.pop(name, None)
@@ -278,7 +289,7 @@ class Board(Subscriptions, Browsing):
         return self.post_receipts_async(queue, messages).result()
 
     def _check_post(self, queue: str, messages: Sequence[Message]) -> tuple[list[Message], int]:
-        self.limits.check_name(queue)
+        self.limits.check_name(queue, write=True)
         if not messages:
             raise InvalidArgument("messages: at least one message is needed")
         if len(messages) > self.limits.max_batch:
@@ -555,7 +566,9 @@ class Board(Subscriptions, Browsing):
         """The transient queues' views, as committed (writer thread)."""
         txn = self._memory.begin()
         try:
-            return [self._view_of(txn, info, waiting) for info in txn.queues()]
+            # $sys is the board's: listings of the user's queues leave it out.
+            infos = [info for info in txn.queues() if not reserved(info.spec.name)]
+            return [self._view_of(txn, info, waiting) for info in infos]
         finally:
             txn.abort()
 

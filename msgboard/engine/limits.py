@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from msgboard.associative import check_fields
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
-from msgboard.errors import InvalidArgument, MessageTooLarge
+from msgboard.engine.events import SYS
+from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
 
@@ -45,7 +46,17 @@ class Limits:
     #: answered (one batch is always read).
     max_read_ahead_bytes: int = 16 * 1024 * 1024
 
-    def check_name(self, name: str, where: str = "queue") -> str:
+    def check_name(self, name: str, where: str = "queue", *, write: bool = False) -> str:
+        """A queue name; the board's own ``$sys`` only to read (``write``:
+        the call posts to, creates or deletes the queue)."""
+        if name == SYS:
+            if write:
+                raise Reserved(
+                    f"{where}: {SYS!r} is the board's own queue: read it, never write it"
+                )
+            return name
+        if isinstance(name, str) and name.startswith("$"):
+            raise InvalidArgument(f"{where}: {name!r}: names starting with '$' are the board's")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidArgument(
                 f"{where}: {name!r} is not a queue name (1-255 letters, digits or '._:-')"
@@ -53,13 +64,13 @@ class Limits:
         return name
 
     def check_spec(self, spec: QueueSpec) -> QueueSpec:
-        self.check_name(spec.name, "spec.name")
+        self.check_name(spec.name, "spec.name", write=True)
         if not 0 <= spec.max_unprocessed <= UINT64_MAX:
             raise InvalidArgument("spec.max_unprocessed: must be 0 (no limit) or more")
         if not 0 <= spec.max_history <= UINT64_MAX:
             raise InvalidArgument("spec.max_history: must be 0 (keep none) or more")
         if spec.dead_letter:
-            self.check_name(spec.dead_letter, "spec.dead_letter")
+            self.check_name(spec.dead_letter, "spec.dead_letter", write=True)
             if spec.dead_letter == spec.name:
                 raise InvalidArgument(
                     "spec.dead_letter: a queue cannot be its own dead-letter queue"
@@ -98,7 +109,7 @@ class Limits:
                 raise InvalidArgument(f"{where}.headers[{k!r}]: value must be a string")
             size += len(k) + len(v)
         if m.reply_to:
-            self.check_name(m.reply_to, f"{where}.reply_to")
+            self.check_name(m.reply_to, f"{where}.reply_to", write=True)
         if m.expires_at < 0:
             raise InvalidArgument(f"{where}.expires_at: before 1970")
         if m.expires_at > MAX_TIME_US:  # nanoseconds by mistake, or past year 9999

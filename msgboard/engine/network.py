@@ -119,6 +119,9 @@ class Network(Pulling, Holds, Overflow):
         self._holds: dict[str, dict[int, object]] = {}
         self._leases: dict[int, Lease] = {}
         self._next_lease = 1
+        #: The last message handed out, and as its consumers see it: the
+        #: COPY consumers of one message share one delivered Message.
+        self._last_out: tuple[Message, Message] | None = None
         self._work: dict[Selector, None] = {}
         self._budget = PULL_BUDGET
         self.traffic: dict[str, Traffic] = {}
@@ -465,7 +468,10 @@ class Network(Pulling, Holds, Overflow):
             c.outstanding.pop(did, None)
 
         b.undo(undo)
-        self._deliver(b, c, Delivery(did, delivered(msg)))
+        last = self._last_out
+        if last is None or last[0] is not msg:
+            last = self._last_out = (msg, delivered(msg))
+        self._deliver(b, c, Delivery(did, last[1]))
 
     def _deliver(self, b: Batch, c: Consumer, d: Delivery) -> None:
         pending = c.pending

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from msgboard.engine.events import DEAD_LETTERED, Events
 from msgboard.engine.selectors import Selector
 from msgboard.engine.writer import Batch
 from msgboard.lmdbstore import QueueInfo, Txn
@@ -35,8 +36,9 @@ def fresh(m: Message) -> Message:
 class Overflow:
     """Network's dead-letter and overflow methods."""
 
-    # Provided by Network (network.py).
+    # Provided by Network (network.py); events by Board (board.py).
     _turns: Iterator[int]
+    events: Events
 
     if TYPE_CHECKING:
 
@@ -72,6 +74,7 @@ class Overflow:
         none, it is gone or it is full. Counted either way; True if stored."""
         spec = info.spec
         self._later(b, spec.name, reason, dead_lettered=1)
+        self.events.emit(b, DEAD_LETTERED, spec.name, msg.seq, reason, about=spec.name)
         dlq = spec.dead_letter
         if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:
             return False

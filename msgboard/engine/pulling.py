@@ -17,7 +17,7 @@ from msgboard.engine.selectors import Selector
 from msgboard.engine.writer import Batch, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Message
-from msgboard.spec import Op
+from msgboard.spec import Op, Role
 
 if TYPE_CHECKING:
     from msgboard.engine.network import Lookup, Waiting
@@ -100,6 +100,8 @@ class Pulling:
         self._budget = PULL_BUDGET
 
     def _pull(self, b: Batch, s: Selector) -> None:
+        if s.spec.role is Role.OVERFLOW:
+            return  # rule 6 acts on a post that finds the queue full, never later
         found = self._lookup(b, s.source)
         if found is None:
             return

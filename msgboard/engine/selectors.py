@@ -126,6 +126,12 @@ class Consumer:
     pending: list[Delivery] = field(default_factory=list)
     flushing: bool = False
     closed: bool = False
+    #: Who it is, for ListConsumers: its id ("con-N"), when it attached
+    #: (µs), and what the server knows of the client (address, user).
+    id: str = ""
+    since: int = 0
+    peer: str = ""
+    identity: str = ""
 
     @property
     def limit(self) -> float:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
+from msgboard.engine import events as ev
+from msgboard.engine.events import Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Acked, Consumer, Selector
@@ -32,6 +34,7 @@ class Subscriptions:
     _writer: Writer
     _net: Network
     _sessions: Iterator[int]
+    events: Events
 
     if TYPE_CHECKING:
 
@@ -61,6 +64,9 @@ class Subscriptions:
                 txn_d.put_selector(sid, codec.selector_spec_to_pb(spec).SerializeToString())
             self._net.add(b, s)
             self._net.settle(b)
+            self.events.emit(
+                b, ev.SELECTOR_CREATED, sid, spec.source, spec.destination, about=spec.source
+            )
             return self._selector_view(s)
 
         return self._writer.submit(run)
@@ -74,7 +80,7 @@ class Subscriptions:
     def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
         self.limits.check_name(spec.source, f"{where}.source")
         if spec.destination:
-            self.limits.check_name(spec.destination, f"{where}.destination")
+            self.limits.check_name(spec.destination, f"{where}.destination", write=True)
             if spec.op in (Op.DELETE, Op.BOUNCE):
                 raise InvalidArgument(
                     f"{where}.destination: a {spec.op.value} selector has no destination"
@@ -133,6 +139,7 @@ class Subscriptions:
             s = self._selector(sid)
             c = self._net.remove(b, s)
             self._forget(b, s, c, NotFound(f"selector {sid} was deleted"))
+            self._gone(b, s, c, "selector deleted")
             self._auto_delete(b, s.source)
             self._net.settle(b)
 
@@ -179,6 +186,8 @@ class Subscriptions:
         start_seq: int = 0,
         start_time: int = 0,
         selector_id: str = "",
+        peer: str = "",
+        identity: str = "",
     ) -> Future[tuple[Consumer, SelectorView]]:
         if credit < 0:
             raise InvalidArgument(f"credit: must not be negative (got {credit})")
@@ -226,8 +235,12 @@ class Subscriptions:
                 window = spec.window()
             lim = self.limits
             c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
+            c.id, c.since, c.peer, c.identity = f"con-{next(self._sessions)}", b.now, peer, identity
             self._net.attach(b, s, c)
             self._net.settle(b)
+            self.events.emit(
+                b, ev.CONSUMER_ATTACHED, c.id, s.source, s.id, peer, identity, about=s.source
+            )
             return c, self._selector_view(s)
 
         return self._writer.submit(run)
@@ -315,16 +328,28 @@ class Subscriptions:
 
     def unsubscribe_async(self, c: Consumer) -> Future[None]:
         def run(b: Batch) -> None:
-            if c.closed:
-                return
-            s = c.selector
-            self._net.detach(b, c)
-            if s.session and self._net.selectors.get(s.id) is s:
-                self._net.remove(b, s)
-                self._auto_delete(b, s.source)
-            self._net.settle(b)
+            if not c.closed:
+                self._end_consumer(b, c, "closed")
 
         return self._writer.submit(run)
+
+    def _end_consumer(self, b: Batch, c: Consumer, reason: str) -> None:
+        """Detaches a live consumer; a session selector goes with it."""
+        s = c.selector
+        self._net.detach(b, c)
+        if s.session and self._net.selectors.get(s.id) is s:
+            self._net.remove(b, s)
+            self._auto_delete(b, s.source)
+        self._net.settle(b)
+        self.events.emit(b, ev.CONSUMER_DETACHED, c.id, s.source, s.id, reason, about=s.source)
+
+    def _gone(self, b: Batch, s: Selector, c: Consumer | None, reason: str) -> None:
+        """Announces a selector that went (a durable one: a session
+        selector goes with its consumer) and the consumer it had."""
+        if c is not None:
+            self.events.emit(b, ev.CONSUMER_DETACHED, c.id, s.source, s.id, reason, about=s.source)
+        if not s.session:
+            self.events.emit(b, ev.SELECTOR_DELETED, s.id, s.source, about=s.source)
 
     def unsubscribe(self, c: Consumer) -> None:
         """Detaches a consumer: its outstanding messages go back to their

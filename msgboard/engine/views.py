@@ -1,90 +1,18 @@
 """What the board answers with: the result types (``QueueView``, ``Page``,
-``QueueStats``, ``SelectorView``, ``BoardStats``), where a Browse page starts
-(``Start``), and the functions that build stats rows from a queue's view and
-traffic. Plain data: no store, no writer thread.
+``QueueStats``, ``SelectorView``, ``BoardStats``) and where a Browse page
+starts (``Start``), whose home is ``msgboard.results`` (the client imports
+them from there), and the functions that build stats rows from a queue's
+view and traffic. Plain data: no store, no writer thread.
 """
 
 from __future__ import annotations
 
-import enum
 import heapq
-from dataclasses import dataclass
 
 from msgboard.engine.network import Traffic
-from msgboard.lmdbstore import StoreInfo
-from msgboard.message import Message
-from msgboard.spec import QueueSpec, SelectorSpec
+from msgboard.results import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 
-
-class Start(enum.Enum):
-    """Where a Browse page starts."""
-
-    OLDEST = "oldest"
-    LATEST = "latest"
-    SEQ = "seq"
-    TIME = "time"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueView:
-    """A queue's properties and counts at one moment."""
-
-    spec: QueueSpec
-    created_at: int
-    unprocessed: int
-    history: int
-    next_seq: int
-    waiting: int
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One Browse page; ``next_seq`` starts the next (0: no more)."""
-
-    messages: list[Message]
-    next_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    name: str
-    transient: bool
-    unprocessed: int
-    history: int
-    waiting: int
-    posted: int
-    taken: int
-    overflowed: int
-    ready: int
-    outstanding: int
-    consumers: int
-    dropped: int
-    dead_lettered: int
-    selectors: int
-    expired: int
-    #: Damaged records met (and skipped) since the board started.
-    damaged: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorView:
-    """A selector and its figures at one moment."""
-
-    id: str
-    spec: SelectorSpec
-    durable: bool
-    attached: bool
-    outstanding: int
-    delivered: int
-    dropped: int
-
-
-@dataclass(frozen=True, slots=True)
-class BoardStats:
-    store: StoreInfo
-    commits: int
-    committed_ops: int
-    queues: list[QueueStats]
+__all__ = ["BoardStats", "Page", "QueueStats", "QueueView", "SelectorView", "Start"]
 
 
 def _traffic(t: Traffic) -> tuple[int, int, int, int, int, int]:

@@ -264,7 +264,7 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
         report.selectors += 1
         sid = key.decode(errors="replace")
         try:
-            spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(value))
+            spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(value), stored=True)
         except Exception as e:  # a protobuf DecodeError or InvalidArgument
             report.problems.append(f"selector {sid}: does not parse ({e})")
             continue

@@ -45,7 +45,10 @@ from msgboard.associative import Pattern
 from msgboard.errors import StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.message import Message, Section
+from msgboard.results import StoreInfo
 from msgboard.spec import QueueSpec
+
+__all__ = ["Counts", "MapFull", "QueueInfo", "Store", "StoreInfo", "Txn"]
 
 
 class MapFull(StoreError):
@@ -67,19 +70,6 @@ class Counts:
     unprocessed: int
     history: int
     next_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class StoreInfo:
-    """Figures for Stats."""
-
-    durable: bool
-    #: "fsync", "weaker-no-fsync" (LMDB) or "memory".
-    sync: str
-    map_size: int
-    map_used: int
-    #: Write transactions that changed something, since open.
-    commits: int
 
 
 class Txn(abc.ABC):

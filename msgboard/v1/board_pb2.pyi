@@ -21,12 +21,30 @@ Credentials, on a board with a users file: gRPC metadata
 `authorization: Bearer <token>`, or a TLS client certificate whose common
 name a user has. Each RPC needs a verb on a queue (read, write, manage,
 admin); see docs/security.md.
+
+Every error also carries the standard `grpc-status-details-bin` trailer: a
+google.rpc.Status whose details hold a google.rpc.ErrorInfo (reason: the
+error's class in msgboard's error tree, e.g. "QueueNotFound"; domain:
+"msgboard"; metadata such as "queue", "seq", "field", "user", "verb") and, for
+INVALID_ARGUMENT, a google.rpc.BadRequest whose field violation names the
+path of the bad field (e.g. "messages[2].tuple[0]"). Errors inside a
+stream that carries on are `Error` messages with the same details.
+
+Counts and limits follow one rule. 0 in a count or limit field means its
+default, which the field's comment gives (e.g. TakeRequest.max 0: one
+message; BrowseRequest.limit 0: 100; QueueSpec.max_unprocessed 0: no
+limit). No number stands for "no limit": where no limit is not the
+default, a bool field `unlimited_*` asks for it, and setting the limit as
+well is INVALID_ARGUMENT. A negative count is INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import empty_pb2 as _empty_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -40,20 +58,6 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class _NullValue:
-    ValueType = _typing.NewType("ValueType", _builtins.int)
-    V: _TypeAlias = ValueType  # noqa: Y015
-
-class _NullValueEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NullValue.ValueType], _builtins.type):
-    DESCRIPTOR: _descriptor.EnumDescriptor
-    NULL_VALUE: _NullValue.ValueType  # 0
-
-class NullValue(_NullValue, metaclass=_NullValueEnumTypeWrapper):
-    """The single value of the null field type."""
-
-NULL_VALUE: NullValue.ValueType  # 0
-Global___NullValue: _TypeAlias = NullValue  # noqa: Y015
 
 class _ValueType:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -245,34 +249,6 @@ DIRECTION_BACKWARD: Direction.ValueType  # 2
 """Towards older messages (decreasing seq)."""
 Global___Direction: _TypeAlias = Direction  # noqa: Y015
 
-class _Start:
-    ValueType = _typing.NewType("ValueType", _builtins.int)
-    V: _TypeAlias = ValueType  # noqa: Y015
-
-class _StartEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Start.ValueType], _builtins.type):
-    DESCRIPTOR: _descriptor.EnumDescriptor
-    START_UNSPECIFIED: _Start.ValueType  # 0
-    """OLDEST when going forward, LATEST backward"""
-    START_OLDEST: _Start.ValueType  # 1
-    START_LATEST: _Start.ValueType  # 2
-    START_SEQ: _Start.ValueType  # 3
-    """At `seq` (included)."""
-    START_TIME: _Start.ValueType  # 4
-    """At the first message posted at or after `since`."""
-
-class Start(_Start, metaclass=_StartEnumTypeWrapper):
-    """Where a page starts."""
-
-START_UNSPECIFIED: Start.ValueType  # 0
-"""OLDEST when going forward, LATEST backward"""
-START_OLDEST: Start.ValueType  # 1
-START_LATEST: Start.ValueType  # 2
-START_SEQ: Start.ValueType  # 3
-"""At `seq` (included)."""
-START_TIME: Start.ValueType  # 4
-"""At the first message posted at or after `since`."""
-Global___Start: _TypeAlias = Start  # noqa: Y015
-
 class _Operation:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -345,33 +321,52 @@ class _Position:
 class _PositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Position.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     POSITION_UNSPECIFIED: _Position.ValueType  # 0
-    """same as CURRENT"""
+    """Browse: OLDEST going forward, LATEST going backward. Selectors and
+    subscriptions: CURRENT.
+    """
     POSITION_CURRENT: _Position.ValueType  # 1
-    """MOVE: every waiting message. COPY: messages posted from now on."""
-    POSITION_HEAD: _Position.ValueType  # 2
-    """COPY: from the oldest message in history, then on."""
+    """Selectors and subscriptions only. MOVE: every waiting message. COPY:
+    messages posted from now on.
+    """
+    POSITION_OLDEST: _Position.ValueType  # 2
+    """The oldest message the queue keeps, history included. A COPY selector
+    replays history, then goes on.
+    """
     POSITION_SEQ: _Position.ValueType  # 3
-    """From seq `start_seq`."""
+    """At seq `start_seq` (included)."""
     POSITION_TIME: _Position.ValueType  # 4
-    """From the first message posted at or after `start_time`."""
+    """At the first message posted at or after `start_time`."""
+    POSITION_LATEST: _Position.ValueType  # 5
+    """Browse only: the newest message (a backward page starts there)."""
 
 class Position(_Position, metaclass=_PositionEnumTypeWrapper):
-    """Where a selector starts reading its source queue."""
+    """Where reading a queue starts: a Browse page (BrowseRequest.start), a
+    selector (SelectorSpec.start) or a subscription (Subscription.start). The
+    seq or time goes in the `start_seq` or `start_time` field beside it.
+    """
 
 POSITION_UNSPECIFIED: Position.ValueType  # 0
-"""same as CURRENT"""
+"""Browse: OLDEST going forward, LATEST going backward. Selectors and
+subscriptions: CURRENT.
+"""
 POSITION_CURRENT: Position.ValueType  # 1
-"""MOVE: every waiting message. COPY: messages posted from now on."""
-POSITION_HEAD: Position.ValueType  # 2
-"""COPY: from the oldest message in history, then on."""
+"""Selectors and subscriptions only. MOVE: every waiting message. COPY:
+messages posted from now on.
+"""
+POSITION_OLDEST: Position.ValueType  # 2
+"""The oldest message the queue keeps, history included. A COPY selector
+replays history, then goes on.
+"""
 POSITION_SEQ: Position.ValueType  # 3
-"""From seq `start_seq`."""
+"""At seq `start_seq` (included)."""
 POSITION_TIME: Position.ValueType  # 4
-"""From the first message posted at or after `start_time`."""
+"""At the first message posted at or after `start_time`."""
+POSITION_LATEST: Position.ValueType  # 5
+"""Browse only: the newest message (a backward page starts there)."""
 Global___Position: _TypeAlias = Position  # noqa: Y015
 
 @_typing.final
-class Value(_message.Message):
+class FieldValue(_message.Message):
     """---------------------------------------------------------------- values
 
     One typed field of a tuple. Exactly one kind is set; an unset kind is
@@ -388,8 +383,8 @@ class Value(_message.Message):
     FLOAT_FIELD_NUMBER: _builtins.int
     STRING_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
-    null: Global___NullValue.ValueType
-    """The null value."""
+    null: _struct_pb2.NullValue.ValueType
+    """The null value. In JSON: `{"null": null}`."""
     bool: _builtins.bool
     """A boolean: matches only booleans (true is not 1)."""
     int: _builtins.int
@@ -403,7 +398,7 @@ class Value(_message.Message):
     def __init__(
         self,
         *,
-        null: Global___NullValue.ValueType = ...,
+        null: _struct_pb2.NullValue.ValueType = ...,
         bool: _builtins.bool = ...,
         int: _builtins.int = ...,
         float: _builtins.float = ...,
@@ -418,7 +413,7 @@ class Value(_message.Message):
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
-Global___Value: _TypeAlias = Value  # noqa: Y015
+Global___FieldValue: _TypeAlias = FieldValue  # noqa: Y015
 
 @_typing.final
 class Message(_message.Message):
@@ -497,7 +492,7 @@ class Message(_message.Message):
         """
 
     @_builtins.property
-    def tuple(self) -> _containers.RepeatedCompositeFieldContainer[Global___Value]:
+    def tuple(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldValue]:
         """The tuple: ordered typed fields, matched by templates. At most 64 fields."""
 
     @_builtins.property
@@ -520,7 +515,7 @@ class Message(_message.Message):
         headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         reply_to: _builtins.str = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
-        tuple: _abc.Iterable[Global___Value] | None = ...,
+        tuple: _abc.Iterable[Global___FieldValue] | None = ...,
         posted_at: _timestamp_pb2.Timestamp | None = ...,
         content_type: _builtins.str = ...,
         body: _builtins.bytes = ...,
@@ -553,12 +548,12 @@ class FieldPattern(_message.Message):
     formal: Global___ValueType.ValueType
     """Matches any value of this type."""
     @_builtins.property
-    def actual(self) -> Global___Value:
+    def actual(self) -> Global___FieldValue:
         """Matches exactly this value (same type, same value)."""
 
     @_builtins.property
-    def any(self) -> Global___Any:
-        """Matches any value, null included."""
+    def any(self) -> _empty_pb2.Empty:
+        """Matches any value, null included. In JSON: `{"any": {}}`."""
 
     @_builtins.property
     def range(self) -> Global___Range:
@@ -567,17 +562,17 @@ class FieldPattern(_message.Message):
         """
 
     @_builtins.property
-    def prefix(self) -> Global___Value:
+    def prefix(self) -> Global___FieldValue:
         """Matches strings (or bytes) that start with this prefix."""
 
     def __init__(
         self,
         *,
-        actual: Global___Value | None = ...,
+        actual: Global___FieldValue | None = ...,
         formal: Global___ValueType.ValueType = ...,
-        any: Global___Any | None = ...,
+        any: _empty_pb2.Empty | None = ...,
         range: Global___Range | None = ...,
-        prefix: Global___Value | None = ...,
+        prefix: Global___FieldValue | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["actual", b"actual", "any", b"any", "formal", b"formal", "kind", b"kind", "prefix", b"prefix", "range", b"range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -590,23 +585,6 @@ class FieldPattern(_message.Message):
 Global___FieldPattern: _TypeAlias = FieldPattern  # noqa: Y015
 
 @_typing.final
-class Any(_message.Message):
-    """Marker for the `any` field pattern."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    def __init__(
-        self,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___Any: _TypeAlias = Any  # noqa: Y015
-
-@_typing.final
 class Range(_message.Message):
     """An inclusive range; see FieldPattern.range."""
 
@@ -615,18 +593,18 @@ class Range(_message.Message):
     LO_FIELD_NUMBER: _builtins.int
     HI_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def lo(self) -> Global___Value:
+    def lo(self) -> Global___FieldValue:
         """The low bound, included: a number (int or float) or a string."""
 
     @_builtins.property
-    def hi(self) -> Global___Value:
+    def hi(self) -> Global___FieldValue:
         """The high bound, included: of the same kind as lo, and not below it."""
 
     def __init__(
         self,
         *,
-        lo: Global___Value | None = ...,
-        hi: Global___Value | None = ...,
+        lo: Global___FieldValue | None = ...,
+        hi: Global___FieldValue | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hi", b"hi", "lo", b"lo"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -681,13 +659,15 @@ class AddressPattern(_message.Message):
     prefix: _builtins.str
     """Addresses that start with this string."""
     @_builtins.property
-    def all(self) -> Global___Any:
-        """Every address (the default when no address pattern is given)."""
+    def all(self) -> _empty_pb2.Empty:
+        """Every address (the default when no address pattern is given). In
+        JSON: `{"all": {}}`.
+        """
 
     def __init__(
         self,
         *,
-        all: Global___Any | None = ...,
+        all: _empty_pb2.Empty | None = ...,
         eq: _builtins.str = ...,
         topic: _builtins.str = ...,
         prefix: _builtins.str = ...,
@@ -760,6 +740,7 @@ class QueueSpec(_message.Message):
     UNMATCHED_FIELD_NUMBER: _builtins.int
     AUTO_DELETE_FIELD_NUMBER: _builtins.int
     MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
+    UNLIMITED_HISTORY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1-255 bytes of letters, digits and `._:-`."""
     transient: _builtins.bool
@@ -772,7 +753,7 @@ class QueueSpec(_message.Message):
     """What happens to a post over max_unprocessed."""
     max_history: _builtins.int
     """Most messages kept in history once taken; the oldest go first.
-    0 (default) keeps none; 18446744073709551615 (2^64-1) means no limit.
+    0 (default) keeps none. For no limit, set unlimited_history instead.
     """
     dead_letter: _builtins.str
     """The queue that receives this queue's dead letters (expired, rejected,
@@ -788,6 +769,8 @@ class QueueSpec(_message.Message):
     """Most deliveries of one message (consumer nacks, disconnects, leases run
     out) before it is dead-lettered; 0 = no limit.
     """
+    unlimited_history: _builtins.bool
+    """Keep every taken message in history (max_history must then be 0)."""
     def __init__(
         self,
         *,
@@ -800,10 +783,11 @@ class QueueSpec(_message.Message):
         unmatched: Global___UnmatchedPolicy.ValueType = ...,
         auto_delete: _builtins.bool = ...,
         max_deliveries: _builtins.int = ...,
+        unlimited_history: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unmatched", b"unmatched"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1127,25 +1111,34 @@ class Error(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     """A gRPC status code number (e.g. 3 INVALID_ARGUMENT, 5 NOT_FOUND)."""
     message: _builtins.str
     """What went wrong, naming the field where the request was bad."""
     name: _builtins.str
     """The error's class in msgboard's error tree (e.g. "QueueNotFound"), the
-    same name unary calls send in the trailing metadata key
-    "msgboard-error".
+    reason of its ErrorInfo.
     """
+    @_builtins.property
+    def details(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """As google.rpc.Status.details: a google.rpc.ErrorInfo (reason = name,
+        domain "msgboard") and, for INVALID_ARGUMENT, a google.rpc.BadRequest
+        with the path of the bad field; the same details a failed call carries
+        in its `grpc-status-details-bin` trailer.
+        """
+
     def __init__(
         self,
         *,
         code: _builtins.int = ...,
         message: _builtins.str = ...,
         name: _builtins.str = ...,
+        details: _abc.Iterable[_any_pb2.Any] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "details", b"details", "message", b"message", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1357,19 +1350,21 @@ class BrowseRequest(_message.Message):
 
     QUEUE_FIELD_NUMBER: _builtins.int
     START_FIELD_NUMBER: _builtins.int
-    SEQ_FIELD_NUMBER: _builtins.int
-    SINCE_FIELD_NUMBER: _builtins.int
+    START_SEQ_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
     DIRECTION_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     SECTION_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """The queue to browse."""
-    start: Global___Start.ValueType
-    """Where the page starts."""
-    seq: _builtins.int
-    """With START_SEQ. To get the next page, pass the previous answer's
-    next_seq with the same direction.
+    start: Global___Position.ValueType
+    """Where the page starts: OLDEST, LATEST, SEQ or TIME (CURRENT is
+    INVALID_ARGUMENT). Unspecified: OLDEST going forward, LATEST backward.
+    """
+    start_seq: _builtins.int
+    """With POSITION_SEQ, the first seq of the page (included). To get the next
+    page, pass the previous answer's next_seq with the same direction.
     """
     direction: Global___Direction.ValueType
     """Which way to page. Unspecified: forward."""
@@ -1378,8 +1373,10 @@ class BrowseRequest(_message.Message):
     section: Global___Section.ValueType
     """Unspecified: both sections, merged in seq order."""
     @_builtins.property
-    def since(self) -> _timestamp_pb2.Timestamp:
-        """With START_TIME."""
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """With POSITION_TIME: the page starts at the first message posted at or
+        after this time.
+        """
 
     @_builtins.property
     def pattern(self) -> Global___Pattern:
@@ -1389,17 +1386,17 @@ class BrowseRequest(_message.Message):
         self,
         *,
         queue: _builtins.str = ...,
-        start: Global___Start.ValueType = ...,
-        seq: _builtins.int = ...,
-        since: _timestamp_pb2.Timestamp | None = ...,
+        start: Global___Position.ValueType = ...,
+        start_seq: _builtins.int = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
         direction: Global___Direction.ValueType = ...,
         limit: _builtins.int = ...,
         section: Global___Section.ValueType = ...,
         pattern: Global___Pattern | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "since", b"since"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["direction", b"direction", "limit", b"limit", "pattern", b"pattern", "queue", b"queue", "section", b"section", "seq", b"seq", "since", b"since", "start", b"start"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["direction", b"direction", "limit", b"limit", "pattern", b"pattern", "queue", b"queue", "section", b"section", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1414,7 +1411,7 @@ class BrowseResponse(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     NEXT_SEQ_FIELD_NUMBER: _builtins.int
     next_seq: _builtins.int
-    """Where the next page starts (START_SEQ, same direction); 0 when there
+    """Where the next page starts (POSITION_SEQ, same direction); 0 when there
     is nothing more.
     """
     @_builtins.property
@@ -1614,6 +1611,7 @@ class SelectorSpec(_message.Message):
     START_SEQ_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
+    QUOTA_FIELD_NUMBER: _builtins.int
     source: _builtins.str
     """The queue it reads."""
     op: Global___Operation.ValueType
@@ -1623,18 +1621,24 @@ class SelectorSpec(_message.Message):
     through Subscribe). Empty for DELETE and BOUNCE.
     """
     credit: _builtins.int
-    """Terminal: most messages delivered and not yet acked (0: 100).
-    To a queue: most messages it will ever move (0: no limit; the
-    destination's free room limits it as well). Negative: INVALID_ARGUMENT.
+    """Terminal only: most messages delivered and not yet acked; 0: 100. Set on
+    a selector to a queue: INVALID_ARGUMENT (see quota).
     """
     unlimited_credit: _builtins.bool
-    """No credit limit (a terminal consumer then gets everything at once)."""
+    """Terminal only: no credit limit (the consumer then gets everything at
+    once).
+    """
     start: Global___Position.ValueType
     """Where it starts."""
     start_seq: _builtins.int
     """With POSITION_SEQ."""
     role: Global___Role.ValueType
     """When it runs."""
+    quota: _builtins.int
+    """A selector to a queue only: most messages it will ever move; 0: no limit
+    (the destination's free room limits it as well). Set on a terminal
+    selector: INVALID_ARGUMENT (see credit).
+    """
     @_builtins.property
     def pattern(self) -> Global___Pattern:
         """Which messages; unset: all."""
@@ -1656,10 +1660,11 @@ class SelectorSpec(_message.Message):
         start_seq: _builtins.int = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         role: Global___Role.ValueType = ...,
+        quota: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1924,7 +1929,7 @@ class Subscription(_message.Message):
     server caps it (its max_credit); `subscribed` answers the cap applied.
     """
     start: Global___Position.ValueType
-    """Where to start (COPY replays history from HEAD, a seq or a time)."""
+    """Where to start (COPY replays history from OLDEST, a seq or a time)."""
     start_seq: _builtins.int
     """With POSITION_SEQ."""
     selector_id: _builtins.str
@@ -2128,19 +2133,19 @@ class Deliveries(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    DELIVERIES_FIELD_NUMBER: _builtins.int
+    ITEMS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Delivery]:
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Delivery]:
         """In delivery order."""
 
     def __init__(
         self,
         *,
-        deliveries: _abc.Iterable[Global___Delivery] | None = ...,
+        items: _abc.Iterable[Global___Delivery] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2247,3 +2252,158 @@ class SnapshotResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SnapshotResponse: _TypeAlias = SnapshotResponse  # noqa: Y015
+
+@_typing.final
+class ListConsumersRequest(_message.Message):
+    """---------------------------------------------------------------- consumers
+
+    ListConsumers' request.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only the consumers of this queue; empty: every queue's."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConsumersRequest: _TypeAlias = ListConsumersRequest  # noqa: Y015
+
+@_typing.final
+class ConsumerInfo(_message.Message):
+    """One consumer attached through Subscribe, at the moment of the answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SELECTOR_ID_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
+    UNLIMITED_CREDIT_FIELD_NUMBER: _builtins.int
+    OUTSTANDING_FIELD_NUMBER: _builtins.int
+    DELIVERED_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its id ("con-N"), unique while the board runs: KickConsumer takes it."""
+    peer: _builtins.str
+    """The client's address as gRPC gives it ("ipv4:127.0.0.1:5555")."""
+    identity: _builtins.str
+    """The user it authenticated as; empty on an open board."""
+    queue: _builtins.str
+    """The queue it consumes."""
+    selector_id: _builtins.str
+    """The terminal selector it is attached to (its session's, or a durable one)."""
+    op: Global___Operation.ValueType
+    """MOVE or COPY."""
+    credit: _builtins.int
+    """Its effective credit: the window it asked for, capped by the board."""
+    unlimited_credit: _builtins.bool
+    """True when the credit has no limit (then `credit` is 0)."""
+    outstanding: _builtins.int
+    """Deliveries sent and not yet acked or nacked."""
+    delivered: _builtins.int
+    """Deliveries sent since it attached."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """When it attached."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        peer: _builtins.str = ...,
+        identity: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        selector_id: _builtins.str = ...,
+        op: Global___Operation.ValueType = ...,
+        credit: _builtins.int = ...,
+        unlimited_credit: _builtins.bool = ...,
+        outstanding: _builtins.int = ...,
+        delivered: _builtins.int = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "delivered", b"delivered", "id", b"id", "identity", b"identity", "op", b"op", "outstanding", b"outstanding", "peer", b"peer", "queue", b"queue", "selector_id", b"selector_id", "since", b"since", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumerInfo: _TypeAlias = ConsumerInfo  # noqa: Y015
+
+@_typing.final
+class ListConsumersResponse(_message.Message):
+    """ListConsumers' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def consumers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumerInfo]: ...
+    def __init__(
+        self,
+        *,
+        consumers: _abc.Iterable[Global___ConsumerInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConsumersResponse: _TypeAlias = ListConsumersResponse  # noqa: Y015
+
+@_typing.final
+class KickConsumerRequest(_message.Message):
+    """KickConsumer's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The consumer's id, as ListConsumers gives it."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KickConsumerRequest: _TypeAlias = KickConsumerRequest  # noqa: Y015
+
+@_typing.final
+class KickConsumerResponse(_message.Message):
+    """KickConsumer's answer: the consumer as it was when it was ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def consumer(self) -> Global___ConsumerInfo: ...
+    def __init__(
+        self,
+        *,
+        consumer: Global___ConsumerInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer", b"consumer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer", b"consumer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KickConsumerResponse: _TypeAlias = KickConsumerResponse  # noqa: Y015

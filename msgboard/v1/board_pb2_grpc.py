@@ -120,6 +120,16 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.SnapshotRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.SnapshotResponse.FromString,
                 _registered_method=True)
+        self.ListConsumers = channel.unary_unary(
+                '/msgboard.v1.Board/ListConsumers',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ListConsumersRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ListConsumersResponse.FromString,
+                _registered_method=True)
+        self.KickConsumer = channel.unary_unary(
+                '/msgboard.v1.Board/KickConsumer',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -280,6 +290,25 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConsumers(self, request, context):
+        """Who is connected: the consumers attached through Subscribe (of one
+        queue, or of all), oldest first, with their address, user, credit and
+        counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KickConsumer(self, request, context):
+        """Ends one consumer as if it had disconnected: its outstanding messages go
+        back to their queue (delivery count raised), a session selector goes,
+        and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+        NOT_FOUND for an unknown id. Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -367,6 +396,16 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.Snapshot,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.SnapshotRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.SnapshotResponse.SerializeToString,
+            ),
+            'ListConsumers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConsumers,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ListConsumersRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ListConsumersResponse.SerializeToString,
+            ),
+            'KickConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.KickConsumer,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -829,6 +868,60 @@ class Board:
             '/msgboard.v1.Board/Snapshot',
             msgboard_dot_v1_dot_board__pb2.SnapshotRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.SnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConsumers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ListConsumers',
+            msgboard_dot_v1_dot_board__pb2.ListConsumersRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ListConsumersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KickConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/KickConsumer',
+            msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
             options,
             channel_credentials,
             insecure,

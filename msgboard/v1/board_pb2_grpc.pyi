@@ -21,6 +21,21 @@ Credentials, on a board with a users file: gRPC metadata
 `authorization: Bearer <token>`, or a TLS client certificate whose common
 name a user has. Each RPC needs a verb on a queue (read, write, manage,
 admin); see docs/security.md.
+
+Every error also carries the standard `grpc-status-details-bin` trailer: a
+google.rpc.Status whose details hold a google.rpc.ErrorInfo (reason: the
+error's class in msgboard's error tree, e.g. "QueueNotFound"; domain:
+"msgboard"; metadata such as "queue", "seq", "field", "user", "verb") and, for
+INVALID_ARGUMENT, a google.rpc.BadRequest whose field violation names the
+path of the bad field (e.g. "messages[2].tuple[0]"). Errors inside a
+stream that carries on are `Error` messages with the same details.
+
+Counts and limits follow one rule. 0 in a count or limit field means its
+default, which the field's comment gives (e.g. TakeRequest.max 0: one
+message; BrowseRequest.limit 0: 100; QueueSpec.max_unprocessed 0: no
+limit). No number stands for "no limit": where no limit is not the
+default, a bool field `unlimited_*` asks for it, and setting the limit as
+well is INVALID_ARGUMENT. A negative count is INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
@@ -132,6 +147,17 @@ class BoardStub:
     is not empty or the board has users and no snapshot directory,
     RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
     """
+    ListConsumers: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListConsumersRequest, _board_pb2.ListConsumersResponse]
+    """Who is connected: the consumers attached through Subscribe (of one
+    queue, or of all), oldest first, with their address, user, credit and
+    counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+    """
+    KickConsumer: _grpc.UnaryUnaryMultiCallable[_board_pb2.KickConsumerRequest, _board_pb2.KickConsumerResponse]
+    """Ends one consumer as if it had disconnected: its outstanding messages go
+    back to their queue (delivery count raised), a session selector goes,
+    and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+    NOT_FOUND for an unknown id. Needs the admin verb.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -216,6 +242,17 @@ class BoardAsyncStub(BoardStub):
     SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
     is not empty or the board has users and no snapshot directory,
     RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
+    """
+    ListConsumers: _aio.UnaryUnaryMultiCallable[_board_pb2.ListConsumersRequest, _board_pb2.ListConsumersResponse]  # type: ignore[assignment]
+    """Who is connected: the consumers attached through Subscribe (of one
+    queue, or of all), oldest first, with their address, user, credit and
+    counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+    """
+    KickConsumer: _aio.UnaryUnaryMultiCallable[_board_pb2.KickConsumerRequest, _board_pb2.KickConsumerResponse]  # type: ignore[assignment]
+    """Ends one consumer as if it had disconnected: its outstanding messages go
+    back to their queue (delivery count raised), a session selector goes,
+    and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+    NOT_FOUND for an unknown id. Needs the admin verb.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -400,6 +437,29 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         SnapshotRequest.path), FAILED_PRECONDITION if the directory exists and
         is not empty or the board has users and no snapshot directory,
         RESOURCE_EXHAUSTED if the disk fills. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def ListConsumers(
+        self,
+        request: _board_pb2.ListConsumersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListConsumersResponse, _abc.Awaitable[_board_pb2.ListConsumersResponse]]:
+        """Who is connected: the consumers attached through Subscribe (of one
+        queue, or of all), oldest first, with their address, user, credit and
+        counts. NOT_FOUND for an unknown queue. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def KickConsumer(
+        self,
+        request: _board_pb2.KickConsumerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.KickConsumerResponse, _abc.Awaitable[_board_pb2.KickConsumerResponse]]:
+        """Ends one consumer as if it had disconnected: its outstanding messages go
+        back to their queue (delivery count raised), a session selector goes,
+        and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
+        NOT_FOUND for an unknown id. Needs the admin verb.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

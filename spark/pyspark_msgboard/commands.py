@@ -79,8 +79,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def take_snapshot(args: argparse.Namespace) -> str:
-    """Today's snapshot (UTC day), taken now unless a whole one is there."""
+    """Today's snapshot (UTC day), taken now unless a whole one is there.
+
+    The request names the day (``YYYY-MM-DD``), as a board started with
+    ``--snapshot-dir`` wants it: that board writes it under its snapshot
+    directory, which ``SNAPSHOTS`` must then be (or show: a mount of it);
+    the board's answer says where it wrote, and a ``SNAPSHOTS`` that does
+    not hold it is an error that says so. An open board with no snapshot
+    directory refuses a relative name (RelativePath): it is then sent
+    ``SNAPSHOTS/YYYY-MM-DD`` whole."""
     from msgboard.commands import connect
+    from msgboard.errors import FailedPrecondition, RelativePath
     from msgboard.lmdbstore import snapshot as snapshots
 
     day = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -90,7 +99,17 @@ def take_snapshot(args: argparse.Namespace) -> str:
         log(f"snapshot: {path} is there already ({info.messages:,} messages): using it")
         return path
     with connect(args) as c:
-        snap = c.snapshot(path)
+        try:
+            snap = c.snapshot(day)
+        except RelativePath:
+            snap = c.snapshot(path)
+    here = snapshots.load(path) if os.path.exists(os.path.join(path, snapshots.FILE)) else None
+    if here is None or here.taken_at != snap.taken_at:
+        raise FailedPrecondition(
+            f"the board wrote today's snapshot to {snap.path} (its --snapshot-dir), "
+            f"which {path} is not: give nightly the board's snapshot directory as SNAPSHOTS "
+            "(or where this machine mounts it)"
+        )
     log(f"snapshot: {path} ({snap.messages:,} messages, {snap.bytes:,} bytes)")
     return path
 

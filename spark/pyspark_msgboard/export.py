@@ -190,6 +190,8 @@ def export(
             written = _rows(new)
             if books is not None:
                 dataset.link(out, new, "history")
+            if not any(next(dataset.files(new, s), None) for s in snapshot.SECTIONS):
+                _write_empty(new)
             result = _books(books, manifest, snap, written, full)
             for name, seq in snapshot.first_waiting(snap).items():
                 result.queues[name]["first_waiting"] = seq
@@ -201,6 +203,24 @@ def export(
     added = sum(n for (_, section), n in written.items() if section == "history")
     how = "rebuilt" if full else "created" if books is None else "updated"
     return Exported(out, added, _count(result, "unprocessed"), result.rows, how=how)
+
+
+#: The one data file of a dataset with no rows (below).
+EMPTY = "part-empty.parquet"
+
+
+def _write_empty(new: str) -> None:
+    """An empty Parquet file with every column (``queue``, ``section`` and
+    ``day`` too), at the top of a dataset that has no rows: plain readers
+    (``spark.read.parquet``, ``pyarrow.dataset``) then see the columns, and
+    no partition is made up. A dataset with rows has no such file (its
+    partitions say the columns; a file beside them would confuse Spark's
+    partition discovery)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = snapshot.ARROW.append(pa.field("day", pa.date32()))
+    pq.write_table(schema.empty_table(), os.path.join(new, EMPTY))
 
 
 def _count(books: dataset.Books, key: str) -> int:

@@ -37,27 +37,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
-import numpy as np
 import pyarrow as pa
-from google.protobuf.message import DecodeError
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from msgboard.errors import FailedPrecondition, RecordDamaged
 from msgboard.lmdbstore import datafile, record
-from msgboard.v1 import board_pb2 as pb
+from pyspark_msgboard import columns
+from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
+
+__all__ = ["ARROW", "MAX_US", "MIN_US", "SCHEMA", "VALUE", "clamp"]  # where they were
 
 #: The storage schema versions this reader understands (``meta/schema``).
 SCHEMAS = (b"1", b"2", b"3")
@@ -69,55 +56,6 @@ _QID = struct.Struct(">I")
 _KEY = struct.Struct(">IQ")
 _SEQ = struct.Struct(">Q")
 _STATE = struct.Struct(">QQQ")
-
-VALUE = StructType(
-    [
-        StructField("type", StringType(), False),
-        StructField("bool", BooleanType()),
-        StructField("int", LongType()),
-        StructField("float", DoubleType()),
-        StructField("string", StringType()),
-        StructField("bytes", BinaryType()),
-    ]
-)
-#: One row per message, both sections of every durable queue.
-SCHEMA = StructType(
-    [
-        StructField("queue", StringType(), False),
-        StructField("seq", LongType(), False),
-        StructField("section", StringType(), False),
-        StructField("address", StringType(), False),
-        StructField("priority", LongType(), False),
-        StructField("headers", MapType(StringType(), StringType(), False), False),
-        StructField("reply_to", StringType(), False),
-        StructField("expires_at", TimestampType()),
-        StructField("tuple", ArrayType(VALUE, False), False),
-        StructField("content_type", StringType(), False),
-        StructField("body", BinaryType(), False),
-        StructField("posted_at", TimestampType(), False),
-        StructField("processed_at", TimestampType()),
-        StructField("delivery_count", IntegerType(), False),
-    ]
-)
-#: What Spark expects read() to yield for SCHEMA, exactly (it checks).
-ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
-_TYPES = {n: ARROW.field(n).type for n in ("headers", "tuple", "posted_at")}
-_VALUE_ARROW = _TYPES["tuple"].value_type
-#: The value columns of a tuple field, named as the wire's kinds.
-_KINDS = [f.name for f in VALUE.fields if f.name != "type"]
-
-
-#: The range of times Spark, Arrow and Python's datetime all hold, in µs
-#: since the epoch: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
-MIN_US = -62_135_596_800_000_000
-MAX_US = 253_402_300_799_999_999
-
-
-def clamp(us: int) -> int:
-    """A stored time outside ``MIN_US..MAX_US`` (the board refuses such an
-    ``expires_at`` since; older boards took one, say nanoseconds passed by
-    mistake) as the nearest time a timestamp column can hold."""
-    return min(max(us, MIN_US), MAX_US)
 
 
 class SnapshotError(FailedPrecondition):
@@ -317,117 +255,22 @@ def _decode(
     sealed: bool = True,
 ) -> pa.RecordBatch | None:
     """Decodes up to ``most`` records from ``items`` (stopping at the key
-    ``end``) into one record batch; None if there were none. ``sealed``:
-    the records carry their checksum (schema 3 on). One tight loop with
-    every column a local list: this is the data source's hot path."""
-    parse = pb.Message.FromString
-    has = pb.Message.HasField
+    ``end``) into one record batch (``columns.batch``); None if there were
+    none. ``sealed``: the records carry their checksum (schema 3 on)."""
     unseal = record.unseal
-    seq = _SEQ.unpack_from
-    seqs: list[int] = []
-    address: list[str] = []
-    priority: list[int] = []
-    reply_to: list[str] = []
-    expires: list[int | None] = []
-    ctype: list[str] = []
-    body: list[bytes] = []
-    posted: list[int] = []
-    processed: list[int | None] = []
-    deliveries: list[int] = []
-    hoffs, hkeys, hvalues = [0], [], []
-    toffs: list[int] = [0]
-    kinds: list[str] = []
-    #: Per value kind: the positions (among all fields) and the values.
-    at: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in _KINDS}
-    n = 0
+    keys: list[bytes] = []
+    payloads: list[bytes] = []
     for key, raw in items:
         if end is not None and key >= end:
             break
         try:
-            m = parse(unseal(key, raw) if sealed else raw)
-        except (record.Damaged, DecodeError) as e:
-            raise RecordDamaged(queue, seq(key, 4)[0], str(e) or "undecodable") from None
-        seqs.append(seq(key, 4)[0])
-        address.append(m.address)
-        priority.append(m.priority)
-        reply_to.append(m.reply_to)
-        if has(m, "expires_at"):  # mostly absent: the test is cheaper than the read
-            t = m.expires_at
-            us = t.seconds * 1_000_000 + t.nanos // 1000
-            expires.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
-        else:
-            expires.append(None)
-        ctype.append(m.content_type)
-        body.append(m.body)
-        t = m.posted_at
-        us = t.seconds * 1_000_000 + t.nanos // 1000
-        posted.append(us if 0 <= us <= MAX_US else clamp(us))
-        if has(m, "processed_at"):
-            t = m.processed_at
-            us = t.seconds * 1_000_000 + t.nanos // 1000
-            processed.append(us if 0 < us <= MAX_US else clamp(us) if us else None)
-        else:
-            processed.append(None)
-        deliveries.append(m.delivery_count)
-        h = m.headers
-        if h:
-            ks = sorted(h)  # one order, whatever the map's: exports are reproducible
-            hkeys += ks
-            hvalues += [h[k] for k in ks]
-        hoffs.append(len(hkeys))
-        for v in m.tuple:
-            kind = v.WhichOneof("kind") or "null"
-            if kind != "null":
-                pos, vals = at[kind]
-                pos.append(len(kinds))
-                vals.append(getattr(v, kind))
-            kinds.append(kind)
-        toffs.append(len(kinds))
-        n += 1
-        if n == most:
+            payloads.append(unseal(key, raw) if sealed else raw)
+        except record.Damaged as e:
+            raise RecordDamaged(queue, _SEQ.unpack_from(key, 4)[0], str(e)) from None
+        keys.append(key)
+        if len(keys) == most:
             break
-    if n == 0:
-        return None
-    value_columns = [pa.array(kinds, pa.string())]
-    fields = len(kinds)
-    for k in _KINDS:
-        pos, vals = at[k]
-        kind = _VALUE_ARROW.field(k).type
-        if not pos:
-            value_columns.append(pa.nulls(fields, kind))
-            continue
-        # Scattered in bulk: each field's index among this kind's values,
-        # null where the field is of another kind.
-        where = np.full(fields, -1, np.int64)
-        where[np.asarray(pos, np.int64)] = np.arange(len(pos))
-        index = pa.array(where, mask=where < 0)
-        value_columns.append(pa.array(vals, kind).take(index))
-    values = pa.StructArray.from_arrays(value_columns, fields=list(_VALUE_ARROW))
-    stamp = ARROW.field("posted_at").type
-    columns = {
-        "queue": pa.array([queue] * n, pa.string()),
-        "seq": pa.array(seqs, pa.int64()),
-        "section": pa.array([section] * n, pa.string()),
-        "address": pa.array(address, pa.string()),
-        "priority": pa.array(priority, pa.int64()),
-        "headers": pa.MapArray.from_arrays(
-            pa.array(hoffs, pa.int32()),
-            pa.array(hkeys, pa.string()),
-            pa.array(hvalues, pa.string()),
-            type=_TYPES["headers"],
-        ),
-        "reply_to": pa.array(reply_to, pa.string()),
-        "expires_at": pa.array(expires, stamp),
-        "tuple": pa.ListArray.from_arrays(
-            pa.array(toffs, pa.int32()), values, type=_TYPES["tuple"]
-        ),
-        "content_type": pa.array(ctype, pa.string()),
-        "body": pa.array(body, pa.binary()),
-        "posted_at": pa.array(posted, stamp),
-        "processed_at": pa.array(processed, stamp),
-        "delivery_count": pa.array(deliveries, pa.int32()),
-    }
-    return pa.RecordBatch.from_arrays([columns[f.name] for f in ARROW], schema=ARROW)
+    return columns.batch(keys, payloads, queue, section) if keys else None
 
 
 def raw_scan(path: str) -> int:

@@ -1,0 +1,475 @@
+// Package msgboard is the Go client of msgboard, a persistent tuple-space
+// message board, over its gRPC API (the generated code is in msgboardpb).
+//
+//	c, err := msgboard.Dial("127.0.0.1:7878")
+//	defer c.Close()
+//	_, err = c.CreateQueue(ctx, &msgboardpb.QueueSpec{Name: "jobs"})
+//	seqs, err := c.Post(ctx, "jobs", msgboard.Message{Tuple: []any{"job", 7, "resize"}})
+//	ms, err := c.Take(ctx, "jobs", msgboard.Match(msgboard.Tpl("job", msgboard.IntType, msgboard.Any)), 5*time.Second, 1)
+//
+// Every error the board answers is an *Error carrying the google.rpc.Status
+// details (reason, field path).
+package msgboard
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// DefaultAddress is the board's default listener.
+const DefaultAddress = "127.0.0.1:7878"
+
+// margin is what a blocking call's gRPC deadline gets beyond its timeout, so
+// that the server answers "nothing in time" before the deadline cuts it off.
+const margin = 30 * time.Second
+
+// Client is a connection to one board. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	stub pb.BoardClient
+}
+
+type options struct {
+	token string
+	tls   *tls.Config
+	files [3]string // CA, client certificate, client key
+	dial  []grpc.DialOption
+}
+
+// Option configures Dial.
+type Option func(*options)
+
+// WithToken sends a bearer token on every call (the board's users file
+// knows its SHA-256). It is sent only over TLS or to a loopback address.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithTLS connects over TLS with this configuration.
+func WithTLS(c *tls.Config) Option { return func(o *options) { o.tls = c } }
+
+// WithTLSFiles connects over TLS trusting the CA certificates of the PEM file
+// caFile ("" for the system's), showing the client certificate certFile and
+// its key keyFile when both are given (mutual TLS).
+func WithTLSFiles(caFile, certFile, keyFile string) Option {
+	return func(o *options) { o.files = [3]string{caFile, certFile, keyFile} }
+}
+
+// WithDialOptions adds gRPC dial options.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// FromEnv reads MSGBOARD_TOKEN and MSGBOARD_TLS_CA (as the msgboard CLI does).
+func FromEnv() Option {
+	return func(o *options) {
+		if t := os.Getenv("MSGBOARD_TOKEN"); t != "" {
+			o.token = t
+		}
+		if ca := os.Getenv("MSGBOARD_TLS_CA"); ca != "" {
+			o.files[0] = ca
+		}
+	}
+}
+
+// Dial connects to the board at address ("" : $MSGBOARD_SERVER, else
+// DefaultAddress). The connection is made lazily, on the first call.
+func Dial(address string, opts ...Option) (*Client, error) {
+	if address == "" {
+		address = os.Getenv("MSGBOARD_SERVER")
+	}
+	if address == "" {
+		address = DefaultAddress
+	}
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.tls == nil && o.files != [3]string{} {
+		c, err := tlsFiles(o.files)
+		if err != nil {
+			return nil, err
+		}
+		o.tls = c
+	}
+	dial := []grpc.DialOption{grpc.WithInsecure()}
+	if o.tls != nil {
+		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
+	}
+	if o.token != "" {
+		if o.tls == nil && !loopback(address) {
+			return nil, fmt.Errorf("refusing to send a token in plaintext to %s: "+
+				"connect with TLS, or to a loopback address", address)
+		}
+		dial = append(dial,
+			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+				cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				return invoker(bearer(ctx, o.token), method, req, reply, cc, opts...)
+			}),
+			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc,
+				cc *grpc.ClientConn, method string, streamer grpc.Streamer,
+				opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(bearer(ctx, o.token), desc, cc, method, opts...)
+			}))
+	}
+	// grpc 1.33 (Debian's) has no grpc.NewClient: Dial without WithBlock
+	// is the same lazy connection.
+	conn, err := grpc.Dial(address, append(dial, o.dial...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, stub: pb.NewBoardClient(conn)}, nil
+}
+
+func bearer(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+func loopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func tlsFiles(f [3]string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f[0] != "" {
+		pem, err := os.ReadFile(f[0])
+		if err != nil {
+			return nil, err
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate in it", f[0])
+		}
+	}
+	if f[1] != "" || f[2] != "" {
+		cert, err := tls.LoadX509KeyPair(f[1], f[2])
+		if err != nil {
+			return nil, err
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Conn is the gRPC connection, with the client's credentials.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Stub is the generated stub over Conn, for what this package does not
+// wrap. Its errors are raw gRPC errors: Wrap turns them into *Error.
+func (c *Client) Stub() pb.BoardClient { return c.stub }
+
+// Wrap turns the error of a raw stub call into an *Error with the status
+// details (nil stays nil).
+func Wrap(err error) error { return fromRPC(err) }
+
+// unary runs one stub call and maps its error.
+func unary[Req, Resp any](ctx context.Context, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	resp, err := call(ctx, req)
+	return resp, fromRPC(err)
+}
+
+// ------------------------------------------------------------------ queues
+
+// CreateQueue creates a queue (only Name is required); creating one that
+// exists with the same properties returns it.
+func (c *Client) CreateQueue(ctx context.Context, spec *pb.QueueSpec) (*pb.Queue, error) {
+	return unary(ctx, c.stub.CreateQueue, &pb.CreateQueueRequest{Spec: spec})
+}
+
+// GetQueue returns one queue with its counts.
+func (c *Client) GetQueue(ctx context.Context, name string) (*pb.Queue, error) {
+	return unary(ctx, c.stub.GetQueue, &pb.GetQueueRequest{Name: name})
+}
+
+// ListQueues returns every queue the caller may see, by name.
+func (c *Client) ListQueues(ctx context.Context) ([]*pb.Queue, error) {
+	r, err := unary(ctx, c.stub.ListQueues, &pb.ListQueuesRequest{})
+	return r.GetQueues(), err
+}
+
+// DeleteQueue deletes a queue with its messages.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	_, err := unary(ctx, c.stub.DeleteQueue, &pb.DeleteQueueRequest{Name: name})
+	return err
+}
+
+// ------------------------------------------------------------------ posting
+
+// Receipt is what became of one posted message: its seq (0 when the queue
+// was full and the message went elsewhere) and its disposition.
+type Receipt struct {
+	Seq         uint64
+	Disposition pb.Disposition
+}
+
+// Post posts messages to one queue, all or none, and returns their seqs once
+// they are durable.
+func (c *Client) Post(ctx context.Context, queue string, msgs ...Message) ([]uint64, error) {
+	rs, err := c.PostReceipts(ctx, queue, msgs...)
+	return seqs(rs), err
+}
+
+// PostReceipts is Post, answering what became of each message.
+func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
+	ms, err := protoMessages(msgs)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	r, err := unary(ctx, c.stub.Post, &pb.PostRequest{Queue: queue, Messages: ms})
+	if err != nil {
+		return nil, err
+	}
+	return receipts(r.Seqs, r.Dispositions), nil
+}
+
+func receipts(seqs []uint64, ds []pb.Disposition) []Receipt {
+	out := make([]Receipt, len(seqs))
+	for i, s := range seqs {
+		out[i] = Receipt{Seq: s}
+		if i < len(ds) {
+			out[i].Disposition = ds[i]
+		}
+	}
+	return out
+}
+
+func seqs(rs []Receipt) []uint64 {
+	if rs == nil {
+		return nil
+	}
+	out := make([]uint64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Seq
+	}
+	return out
+}
+
+// ------------------------------------------------------------------ matching
+
+// Take removes and returns the oldest waiting messages that match (Linda
+// in/inp): at most max (0: 1), waiting up to timeout for a first match (0:
+// try once). Nothing in time is an empty answer, not an error.
+func (c *Client) Take(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int) ([]*Message, error) {
+	req, err := takeRequest(queue, p, timeout, max, 0)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := wait(ctx, timeout)
+	defer cancel()
+	r, err := unary(ctx, c.stub.Take, req)
+	return messages(r.GetMessages()), err
+}
+
+// Leased is a message taken with a lease, and the lease to ack it by.
+type Leased struct {
+	*Message
+	Lease uint64
+}
+
+// TakeLeased takes messages with a lease: they stay on the queue, invisible
+// to others, until acked (Ack) or given back (Nack); when the lease runs
+// out first they come back.
+func (c *Client) TakeLeased(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int, lease time.Duration) ([]Leased, error) {
+	if lease <= 0 {
+		return nil, invalid(fmt.Errorf("lease: must be positive, got %s", lease))
+	}
+	req, err := takeRequest(queue, p, timeout, max, lease)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := wait(ctx, timeout)
+	defer cancel()
+	r, err := unary(ctx, c.stub.Take, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Leased, len(r.Messages))
+	for i, m := range r.Messages {
+		out[i] = Leased{Message: FromProto(m), Lease: r.LeaseIds[i]}
+	}
+	return out, nil
+}
+
+// Ack processes leased messages for good (all leases good, or nothing done).
+func (c *Client) Ack(ctx context.Context, queue string, leases ...uint64) error {
+	_, err := unary(ctx, c.stub.Ack, &pb.AckRequest{Queue: queue, LeaseIds: leases})
+	return err
+}
+
+// Nack gives leased messages back to the queue now (delivery count raised).
+func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) error {
+	_, err := unary(ctx, c.stub.Ack, &pb.AckRequest{Queue: queue, LeaseIds: leases, Nack: true})
+	return err
+}
+
+// Read is Take that leaves the messages where they are (Linda rd/rdp).
+func (c *Client) Read(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int) ([]*Message, error) {
+	pp, err := p.Proto()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	ctx, cancel := wait(ctx, timeout)
+	defer cancel()
+	r, err := unary(ctx, c.stub.Read, &pb.ReadRequest{
+		Queue: queue, Pattern: pp, Timeout: duration(timeout), Max: int32(max),
+	})
+	return messages(r.GetMessages()), err
+}
+
+func takeRequest(queue string, p Pattern, timeout time.Duration, max int, lease time.Duration) (*pb.TakeRequest, error) {
+	pp, err := p.Proto()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return &pb.TakeRequest{
+		Queue: queue, Pattern: pp, Timeout: duration(timeout), Max: int32(max), Lease: duration(lease),
+	}, nil
+}
+
+func duration(d time.Duration) *durationpb.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// wait gives a blocking call a deadline past its timeout, unless ctx has one.
+func wait(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout+margin)
+}
+
+// ------------------------------------------------------------------ browsing
+
+// Browse asks for one page of a queue.
+type Browse struct {
+	Start     pb.Position // OLDEST, LATEST, SEQ (with Seq) or TIME (with Since)
+	Seq       uint64
+	Since     time.Time
+	Direction pb.Direction
+	Limit     int        // 0: 100
+	Section   pb.Section // unspecified: both
+	Pattern   Pattern
+}
+
+// Page is one page of a queue; NextSeq starts the next one (0: no more).
+type Page struct {
+	Messages []*Message
+	NextSeq  uint64
+}
+
+// Browse pages through a queue's waiting messages and its history.
+func (c *Client) Browse(ctx context.Context, queue string, b Browse) (*Page, error) {
+	pp, err := b.Pattern.Proto()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	req := &pb.BrowseRequest{
+		Queue: queue, Start: b.Start, StartSeq: b.Seq, Direction: b.Direction,
+		Limit: int32(b.Limit), Section: b.Section, Pattern: pp,
+	}
+	if !b.Since.IsZero() {
+		req.StartTime = timestamppb.New(b.Since)
+	}
+	r, err := unary(ctx, c.stub.Browse, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Page{Messages: messages(r.Messages), NextSeq: r.NextSeq}, nil
+}
+
+// Stats returns board figures and one row per queue ("" : every queue).
+func (c *Client) Stats(ctx context.Context, queue string) (*pb.StatsResponse, error) {
+	return unary(ctx, c.stub.Stats, &pb.StatsRequest{Queue: queue})
+}
+
+// ------------------------------------------------------------------ selectors
+
+// SelectorSpec is a selector's properties; see msgboardpb.SelectorSpec.
+type SelectorSpec struct {
+	Source          string
+	Pattern         Pattern
+	Op              pb.Operation
+	Destination     string // "": terminal (a consumer attaches with Subscribe)
+	Credit          int64  // terminal only; 0: 100
+	UnlimitedCredit bool   // terminal only
+	Quota           uint64 // to a queue only: most messages it will move; 0: no limit
+	Start           pb.Position
+	StartSeq        uint64
+	StartTime       time.Time
+	Role            pb.Role
+}
+
+// CreateSelector creates a standing MOVE, COPY, DELETE or BOUNCE.
+func (c *Client) CreateSelector(ctx context.Context, s SelectorSpec) (*pb.Selector, error) {
+	pp, err := s.Pattern.Proto()
+	if err != nil {
+		return nil, invalid(fmt.Errorf("spec.%w", err))
+	}
+	spec := &pb.SelectorSpec{
+		Source: s.Source, Pattern: pp, Op: s.Op, Destination: s.Destination, Credit: s.Credit,
+		UnlimitedCredit: s.UnlimitedCredit, Quota: s.Quota, Start: s.Start, StartSeq: s.StartSeq,
+		Role: s.Role,
+	}
+	if !s.StartTime.IsZero() {
+		spec.StartTime = timestamppb.New(s.StartTime)
+	}
+	return unary(ctx, c.stub.CreateSelector, &pb.CreateSelectorRequest{Spec: spec})
+}
+
+// GetSelector returns one selector by id.
+func (c *Client) GetSelector(ctx context.Context, id string) (*pb.Selector, error) {
+	return unary(ctx, c.stub.GetSelector, &pb.GetSelectorRequest{Id: id})
+}
+
+// ListSelectors returns the selectors of one queue ("": of every queue).
+func (c *Client) ListSelectors(ctx context.Context, queue string) ([]*pb.Selector, error) {
+	r, err := unary(ctx, c.stub.ListSelectors, &pb.ListSelectorsRequest{Queue: queue})
+	return r.GetSelectors(), err
+}
+
+// DeleteSelector deletes a selector; its unacked deliveries go back.
+func (c *Client) DeleteSelector(ctx context.Context, id string) error {
+	_, err := unary(ctx, c.stub.DeleteSelector, &pb.DeleteSelectorRequest{Id: id})
+	return err
+}
+
+// ------------------------------------------------------------------ snapshots
+
+// Snapshot has the server write a consistent copy of the board to path (on
+// the server's file system; relative to its snapshot directory if it has
+// one). Needs the admin verb.
+func (c *Client) Snapshot(ctx context.Context, path string) (*pb.SnapshotResponse, error) {
+	return unary(ctx, c.stub.Snapshot, &pb.SnapshotRequest{Path: path})
+}
+
+// Invoke calls the unary RPC method ("Post", "Take"...) of service Board
+// with the client's connection and credentials, for a request built
+// elsewhere (e.g. parsed from JSON); its error is an *Error as for every
+// call of this package.
+func (c *Client) Invoke(ctx context.Context, method string, req, resp any) error {
+	return fromRPC(c.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp))
+}

@@ -1,0 +1,441 @@
+/**
+ * The Node client: `connect(address, options)` gives a `Client` with the
+ * same verbs as the Python client, in JS spelling (camelCase, options
+ * objects, times in milliseconds, promises):
+ *
+ * ```ts
+ * const board = await connect("127.0.0.1:7878");
+ * await board.createQueue("jobs");
+ * await board.post("jobs", ["job", 7, "resize", 3], { body: "..." });
+ * const [msg] = await board.take("jobs", tpl("job", Int, Any, range(1, 9)), { timeout: 5000 });
+ * board.close();
+ * ```
+ */
+
+import { Connection, type ConnectOptions } from "./connection.js";
+import { InvalidArgument } from "./errors.js";
+import { messageType } from "./proto.js";
+import { streamError, Subscription } from "./subscription.js";
+import { Template, type Field, type Templates } from "./values.js";
+import {
+  date,
+  duration,
+  enumTo,
+  messageFrom,
+  messageTo,
+  num,
+  patternTo,
+  queueFrom,
+  queueSpecTo,
+  receiptsFrom,
+  selectorFrom,
+  selectorSpecTo,
+  startTo,
+
+  type Message,
+  type NewMessage,
+  type PatternOptions,
+  type Queue,
+  type QueueSpec,
+  type Receipt,
+  type Selector,
+  type SelectorOptions,
+  type StartOptions,
+  type Wire,
+} from "./wire.js";
+
+/** Options of take and read. */
+export interface MatchOptions extends PatternOptions {
+  /** How long to wait for a first match, in ms (0: try once). */
+  timeout?: number;
+  /** Most messages to return (default 1). */
+  max?: number;
+}
+
+/** Options of takeLeased. */
+export interface LeaseOptions extends MatchOptions {
+  /** How long the messages stay invisible, in ms, unless acked. */
+  lease: number;
+}
+
+/** Options of browse. */
+export interface BrowseOptions extends PatternOptions {
+  templates?: Templates;
+  /** "oldest" (default forward), "latest" (default backward), a seq, or a Date. */
+  start?: "oldest" | "latest" | number | Date;
+  /** Page towards older messages. */
+  reverse?: boolean;
+  /** Most messages per page (default 100). */
+  limit?: number;
+  /** Only "unprocessed" or "history"; default both. */
+  section?: "unprocessed" | "history";
+}
+
+/** One page of a queue. */
+export interface Page {
+  messages: Message[];
+  /** Pass as `start` (same direction) for the next page; 0 when there is no more. */
+  nextSeq: number;
+}
+
+/** Options of subscribe. */
+export interface SubscribeOptions extends PatternOptions, StartOptions {
+  /** Every subscriber gets every message (COPY) instead of one of them (MOVE). */
+  copy?: boolean;
+  /** Most deliveries not yet acked (0: the board's default, 100). */
+  credit?: number;
+  /** Attach to this durable terminal selector instead (no queue or pattern then). */
+  selector?: string;
+}
+
+/** A message taken with a lease: `await lease.ack()`, or `client.ack(queue, [lease])`. */
+export interface Lease {
+  id: number;
+  message: Message;
+  /** Processes it for good. */
+  ack(): Promise<void>;
+  /** Gives it back to the queue now. */
+  nack(): Promise<void>;
+}
+
+/**
+ * A call's templates, or its options in their place:
+ * `take("jobs", tpl("job", Int), { timeout })` and `take("jobs", { timeout })`.
+ */
+function split<O extends object>(t: Templates | O | undefined, o: O | undefined): [Templates | undefined, O] {
+  if (t === undefined || t instanceof Template || Array.isArray(t)) return [t as Templates | undefined, o ?? ({} as O)];
+  return [undefined, t as O];
+}
+
+/** One queue's figures (board.proto's QueueStats; counts since the server started). */
+export interface QueueStats {
+  name: string;
+  transient: boolean;
+  unprocessed: number;
+  history: number;
+  waiting: number;
+  posted: number;
+  taken: number;
+  overflowed: number;
+  ready: number;
+  outstanding: number;
+  consumers: number;
+  dropped: number;
+  deadLettered: number;
+  selectors: number;
+  expired: number;
+  damaged: number;
+}
+
+/** Board and per-queue figures. */
+export interface Stats {
+  /** Bytes of the LMDB map (address space, not disk). */
+  mapSize: number;
+  mapUsed: number;
+  /** "fsync" or "weaker-no-fsync". */
+  sync: string;
+  commits: number;
+  committedOps: number;
+  queues: QueueStats[];
+}
+
+function queueStatsFrom(w: Wire): QueueStats {
+  const out: Record<string, unknown> = {};
+  for (const f of messageType("QueueStats").fieldsArray) {
+    out[f.name] = f.type === "string" ? (w[f.name] ?? "") : f.type === "bool" ? (w[f.name] ?? false) : num(w[f.name]);
+  }
+  return out as unknown as QueueStats;
+}
+
+/** What a snapshot holds. */
+export interface SnapshotInfo {
+  path: string;
+  schema: string;
+  takenAt?: Date;
+  bytes: number;
+  messages: number;
+  queues: number;
+}
+
+/** Connects and waits until the board answers (Unavailable after `readyTimeout` ms). */
+export async function connect(
+  address?: string,
+  options: ConnectOptions & { readyTimeout?: number } = {},
+): Promise<Client> {
+  const c = new Client(address, options);
+  try {
+    await c.connection.ready(options.readyTimeout);
+  } catch (e) {
+    c.close();
+    throw e;
+  }
+  return c;
+}
+
+/** A tuple, or a message with its envelope. */
+export type Postable = readonly Field[] | NewMessage;
+
+function asMessage(m: Postable): NewMessage {
+  return Array.isArray(m) ? { tuple: m } : (m as NewMessage);
+}
+
+/** A connection to one board. */
+export class Client {
+  /** The layer every call goes through (channel, token, deadlines, typed errors). */
+  readonly connection: Connection;
+
+  constructor(address?: string, options: ConnectOptions = {}) {
+    this.connection = new Connection(address, options);
+  }
+
+  /** Waits until the board answers (Unavailable after `ms`). */
+  waitReady(ms = 10_000): Promise<void> {
+    return this.connection.ready(ms);
+  }
+
+  /** Closes the channel. */
+  close(): void {
+    this.connection.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  // ---------------------------------------------------------------- queues
+
+  /** Creates a queue; the same again with the same properties is fine (idempotent). */
+  async createQueue(name: string, spec: QueueSpec = {}): Promise<Queue> {
+    return queueFrom(await this.connection.unary("CreateQueue", { spec: queueSpecTo(name, spec) }));
+  }
+
+  async getQueue(name: string): Promise<Queue> {
+    return queueFrom(await this.connection.unary("GetQueue", { name }));
+  }
+
+  async listQueues(): Promise<Queue[]> {
+    const r = await this.connection.unary("ListQueues", {});
+    return (r.queues ?? []).map(queueFrom);
+  }
+
+  async deleteQueue(name: string): Promise<void> {
+    await this.connection.unary("DeleteQueue", { name });
+  }
+
+  // ---------------------------------------------------------------- posting
+
+  /** Posts one message and returns its seq once it is durable. */
+  async post(queue: string, tuple: readonly Field[] = [], envelope: Omit<NewMessage, "tuple"> = {}): Promise<number> {
+    const [seq] = await this.postMessages(queue, [{ ...envelope, tuple }]);
+    return seq!;
+  }
+
+  /**
+   * Posts messages in one transaction (all or none); returns their seqs
+   * once durable (0 for one that found the queue full: `postReceipts` says
+   * where it went).
+   */
+  async postMessages(queue: string, messages: readonly Postable[]): Promise<number[]> {
+    return (await this.postReceipts(queue, messages)).map((r) => r.seq);
+  }
+
+  /**
+   * Posts messages in one transaction (all or none); returns, once they
+   * are durable, each one's seq and what became of it.
+   */
+  async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
+    const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
+    return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
+  }
+
+  /**
+   * Posts many messages over one PostStream, `batch` per request, without
+   * waiting for each batch's answer; returns every seq. A batch the board
+   * refuses rejects with its error once the stream has ended (the batches
+   * before it are stored).
+   */
+  async postMany(
+    queue: string,
+    messages: Iterable<Postable> | AsyncIterable<Postable>,
+    options: { batch?: number } = {},
+  ): Promise<number[]> {
+    const size = options.batch ?? 500;
+    const stream = this.connection.duplex("PostStream");
+    const answers: Promise<Wire[]> = (async () => {
+      const out: Wire[] = [];
+      for (let r = await stream.next(); r !== undefined; r = await stream.next()) out.push(r);
+      return out;
+    })();
+    answers.catch(() => undefined); // awaited below; not unhandled meanwhile
+    let bad: unknown;
+    try {
+      let chunk: Wire[] = [];
+      let n = 0;
+      let i = 0;
+      for await (const m of messages) {
+        if (stream.done) break; // the board ended the stream: its error follows
+        chunk.push(messageTo(asMessage(m), `messages[${i++}]`));
+        if (chunk.length >= size) {
+          await stream.send({ batchId: String(++n), queue, messages: chunk });
+          chunk = [];
+        }
+      }
+      if (chunk.length) await stream.send({ batchId: String(++n), queue, messages: chunk });
+    } catch (e) {
+      bad = e; // ends the stream; thrown after it
+    }
+    stream.end();
+    const seqs: number[] = [];
+    let failed: Wire | undefined;
+    for (const r of await answers) {
+      if (r.error) failed ??= r.error;
+      else seqs.push(...(r.seqs ?? []).map(num));
+    }
+    if (failed) throw streamError(failed);
+    if (bad !== undefined) throw bad;
+    return seqs;
+  }
+
+  // ---------------------------------------------------------------- taking
+
+  /**
+   * Removes and returns up to `max` of the oldest waiting messages that
+   * match, waiting up to `timeout` ms for a first (Linda `in`).
+   */
+  async take(queue: string, templates?: Templates | MatchOptions, options?: MatchOptions): Promise<Message[]> {
+    const r = await this.match("Take", { queue }, ...split(templates, options));
+    return (r.messages ?? []).map(messageFrom);
+  }
+
+  /** Like take, but leaves the messages on the queue (Linda `rd`). */
+  async read(queue: string, templates?: Templates | MatchOptions, options?: MatchOptions): Promise<Message[]> {
+    const r = await this.match("Read", { queue }, ...split(templates, options));
+    return (r.messages ?? []).map(messageFrom);
+  }
+
+  /**
+   * Like take, but the messages stay invisible on the queue until `ack`ed
+   * by lease id; if the lease (ms) runs out first they come back.
+   */
+  async takeLeased(
+    queue: string,
+    templates: Templates | LeaseOptions | undefined,
+    options?: LeaseOptions,
+  ): Promise<Lease[]> {
+    const [t, o] = split<LeaseOptions>(templates, options);
+    if (!(o.lease > 0)) throw new InvalidArgument(`lease: must be > 0 ms, not ${o.lease}`);
+    const r = await this.match("Take", { queue, lease: duration(o.lease) }, t, o);
+    return (r.messages ?? []).map((m: Wire, i: number) => {
+      const id = num(r.leaseIds?.[i]);
+      return { id, message: messageFrom(m), ack: () => this.ack(queue, [id]), nack: () => this.nack(queue, [id]) };
+    });
+  }
+
+  /** Acks leased messages (processed for good); with `nack`, gives them back now. */
+  async ack(queue: string, leases: readonly (Lease | number)[], options: { nack?: boolean } = {}): Promise<void> {
+    const ids = leases.map((l) => String(typeof l === "number" ? l : l.id));
+    await this.connection.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
+  }
+
+  /** Gives leased messages back to the queue now. */
+  nack(queue: string, leases: readonly (Lease | number)[]): Promise<void> {
+    return this.ack(queue, leases, { nack: true });
+  }
+
+  private match(method: string, req: Wire, templates: Templates | undefined, o: MatchOptions): Promise<Wire> {
+    const wait = o.timeout ?? 0;
+    const full = { ...req, pattern: patternTo({ ...o, templates }), timeout: duration(wait), max: o.max ?? 1 };
+    return this.connection.unary(method, full, wait);
+  }
+
+  /** One page of a queue in seq order; pass `nextSeq` as `start` for the next. */
+  async browse(queue: string, options: BrowseOptions = {}): Promise<Page> {
+    const req: Wire = {
+      queue,
+      direction: options.reverse ? "DIRECTION_BACKWARD" : "DIRECTION_FORWARD",
+      limit: options.limit ?? 100,
+      pattern: patternTo(options),
+    };
+    startTo(options.start, req);
+    if (options.section) req.section = enumTo("SECTION", options.section);
+    const r = await this.connection.unary("Browse", req);
+    return { messages: (r.messages ?? []).map(messageFrom), nextSeq: num(r.nextSeq) };
+  }
+
+  /** Board figures and one row per queue (or only `queue`'s). */
+  async stats(queue = ""): Promise<Stats> {
+    const r = await this.connection.unary("Stats", { queue });
+    return {
+      mapSize: num(r.mapSize),
+      mapUsed: num(r.mapUsed),
+      sync: r.sync ?? "",
+      commits: num(r.commits),
+      committedOps: num(r.committedOps),
+      queues: (r.queues ?? []).map(queueStatsFrom),
+    };
+  }
+
+  // ---------------------------------------------------------------- selectors
+
+  /**
+   * Creates a selector on `source`: MOVE (default), COPY, DELETE or BOUNCE
+   * of the matching messages to queue `to` or, without one, to a consumer
+   * (attach with `subscribe("", undefined, { selector: id })`).
+   */
+  async createSelector(source: string, options: SelectorOptions = {}): Promise<Selector> {
+    return selectorFrom(await this.connection.unary("CreateSelector", { spec: selectorSpecTo(source, options) }));
+  }
+
+  async getSelector(id: string): Promise<Selector> {
+    return selectorFrom(await this.connection.unary("GetSelector", { id }));
+  }
+
+  /** The selectors of one queue, or of every queue. */
+  async listSelectors(queue = ""): Promise<Selector[]> {
+    const r = await this.connection.unary("ListSelectors", { queue });
+    return (r.selectors ?? []).map(selectorFrom);
+  }
+
+  async deleteSelector(id: string): Promise<void> {
+    await this.connection.unary("DeleteSelector", { id });
+  }
+
+  // ---------------------------------------------------------------- subscribing
+
+  /**
+   * Opens a subscription: a session MOVE (or `copy`) selector on `queue`,
+   * or attaches to the durable terminal selector `options.selector`.
+   * Iterate it with `for await` and ack or nack each delivery.
+   */
+  subscribe(queue: string, templates?: Templates | SubscribeOptions, more?: SubscribeOptions): Subscription {
+    const [t, options] = split(templates, more);
+    const open: Wire = {
+      queue,
+      pattern: patternTo({ ...options, templates: t }),
+      op: options.copy ? "OPERATION_COPY" : "OPERATION_UNSPECIFIED",
+      credit: String(options.credit ?? 0),
+      selectorId: options.selector ?? "",
+    };
+    startTo(options.start, open);
+    return new Subscription(this.connection.duplex("Subscribe"), open);
+  }
+
+  // ---------------------------------------------------------------- snapshots
+
+  /**
+   * Has the server write a consistent copy of the board to `path` (a name
+   * under its snapshot directory, or an absolute path on an open board
+   * without one). Waits as long as the copy takes.
+   */
+  async snapshot(path: string): Promise<SnapshotInfo> {
+    const r = await this.connection.unary("Snapshot", { path }, 24 * 3600_000);
+    return {
+      path: r.path ?? "",
+      schema: r.schema ?? "",
+      takenAt: date(r.takenAt),
+      bytes: num(r.bytes),
+      messages: num(r.messages),
+      queues: num(r.queues),
+    };
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * msgboard's Node.js client. See README.md for a quickstart.
+ */
+
+export { Client, connect } from "./client.js";
+export type { BrowseOptions, Lease, LeaseOptions, MatchOptions, Page, Postable, QueueStats, SnapshotInfo, Stats, SubscribeOptions } from "./client.js";
+export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js";
+export type { ConnectOptions, TlsOptions } from "./connection.js";
+export * from "./errors.js";
+export { Subscription } from "./subscription.js";
+export type { Delivery } from "./subscription.js";
+export {
+  Any,
+  AnyField,
+  Bool,
+  Bytes,
+  Float,
+  FloatValue,
+  Formal,
+  Int,
+  IntValue,
+  Null,
+  PrefixField,
+  RangeField,
+  Str,
+  Template,
+  float,
+  int,
+  prefix,
+  range,
+  tpl,
+} from "./values.js";
+export type { Field, FieldPattern, Templates, TypeName, Value } from "./values.js";
+export type { Message, NewMessage, Pattern, PatternOptions, Position, Queue, QueueSpec, Receipt, Selector, SelectorOptions, StartOptions } from "./wire.js";

@@ -1,0 +1,186 @@
+"""The board's own events, posted on its reserved system queue ``$sys``.
+
+A board describes itself, as the Channel design's system messages do: its
+queues, selectors and consumers coming and going, its dead letters, its
+start and stop, and refused calls are posted on ``$sys`` as messages whose
+tuple starts with the event's name and whose address is that name, so a
+template (``["queue.created", "?str", "?str"]``) or a topic address
+(``topic:queue.*``) picks them out. Every name and its fields:
+
+==========================  ===============================================
+event                       tuple after the name
+==========================  ===============================================
+``queue.created``           queue, "durable" or "transient"
+``queue.deleted``           queue
+``selector.created``        selector id, source, destination ("" terminal)
+``selector.deleted``        selector id, source
+``consumer.attached``       consumer id, queue, selector id, peer, identity
+``consumer.detached``       consumer id, queue, selector id, reason
+``message.dead_lettered``   queue, seq (0: never stored there), reason
+``board.started``           (none)
+``board.stopping``          (none)
+``user.denied``             user, what was refused
+==========================  ===============================================
+
+A subscription's session selector is not announced (its consumer is); an
+event about ``$sys`` itself (a consumer of ``$sys``, a selector reading it)
+is not posted, so that reading the events never makes more of them.
+
+``$sys`` is transient: its events live in memory and are gone after a
+restart. It keeps the newest ``SYS_WAITING`` events waiting and moves older
+ones to its history, which keeps ``SYS_HISTORY``. Anyone may read it (Take,
+Read, Browse, Subscribe: a COPY subscription leaves the events to others);
+nobody may post to it, create, delete or dead-letter into it (``Reserved``).
+ListQueues and the whole board's Stats leave it out; GetQueue and Stats of
+``$sys`` show it.
+
+How the engine emits: an operation calls ``Events.emit`` on the writer
+thread. The events wait until the operation's group is durable (an aborted
+group announces nothing) and are then posted by one operation of their own
+in the next group, never inside the operation that caused them: posting is
+routing, which must not run in the middle of another routing step, and the
+writer never waits on itself. Posting to ``$sys`` emits nothing, so it
+cannot recurse. Events are best effort: a board that dies loses the ones
+not yet posted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from msgboard.associative import EVERYTHING, Pattern
+from msgboard.engine.writer import Batch, Writer
+from msgboard.errors import Unavailable
+from msgboard.lmdbstore import QueueInfo, Search, Txn
+from msgboard.message import Message
+from msgboard.spec import QueueSpec
+
+if TYPE_CHECKING:
+    from msgboard.engine.network import Network
+
+#: The board's system queue.
+SYS = "$sys"
+#: Events kept waiting on ``$sys``; older ones move to its history.
+SYS_WAITING = 1000
+#: Events kept in ``$sys``'s history.
+SYS_HISTORY = 1000
+
+QUEUE_CREATED = "queue.created"
+QUEUE_DELETED = "queue.deleted"
+SELECTOR_CREATED = "selector.created"
+SELECTOR_DELETED = "selector.deleted"
+CONSUMER_ATTACHED = "consumer.attached"
+CONSUMER_DETACHED = "consumer.detached"
+DEAD_LETTERED = "message.dead_lettered"
+BOARD_STARTED = "board.started"
+BOARD_STOPPING = "board.stopping"
+USER_DENIED = "user.denied"
+
+#: Every event, in the order the module docstring lists them.
+EVENTS = (
+    QUEUE_CREATED,
+    QUEUE_DELETED,
+    SELECTOR_CREATED,
+    SELECTOR_DELETED,
+    CONSUMER_ATTACHED,
+    CONSUMER_DETACHED,
+    DEAD_LETTERED,
+    BOARD_STARTED,
+    BOARD_STOPPING,
+    USER_DENIED,
+)
+
+Field = str | int
+
+
+def reserved(name: str) -> bool:
+    """Whether ``name`` is the board's to use (it starts with ``$``)."""
+    return name.startswith("$")
+
+
+class Events:
+    """The hook the engine emits through (writer thread only)."""
+
+    def __init__(self, writer: Writer, post: Callable[[Batch, list[Message]], None]) -> None:
+        self._writer = writer
+        self._post = post
+        self._pending: list[Message] = []
+
+    def emit(self, b: Batch, name: str, *fields: Field, about: str = "") -> None:
+        """Announces ``name`` with ``fields`` once ``b`` is durable; nothing
+        when the event is ``about`` a reserved queue."""
+        if reserved(about):
+            return
+        m = Message(tuple=(name, *fields), address=name)
+        b.after(lambda: self._queue(m))
+
+    def _queue(self, m: Message) -> None:
+        first = not self._pending
+        self._pending.append(m)
+        if first:
+            # One posting operation for everything announced until it runs.
+            # A board closing posts nothing more.
+            with contextlib.suppress(Unavailable):
+                self._writer.submit(self._flush)
+
+    def _flush(self, b: Batch) -> None:
+        msgs, self._pending = self._pending, []
+        self._post(b, msgs)
+
+
+class SystemQueue:
+    """Board's part that keeps ``$sys``: it opens it, posts the events and
+    keeps it bounded. Part of ``Board`` (board.py)."""
+
+    # Provided by Board (board.py).
+    _writer: Writer
+    events: Events
+
+    _net: Network
+
+    if TYPE_CHECKING:
+
+        def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None: ...
+
+        def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> object: ...
+
+        def _waiting(
+            self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None
+        ) -> Search: ...
+
+    def _open_sys(self, b: Batch) -> None:
+        """Creates ``$sys`` (in memory) and announces the start."""
+        if self._lookup(b, SYS) is None:
+            b.txn(False).create_queue(
+                QueueSpec(SYS, transient=True, max_history=SYS_HISTORY), b.now
+            )
+        self.events.emit(b, BOARD_STARTED)
+
+    def _post_events(self, b: Batch, msgs: list[Message]) -> None:
+        found = self._lookup(b, SYS)
+        if found is None:
+            return
+        self._post(b, SYS, msgs, 0)
+        txn, info = found
+        extra = txn.counts(SYS).unprocessed - SYS_WAITING
+        if extra > 0:
+            for m in list(self._oldest(txn, extra)):
+                self._net.process(b, txn, info, m)
+
+    def _oldest(self, txn: Txn, n: int) -> Iterator[Message]:
+        """Up to ``n`` of the oldest waiting events no consumer holds."""
+        held = self._net.held(SYS)
+        for m in self._waiting(txn, SYS, EVERYTHING):
+            if n <= 0:
+                return
+            if m.seq not in held:
+                n -= 1
+                yield m
+
+    def emit(self, name: str, *fields: Field) -> None:
+        """Announces an event from outside the engine (any thread): the
+        server's ``user.denied``."""
+        with contextlib.suppress(Unavailable):
+            self._writer.submit(lambda b: self.events.emit(b, name, *fields))

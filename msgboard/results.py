@@ -1,0 +1,123 @@
+"""What the board answers with, as plain data: the result types the engine
+returns and the Python client rebuilds from the wire (``QueueView``,
+``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
+and its ``StoreInfo``), and where a Browse page starts (``Start``).
+
+Their one home, below both: the engine and the store import them from here,
+and so does ``msgboard.client``, which thus loads neither the engine nor
+LMDB (a client speaks only gRPC).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from msgboard.message import Message
+from msgboard.spec import QueueSpec, SelectorSpec
+
+
+class Start(enum.Enum):
+    """Where a Browse page starts."""
+
+    OLDEST = "oldest"
+    LATEST = "latest"
+    SEQ = "seq"
+    TIME = "time"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """A queue's properties and counts at one moment."""
+
+    spec: QueueSpec
+    created_at: int
+    unprocessed: int
+    history: int
+    next_seq: int
+    waiting: int
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One Browse page; ``next_seq`` starts the next (0: no more)."""
+
+    messages: list[Message]
+    next_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    name: str
+    transient: bool
+    unprocessed: int
+    history: int
+    waiting: int
+    posted: int
+    taken: int
+    overflowed: int
+    ready: int
+    outstanding: int
+    consumers: int
+    dropped: int
+    dead_lettered: int
+    selectors: int
+    expired: int
+    #: Damaged records met (and skipped) since the board started.
+    damaged: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorView:
+    """A selector and its figures at one moment."""
+
+    id: str
+    spec: SelectorSpec
+    durable: bool
+    attached: bool
+    outstanding: int
+    delivered: int
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """The store's figures for Stats."""
+
+    durable: bool
+    #: "fsync", "weaker-no-fsync" (LMDB) or "memory".
+    sync: str
+    map_size: int
+    map_used: int
+    #: Write transactions that changed something, since open.
+    commits: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoardStats:
+    store: StoreInfo
+    commits: int
+    committed_ops: int
+    queues: list[QueueStats]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerView:
+    """One consumer at one moment."""
+
+    id: str
+    #: The client's address as gRPC gives it ("ipv4:127.0.0.1:5555"); ""
+    #: for a consumer attached in-process.
+    peer: str
+    #: The user it authenticated as; "" on an open board.
+    identity: str
+    queue: str
+    selector: str
+    #: "move" or "copy".
+    op: str
+    #: Its effective credit (window capped by the board); inf: unlimited.
+    credit: float
+    outstanding: int
+    delivered: int
+    #: When it attached, µs since the epoch.
+    since: int

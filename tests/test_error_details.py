@@ -1,0 +1,136 @@
+"""Errors machines can read: every failed call carries a google.rpc.Status in
+``grpc-status-details-bin`` (ErrorInfo, and BadRequest for INVALID_ARGUMENT);
+in-stream errors carry the same details; the Python client raises the class
+and attributes they name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.any_pb2 import Any as AnyPb
+from google.rpc import error_details_pb2, status_pb2
+
+from msgboard.client import Client
+from msgboard.errors import InvalidArgument, QueueNotFound
+from msgboard.testing import ServerThread
+from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import board_pb2_grpc as pb_grpc
+from msgboard.wire import _rebuilt
+from tests.test_subscribe import Requests
+
+
+def _status(call: Callable[[], Any]) -> tuple[grpc.RpcError, status_pb2.Status]:
+    """The failure of ``call`` and the google.rpc.Status of its trailer."""
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    err: Any = e.value
+    [raw] = [v for k, v in err.trailing_metadata() if k == "grpc-status-details-bin"]
+    st = status_pb2.Status.FromString(raw)
+    assert (st.code, st.message) == (err.code().value[0], err.details())
+    return err, st
+
+
+def _unpacked(
+    details: Iterable[AnyPb],
+) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]]]:
+    """The ErrorInfo of ``details`` and the (field, description) pairs of its
+    BadRequest, if any."""
+    info, violations = None, []
+    for d in details:
+        i, bad = error_details_pb2.ErrorInfo(), error_details_pb2.BadRequest()
+        if d.Unpack(i):
+            info = i
+        elif d.Unpack(bad):
+            violations += [(v.field, v.description) for v in bad.field_violations]
+    assert info is not None and info.domain == "msgboard"
+    return info, violations
+
+
+def test_an_invalid_argument_carries_a_bad_request_with_the_field_path(
+    server: ServerThread,
+) -> None:
+    """Given a Post whose third message has a tuple field with no kind, I
+    expect INVALID_ARGUMENT with ErrorInfo InvalidArgument and a BadRequest
+    naming messages[2].tuple[0]; and the board carries on."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="q")))
+    good = pb.Message(tuple=[pb.FieldValue(int=1)])
+    bad = pb.Message(tuple=[pb.FieldValue()])
+    err, st = _status(lambda: stub.Post(pb.PostRequest(queue="q", messages=[good, good, bad])))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info, violations = _unpacked(st.details)
+    assert info.reason == "InvalidArgument"
+    assert info.metadata["field"] == "messages[2].tuple[0]"
+    assert violations == [("messages[2].tuple[0]", "no kind set")]
+    assert list(stub.Post(pb.PostRequest(queue="q", messages=[good])).seqs) == [1]
+
+
+def test_a_not_found_names_its_class_and_queue(server: ServerThread) -> None:
+    """Given GetQueue of a missing queue, I expect ErrorInfo QueueNotFound
+    with metadata queue, and no BadRequest."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    err, st = _status(lambda: stub.GetQueue(pb.GetQueueRequest(name="nope")))
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    info, violations = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata), violations) == (
+        "QueueNotFound",
+        {"queue": "nope"},
+        [],
+    )
+
+
+def test_stream_errors_carry_the_same_details(server: ServerThread) -> None:
+    """Given a PostStream batch with a bad message, a Subscribe with negative
+    credit, and a Subscribe whose first request is not `open`, I expect the
+    in-stream Errors and the failed call to carry ErrorInfo and BadRequest."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="q")))
+    batch = pb.PostStreamRequest(
+        batch_id=7, queue="q", messages=[pb.Message(tuple=[pb.FieldValue()])]
+    )
+    [answer] = stub.PostStream(iter([batch]))
+    info, violations = _unpacked(answer.error.details)
+    assert (info.reason, answer.error.name) == ("InvalidArgument", "InvalidArgument")
+    assert violations == [("messages[0].tuple[0]", "no kind set")]
+
+    reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])
+    call = stub.Subscribe(reqs)
+    assert next(call).WhichOneof("kind") == "subscribed"
+    reqs.put(pb.SubscribeRequest(credit=-1, ref=4))
+    r = next(call)
+    reqs.put(None)
+    list(call)
+    assert (r.WhichOneof("kind"), r.ref) == ("error", 4)
+    info, violations = _unpacked(r.error.details)
+    assert info.reason == "InvalidArgument" and violations[0][0] == "credit"
+
+    err, st = _status(lambda: list(stub.Subscribe(iter([pb.SubscribeRequest(credit=1)]))))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert _unpacked(st.details)[1][0][0] == "open"
+
+
+def test_the_python_client_raises_the_class_and_facts_the_details_name(
+    server: ServerThread,
+) -> None:
+    """Given errors from the board, I expect the client's exceptions to be
+    the classes the ErrorInfo names, with its facts as attributes."""
+    with Client(server.address) as c:
+        with pytest.raises(QueueNotFound) as nf:
+            c.get_queue("nope")
+        assert nf.value.name == "nope"
+        c.create_queue("q")
+        with pytest.raises(InvalidArgument) as bad:
+            c.take("q", filter="a = ")
+        assert bad.value.field.startswith("pattern.filter")
+
+
+def test_a_status_without_msgboard_details_gets_the_class_of_its_code() -> None:
+    """Given details from another domain, I expect the class of the status
+    code, not a class the foreign reason happens to name."""
+    foreign = AnyPb()
+    foreign.Pack(error_details_pb2.ErrorInfo(reason="QueueNotFound", domain="example.com"))
+    e = _rebuilt("NOT_FOUND", "gone", [foreign])
+    assert type(e).__name__ == "NotFound" and str(e) == "gone"
