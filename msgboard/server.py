@@ -401,19 +401,22 @@ async def serve(
     # board: out of the collector's full passes, which would otherwise walk
     # it all, the GIL held, some 100 ms per 100,000 queues.
     gc.freeze()
-    calls = Calls(access=bool(config.access_log), identify=security.identity)
+    # Calls are watched (one interceptor more) only for what needs it.
+    calls = None
+    if config.metrics_listen or config.access_log:
+        calls = Calls(access=bool(config.access_log), identify=security.identity)
     metrics = Metrics(board, calls) if config.metrics_listen else None
     readiness = Readiness(config.ready_file)
     try:
+        metrics_at = metrics.serve(config) if metrics else ""
+        if metrics_at:
+            log.info("metrics on http://%s/metrics", metrics_at)
         server, port = await create_server(
             board, config.listen, security, calls=calls, readiness=readiness
         )
         await server.start()
         host = config.listen.rsplit(":", 1)[0]
         security.warn()
-        metrics_at = metrics.serve(config) if metrics else ""
-        if metrics_at:
-            log.info("metrics on http://%s/metrics", metrics_at)
         await readiness.serving(f"{host}:{port}", metrics_at)
         log.info(
             "msgboard serving on %s:%d (data %s, sync %s; %s)",

@@ -1,0 +1,228 @@
+"""Prometheus metrics (``--metrics-listen``): a served board's endpoint
+parsed directly, and scraped by a real Prometheus server queried through its
+HTTP API."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from msgboard.client import Client
+from msgboard.testing import ServerProcess
+
+#: Seconds Prometheus gets to start, scrape and answer.
+PROMETHEUS_DEADLINE = 90.0
+
+
+@pytest.fixture
+def metered(tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
+    """A board serving metrics on a loopback port; (server, HOST:PORT)."""
+    s = ServerProcess(tmp_path / "board", "--metrics-listen", "127.0.0.1:0")
+    try:
+        found = re.search(r"metrics on http://(\S+)/metrics", s.log.read_text())
+        assert found, s.log.read_text()
+        yield s, found.group(1)
+    finally:
+        s.stop()
+
+
+def traffic(c: Client) -> None:
+    """Queue a (dead letters to dlq after two deliveries): 3 posts and one
+    already expired, a take, an acked lease, a nacked one given back, and
+    the same message nacked again and dead-lettered; queue b: 2 posts, one
+    leased and not acked."""
+    c.create_queue("dlq")
+    c.create_queue("a", dead_letter="dlq", max_deliveries=2)
+    c.create_queue("b")
+    for i in range(3):
+        c.post("a", ("job", i))
+    c.post("a", ("old",), expires_at=1)
+    c.take("a")
+    c.ack("a", c.take_leased("a", lease=60))
+    for _ in range(2):
+        c.ack("a", c.take_leased("a", lease=60), nack=True)
+    c.post("b", ("x",))
+    c.post("b", ("y",))
+    c.take_leased("b", lease=60)
+
+
+#: (series, labels) -> value after ``traffic``.
+EXPECTED = {
+    ("msgboard_messages_published_total", (("queue", "a"),)): 4,
+    ("msgboard_messages_published_total", (("queue", "b"),)): 2,
+    ("msgboard_messages_published_total", (("queue", "dlq"),)): 2,
+    ("msgboard_messages_delivered_total", (("queue", "a"),)): 4,
+    ("msgboard_messages_delivered_total", (("queue", "b"),)): 1,
+    ("msgboard_messages_acked_total", (("queue", "a"),)): 1,
+    ("msgboard_messages_acked_total", (("queue", "b"),)): 0,
+    ("msgboard_messages_redelivered_total", (("queue", "a"),)): 1,
+    ("msgboard_messages_redelivered_total", (("queue", "b"),)): 0,
+    ("msgboard_messages_expired_total", (("queue", "a"),)): 1,
+    ("msgboard_messages_expired_total", (("queue", "b"),)): 0,
+    ("msgboard_messages_dead_lettered_total", (("queue", "a"), ("reason", "expired"))): 1,
+    ("msgboard_messages_dead_lettered_total", (("queue", "a"), ("reason", "max-deliveries"))): 1,
+    ("msgboard_queue_messages_ready", (("queue", "a"),)): 0,
+    ("msgboard_queue_messages_ready", (("queue", "b"),)): 1,
+    ("msgboard_queue_messages_ready", (("queue", "dlq"),)): 2,
+    ("msgboard_queue_messages_unacked", (("queue", "b"),)): 1,
+    ("msgboard_queue_messages_history", (("queue", "a"),)): 0,
+    ("msgboard_queue_consumers", (("queue", "a"),)): 0,
+    ("msgboard_takes_blocked", ()): 0,
+}
+
+
+def scrape(at: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://{at}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_the_endpoint_counts_each_queue_s_traffic(metered: tuple[ServerProcess, str]) -> None:
+    """Given a board with --metrics-listen, when two queues see posts, takes,
+    acks, nacks, dead letters and an expiry, I expect /metrics (parsed with
+    prometheus_client's parser) to hold every series of the issue with each
+    queue's values, the commit histograms and the process collector."""
+    s, at = metered
+    with Client(s.address, timeout=30) as c:
+        traffic(c)
+    got = scrape(at)
+    assert {k: got.get(k) for k in EXPECTED} == EXPECTED
+    assert got[("msgboard_commit_seconds_count", ())] >= 10
+    assert got[("msgboard_commit_messages_sum", ())] >= 10
+    assert got[("msgboard_lmdb_map_bytes", ())] >= got[("msgboard_lmdb_used_bytes", ())] > 0
+    assert got[("msgboard_disk_free_bytes", ())] > 0
+    assert ("msgboard_connections", ()) in got
+    assert got[("process_resident_memory_bytes", ())] > 0
+
+
+def test_connections_count_peers_with_a_call_in_progress(
+    metered: tuple[ServerProcess, str],
+) -> None:
+    """Given a board with metrics, while one client is blocked in a Take I
+    expect msgboard_connections 1 and takes_blocked 1; once it returns, 0."""
+    s, at = metered
+    with Client(s.address, timeout=30) as c, Client(s.address, timeout=30) as poster:
+        c.create_queue("q")
+        got: list[object] = []
+        t = threading.Thread(target=lambda: got.append(c.take("q", timeout=60)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while scrape(at)[("msgboard_takes_blocked", ())] != 1:
+            assert time.monotonic() < deadline, "the Take never blocked"
+            time.sleep(0.05)
+        assert scrape(at)[("msgboard_connections", ())] == 1
+        poster.post("q", ("x",))
+        t.join(30)
+    assert got and scrape(at)[("msgboard_connections", ())] == 0
+
+
+def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:
+    """Given --metrics-listen on a non-loopback address without TLS or
+    --insecure, I expect the board to refuse to start, saying why."""
+    r = subprocess.run(
+        [
+            *(sys.executable, "-m", "msgboard", "serve"),
+            *("--data", str(tmp_path / "board"), "--listen", "127.0.0.1:0"),
+            *("--metrics-listen", "0.0.0.0:0"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1
+    assert "refusing to serve metrics on 0.0.0.0:0" in r.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _query(prometheus: str, expr: str) -> list[dict[str, object]]:
+    url = f"http://{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            answer = json.load(r)
+    except OSError:
+        return []  # not up yet
+    return list(answer["data"]["result"])
+
+
+def test_a_real_prometheus_scrapes_the_board(
+    metered: tuple[ServerProcess, str], tmp_path: Path
+) -> None:
+    """Given a board with traffic on two queues and Debian's prometheus
+    started on loopback with a throw-away config scraping it every second,
+    I expect its query API to answer the expected series and values."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is not installed: scripts/setup --dev installs it")
+        pytest.skip("prometheus is not installed (Debian: prometheus; scripts/setup --dev)")
+    s, at = metered
+    with Client(s.address, timeout=30) as c:
+        traffic(c)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - job_name: msgboard\n    static_configs: [{{targets: ['{at}']}}]\n"
+    )
+    listen = f"127.0.0.1:{_free_port()}"
+    log = tmp_path / "prometheus.log"
+    with open(log, "wb") as out:
+        p = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address={listen}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wanted = {
+            'msgboard_messages_published_total{queue="a"}': 4,
+            'msgboard_messages_delivered_total{queue="a"}': 4,
+            'msgboard_messages_dead_lettered_total{queue="a",reason="max-deliveries"}': 1,
+            'msgboard_queue_messages_ready{queue="dlq"}': 2,
+            'msgboard_queue_messages_unacked{queue="b"}': 1,
+            'up{job="msgboard"}': 1,
+        }
+        seen: dict[str, float] = {}
+        deadline = time.monotonic() + PROMETHEUS_DEADLINE
+        while seen != wanted:
+            assert p.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"{seen} != {wanted}\n{log.read_text()}"
+            time.sleep(0.5)
+            for expr in wanted:
+                result = _query(listen, expr)
+                if len(result) == 1:
+                    value = result[0]["value"]
+                    assert isinstance(value, list)
+                    seen[expr] = float(value[1])
+        rate = _query(listen, "sum(msgboard_commit_seconds_count)")
+        assert rate and float(rate[0]["value"][1]) >= 10  # type: ignore[index]
+    finally:
+        p.terminate()
+        p.wait(30)
