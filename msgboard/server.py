@@ -417,6 +417,13 @@ async def serve(
         await server.start()
         host = config.listen.rsplit(":", 1)[0]
         security.warn()
+        # Signals are handled before anyone is told the board serves: a
+        # supervisor that stops it once ready gets a graceful stop.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, security.reload)
         await readiness.serving(f"{host}:{port}", metrics_at)
         log.info(
             "msgboard serving on %s:%d (data %s, sync %s; %s)",
@@ -428,11 +435,6 @@ async def serve(
         )
         if ready is not None:
             ready(port)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, security.reload)
         await stop.wait()
         log.info("msgboard stopping")
         await readiness.stopping()

@@ -1,0 +1,55 @@
+"""``msgboard serve`` in a child process, found by its ready file (for the
+logs and readiness tests, whose server logs may not say where it listens)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Served:
+    """``msgboard serve --ready-file`` on a free loopback port; its standard
+    error goes to ``log``."""
+
+    def __init__(self, tmp: Path, *args: str, wait: bool = True) -> None:
+        self.ready_file = tmp / "ready.json"
+        self.log = tmp / f"serve-{time.monotonic_ns()}.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "msgboard", "serve"),
+                    *("--data", str(tmp / "board"), "--listen", "127.0.0.1:0"),
+                    *("--ready-file", str(self.ready_file)),
+                    *args,
+                ],
+                stderr=out,
+            )
+        self.address = ""
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> dict[str, object]:
+        """The ready file's object, once it is there."""
+        deadline = time.monotonic() + 30
+        while not self.ready_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the server did not start: {self.log.read_text()}")
+            time.sleep(0.05)
+        ready: dict[str, object] = json.loads(self.ready_file.read_text())
+        self.address = str(ready["listen"])
+        return ready
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, then waits; returns the exit code (SIGKILL if it hangs)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait(timeout)
