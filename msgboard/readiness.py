@@ -18,6 +18,7 @@ board starts stopping. A board killed with ``kill -9`` leaves it behind:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -55,9 +56,8 @@ class Readiness:
         """The board serves: SERVING, and the ready file written."""
         if self.path is not None:
             text = json.dumps({"pid": os.getpid(), "listen": listen, "metrics": metrics})
-            part = self.path.with_name(self.path.name + ".part")
-            part.write_text(text + "\n")
-            part.replace(self.path)
+            # Off the event loop: the health service answers meanwhile.
+            await asyncio.to_thread(_write, self.path, text + "\n")
         await self._set(True)
 
     async def stopping(self) -> None:
@@ -65,3 +65,10 @@ class Readiness:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
         await self.health.enter_graceful_shutdown()
+
+
+def _write(path: Path, text: str) -> None:
+    """Writes ``path`` whole or not at all (a reader never sees half)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
