@@ -410,7 +410,8 @@ async def serve(
     try:
         metrics_at = metrics.serve(config) if metrics else ""
         if metrics_at:
-            log.info("metrics on http://%s/metrics", metrics_at)
+            scheme = "https" if config.tls else "http"
+            log.info("metrics on %s://%s/metrics", scheme, metrics_at)
         server, port = await create_server(
             board, config.listen, security, calls=calls, readiness=readiness
         )

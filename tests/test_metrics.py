@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -18,11 +19,15 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from msgboard.client import Client
 from msgboard.testing import ServerProcess
+from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import board_pb2_grpc as pb_grpc
+from tests.pki import CA
 
 #: Seconds Prometheus gets to start, scrape and answer.
 PROMETHEUS_DEADLINE = 90.0
@@ -113,25 +118,87 @@ def test_the_endpoint_counts_each_queue_s_traffic(metered: tuple[ServerProcess, 
     assert got[("process_resident_memory_bytes", ())] > 0
 
 
-def test_connections_count_peers_with_a_call_in_progress(
-    metered: tuple[ServerProcess, str],
-) -> None:
-    """Given a board with metrics, while one client is blocked in a Take I
-    expect msgboard_connections 1 and takes_blocked 1; once it returns, 0."""
+def _until(at: str, wanted: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
+    """Scrapes until the series in ``wanted`` have those values."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = scrape(at)
+        if all(got.get(k) == v for k, v in wanted.items()):
+            return
+        assert time.monotonic() < deadline, f"{ {k: got.get(k) for k in wanted} } != {wanted}"
+        time.sleep(0.05)
+
+
+def test_consumers_connections_and_blocked_takes(metered: tuple[ServerProcess, str]) -> None:
+    """Given a board with metrics, while one client is blocked in a Take on
+    q and another has a Subscribe consumer on s, I expect takes_blocked 1,
+    consumers{s} 1 and connections 2; once the Take is answered and the
+    subscription closed, 0 each."""
     s, at = metered
-    with Client(s.address, timeout=30) as c, Client(s.address, timeout=30) as poster:
-        c.create_queue("q")
+    with Client(s.address, timeout=30) as poster:
+        poster.create_queue("q")
+        poster.create_queue("s")
+        # A Take on a connection of its own (channels of one process share
+        # one by default): the board sees two peers.
+        own = grpc.insecure_channel(s.address, options=[("grpc.use_local_subchannel_pool", 1)])
+        req = pb.TakeRequest(queue="q")
+        req.timeout.FromSeconds(60)
         got: list[object] = []
-        t = threading.Thread(target=lambda: got.append(c.take("q", timeout=60)))
+        t = threading.Thread(target=lambda: got.append(pb_grpc.BoardStub(own).Take(req)))
         t.start()
-        deadline = time.monotonic() + 30
-        while scrape(at)[("msgboard_takes_blocked", ())] != 1:
-            assert time.monotonic() < deadline, "the Take never blocked"
-            time.sleep(0.05)
-        assert scrape(at)[("msgboard_connections", ())] == 1
+        with Client(s.address, timeout=30) as sub_client, sub_client.subscribe("s") as sub:
+            poster.post("s", ("hello",))
+            delivery = next(iter(sub))
+            assert delivery.message.tuple == ("hello",)
+            _until(
+                at,
+                {
+                    ("msgboard_takes_blocked", ()): 1,
+                    ("msgboard_queue_consumers", (("queue", "s"),)): 1,
+                    ("msgboard_queue_messages_unacked", (("queue", "s"),)): 1,
+                    ("msgboard_connections", ()): 2,
+                },
+            )
+            sub.ack(delivery)
         poster.post("q", ("x",))
         t.join(30)
-    assert got and scrape(at)[("msgboard_connections", ())] == 0
+        own.close()
+    assert got
+    _until(
+        at,
+        {
+            ("msgboard_takes_blocked", ()): 0,
+            ("msgboard_queue_consumers", (("queue", "s"),)): 0,
+            ("msgboard_messages_acked_total", (("queue", "s"),)): 1,
+            ("msgboard_messages_delivered_total", (("queue", "s"),)): 1,
+            ("msgboard_connections", ()): 0,
+        },
+    )
+
+
+def test_with_tls_the_metrics_are_served_over_https(tmp_path: Path) -> None:
+    """Given a board with --tls-cert and --tls-key and metrics on loopback,
+    I expect /metrics over HTTPS (trusting the board's CA) and no answer to
+    plain HTTP."""
+    ca = CA(tmp_path / "ca")
+    cert = ca.issue("localhost", server=True)
+    s = ServerProcess(
+        tmp_path / "board",
+        *("--tls-cert", str(cert.cert), "--tls-key", str(cert.key)),
+        *("--metrics-listen", "127.0.0.1:0"),
+    )
+    try:
+        found = re.search(r"metrics on https://(\S+)/metrics", s.log.read_text())
+        assert found, s.log.read_text()
+        at = found.group(1)
+        tls = ssl.create_default_context(cafile=str(ca.pem))
+        url = f"https://{at.replace('127.0.0.1', 'localhost')}/metrics"
+        with urllib.request.urlopen(url, context=tls, timeout=30) as r:
+            assert b"msgboard_lmdb_map_bytes" in r.read()
+        with pytest.raises(OSError):
+            scrape(at)
+    finally:
+        s.stop()
 
 
 def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:
