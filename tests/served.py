@@ -4,18 +4,21 @@ logs and readiness tests, whose server logs may not say where it listens)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from msgboard.testing import ServerProcess
 
-class Served:
+
+class Served(ServerProcess):
     """``msgboard serve --ready-file`` on a free loopback port; its standard
-    error goes to ``log``."""
+    error goes to ``log``. Stopped as a ServerProcess is."""
 
     def __init__(self, tmp: Path, *args: str, wait: bool = True) -> None:
+        # Not ServerProcess's: it waits for the log line, this for the file.
+        self.data = tmp / "board"
         self.ready_file = tmp / "ready.json"
         self.log = tmp / f"serve-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as out:
@@ -43,13 +46,3 @@ class Served:
         ready: dict[str, object] = json.loads(self.ready_file.read_text())
         self.address = str(ready["listen"])
         return ready
-
-    def stop(self, timeout: float = 30) -> int:
-        """SIGTERM, then waits; returns the exit code (SIGKILL if it hangs)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait(timeout)
