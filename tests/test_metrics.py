@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from msgboard.testing import ServerProcess
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 from tests.pki import CA
+from tests.served import free_port
 
 #: Seconds Prometheus gets to start, scrape and answer.
 PROMETHEUS_DEADLINE = 90.0
@@ -218,12 +218,6 @@ def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:
     assert "refusing to serve metrics on 0.0.0.0:0" in r.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _query(prometheus: str, expr: str) -> list[dict[str, object]]:
     url = f"http://{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
@@ -254,7 +248,7 @@ def test_a_real_prometheus_scrapes_the_board(
         "scrape_configs:\n"
         f"  - job_name: msgboard\n    static_configs: [{{targets: ['{at}']}}]\n"
     )
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     log = tmp_path / "prometheus.log"
     with open(log, "wb") as out:
         p = subprocess.Popen(

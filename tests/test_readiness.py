@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.served import Served
+from tests.served import Served, free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_health_is_not_serving_while_starting_and_stopping(tmp_path: Path) -> None:
@@ -31,7 +24,7 @@ def test_health_is_not_serving_while_starting_and_stopping(tmp_path: Path) -> No
     the Watch stream still attached, NOT_SERVING with the ready file gone
     before the board closes."""
     os.mkfifo(tmp_path / "ready.json.part")
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     s = Served(tmp_path, "--listen", address, wait=False)
     try:
         with grpc.insecure_channel(address) as ch:
