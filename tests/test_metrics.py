@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -201,21 +202,55 @@ def test_with_tls_the_metrics_are_served_over_https(tmp_path: Path) -> None:
         s.stop()
 
 
-def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:
-    """Given --metrics-listen on a non-loopback address without TLS or
-    --insecure, I expect the board to refuse to start, saying why."""
+def _serve_fails(tmp_path: Path, *args: str) -> str:
+    """Runs msgboard serve with ``args``; expects exit 1 and gives its stderr."""
     r = subprocess.run(
         [
             *(sys.executable, "-m", "msgboard", "serve"),
             *("--data", str(tmp_path / "board"), "--listen", "127.0.0.1:0"),
-            *("--metrics-listen", "0.0.0.0:0"),
+            *args,
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert r.returncode == 1
-    assert "refusing to serve metrics on 0.0.0.0:0" in r.stderr
+    assert r.returncode == 1, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--metrics-listen", "abc"), "--metrics-listen: not HOST:PORT or PORT: 'abc'"),
+        (("--metrics-listen", "127.0.0.1:99999"), "not HOST:PORT or PORT: '127.0.0.1:99999'"),
+        (("--log-format", "xml"), "--log-format: not text or json: 'xml'"),
+        (("--log-level", "loud"), "--log-level: not one of debug, info, warning, error: 'loud'"),
+    ],
+)
+def test_a_bad_observing_setting_stops_the_start_naming_it(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    """Given a bad --metrics-listen, --log-format or --log-level, I expect
+    msgboard serve to exit 1 with one line naming the flag and the value."""
+    assert says in _serve_fails(tmp_path, *args)
+
+
+def test_a_metrics_port_in_use_stops_the_start(tmp_path: Path) -> None:
+    """Given --metrics-listen on a port another socket holds, I expect exit 1
+    with one line saying so."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        at = f"127.0.0.1:{busy.getsockname()[1]}"
+        out = _serve_fails(tmp_path, "--metrics-listen", at)
+    assert f"cannot serve metrics on {at}: Address already in use" in out
+
+
+def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:
+    """Given --metrics-listen on a non-loopback address without TLS or
+    --insecure, I expect the board to refuse to start, saying why."""
+    out = _serve_fails(tmp_path, "--metrics-listen", "0.0.0.0:0")
+    assert "refusing to serve metrics on 0.0.0.0:0" in out
 
 
 def _query(prometheus: str, expr: str) -> list[dict[str, object]]:
