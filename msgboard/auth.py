@@ -26,6 +26,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,10 @@ UNAUTHENTICATED = (
     "or a client certificate of a known user"
 )
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+#: The name of the user the current call authenticated as: set by the guard
+#: before the servicer runs (in the call's own task), "" on an open board.
+#: Servicers read it to tell the engine who a consumer is.
+caller: ContextVar[str] = ContextVar("msgboard_caller", default="")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

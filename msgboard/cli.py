@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -145,9 +144,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=0)
     p.add_argument("--reply-to", default="")
     p.add_argument("--content-type", default="")
+    p.add_argument(
+        "--expires-in",
+        type=float,
+        metavar="SECONDS",
+        help="never delivered after this many seconds (dead-lettered or dropped)",
+    )
     body = p.add_mutually_exclusive_group()
     body.add_argument("--body", default="")
     body.add_argument("--body-file", metavar="FILE", help="- for standard input")
+    body.add_argument(
+        "--ndjson",
+        metavar="FILE",
+        help="post many: one JSON message a line, as read --json prints them (- for "
+        "standard input), through one PostStream; prints a summary",
+    )
 
     for name, what in (("take", "remove and print"), ("read", "print without removing")):
         p = sub.add_parser(name, parents=[common], help=f"{what} matching messages")
@@ -155,6 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
         _pattern_args(p)
         p.add_argument("--timeout", type=float, default=0.0, help="seconds to wait (0: try once)")
         p.add_argument("--max", type=int, default=1)
+        if name == "take":
+            p.add_argument(
+                "--lease",
+                type=float,
+                metavar="SECONDS",
+                help="keep the messages hidden until acked (msgboard ack); back if the lease "
+                "runs out; prints each one's lease id first",
+            )
+    for name, what in (
+        ("ack", "ack leased messages (processed for good)"),
+        ("nack", "give leased messages back now"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=what)
+        p.add_argument("queue", help="the queue they were taken from")
+        p.add_argument("ids", nargs="+", type=int, metavar="ID", help="lease ids (take --lease)")
 
     p = sub.add_parser("browse", parents=[common], help="page through a queue")
     p.add_argument("queue")
@@ -199,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--selector", default="", metavar="ID", help="attach to a durable selector")
     p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
     p.add_argument("--max", type=int, default=0, help="exit after N deliveries")
+    p.add_argument(
+        "--manual-ack",
+        action="store_true",
+        help="ack from standard input (`ack ID` / `nack ID` lines; ID leads each delivery's "
+        "line) instead of once printed; the end of input ends the watch",
+    )
+    p.add_argument(
+        "--nack-on-exit",
+        action="store_true",
+        help="nack the outstanding deliveries when watch ends, rather than leave them to "
+        "go back when the stream closes",
+    )
     _pattern_args(p)
 
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
@@ -278,11 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args)
     except MsgboardError as e:
-        if getattr(args, "json", False):  # one JSON object, as every --json answer
-            error = {"code": e.code, "name": type(e).__name__, "message": str(e)}
-            print(json.dumps({"error": error}), file=sys.stderr)
-        else:
-            print(f"msgboard: {e.code}: {e}", file=sys.stderr)
+        from msgboard.lines import report_error
+
+        report_error(e, getattr(args, "json", False))
         return 2 if e.code == "INVALID_ARGUMENT" else 1
     except KeyboardInterrupt:
         return 130

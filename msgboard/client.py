@@ -19,32 +19,20 @@ name). Errors are the classes of ``msgboard.errors``, never a raw RpcError.
 
 from __future__ import annotations
 
-import abc
 import builtins
-import collections
-import contextlib
-import dataclasses
 import os
-import queue as queue_
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import grpc
 
 from msgboard import codec
-from msgboard.associative import (
-    ALL,
-    ANY,
-    AddressPattern,
-    Pattern,
-    Prefix,
-    Range,
-    Template,
-    parse_address,
-    template,
-)
+from msgboard.admin import Admin, Snapshot
+from msgboard.associative import ALL, ANY, AddressPattern, Pattern, Prefix, Range, Template
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
+from msgboard.patterns import TemplateLike, Templates, make_pattern, start_position
+from msgboard.publisher import Poster, Publisher
 from msgboard.results import (
     BoardStats,
     ConsumerView,
@@ -71,20 +59,42 @@ from msgboard.subscription import AsyncSubscription, Subscription
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _consumer_view, _in_stream, _mapped, _selector_view
+from msgboard.wire import _in_stream, _mapped
 
 __all__ = [
+    "ALL",
     "ANY",
+    "DEFAULT_SERVER",
     "AsyncSubscription",
+    "BoardStats",
     "Client",
+    "ConsumerView",
     "Delivery",
     "Disposition",
     "Message",
+    "Op",
+    "OverflowPolicy",
+    "Page",
+    "Position",
     "Prefix",
+    "Publisher",
+    "QueueSpec",
+    "QueueStats",
+    "QueueView",
     "Range",
     "Receipt",
+    "Role",
+    "SelectorSpec",
+    "SelectorView",
+    "Snapshot",
     "Start",
+    "StoreInfo",
     "Subscription",
+    "Template",
+    "TemplateLike",
+    "Templates",
+    "UnmatchedPolicy",
+    "make_pattern",
 ]
 
 DEFAULT_SERVER = "127.0.0.1:7878"
@@ -92,110 +102,11 @@ DEFAULT_SERVER = "127.0.0.1:7878"
 #: that the server answers "nothing in time" before the deadline cuts it off.
 _MARGIN = 30.0
 
-#: QueueStats' fields, named as in the proto's QueueStats.
-_QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
 
-TemplateLike = Template | tuple[Any, ...]
-Templates = TemplateLike | Sequence[TemplateLike] | None
-
-
-def make_pattern(
-    templates: Templates = None, address: str | AddressPattern | None = None, filter: str = ""
-) -> Pattern:
-    """A Pattern from the client's natural notation; ``filter`` is a JMS-style
-    selector expression (docs/concepts.md, Filters)."""
-    if templates is None:
-        alts: tuple[Template, ...] = ()
-    elif isinstance(templates, Template):
-        alts = (templates,)
-    elif isinstance(templates, tuple):
-        alts = (template(*templates),)
-    else:
-        alts = tuple(t if isinstance(t, Template) else template(*t) for t in templates)
-    if address is None:
-        addr = ALL
-    elif isinstance(address, AddressPattern):
-        addr = address
-    else:
-        addr = parse_address(address)
-    return Pattern(address=addr, templates=alts, filter=filter)
-
-
-def _position(start: Position | str | int) -> tuple[Position, int]:
-    """A start position from ``Position``, a name or a seq number."""
-    if isinstance(start, int):
-        return Position.SEQ, start
-    return Position(start), 0
-
-
-def _view(q: pb.Queue) -> QueueView:
-    return QueueView(
-        codec.spec_from_pb(q.spec),
-        codec.ts_to_us(q.created_at),
-        q.unprocessed,
-        q.history,
-        q.next_seq,
-        q.waiting,
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A snapshot the server wrote (its manifest is in the directory)."""
-
-    path: str
-    schema: str
-    #: µs since the epoch, UTC.
-    taken_at: int
-    bytes: int
-    messages: int
-    queues: int
-
-
-class _Poster(abc.ABC):
-    """``post`` for whatever posts a batch of messages: a Client (one unary
-    Post each) or a Publisher (one request of its open stream each)."""
-
-    def post(
-        self,
-        queue: str,
-        tuple: Sequence[Value] = (),
-        *,
-        address: str = "",
-        headers: Mapping[str, str] | None = None,
-        priority: int = 0,
-        body: bytes | str = b"",
-        content_type: str = "",
-        reply_to: str = "",
-        expires_at: int = 0,
-    ) -> int:
-        """Posts one message and returns its seq once it is durable."""
-        m = Message(
-            tuple=builtins.tuple(tuple),
-            address=address,
-            priority=priority,
-            headers=dict(headers or {}),
-            reply_to=reply_to,
-            expires_at=expires_at,
-            content_type=content_type,
-            body=body.encode() if isinstance(body, str) else body,
-        )
-        return self.post_messages(queue, [m])[0]
-
-    def post_messages(self, queue: str, messages: Sequence[Message]) -> list[int]:
-        """Posts messages in one transaction; returns their seqs once durable
-        (0 for one that found the queue full: ``post_receipts`` says where
-        it went)."""
-        return [r.seq for r in self.post_receipts(queue, messages)]
-
-    @abc.abstractmethod
-    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
-        """Posts messages in one transaction; returns, once durable, each one's
-        seq and what became of it (stored, overflowed, dead-lettered, dropped)."""
-
-
-class Client(_Poster):
-    """A connection to one board."""
+class Client(Admin, Poster):
+    """A connection to one board: posting, taking, reading, browsing,
+    leases and subscriptions here; queues, selectors, consumers, stats and
+    snapshots from ``Admin`` (msgboard/admin.py)."""
 
     def __init__(
         self,
@@ -243,52 +154,6 @@ class Client(_Poster):
         except grpc.FutureTimeoutError:
             raise Unavailable(f"no board answers at {self.address}") from None
 
-    # -- queues ---------------------------------------------------------
-
-    def create_queue(
-        self,
-        name: str,
-        *,
-        transient: bool = False,
-        max_unprocessed: int = 0,
-        overflow: OverflowPolicy | str = OverflowPolicy.REJECT,
-        max_history: int = 0,
-        dead_letter: str = "",
-        unmatched: UnmatchedPolicy | str = UnmatchedPolicy.HOLD,
-        auto_delete: bool = False,
-        max_deliveries: int = 0,
-    ) -> QueueView:
-        """Creates a queue (idempotent for the same properties)."""
-        spec = QueueSpec(
-            name,
-            transient,
-            max_unprocessed,
-            OverflowPolicy(overflow),
-            max_history,
-            dead_letter,
-            UnmatchedPolicy(unmatched),
-            auto_delete,
-            max_deliveries,
-        )
-        with _mapped():
-            q = self._stub.CreateQueue(
-                pb.CreateQueueRequest(spec=codec.spec_to_pb(spec)), timeout=self.timeout
-            )
-        return _view(q)
-
-    def get_queue(self, name: str) -> QueueView:
-        with _mapped():
-            return _view(self._stub.GetQueue(pb.GetQueueRequest(name=name), timeout=self.timeout))
-
-    def list_queues(self) -> list[QueueView]:
-        with _mapped():
-            r = self._stub.ListQueues(pb.ListQueuesRequest(), timeout=self.timeout)
-        return [_view(q) for q in r.queues]
-
-    def delete_queue(self, name: str) -> None:
-        with _mapped():
-            self._stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=self.timeout)
-
     # -- posting --------------------------------------------------------
 
     def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
@@ -304,11 +169,13 @@ class Client(_Poster):
         messages: Iterable[Message | Sequence[Value]],
         *,
         batch: int = 500,
+        progress: Callable[[int], None] | None = None,
     ) -> list[int]:
         """Posts many messages over one PostStream, ``batch`` per request,
         without waiting for each batch; returns every seq. A batch the
         board refuses raises its error after the stream ends (batches before
-        it are stored)."""
+        it are stored). ``progress`` is called with the number of messages
+        stored so far as each batch is answered."""
         errors: list[pb.Error] = []
         bad: list[InvalidArgument] = []
 
@@ -337,6 +204,8 @@ class Client(_Poster):
                     errors.append(r.error)
                 else:
                     seqs.extend(r.seqs)
+                    if progress is not None:
+                        progress(len(seqs))
         if errors:
             raise _in_stream(errors[0])
         if bad:
@@ -430,16 +299,6 @@ class Client(_Poster):
             r = self._stub.Browse(req, timeout=self.timeout)
         return Page([codec.message_from_pb(m) for m in r.messages], r.next_seq)
 
-    def stats(self, queue: str = "") -> BoardStats:
-        with _mapped():
-            r = self._stub.Stats(pb.StatsRequest(queue=queue), timeout=self.timeout)
-        return BoardStats(
-            StoreInfo(True, r.sync, r.map_size, r.map_used, r.commits),
-            r.commits,
-            r.committed_ops,
-            [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
-        )
-
     # -- leases -----------------------------------------------------------
 
     def take_leased(
@@ -449,6 +308,7 @@ class Client(_Poster):
         *,
         lease: float,
         address: str | AddressPattern | None = None,
+        filter: str = "",
         timeout: float = 0.0,
         max: int = 1,
     ) -> list[Delivery]:
@@ -456,7 +316,7 @@ class Client(_Poster):
         ``ack``ed by delivery id; if the lease runs out first they come back."""
         req = pb.TakeRequest(queue=queue, max=max)
         req.lease.FromNanoseconds(int(lease * 1e9))
-        codec.pattern_to_pb(make_pattern(templates, address), req.pattern)
+        codec.pattern_to_pb(make_pattern(templates, address, filter), req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with _mapped():
             r = self._stub.Take(req, timeout=self._deadline(timeout))
@@ -473,75 +333,6 @@ class Client(_Poster):
             self._stub.Ack(
                 pb.AckRequest(queue=queue, lease_ids=ids, nack=nack), timeout=self.timeout
             )
-
-    # -- selectors ------------------------------------------------------
-
-    def create_selector(
-        self,
-        source: str,
-        *,
-        op: Op | str = Op.MOVE,
-        to: str = "",
-        templates: Templates = None,
-        address: str | AddressPattern | None = None,
-        pattern: Pattern | None = None,
-        filter: str = "",
-        credit: int = 0,
-        unlimited_credit: bool = False,
-        start: Position | str | int = Position.CURRENT,
-        start_time: int = 0,
-        role: Role | str = Role.NORMAL,
-    ) -> SelectorView:
-        """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
-        BOUNCE, to queue ``to`` or, with none, terminal (attach with
-        ``subscribe(selector=...)``). ``start``: a Position, its name, or a
-        seq."""
-        position, seq = _position(start)
-        spec = SelectorSpec(
-            source,
-            pattern or make_pattern(templates, address, filter),
-            Op(op),
-            to,
-            credit,
-            unlimited_credit,
-            position,
-            seq,
-            start_time,
-            Role(role),
-        )
-        req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
-        with _mapped():
-            return _selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
-
-    def get_selector(self, sid: str) -> SelectorView:
-        with _mapped():
-            r = self._stub.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
-        return _selector_view(r)
-
-    def list_selectors(self, queue: str = "") -> list[SelectorView]:
-        with _mapped():
-            r = self._stub.ListSelectors(pb.ListSelectorsRequest(queue=queue), timeout=self.timeout)
-        return [_selector_view(p) for p in r.selectors]
-
-    def delete_selector(self, sid: str) -> None:
-        with _mapped():
-            self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
-
-    # -- consumers --------------------------------------------------------
-
-    def list_consumers(self, queue: str = "") -> list[ConsumerView]:
-        """Who is connected: the consumers of ``queue`` (or of every queue),
-        oldest first. Needs the admin verb."""
-        with _mapped():
-            r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
-        return [_consumer_view(p) for p in r.consumers]
-
-    def kick_consumer(self, cid: str) -> ConsumerView:
-        """Ends consumer ``cid`` as if it had disconnected (its outstanding
-        messages go back); returns it as it was. Needs the admin verb."""
-        with _mapped():
-            r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
-        return _consumer_view(r.consumer)
 
     # -- subscriptions --------------------------------------------------
 
@@ -614,15 +405,6 @@ class Client(_Poster):
             ),
         )
 
-    def snapshot(self, path: str, *, timeout: float | None = None) -> Snapshot:
-        """Has the server write a snapshot to ``path``: a name under the
-        server's snapshot directory, or (an open board without one) an
-        absolute path on the server's file system; waits for it as long as ``timeout`` (None: as
-        long as the copy takes)."""
-        with _mapped():
-            r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
-        return Snapshot(r.path, r.schema, codec.ts_to_us(r.taken_at), r.bytes, r.messages, r.queues)
-
     def _deadline(self, timeout: float) -> float | None:
         return None if self.timeout is None else max(self.timeout, timeout + _MARGIN)
 
@@ -636,7 +418,7 @@ def _open(
     start_time: int,
     selector: str,
 ) -> pb.Subscription:
-    position, seq = _position(start)
+    position, seq = start_position(start)
     o = pb.Subscription(
         queue=queue,
         op=pb.OPERATION_COPY if copy else pb.OPERATION_UNSPECIFIED,
@@ -651,51 +433,3 @@ def _open(
     if not pat.matches_all:
         codec.pattern_to_pb(pat, o.pattern)
     return o
-
-
-class Publisher(_Poster):
-    """One open PostStream, one batch in flight (see ``Client.publisher``).
-    Not for several threads at once."""
-
-    def __init__(self, stub: pb_grpc.BoardStub) -> None:
-        self._requests: queue_.SimpleQueue[pb.PostStreamRequest | None] = queue_.SimpleQueue()
-        call: Any = stub.PostStream(iter(self._requests.get, None))
-        self._call = call
-        self._batches = 0
-        self._closed = False
-
-    def __enter__(self) -> Publisher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
-        """Posts messages in one transaction; returns their receipts once durable."""
-        if self._closed:
-            raise Unavailable("the publisher is closed")
-        self._batches += 1
-        self._requests.put(
-            pb.PostStreamRequest(
-                batch_id=self._batches,
-                queue=queue,
-                messages=codec.messages_to_pb(messages),
-            )
-        )
-        with _mapped():
-            r = next(self._call, None)
-        if r is None:
-            self._closed = True
-            raise Unavailable("the board ended the post stream")
-        if r.HasField("error"):
-            raise _in_stream(r.error)
-        return codec.receipts_from_pb(r.seqs, r.dispositions)
-
-    def close(self) -> None:
-        """Ends the stream (every post was already answered)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._requests.put(None)
-        with contextlib.suppress(grpc.RpcError):
-            collections.deque(self._call, maxlen=0)  # to the stream's end

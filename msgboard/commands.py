@@ -7,25 +7,45 @@ with ``--json``). ``msgboard.cli`` parses the command line and calls
 from __future__ import annotations
 
 import argparse
-import base64
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from msgboard.associative import fields_to_json, parse_template, parse_tuple
-from msgboard.errors import InvalidArgument, RelativePath
-from msgboard.message import Message, Section, to_datetime
-from msgboard.spec import UNLIMITED, Delivery
+from msgboard.associative import parse_template, parse_tuple
+from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
+from msgboard.lines import print_message, print_row, report_error, time_us, when
+from msgboard.message import Message, Section, now_us
+from msgboard.spec import UNLIMITED
 
 if TYPE_CHECKING:
     from msgboard.client import Client
+
+#: Every RPC of the Board service and the msgboard commands that make it
+#: (docs/operating.md shows this table; a test checks it against the proto
+#: and the parser).
+RPC_COMMANDS: dict[str, tuple[str, ...]] = {
+    "CreateQueue": ("queue create",),
+    "GetQueue": ("queue get",),
+    "ListQueues": ("queue list",),
+    "DeleteQueue": ("queue delete",),
+    "Post": ("post",),
+    "PostStream": ("post --ndjson",),
+    "Take": ("take", "take --lease"),
+    "Read": ("read",),
+    "Browse": ("browse",),
+    "Ack": ("ack", "nack"),
+    "Stats": ("stats",),
+    "CreateSelector": ("selector create",),
+    "GetSelector": ("selector get",),
+    "ListSelectors": ("selector list",),
+    "DeleteSelector": ("selector delete",),
+    "Subscribe": ("watch",),
+    "Snapshot": ("snapshot",),
+    "ListConsumers": ("consumer list",),
+    "KickConsumer": ("consumer kick",),
+}
 
 
 def _json_arg(text: str, what: str) -> Any:
@@ -33,54 +53,6 @@ def _json_arg(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidArgument(f"{what}: not JSON ({e.msg} at column {e.colno}): {text}") from None
-
-
-def _when(us: int) -> str | None:
-    return to_datetime(us).isoformat().replace("+00:00", "Z") if us else None
-
-
-def message_json(m: Message) -> dict[str, Any]:
-    """A message as a JSON object for --json output."""
-    d: dict[str, Any] = {
-        "queue": m.queue,
-        "seq": m.seq,
-        "section": m.section.value,
-        "address": m.address,
-        "tuple": fields_to_json(m.tuple),
-        "headers": dict(m.headers),
-        "priority": m.priority,
-    }
-    try:
-        d["body"] = m.body.decode()
-    except UnicodeDecodeError:
-        d["body_base64"] = base64.b64encode(m.body).decode()
-    for key, value in (
-        ("content_type", m.content_type),
-        ("reply_to", m.reply_to),
-        ("posted_at", _when(m.posted_at)),
-        ("processed_at", _when(m.processed_at)),
-        ("expires_at", _when(m.expires_at)),
-    ):
-        if value:
-            d[key] = value
-    if m.delivery_count:
-        d["delivery_count"] = m.delivery_count
-    return d
-
-
-def _print_message(m: Message, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(message_json(m)))
-        return
-    parts = [f"{m.queue}#{m.seq}"]
-    if m.address:
-        parts.append(m.address)
-    if m.tuple:
-        parts.append(json.dumps(fields_to_json(m.tuple)))
-    if m.body:
-        body = m.body.decode(errors="replace")
-        parts.append(body if len(body) <= 80 else body[:77] + "...")
-    print("  ".join(parts))
 
 
 def _queue_json(v: Any) -> dict[str, Any]:
@@ -95,7 +67,7 @@ def _queue_json(v: Any) -> dict[str, Any]:
         "history": v.history,
         "next_seq": v.next_seq,
         "waiting": v.waiting,
-        "created_at": _when(v.created_at),
+        "created_at": when(v.created_at),
     }
 
 
@@ -105,17 +77,6 @@ def _print_queue(v: Any, as_json: bool) -> None:
         print(json.dumps(d))
     else:
         print("  ".join(f"{k}={v}" for k, v in d.items()))
-
-
-def _time_us(text: str) -> int:
-    """An ISO-8601 time (UTC if no zone) as µs since the epoch."""
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"--from: not a seq or an ISO time: {text!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return int(t.timestamp() * 1_000_000)
 
 
 def _templates(args: argparse.Namespace) -> list[Any] | None:
@@ -169,48 +130,11 @@ def run(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps({"deleted": args.name}))
         elif cmd == "post":
-            headers = {}
-            for h in args.header:
-                k, sep, val = h.partition("=")
-                if not sep:
-                    raise InvalidArgument(f"--header: {h!r} is not KEY=VALUE")
-                headers[k] = val
-            if args.body_file == "-":
-                body = sys.stdin.buffer.read()
-            elif args.body_file:
-                with open(args.body_file, "rb") as f:
-                    body = f.read()
-            else:
-                body = args.body.encode()
-            fields = parse_tuple(_json_arg(args.tuple, "--tuple")) if args.tuple else ()
-            m = Message(
-                tuple=fields,
-                address=args.address,
-                priority=args.priority,
-                headers=headers,
-                reply_to=args.reply_to,
-                content_type=args.content_type,
-                body=body,
-            )
-            [got] = c.post_receipts(args.queue, [m])
-            fate = got.disposition.value
-            if args.json:
-                print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
-            else:  # the seq first, so that scripts can keep it; 0 says why
-                print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
+            return _post(c, args)
+        elif cmd in ("ack", "nack"):
+            return _ack(c, args)
         elif cmd in ("take", "read"):
-            op = c.take if cmd == "take" else c.read
-            msgs = op(
-                args.queue,
-                _templates(args),
-                address=args.address,
-                filter=args.filter,
-                timeout=args.timeout,
-                max=args.max,
-            )
-            for m in msgs:
-                _print_message(m, args.json)
-            return 0 if msgs else 3
+            return _take(c, args)
         elif cmd == "browse":
             kw: dict[str, Any] = {}
             if args.start in (None, "oldest", "latest"):
@@ -219,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             elif args.start.isdigit():
                 start, kw["seq"] = Start.SEQ, int(args.start)
             else:
-                start, kw["since"] = Start.TIME, _time_us(args.start)
+                start, kw["since"] = Start.TIME, time_us(args.start, "--from")
             page = c.browse(
                 args.queue,
                 start,
@@ -232,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 **kw,
             )
             for m in page.messages:
-                _print_message(m, args.json)
+                print_message(m, args.json)
             if page.next_seq:
                 print(
                     json.dumps({"next_seq": page.next_seq})
@@ -245,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
         elif cmd == "consumer":
             return _consumer_command(c, args)
         elif cmd == "watch":
-            return _watch(c, args)
+            from msgboard.watching import watch
+
+            return watch(c, args, _templates(args), *_start(args.start))
         elif cmd == "snapshot":
             try:
                 snap = c.snapshot(args.dir)
@@ -255,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 if not is_loopback(c.address):
                     raise
                 snap = c.snapshot(os.path.abspath(args.dir))
-            d = {**asdict(snap), "taken_at": _when(snap.taken_at)}
+            d = {**asdict(snap), "taken_at": when(snap.taken_at)}
             if args.json:
                 print(json.dumps(d))
             else:
@@ -290,7 +216,7 @@ def _start(text: str) -> tuple[str | int, int]:
         return text, 0
     if text.isdigit():
         return int(text), 0
-    return "time", _time_us(text)
+    return "time", time_us(text, "--start")
 
 
 def _selector_json(v: Any) -> dict[str, Any]:
@@ -314,16 +240,16 @@ def _selector_json(v: Any) -> dict[str, Any]:
 def _consumer_json(v: Any) -> dict[str, Any]:
     d = asdict(v)
     d["credit"] = "unlimited" if v.credit == float("inf") else int(v.credit)
-    d["since"] = _when(v.since)
+    d["since"] = when(v.since)
     return d
 
 
 def _consumer_command(c: Any, args: argparse.Namespace) -> int:
     if args.action == "list":
         for v in c.list_consumers(args.queue):
-            _print_row(_consumer_json(v), args.json)
+            print_row(_consumer_json(v), args.json)
     else:
-        _print_row(_consumer_json(c.kick_consumer(args.id)), args.json)
+        print_row(_consumer_json(c.kick_consumer(args.id)), args.json)
     return 0
 
 
@@ -350,10 +276,10 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
         )
         print(json.dumps(_selector_json(v)) if args.json else v.id)
     elif args.action == "get":
-        _print_row(_selector_json(c.get_selector(args.id)), args.json)
+        print_row(_selector_json(c.get_selector(args.id)), args.json)
     elif args.action == "list":
         for v in c.list_selectors(args.queue):
-            _print_row(_selector_json(v), args.json)
+            print_row(_selector_json(v), args.json)
     else:
         c.delete_selector(args.id)
         if args.json:
@@ -361,86 +287,107 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_row(d: dict[str, Any], as_json: bool) -> None:
-    print(json.dumps(d) if as_json else "  ".join(f"{k}={v}" for k, v in d.items()))
+def _expires_at(args: argparse.Namespace) -> int:
+    """--expires-in SECONDS as an expiry time (µs); 0: none."""
+    if args.expires_in is None:
+        return 0
+    if args.expires_in <= 0:
+        raise InvalidArgument(f"--expires-in: must be positive seconds (got {args.expires_in})")
+    return now_us() + int(args.expires_in * 1_000_000)
 
 
-def _watch(c: Any, args: argparse.Namespace) -> int:
-    """Prints deliveries as they come and acks each once printed; Ctrl-C
-    ends it cleanly (exit status 130)."""
-    if not args.queue and not args.selector:
-        raise InvalidArgument("watch: give a QUEUE or --selector ID")
-    start, when = _start(args.start)
-    n = 0
-    with (
-        c.subscribe(
-            args.queue,
-            _templates(args),
-            address=args.address,
-            filter=args.filter,
-            copy=args.copy,
-            credit=args.credit,
-            start=start,
-            start_time=when,
-            selector=args.selector,
-        ) as sub,
-        _CtrlC.installed(sub) as ctrl_c,
-    ):
-        while (d := ctrl_c.next()) is not None:
-            if args.json:
-                print(json.dumps({"delivery": d.id, **message_json(d.message)}), flush=True)
-            else:
-                _print_message(d.message, False)
-                sys.stdout.flush()
-            sub.ack(d)
-            n += 1
-            if args.max and n >= args.max:
-                break
-    return 130 if ctrl_c.stopped else 0
+def _post(c: Any, args: argparse.Namespace) -> int:
+    if args.ndjson:
+        from msgboard.bulk import post_ndjson
+
+        single = [
+            flag
+            for flag, value in (
+                ("--tuple", args.tuple),
+                ("--address", args.address),
+                ("--header", args.header),
+                ("--priority", args.priority),
+                ("--reply-to", args.reply_to),
+                ("--content-type", args.content_type),
+            )
+            if value
+        ]
+        if single:
+            raise InvalidArgument(
+                f"{single[0]}: a single post's; with --ndjson each line gives its own"
+            )
+
+        posted = post_ndjson(c, args.queue, args.ndjson, expires_at=_expires_at(args))
+        if args.json:
+            print(json.dumps({"queue": args.queue, **posted.json()}))
+        else:
+            print(posted.line())
+        return 0
+    headers = {}
+    for h in args.header:
+        k, sep, val = h.partition("=")
+        if not sep:
+            raise InvalidArgument(f"--header: {h!r} is not KEY=VALUE")
+        headers[k] = val
+    if args.body_file == "-":
+        body = sys.stdin.buffer.read()
+    elif args.body_file:
+        with open(args.body_file, "rb") as f:
+            body = f.read()
+    else:
+        body = args.body.encode()
+    fields = parse_tuple(_json_arg(args.tuple, "--tuple")) if args.tuple else ()
+    m = Message(
+        tuple=fields,
+        address=args.address,
+        priority=args.priority,
+        headers=headers,
+        reply_to=args.reply_to,
+        expires_at=_expires_at(args),
+        content_type=args.content_type,
+        body=body,
+    )
+    [got] = c.post_receipts(args.queue, [m])
+    fate = got.disposition.value
+    if args.json:
+        print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
+    else:  # the seq first, so that scripts can keep it; 0 says why
+        print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
+    return 0
 
 
-class _CtrlC:
-    """Ctrl-C for a consumer: the first one stops it cleanly, a second one
-    interrupts. A KeyboardInterrupt raised inside a gRPC read would leave the
-    call unusable, its locks possibly held (a 40-line traceback or a hang),
-    so the handler raises nothing: it half-closes the stream if the consumer
-    is blocked reading it (the board applies the acks sent and the read
-    ends), and otherwise lets the delivery in hand be printed and acked
-    before the consumer stops."""
+def _take(c: Any, args: argparse.Namespace) -> int:
+    """take and read; take --lease prints each message's lease id first."""
+    kw = {"address": args.address, "filter": args.filter, "timeout": args.timeout, "max": args.max}
+    if args.command == "take" and args.lease is not None:
+        if args.lease <= 0:
+            raise InvalidArgument(f"--lease: must be positive seconds (got {args.lease})")
+        leased = c.take_leased(args.queue, _templates(args), lease=args.lease, **kw)
+        for d in leased:
+            print_message(d.message, args.json, lease=d.id)
+        return 0 if leased else 3
+    op = c.take if args.command == "take" else c.read
+    msgs = op(args.queue, _templates(args), **kw)
+    for m in msgs:
+        print_message(m, args.json)
+    return 0 if msgs else 3
 
-    def __init__(self, sub: Any) -> None:
-        self.sub = sub
-        self.stopped = False
-        self._reading = False
 
-    @classmethod
-    @contextlib.contextmanager
-    def installed(cls, sub: Any) -> Iterator[_CtrlC]:
-        """The handler, for SIGINT while inside (main thread only)."""
-        ctrl_c = cls(sub)
-        if threading.current_thread() is not threading.main_thread():
-            yield ctrl_c
-            return
-        previous = signal.signal(signal.SIGINT, ctrl_c._handle)
+def _ack(c: Any, args: argparse.Namespace) -> int:
+    """ack and nack: one Ack call per lease id, so that each id is answered
+    on its own (an unknown one does not stop the others); 1 if any was
+    rejected."""
+    nack = args.command == "nack"
+    rejected = 0
+    for lid in args.ids:
         try:
-            yield ctrl_c
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.stopped:
-            raise KeyboardInterrupt
-        self.stopped = True
-        if self._reading:
-            self.sub.end()
-
-    def next(self) -> Delivery | None:
-        """The next delivery; None once the stream ends or Ctrl-C stopped it."""
-        self._reading = True
-        try:
-            if self.stopped:
-                return None
-            d: Delivery | None = next(self.sub, None)
-            return None if self.stopped else d
-        finally:
-            self._reading = False
+            c.ack(args.queue, [lid], nack=nack)
+        except MsgboardError as e:
+            rejected += 1
+            report_error(e, args.json)
+            continue
+        if args.json:
+            print(json.dumps({"lease": lid, args.command + "ed": True}), flush=True)
+        else:
+            print(f"{args.command}ed {lid}", flush=True)
+    return 1 if rejected else 0

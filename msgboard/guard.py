@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 
 from msgboard import permissions
-from msgboard.auth import User, Users
+from msgboard.auth import User, Users, caller
 from msgboard.details import abort
 from msgboard.engine import Board
 from msgboard.engine.events import USER_DENIED
@@ -84,10 +84,13 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self.quota = quota
 
     def authenticate(self, context: Any) -> User:
+        """The caller, also left in ``auth.caller`` for the servicer."""
         auth = context.auth_context()
         cns = auth.get("x509_common_name") or ()
         cn = cns[0].decode(errors="replace") if cns else None
-        return self.users.authenticate(tuple(context.invocation_metadata() or ()), cn)
+        user = self.users.authenticate(tuple(context.invocation_metadata() or ()), cn)
+        caller.set(user.name)
+        return user
 
     async def allow(self, user: User, needs: list[Need]) -> None:
         for need in needs:

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from msgboard import codec
+from msgboard.auth import caller
 from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
 from msgboard.errors import InvalidArgument, MsgboardError
@@ -180,6 +181,7 @@ async def subscribe(
                 start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
                 selector_id=o.selector_id,
                 peer=context.peer() or "",
+                identity=caller.get(),
             )
         )
     except MsgboardError as e:

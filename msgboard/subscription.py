@@ -136,6 +136,12 @@ class _Stream(abc.ABC):
     def _credit(self, n: int) -> int:
         return self._request(pb.SubscribeRequest(credit=n))
 
+    def unread(self) -> list[Delivery]:
+        """The deliveries received and not yet iterated, oldest first: a
+        consumer that stops early can nack them rather than leave them to go
+        back when the stream ends."""
+        return list(self._buffer)
+
 
 class Subscription(_Stream):
     """A consumer's stream (see ``Client.subscribe``). Iterating yields

@@ -124,3 +124,19 @@ def test_the_client_loads_neither_the_engine_nor_lmdb() -> None:
     assert "msgboard.client" in loaded and "grpc" in loaded
     below = [m for m in loaded if m.startswith(("msgboard.engine", "msgboard.lmdbstore", "lmdb"))]
     assert below == []
+
+
+def test_the_client_split_keeps_its_surface() -> None:
+    """Client is split by concern (admin.py, publisher.py, patterns.py);
+    its methods and what msgboard.client exports stay as they were."""
+    import msgboard.client as module
+
+    assert sorted(n for n in dir(Client) if not n.startswith("_")) == [
+        *("ack", "browse", "close", "create_queue", "create_selector", "delete_queue"),
+        *("delete_selector", "get_queue", "get_selector", "kick_consumer", "list_consumers"),
+        *("list_queues", "list_selectors", "post", "post_many", "post_messages"),
+        *("post_receipts", "publisher", "read", "snapshot", "stats", "subscribe"),
+        *("subscribe_async", "take", "take_leased", "wait_ready"),
+    ]
+    for name in ("Publisher", "Snapshot", "make_pattern", "Templates", "QueueView", "Start"):
+        assert name in module.__all__ and hasattr(module, name), name

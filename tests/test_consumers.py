@@ -4,12 +4,16 @@ client and from `msgboard consumer list|kick`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from msgboard.auth import token_hash
 from msgboard.cli import main
 from msgboard.client import Client
+from msgboard.config import ServeConfig
 from msgboard.errors import Kicked, NotFound
+from msgboard.security import Security
 from msgboard.testing import ServerThread
 
 
@@ -49,3 +53,43 @@ def test_unknown_consumers_and_queues_are_not_found(server: ServerThread) -> Non
         c.kick_consumer("con-999")
     with pytest.raises(NotFound):
         c.list_consumers("no-such-queue")
+
+
+def test_a_consumer_shows_who_it_is_and_where_it_calls_from(tmp_path: Path) -> None:
+    """Given a board with a users file, when alice subscribes, I expect
+    ListConsumers to show her name and her address, and the consumer.attached
+    event on $sys to carry both."""
+    users = tmp_path / "users.toml"
+    users.write_text(
+        "\n".join(
+            [
+                "[[user]]",
+                'name = "alice"',
+                f'token_sha256 = "{token_hash("alice-t")}"',
+                "[[user.allow]]",
+                'queues = "*"',
+                'verbs = ["admin", "read", "write", "manage"]',
+            ]
+        )
+    )
+    config = ServeConfig(listen="127.0.0.1:0", users=str(users))
+    server = ServerThread(tmp_path / "board", security=Security.build(config)).start()
+    try:
+        with Client(server.address, token="alice-t", timeout=20) as c:
+            c.create_queue("jobs")
+            with c.subscribe("jobs", credit=1):
+                [v] = c.list_consumers("jobs")
+                assert v.identity == "alice"
+                assert v.peer.startswith("ipv4:127.0.0.1:")
+            [event] = c.read("$sys", address="consumer.attached", timeout=10)
+            assert event.tuple[1:] == (v.id, "jobs", v.selector, v.peer, "alice")
+    finally:
+        server.stop()
+
+
+def test_on_an_open_board_the_identity_is_empty(server: ServerThread) -> None:
+    with Client(server.address) as c:
+        c.create_queue("jobs")
+        with c.subscribe("jobs"):
+            [v] = c.list_consumers()
+        assert v.identity == ""

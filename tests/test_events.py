@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from msgboard.associative import EVERYTHING
+from msgboard.client import Client
 from msgboard.engine import Board
 from msgboard.errors import Kicked, Reserved
 from msgboard.message import Message
 from msgboard.spec import Delivery, QueueSpec, SelectorSpec
+from msgboard.testing import ServerThread
 
 
 def _events(got: list[Delivery], n: int) -> list[tuple[object, ...]]:
@@ -80,3 +85,37 @@ def test_json_errors_are_one_json_object(
         assert code == 1 and err["code"] == "NOT_FOUND" and err["name"] == "QueueNotFound"
     finally:
         server.stop()
+
+
+def test_watching_sys_from_the_command_line_shows_queues_come_and_go(
+    server: ServerThread,
+) -> None:
+    """Given `msgboard watch '$sys' --address 'topic:queue.*'` running as a
+    command, when another client creates and deletes a queue, I expect the
+    watch to print queue.created then queue.deleted for it, and nothing
+    else (the consumer's own attaching, a selector's, are not queue.*)."""
+    command = ["watch", "$sys", "--address", "topic:queue.*", "--json", "--max", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "msgboard", *command, "--server", server.address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with Client(server.address, timeout=30) as c:
+            deadline = time.monotonic() + 30
+            while not c.list_consumers("$sys"):  # the watch has attached
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            c.create_queue("jobs")
+            c.create_selector("jobs", to="", credit=1)
+            c.delete_queue("jobs")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (0, "")
+    seen = [json.loads(x) for x in out.splitlines()]
+    assert [(m["address"], m["tuple"]) for m in seen] == [
+        ("queue.created", ["queue.created", "jobs", "durable"]),
+        ("queue.deleted", ["queue.deleted", "jobs"]),
+    ]

@@ -1,0 +1,208 @@
+"""The Python client's administrative calls: queues, selectors, consumers,
+board figures and snapshots. ``Admin`` is a base of ``msgboard.client.Client``
+(which provides the connection); use them through a ``Client``::
+
+    with Client("127.0.0.1:7878") as c:
+        c.create_queue("jobs", max_history=1000)
+        c.create_selector("jobs", to="jobs.done", address="topic:done.#")
+        print(c.stats("jobs"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from msgboard import codec
+from msgboard.associative import AddressPattern, Pattern
+from msgboard.patterns import Templates, make_pattern, start_position
+from msgboard.results import (
+    BoardStats,
+    ConsumerView,
+    QueueStats,
+    QueueView,
+    SelectorView,
+    StoreInfo,
+)
+from msgboard.spec import (
+    Op,
+    OverflowPolicy,
+    Position,
+    QueueSpec,
+    Role,
+    SelectorSpec,
+    UnmatchedPolicy,
+)
+from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import board_pb2_grpc as pb_grpc
+from msgboard.wire import _consumer_view, _mapped, _selector_view
+
+#: QueueStats' fields, named as in the proto's QueueStats.
+_QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
+
+
+def _view(q: pb.Queue) -> QueueView:
+    return QueueView(
+        codec.spec_from_pb(q.spec),
+        codec.ts_to_us(q.created_at),
+        q.unprocessed,
+        q.history,
+        q.next_seq,
+        q.waiting,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot the server wrote (its manifest is in the directory)."""
+
+    path: str
+    schema: str
+    #: µs since the epoch, UTC.
+    taken_at: int
+    bytes: int
+    messages: int
+    queues: int
+
+
+class Admin:
+    """Queues, selectors, consumers, stats and snapshots, over the stub and
+    the default call timeout of the ``Client`` that inherits it."""
+
+    _stub: pb_grpc.BoardStub
+    timeout: float | None
+
+    # -- queues ---------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        transient: bool = False,
+        max_unprocessed: int = 0,
+        overflow: OverflowPolicy | str = OverflowPolicy.REJECT,
+        max_history: int = 0,
+        dead_letter: str = "",
+        unmatched: UnmatchedPolicy | str = UnmatchedPolicy.HOLD,
+        auto_delete: bool = False,
+        max_deliveries: int = 0,
+    ) -> QueueView:
+        """Creates a queue (idempotent for the same properties)."""
+        spec = QueueSpec(
+            name,
+            transient,
+            max_unprocessed,
+            OverflowPolicy(overflow),
+            max_history,
+            dead_letter,
+            UnmatchedPolicy(unmatched),
+            auto_delete,
+            max_deliveries,
+        )
+        with _mapped():
+            q = self._stub.CreateQueue(
+                pb.CreateQueueRequest(spec=codec.spec_to_pb(spec)), timeout=self.timeout
+            )
+        return _view(q)
+
+    def get_queue(self, name: str) -> QueueView:
+        with _mapped():
+            return _view(self._stub.GetQueue(pb.GetQueueRequest(name=name), timeout=self.timeout))
+
+    def list_queues(self) -> list[QueueView]:
+        with _mapped():
+            r = self._stub.ListQueues(pb.ListQueuesRequest(), timeout=self.timeout)
+        return [_view(q) for q in r.queues]
+
+    def delete_queue(self, name: str) -> None:
+        with _mapped():
+            self._stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=self.timeout)
+
+    def stats(self, queue: str = "") -> BoardStats:
+        with _mapped():
+            r = self._stub.Stats(pb.StatsRequest(queue=queue), timeout=self.timeout)
+        return BoardStats(
+            StoreInfo(True, r.sync, r.map_size, r.map_used, r.commits),
+            r.commits,
+            r.committed_ops,
+            [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
+        )
+
+    # -- selectors ------------------------------------------------------
+
+    def create_selector(
+        self,
+        source: str,
+        *,
+        op: Op | str = Op.MOVE,
+        to: str = "",
+        templates: Templates = None,
+        address: str | AddressPattern | None = None,
+        pattern: Pattern | None = None,
+        filter: str = "",
+        credit: int = 0,
+        unlimited_credit: bool = False,
+        start: Position | str | int = Position.CURRENT,
+        start_time: int = 0,
+        role: Role | str = Role.NORMAL,
+    ) -> SelectorView:
+        """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
+        BOUNCE, to queue ``to`` or, with none, terminal (attach with
+        ``subscribe(selector=...)``). ``start``: a Position, its name, or a
+        seq."""
+        position, seq = start_position(start)
+        spec = SelectorSpec(
+            source,
+            pattern or make_pattern(templates, address, filter),
+            Op(op),
+            to,
+            credit,
+            unlimited_credit,
+            position,
+            seq,
+            start_time,
+            Role(role),
+        )
+        req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
+        with _mapped():
+            return _selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
+
+    def get_selector(self, sid: str) -> SelectorView:
+        with _mapped():
+            r = self._stub.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
+        return _selector_view(r)
+
+    def list_selectors(self, queue: str = "") -> list[SelectorView]:
+        with _mapped():
+            r = self._stub.ListSelectors(pb.ListSelectorsRequest(queue=queue), timeout=self.timeout)
+        return [_selector_view(p) for p in r.selectors]
+
+    def delete_selector(self, sid: str) -> None:
+        with _mapped():
+            self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+
+    # -- consumers --------------------------------------------------------
+
+    def list_consumers(self, queue: str = "") -> list[ConsumerView]:
+        """Who is connected: the consumers of ``queue`` (or of every queue),
+        oldest first. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
+        return [_consumer_view(p) for p in r.consumers]
+
+    def kick_consumer(self, cid: str) -> ConsumerView:
+        """Ends consumer ``cid`` as if it had disconnected (its outstanding
+        messages go back); returns it as it was. Needs the admin verb."""
+        with _mapped():
+            r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
+        return _consumer_view(r.consumer)
+
+    # -- snapshots ------------------------------------------------------
+
+    def snapshot(self, path: str, *, timeout: float | None = None) -> Snapshot:
+        """Has the server write a snapshot to ``path``: a name under the
+        server's snapshot directory, or (an open board without one) an
+        absolute path on the server's file system; waits for it as long as ``timeout`` (None: as
+        long as the copy takes)."""
+        with _mapped():
+            r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
+        return Snapshot(r.path, r.schema, codec.ts_to_us(r.taken_at), r.bytes, r.messages, r.queues)

@@ -1,0 +1,163 @@
+"""How the ``msgboard`` command writes messages and rows, one a line (plain
+text, or one JSON object with ``--json``), and how it reads a message from
+a JSON object (``msgboard post --ndjson``).
+
+A message's JSON object is the same both ways: what ``read --json`` prints
+can be posted again. Reading it, the fields the board sets (``queue``,
+``seq``, ``section``, ``posted_at`` …) are ignored; any other unknown key is
+an error, so that a misspelt one is not dropped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from msgboard.associative import fields_to_json, parse_tuple
+from msgboard.errors import InvalidArgument, MsgboardError
+from msgboard.message import Message, to_datetime
+
+#: Keys of a message's JSON object that the board sets: ignored on input.
+BOARD_KEYS = frozenset(
+    {
+        "queue",
+        "seq",
+        "section",
+        "posted_at",
+        "processed_at",
+        "delivery_count",
+        "delivery",
+        "lease",
+    }
+)
+_STRINGS = ("address", "reply_to", "content_type")
+
+
+def when(us: int) -> str | None:
+    """µs since the epoch as ISO-8601 UTC (``...Z``); None for 0."""
+    return to_datetime(us).isoformat().replace("+00:00", "Z") if us else None
+
+
+def time_us(text: str, what: str) -> int:
+    """An ISO-8601 time (UTC if no zone) as µs since the epoch."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{what}: not a seq or an ISO time: {text!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return int(t.timestamp() * 1_000_000)
+
+
+def message_json(m: Message) -> dict[str, Any]:
+    """A message as a JSON object for --json output."""
+    d: dict[str, Any] = {
+        "queue": m.queue,
+        "seq": m.seq,
+        "section": m.section.value,
+        "address": m.address,
+        "tuple": fields_to_json(m.tuple),
+        "headers": dict(m.headers),
+        "priority": m.priority,
+    }
+    try:
+        d["body"] = m.body.decode()
+    except UnicodeDecodeError:
+        d["body_base64"] = base64.b64encode(m.body).decode()
+    for key, value in (
+        ("content_type", m.content_type),
+        ("reply_to", m.reply_to),
+        ("posted_at", when(m.posted_at)),
+        ("processed_at", when(m.processed_at)),
+        ("expires_at", when(m.expires_at)),
+    ):
+        if value:
+            d[key] = value
+    if m.delivery_count:
+        d["delivery_count"] = m.delivery_count
+    return d
+
+
+def message_from_json(obj: object, expires_at: int = 0) -> Message:
+    """A message to post from a decoded JSON object in ``message_json``'s
+    shape; ``expires_at`` (µs) applies unless the object has its own.
+    InvalidArgument naming the key for anything wrong."""
+    if not isinstance(obj, dict):
+        raise InvalidArgument(f"expected a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - BOARD_KEYS - {*_STRINGS, "tuple", "headers", "priority", "body"}
+    unknown -= {"body_base64", "expires_at"}
+    if unknown:
+        raise InvalidArgument(f"unknown key {sorted(unknown)[0]!r}")
+    kw: dict[str, Any] = {}
+    for key in _STRINGS:
+        if key in obj:
+            kw[key] = _typed(obj, key, str)
+    if "tuple" in obj:
+        kw["tuple"] = parse_tuple(obj["tuple"])
+    if "priority" in obj:
+        kw["priority"] = _typed(obj, "priority", int)
+    headers = _typed(obj, "headers", dict) if "headers" in obj else {}
+    for k, v in headers.items():
+        if not isinstance(v, str):
+            raise InvalidArgument(f"headers.{k}: expected a string, got {type(v).__name__}")
+    kw["headers"] = headers
+    if "body" in obj and "body_base64" in obj:
+        raise InvalidArgument("body: give body or body_base64, not both")
+    if "body" in obj:
+        kw["body"] = _typed(obj, "body", str).encode()
+    elif "body_base64" in obj:
+        try:
+            kw["body"] = base64.b64decode(_typed(obj, "body_base64", str), validate=True)
+        except binascii.Error:
+            raise InvalidArgument("body_base64: not base64") from None
+    own = obj.get("expires_at")
+    kw["expires_at"] = time_us(own, "expires_at") if isinstance(own, str) else expires_at
+    if own is not None and not isinstance(own, str):
+        raise InvalidArgument("expires_at: expected an ISO time string")
+    return Message(**kw)
+
+
+def _typed(obj: dict[str, Any], key: str, kind: type) -> Any:
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidArgument(
+            f"{key}: expected {kind.__name__}, got {type(value).__name__}: {json.dumps(value)}"
+        )
+    return value
+
+
+def print_message(m: Message, as_json: bool, **extra: Any) -> None:
+    """One message, one line; ``extra`` keys (a lease, a delivery id) come
+    first, in the JSON object or as plain columns."""
+    if as_json:
+        print(json.dumps({**extra, **message_json(m)}), flush=True)
+        return
+    parts = [str(v) for v in extra.values()]
+    parts.append(f"{m.queue}#{m.seq}")
+    if m.address:
+        parts.append(m.address)
+    if m.tuple:
+        parts.append(json.dumps(fields_to_json(m.tuple)))
+    if m.body:
+        body = m.body.decode(errors="replace")
+        parts.append(body if len(body) <= 80 else body[:77] + "...")
+    print("  ".join(parts), flush=True)
+
+
+def print_row(d: dict[str, Any], as_json: bool) -> None:
+    """A row of figures: a JSON object, or ``key=value`` columns."""
+    print(json.dumps(d) if as_json else "  ".join(f"{k}={v}" for k, v in d.items()), flush=True)
+
+
+def report_error(e: MsgboardError, as_json: bool) -> None:
+    """An error on stderr: one JSON object under --json
+    (``{"error": {"code", "name", "message"}}``), else one line."""
+    if as_json:
+        error = {"code": e.code, "name": type(e).__name__, "message": str(e)}
+        print(json.dumps({"error": error}), file=sys.stderr, flush=True)
+    else:
+        print(f"msgboard: {e.code}: {e}", file=sys.stderr, flush=True)

@@ -1,0 +1,207 @@
+"""``msgboard watch``: print deliveries as they come, and ack them.
+
+By default each delivery is acked once printed. With ``--manual-ack`` the
+acks come from standard input instead, one ``ack ID`` or ``nack ID`` line
+each (ID: the delivery id printed first on the delivery's line, ``delivery``
+under ``--json``), read by a thread of their own while deliveries print. A
+line naming a delivery not printed yet waits for it; one naming a delivery
+already acked or nacked, or that is not ``ack ID`` / ``nack ID``, is
+reported on stderr and makes the exit status 1. The end of standard input
+ends the watch (no more acks can come). With ``--nack-on-exit`` the
+deliveries still outstanding when watch ends (printed and not acked, or
+received and not printed) are nacked: they come back after the board's
+nack backoff, with their delivery count raised, rather than at once when
+the stream closes. Ctrl-C ends the watch cleanly (exit status 130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
+
+from msgboard.errors import InvalidArgument, MsgboardError, NotFound
+from msgboard.lines import print_message, report_error
+from msgboard.spec import Delivery
+from msgboard.subscription import Subscription
+
+
+def watch(
+    c: Any, args: argparse.Namespace, templates: Any, start: str | int, start_time: int
+) -> int:
+    """Runs ``msgboard watch``; returns its exit status."""
+    if not args.queue and not args.selector:
+        raise InvalidArgument("watch: give a QUEUE or --selector ID")
+    n = 0
+    with (
+        c.subscribe(
+            args.queue,
+            templates,
+            address=args.address,
+            filter=args.filter,
+            copy=args.copy,
+            credit=args.credit,
+            start=start,
+            start_time=start_time,
+            selector=args.selector,
+        ) as sub,
+        _CtrlC.installed(sub) as ctrl_c,
+    ):
+        acks = _ManualAcks(sub, sys.stdin, args.json) if args.manual_ack else None
+        while (d := ctrl_c.next()) is not None:
+            # The delivery id leads where it is needed: to ack by hand, and in JSON.
+            shown = args.json or args.manual_ack
+            print_message(d.message, args.json, **({"delivery": d.id} if shown else {}))
+            if acks is not None:
+                acks.delivered(d)
+            else:
+                sub.ack(d)
+            n += 1
+            if args.max and n >= args.max:
+                if acks is not None:  # the acks of what was printed, first
+                    acks.settle(ctrl_c)
+                break
+        if args.nack_on_exit:
+            _nack_outstanding(sub, acks, args.json)
+    if ctrl_c.stopped:
+        return 130
+    return 1 if acks is not None and acks.rejected else 0
+
+
+def _nack_outstanding(sub: Subscription, acks: _ManualAcks | None, as_json: bool) -> None:
+    ids = acks.outstanding() if acks is not None else []
+    ids += [d.id for d in sub.unread()]
+    if not ids:
+        return
+    sub.nack(*ids)
+    if as_json:
+        print(json.dumps({"nacked": ids}), flush=True)
+    else:
+        print(f"# nacked {len(ids)} outstanding: {' '.join(map(str, ids))}", file=sys.stderr)
+
+
+class _ManualAcks:
+    """``--manual-ack``: a thread reading ``ack ID`` / ``nack ID`` lines."""
+
+    def __init__(self, sub: Subscription, lines: IO[str], as_json: bool) -> None:
+        self.sub = sub
+        self.as_json = as_json
+        self.rejected = 0
+        self._cond = threading.Condition()
+        self._seen = 0  # the newest delivery id printed
+        self._open: dict[int, None] = {}  # printed, not yet acked or nacked
+        self._done = False  # stdin ended, or the watch did
+        self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True)
+        self._thread.start()
+
+    def delivered(self, d: Delivery) -> None:
+        with self._cond:
+            self._seen = max(self._seen, d.id)
+            self._open[d.id] = None
+            self._cond.notify_all()
+
+    def outstanding(self) -> list[int]:
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+            return list(self._open)
+
+    def settle(self, ctrl_c: _CtrlC) -> None:
+        """Waits until every printed delivery is acked or nacked, or stdin
+        ends (or Ctrl-C)."""
+        with self._cond:
+            while self._open and not self._done and not ctrl_c.stopped:
+                self._cond.wait(0.2)  # a timeout, so that Ctrl-C gets through
+
+    def _read(self, lines: IO[str]) -> None:
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                verb, did = _command(line, n)
+                if not self._apply(verb, did):
+                    return
+            except MsgboardError as e:
+                self.rejected += 1
+                report_error(e, self.as_json)
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+        self.sub.end()  # no more acks can come: the watch ends
+
+    def _apply(self, verb: str, did: int) -> bool:
+        """Acks or nacks delivery ``did``; False once the watch has ended."""
+        with self._cond:
+            while did > self._seen and not self._done:
+                self._cond.wait()
+            if self._done:
+                return False
+            if did not in self._open:
+                raise NotFound(f"delivery {did}: not outstanding (already acked or nacked)")
+            del self._open[did]
+            if verb == "ack":
+                self.sub.ack(did)
+            else:
+                self.sub.nack(did)
+            self._cond.notify_all()
+        return True
+
+
+def _command(line: str, n: int) -> tuple[str, int]:
+    parts = line.split()
+    if len(parts) != 2 or parts[0] not in ("ack", "nack") or not parts[1].isdigit():
+        got = line.strip()
+        raise InvalidArgument(f"stdin line {n}: expected `ack ID` or `nack ID`, got {got!r}")
+    return parts[0], int(parts[1])
+
+
+class _CtrlC:
+    """Ctrl-C for a consumer: the first one stops it cleanly, a second one
+    interrupts. A KeyboardInterrupt raised inside a gRPC read would leave the
+    call unusable, its locks possibly held (a 40-line traceback or a hang),
+    so the handler raises nothing: it half-closes the stream if the consumer
+    is blocked reading it (the board applies the acks sent and the read
+    ends), and otherwise lets the delivery in hand be printed and acked
+    before the consumer stops."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.stopped = False
+        self._reading = False
+
+    @classmethod
+    @contextlib.contextmanager
+    def installed(cls, sub: Any) -> Iterator[_CtrlC]:
+        """The handler, for SIGINT while inside (main thread only)."""
+        ctrl_c = cls(sub)
+        if threading.current_thread() is not threading.main_thread():
+            yield ctrl_c
+            return
+        previous = signal.signal(signal.SIGINT, ctrl_c._handle)
+        try:
+            yield ctrl_c
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.stopped:
+            raise KeyboardInterrupt
+        self.stopped = True
+        if self._reading:
+            self.sub.end()
+
+    def next(self) -> Delivery | None:
+        """The next delivery; None once the stream ends or Ctrl-C stopped it."""
+        self._reading = True
+        try:
+            if self.stopped:
+                return None
+            d: Delivery | None = next(self.sub, None)
+            return None if self.stopped else d
+        finally:
+            self._reading = False

@@ -1,0 +1,298 @@
+"""The msgboard commands added for operators, against a real server: bulk
+posting from NDJSON, expiry, leased takes with ack and nack, and watch with
+acks from standard input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from msgboard.cli import build_parser, main
+from msgboard.client import Client
+from msgboard.commands import RPC_COMMANDS
+from msgboard.message import now_us
+from msgboard.testing import ServerThread
+from msgboard.v1 import board_pb2 as pb
+
+
+def run(
+    server: ServerThread, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = main([*args, "--server", server.address])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def msgboard(
+    server: ServerThread, *args: str, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """The command as a child process, its stdin and stdout piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "msgboard", *args, "--server", server.address],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+    )
+
+
+def test_post_ndjson_posts_every_line_through_one_stream(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Given an NDJSON file of 1,201 messages (more than two batches), when I
+    post it, I expect every message stored in order with its fields, a JSON
+    summary, and no progress bar (stderr is not a terminal)."""
+    client.create_queue("jobs")
+    rows = [{"tuple": ["job", i], "address": "a.b"} for i in range(1200)]
+    rows.append(
+        {
+            "tuple": ["last", {"bytes": "AAE="}, None, 2.5],
+            "headers": {"k": "v"},
+            "priority": 4,
+            "body_base64": "/w==",
+            "reply_to": "r",
+            "content_type": "x/y",
+        }
+    )
+    f = tmp_path / "in.ndjson"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    code, out, err = run(server, capsys, "post", "jobs", "--ndjson", str(f), "--json")
+    [summary] = lines(out)
+    assert (code, err) == (0, "")
+    assert summary["posted"] == 1201 and summary["queue"] == "jobs" and summary["refused"] == 0
+    assert float(summary["msgs_per_s"]) > 0  # type: ignore[arg-type]
+    assert client.get_queue("jobs").unprocessed == 1201
+    first = client.take("jobs")[0]
+    assert (first.seq, first.tuple, first.address) == (1, ("job", 0), "a.b")
+    [last] = client.read("jobs", ("last", bytes, None, float))
+    assert (last.body, dict(last.headers), last.priority) == (b"\xff", {"k": "v"}, 4)
+    assert (last.reply_to, last.content_type, last.tuple[1]) == ("r", "x/y", b"\x00\x01")
+
+    code, out, _ = run(server, capsys, "post", "jobs", "--ndjson", str(f))
+    assert code == 0 and out.startswith("posted 1201 messages in ") and "msgs/s" in out
+    code, _, err = run(server, capsys, "post", "jobs", "--ndjson", str(f), "--address", "x")
+    assert code == 2 and "--address: a single post's" in err
+
+
+def test_what_read_json_prints_posts_again(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    client.create_queue("a")
+    client.create_queue("b")
+    client.post("a", ("x", 1), address="p.q", headers={"h": "1"}, body="hi")
+    _, out, _ = run(server, capsys, "read", "a", "--json")
+    (tmp_path / "copy.ndjson").write_text(out)
+    assert run(server, capsys, "post", "b", "--ndjson", str(tmp_path / "copy.ndjson"))[0] == 0
+    [m] = client.take("b")
+    assert (m.tuple, m.address, dict(m.headers), m.body) == (("x", 1), "p.q", {"h": "1"}, b"hi")
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("{not json", "line 3: not JSON"),
+        ('{"tupel": [1]}', "line 3: unknown key 'tupel'"),
+        ('{"tuple": ["?int"]}', "line 3: tuple[0]"),
+        ('{"priority": "high"}', "line 3: priority: expected int"),
+        ("[1, 2]", "line 3: expected a JSON object"),
+    ],
+)
+def test_a_bad_line_is_named_and_the_lines_before_it_are_posted(
+    server: ServerThread,
+    client: Client,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    bad: str,
+    says: str,
+) -> None:
+    client.create_queue("jobs")
+    f = tmp_path / "in.ndjson"
+    f.write_text(f'{{"tuple": [1]}}\n{{"tuple": [2]}}\n{bad}\n{{"tuple": [4]}}\n')
+    code, out, err = run(server, capsys, "post", "jobs", "--ndjson", str(f), "--json")
+    error = json.loads(err)["error"]
+    assert (code, out, error["code"]) == (2, "", "INVALID_ARGUMENT")
+    assert says in error["message"] and "the 2 messages before it are posted" in error["message"]
+    assert [m.tuple for m in client.take("jobs", max=10)] == [(1,), (2,)]
+
+
+def test_post_ndjson_reads_stdin_and_draws_a_progress_bar_on_a_terminal(
+    server: ServerThread, client: Client, tmp_path: Path
+) -> None:
+    """Given stderr on a terminal (a pty), I expect a progress bar there, and
+    the summary line on stdout; with stderr a pipe, nothing on stderr."""
+    client.create_queue("jobs")
+    data = "".join(json.dumps({"tuple": [i]}) + "\n" for i in range(50))
+    master, slave = pty.openpty()
+    with os.fdopen(master, "rb", buffering=0) as tty:
+        proc = msgboard(server, "post", "jobs", "--ndjson", "-", stderr=slave)
+        os.close(slave)
+        out, _ = proc.communicate(data, timeout=60)
+        drawn = _read_all(tty)
+    assert proc.returncode == 0 and out.startswith("posted 50 messages")
+    assert "\r" in drawn and "50 posted" in drawn
+    piped = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "msgboard",
+            "post",
+            "jobs",
+            "--ndjson",
+            "-",
+            "--server",
+            server.address,
+        ],
+        input=data,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (piped.returncode, piped.stderr) == (0, "")
+    assert client.get_queue("jobs").unprocessed == 100
+
+
+def _read_all(tty: IO[bytes]) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = tty.read(4096)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_post_expires_in(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--expires-in sets the expiry of a single post and of every NDJSON line
+    that has none of its own."""
+    client.create_queue("jobs")
+    before = now_us()
+    assert run(server, capsys, "post", "jobs", "--expires-in", "3600")[0] == 0
+    f = tmp_path / "in.ndjson"
+    f.write_text('{"tuple": [1]}\n{"tuple": [2], "expires_at": "2100-01-01T00:00:00Z"}\n')
+    assert run(server, capsys, "post", "jobs", "--ndjson", str(f), "--expires-in", "60")[0] == 0
+    after = now_us()
+    one, two, three = client.read("jobs", max=3)
+    assert before + 3600e6 <= one.expires_at <= after + 3600e6
+    assert before + 60e6 <= two.expires_at <= after + 60e6
+    assert three.expires_at == 4102444800_000_000
+    code, _, err = run(server, capsys, "post", "jobs", "--expires-in", "0")
+    assert code == 2 and "--expires-in: must be positive" in err
+
+
+def test_take_with_a_lease_then_ack_and_nack(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given three leased takes, I expect ack to process one for good, nack
+    to give one back now, and unknown or used lease ids reported one by one
+    (exit status 1) while the good ones in the same command go through."""
+    client.create_queue("jobs")
+    client.post_many("jobs", [("n", i) for i in range(3)])
+    code, out, _ = run(server, capsys, "take", "jobs", "--lease", "60", "--max", "2", "--json")
+    first, second = lines(out)
+    assert code == 0 and [first["seq"], second["seq"]] == [1, 2]
+    code, out, _ = run(server, capsys, "take", "jobs", "--lease", "60")
+    lease3, rest = out.split("  ", 1)
+    assert rest.startswith("jobs#3")
+
+    code, out, err = run(server, capsys, "ack", "jobs", str(first["lease"]))
+    assert (code, out, err) == (0, f"acked {first['lease']}\n", "")
+    code, out, err = run(server, capsys, "nack", "jobs", str(second["lease"]), "--json")
+    assert (code, lines(out)) == (0, [{"lease": second["lease"], "nacked": True}])
+    code, out, err = run(
+        server, capsys, "ack", "jobs", str(first["lease"]), "999", lease3, "--json"
+    )
+    assert code == 1 and lines(out) == [{"lease": int(lease3), "acked": True}]
+    used, never = (x["error"] for x in lines(err))
+    assert used["code"] == "NOT_FOUND" and f"lease {first['lease']}" in used["message"]  # type: ignore[index]
+    assert never["code"] == "INVALID_ARGUMENT" and "lease 999" in never["message"]  # type: ignore[index]
+
+    [back] = client.take("jobs", timeout=30)
+    assert back.seq == 2 and back.delivery_count == int(second.get("delivery_count", 0)) + 1  # type: ignore[call-overload]
+
+
+def test_watch_with_manual_acks_from_stdin(server: ServerThread, client: Client) -> None:
+    """Given three deliveries printed by watch --manual-ack --nack-on-exit,
+    when I ack the first, send a bad line and an ack of the same delivery
+    again, then close stdin, I expect the watch to end with status 1 (two
+    lines rejected, each reported), the first message processed, and the
+    other two nacked back to the queue."""
+    client.create_queue("jobs", max_history=10)
+    client.post_many("jobs", [("n", i) for i in range(3)])
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--nack-on-exit", "--json")
+    assert proc.stdin is not None and proc.stdout is not None
+    shown = [json.loads(proc.stdout.readline()) for _ in range(3)]
+    assert [d["tuple"] for d in shown] == [["n", i] for i in range(3)]
+    ids = [d["delivery"] for d in shown]
+    out, err = proc.communicate(f"ack {ids[0]}\nplease ack\nack {ids[0]}\n", timeout=60)
+    assert proc.returncode == 1
+    assert lines(out) == [{"nacked": ids[1:]}]
+    errors = [e["error"] for e in lines(err)]
+    assert [e["code"] for e in errors] == ["INVALID_ARGUMENT", "NOT_FOUND"]  # type: ignore[index]
+    assert "stdin line 2" in errors[0]["message"]  # type: ignore[index]
+    back = client.take("jobs", timeout=30, max=2)
+    while len(back) < 2:
+        back += client.take("jobs", timeout=30)
+    counts = [int(d.get("delivery_count", 0)) + 1 for d in shown[1:]]  # type: ignore[call-overload]
+    assert [(m.seq, m.delivery_count) for m in back] == list(zip([2, 3], counts, strict=True))
+    assert client.get_queue("jobs").history == 3  # the acked one, then the two taken
+
+
+def test_watch_max_with_manual_acks_waits_for_the_acks(
+    server: ServerThread, client: Client
+) -> None:
+    """An ack line read before its delivery is printed waits for it, and
+    --max ends the watch once the deliveries printed are acked."""
+    client.create_queue("jobs", max_history=10)
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--max", "2")
+    assert proc.stdin is not None
+    proc.stdin.write("ack 1\nack 2\n")
+    proc.stdin.flush()
+    client.post_many("jobs", [("n", 1), ("n", 2)])
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (0, "")
+    assert [x.split("  ")[:2] for x in out.splitlines()] == [["1", "jobs#1"], ["2", "jobs#2"]]
+    q = client.get_queue("jobs")
+    assert (q.unprocessed, q.history) == (0, 2)
+
+
+def _subparser(parser: argparse.ArgumentParser, words: list[str]) -> argparse.ArgumentParser:
+    for word in words:
+        [subs] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert word in subs.choices, f"no command {word!r}"
+        parser = subs.choices[word]
+    return parser
+
+
+def test_every_rpc_has_a_command() -> None:
+    """Every RPC of the Board service (from the proto's descriptor) is in
+    RPC_COMMANDS, each command there exists in the parser with its options,
+    and docs/operating.md lists each pair."""
+    rpcs = {m.name for m in pb.DESCRIPTOR.services_by_name["Board"].methods}
+    assert set(RPC_COMMANDS) == rpcs
+    parser = build_parser()
+    doc = (Path(__file__).parent.parent / "docs" / "operating.md").read_text()
+    for rpc, commands in RPC_COMMANDS.items():
+        for command in commands:
+            words = command.split()
+            sub = _subparser(parser, [w for w in words if not w.startswith("--")])
+            options = {o for a in sub._actions for o in a.option_strings}
+            assert {w for w in words if w.startswith("--")} <= options, command
+            assert "--json" in options, command
+            assert f"| {rpc} |" in doc and f"`msgboard {command}`" in doc, (rpc, command)
