@@ -222,11 +222,17 @@ def main() -> None:
     p.add_argument("--latency-seconds", type=float, default=4.0)
     p.add_argument("--sync", choices=["fsync", "weaker-no-fsync"], default="fsync")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    p.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        help="an argument more for msgboard serve (e.g. --serve=--metrics-listen=127.0.0.1:0)",
+    )
     args = p.parse_args()
 
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="msgboard-bench-") as tmp:
-        server = ServerProcess(Path(tmp) / "board", "--sync", args.sync)
+        server = ServerProcess(Path(tmp) / "board", "--sync", args.sync, *args.serve)
         try:
             with Client(server.address, timeout=600) as c:
                 c.wait_ready()

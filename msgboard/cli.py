@@ -326,13 +326,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """Runs a board; a start-up failure is one line on stderr, exit 1."""
+    from msgboard import logs
     from msgboard.engine import Limits
     from msgboard.server import serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=logs.TEXT)
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
     try:
         c = config.load(flags, file=args.config)
+        logs.configure(c)
         limits = Limits(
             max_message_bytes=c.max_message_bytes,
             max_credit=c.max_credit,

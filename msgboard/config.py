@@ -58,6 +58,32 @@ def _sync(text: str) -> str:
     return text
 
 
+def _log_format(text: str) -> str:
+    if text not in ("text", "json"):
+        raise ValueError(f"not text or json: {text!r}")
+    return text
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _log_level(text: str) -> str:
+    low = text.lower()
+    if low not in LOG_LEVELS:
+        raise ValueError(f"not one of {', '.join(LOG_LEVELS)}: {text!r}")
+    return low
+
+
+def _metrics_listen(text: str) -> str:
+    """HOST:PORT, or a bare PORT (or :PORT) on loopback; "" is off."""
+    if not text:
+        return ""
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"not HOST:PORT or PORT: {text!r}")
+    return f"{host or '127.0.0.1'}:{port}"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Setting:
     """One serve setting."""
@@ -68,6 +94,8 @@ class Setting:
     default: Any
     help: str
     metavar: str | None = None
+    #: The flag's value when given bare (``--access-log``); None: it needs one.
+    const: str | None = None
 
     @property
     def env(self) -> str:
@@ -160,6 +188,33 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("max_waits", _count, 64, "blocked Takes and Reads per user (0: no cap)", "N"),
     Setting("max_consumers", _count, 32, "Subscribe consumers per user (0: no cap)", "N"),
+    # -- observing it (docs/operating.md, "Metrics, logs and readiness") --
+    Setting(
+        "metrics_listen",
+        _metrics_listen,
+        "",
+        "serve Prometheus metrics over HTTP at HOST:PORT/metrics (a bare PORT: on "
+        "loopback); outside loopback it needs TLS (--tls-cert), or --insecure",
+        "HOST:PORT",
+    ),
+    Setting("log_format", _log_format, "text", "log lines as text or JSON objects", "text|json"),
+    Setting("log_level", _log_level, "info", "the least level logged", "|".join(LOG_LEVELS)),
+    Setting(
+        "access_log",
+        str,
+        "",
+        "one log line per call (method, peer, identity, queue, status, duration) to "
+        "FILE, or to standard error when given bare or as -",
+        "FILE|-",
+        const="-",
+    ),
+    Setting(
+        "ready_file",
+        str,
+        "",
+        "written (JSON: pid and addresses) once the board serves, removed when it stops",
+        "FILE",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -185,6 +240,11 @@ class ServeConfig:
     max_streams: int = 64
     max_waits: int = 64
     max_consumers: int = 32
+    metrics_listen: str = ""
+    log_format: str = "text"
+    log_level: str = "info"
+    access_log: str = ""
+    ready_file: str = ""
 
     @property
     def tls(self) -> bool:
@@ -206,7 +266,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         if s.parse is _bool:
             p.add_argument(s.flag, action="store_true", default=None, help=s.help + env)
         else:
-            p.add_argument(s.flag, metavar=s.metavar, default=None, help=s.help + env)
+            more: dict[str, Any] = {} if s.const is None else {"nargs": "?", "const": s.const}
+            p.add_argument(s.flag, metavar=s.metavar, default=None, help=s.help + env, **more)
 
 
 def load(

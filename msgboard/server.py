@@ -30,10 +30,9 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 
 from msgboard import codec, streams
+from msgboard.calls import Calls
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import (
@@ -48,6 +47,8 @@ from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.metrics import Metrics
+from msgboard.readiness import Readiness
 from msgboard.reflection import Reflection
 from msgboard.security import Security
 from msgboard.snapshot_dir import SnapshotDir
@@ -338,11 +339,18 @@ async def _built(n: int, build: Callable[[], T]) -> T:
 
 
 async def create_server(
-    board: Board, listen: str = DEFAULT_LISTEN, security: Security | None = None
+    board: Board,
+    listen: str = DEFAULT_LISTEN,
+    security: Security | None = None,
+    *,
+    calls: Calls | None = None,
+    readiness: Readiness | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
     port) but not started. Returns the server and the bound port. Without
-    ``security``: the open plaintext board."""
+    ``security``: the open plaintext board. ``calls``: the outermost
+    interceptor (connections, access log). ``readiness``: the health
+    answers, NOT_SERVING until its ``serving()``; without: SERVING at once."""
     room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
     server = grpc.aio.server(
         options=[
@@ -350,14 +358,14 @@ async def create_server(
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
         ],
-        interceptors=security.interceptors(board) if security else None,
+        interceptors=[
+            *([calls] if calls else []),
+            *(security.interceptors(board) if security else []),
+        ],
     )
     snapshots = security.snapshots if security else None
     pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
-    health = health_aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    for name in ("", SERVICE):
-        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await (readiness or Readiness()).add_to(server, serving=readiness is None)
     server.add_generic_rpc_handlers(Reflection((SERVICE, "grpc.health.v1.Health")).handlers())
     credentials = security.credentials() if security else None
     try:
@@ -393,11 +401,31 @@ async def serve(
     # board: out of the collector's full passes, which would otherwise walk
     # it all, the GIL held, some 100 ms per 100,000 queues.
     gc.freeze()
+    # Calls are watched (one interceptor more) only for what needs it.
+    calls = None
+    if config.metrics_listen or config.access_log:
+        calls = Calls(access=bool(config.access_log), identify=security.identity)
+    metrics = Metrics(board, calls) if config.metrics_listen else None
+    readiness = Readiness(config.ready_file)
     try:
-        server, port = await create_server(board, config.listen, security)
+        metrics_at = metrics.serve(config) if metrics else ""
+        if metrics_at:
+            scheme = "https" if config.tls else "http"
+            log.info("metrics on %s://%s/metrics", scheme, metrics_at)
+        server, port = await create_server(
+            board, config.listen, security, calls=calls, readiness=readiness
+        )
         await server.start()
         host = config.listen.rsplit(":", 1)[0]
         security.warn()
+        # Signals are handled before anyone is told the board serves: a
+        # supervisor that stops it once ready gets a graceful stop.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, security.reload)
+        await readiness.serving(f"{host}:{port}", metrics_at)
         log.info(
             "msgboard serving on %s:%d (data %s, sync %s; %s)",
             host,
@@ -408,17 +436,15 @@ async def serve(
         )
         if ready is not None:
             ready(port)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, security.reload)
         await stop.wait()
         log.info("msgboard stopping")
+        await readiness.stopping()
         board.emit(BOARD_STOPPING)
         # Blocked calls get their "nothing in time" answer rather than wait
         # out the grace period and be cancelled.
         await _wait(board.release())
         await server.stop(grace)
     finally:
+        if metrics is not None:
+            metrics.close()
         await asyncio.get_running_loop().run_in_executor(None, board.close)

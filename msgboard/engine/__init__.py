@@ -15,6 +15,7 @@ from msgboard.engine.board import (
     Start,
 )
 from msgboard.engine.limits import Limits
+from msgboard.engine.network import Traffic
 from msgboard.engine.selectors import Acked
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "QueueView",
     "SelectorView",
     "Start",
+    "Traffic",
 ]

@@ -452,7 +452,7 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
                 if lease:
                     return net.lease(b, txn, info, found, lease)
                 taken = [net.process(b, txn, info, m) for m in found]
-                b.after(lambda: net.count(queue, taken=len(taken)))
+                b.after(lambda: net.count(queue, taken=len(taken), delivered=len(taken)))
                 net.settle(b)
                 return taken
             net.settle(b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +179,18 @@ class Browsing:
 
     def stats(self, queue: str = "") -> BoardStats:
         return self.stats_async(queue).result()
+
+    def traffic_async(self) -> Future[dict[str, Traffic]]:
+        """Copies of every queue's traffic counts since the board opened
+        (metrics read them at each scrape)."""
+        net = self._net
+        return self._writer.submit(lambda b: {k: t.copy() for k, t in net.traffic.items()})
+
+    def on_commit(self, fn: Callable[[float, int], object] | None) -> None:
+        """Has ``fn(seconds, ops)`` called on the writer thread after each
+        group commit: how long the group took (its operations, the commit
+        and the fsync) and how many operations it held. None: no calls."""
+        self._writer.observe = fn
 
     def snapshot_async(self, path: str | os.PathLike[str]) -> Future[SnapshotInfo]:
         fut: Future[SnapshotInfo] = Future()

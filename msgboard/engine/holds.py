@@ -60,7 +60,7 @@ class Holds:
 
         def held(self, queue: str) -> dict[int, object]: ...
 
-        def _later(self, b: Batch, queue: str, **by: int) -> None: ...
+        def _later(self, b: Batch, queue: str, reason: str = "", **by: int) -> None: ...
 
         def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message: ...
 
@@ -110,6 +110,7 @@ class Holds:
         s = c.selector
         taken = [(i, outstanding.pop(i)) for i in chosen]
         b.undo(partial(outstanding.update, taken))
+        self._later(b, s.source, acked=len(taken))
         if s.spec.op is not Op.COPY:
             # Every message a consumer holds came from its selector's source.
             found = self._lookup(b, s.source)
@@ -167,6 +168,7 @@ class Holds:
         if limit and back.delivery_count >= limit:
             self.dead(b, txn, info, back, "max-deliveries", 0)
             return
+        self._later(b, q, redelivered=1)
         if delay:
             hold = Backoff(q, back)
             self._hold(b, q, back.seq, hold)
@@ -206,6 +208,7 @@ class Holds:
             self._hold(b, q, m.seq, lease)
             b.after(partial(self._writer.at, deadline, partial(self._expire, lid=lid)))
             out.append(Delivery(lid, delivered(m)))
+        self._later(b, q, delivered=len(out))
         return out
 
     def _expire(self, b: Batch, *, lid: int) -> None:
@@ -237,7 +240,7 @@ class Holds:
                 self.give_back(b, *found, lease.message, delay=False)
             else:
                 self.process(b, *found, lease.message)
-                self._later(b, queue, taken=1)
+                self._later(b, queue, taken=1, acked=1)
 
     def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
         """Gives back a leased message whose taker never got it."""

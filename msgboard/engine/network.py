@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -88,6 +88,16 @@ class Traffic:
     dead_lettered: int = 0
     dropped: int = 0
     expired: int = 0
+    #: Handed to a consumer or a Take; acked (a delivery or a lease); given
+    #: back to be delivered again (nack, consumer gone, lease ran out).
+    delivered: int = 0
+    acked: int = 0
+    redelivered: int = 0
+    #: dead_lettered by reason ("expired", "max-deliveries", ...).
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def copy(self) -> Traffic:
+        return replace(self, reasons=dict(self.reasons))
 
 
 class Network(Pulling, Holds, Overflow):
@@ -144,16 +154,19 @@ class Network(Pulling, Holds, Overflow):
         """The queue's held seqs (do not change it)."""
         return self._holds.get(queue) or {}
 
-    def count(self, queue: str, **by: int) -> None:
-        """Adds to the queue's traffic counts (call from ``Batch.after``)."""
+    def count(self, queue: str, reason: str = "", **by: int) -> None:
+        """Adds to the queue's traffic counts (call from ``Batch.after``);
+        ``reason``: one more dead letter for that reason."""
         t = self.traffic.get(queue)
         if t is None:
             t = self.traffic[queue] = Traffic()
         for k, v in by.items():
             setattr(t, k, getattr(t, k) + v)
+        if reason:
+            t.reasons[reason] = t.reasons.get(reason, 0) + 1
 
-    def _later(self, b: Batch, queue: str, **by: int) -> None:
-        b.after(lambda: self.count(queue, **by))
+    def _later(self, b: Batch, queue: str, reason: str = "", **by: int) -> None:
+        b.after(lambda: self.count(queue, reason, **by))
 
     # -- selectors ------------------------------------------------------
 
@@ -263,7 +276,7 @@ class Network(Pulling, Holds, Overflow):
             return  # the common case of a plain queue: it waits
         if hops > MAX_HOPS:
             self.process(b, txn, info, msg)
-            self._later(b, q, dead_lettered=1)
+            self._later(b, q, "max-hops", dead_lettered=1)
             return
         if msg.expired(b.now):
             self.dead(b, txn, info, msg, "expired", hops)
@@ -364,7 +377,7 @@ class Network(Pulling, Holds, Overflow):
             self._hand(b, taker, self.lease(b, txn, info, [msg], taker.lease))
         else:
             self._hand(b, taker, [self.process(b, txn, info, msg)])
-            self._later(b, q, taken=1)
+            self._later(b, q, taken=1, delivered=1)
 
     def _hand(self, b: Batch, w: Waiter, found: list[Any]) -> None:
         """Gives a waiter its answer once the batch is durable."""
@@ -480,12 +493,12 @@ class Network(Pulling, Holds, Overflow):
         b.undo(undo)
         b.after(lambda: self._flush(c))
 
-    @staticmethod
-    def _flush(c: Consumer) -> None:
+    def _flush(self, c: Consumer) -> None:
         batch, c.pending = c.pending, []
         c.flushing = False
         if batch and not c.closed:
             c.deliver(batch)
+            self.count(c.selector.source, delivered=len(batch))
 
     def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
         """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,

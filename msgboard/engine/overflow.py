@@ -45,7 +45,7 @@ class Overflow:
         @staticmethod
         def _set(b: Batch, obj: object, attr: str, value: Any) -> None: ...
 
-        def _later(self, b: Batch, queue: str, **by: int) -> None: ...
+        def _later(self, b: Batch, queue: str, reason: str = "", **by: int) -> None: ...
 
         def of(self, queue: str) -> list[Selector]: ...
 
@@ -73,7 +73,7 @@ class Overflow:
         queue, with headers saying why and whence; discarded when there is
         none, it is gone or it is full. Counted either way; True if stored."""
         spec = info.spec
-        self._later(b, spec.name, dead_lettered=1)
+        self._later(b, spec.name, reason, dead_lettered=1)
         self.events.emit(b, DEAD_LETTERED, spec.name, msg.seq, reason, about=spec.name)
         dlq = spec.dead_letter
         if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:

@@ -128,6 +128,8 @@ class Writer:
         self._lock = threading.Lock()
         self.commits = 0
         self.committed_ops = 0
+        #: Called after each group commit with its seconds and size.
+        self.observe: Callable[[float, int], object] | None = None
         self._thread = threading.Thread(target=self._run, name="msgboard-writer", daemon=True)
         self._thread.start()
 
@@ -213,6 +215,7 @@ class Writer:
 
     def _execute(self, ops: list[tuple[Run, Future[Any], int]]) -> None:
         reserve = sum(size for _, _, size in ops)
+        started = time.perf_counter()
         while True:
             batch = Batch(self._durable, self._memory, reserve)
             results: list[tuple[Any, BaseException | None]] = []
@@ -242,6 +245,8 @@ class Writer:
             break
         self.commits += 1
         self.committed_ops += len(ops)
+        if self.observe is not None:
+            self.observe(time.perf_counter() - started, len(ops))
         for (_, fut, _), (value, err) in zip(ops, results, strict=True):
             if fut.done() or value is PENDING:
                 continue

@@ -1,0 +1,213 @@
+"""Prometheus metrics on a listener of their own (``--metrics-listen``).
+
+Counting costs the hot path nothing more than the engine already pays: the
+per-queue counts are the engine's own traffic counters (plain integers
+added once a group is durable, ``engine/network.py``'s ``Traffic``) and its
+Stats figures, and ``BoardCollector`` reads them only when Prometheus
+scrapes: one Stats view and one copy of the counters per scrape. Two things
+are observed as they happen, each once per group commit, not per message:
+the commit's duration and size (``Board.on_commit``). ``msgboard_connections``
+comes from ``msgboard.calls``, which counts calls in progress by peer.
+
+The listener is plain HTTP on loopback (the default host). Outside loopback
+it follows the board's own rule (``msgboard.security``): the metrics name
+every queue and its traffic, so it needs TLS, served with the board's
+``--tls-cert``/``--tls-key`` (and client certificates signed by
+``--tls-client-ca`` when that is set), or ``--insecure``, which logs a
+warning. Prometheus's ``tls_config`` scrapes it.
+
+The names and meanings are tabled in docs/operating.md ("Metrics").
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from msgboard.calls import Calls
+from msgboard.config import ServeConfig
+from msgboard.engine import Board, BoardStats, Traffic
+from msgboard.errors import Exposed, ListenFailed
+from msgboard.tls import is_loopback
+
+log = logging.getLogger("msgboard.metrics")
+
+#: Seconds a scrape waits for the board's figures.
+SCRAPE_TIMEOUT = 10.0
+#: Group-commit durations, seconds: an fsync takes from tens of µs (cache)
+#: to tens of ms (a busy disk).
+COMMIT_SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+#: Group-commit sizes, operations.
+COMMIT_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+#: Traffic counter -> (metric name without _total, help).
+_COUNTERS = (
+    ("posted", "msgboard_messages_published", "Messages stored on the queue (posts and moves)"),
+    ("delivered", "msgboard_messages_delivered", "Messages handed to consumers and Takes"),
+    ("acked", "msgboard_messages_acked", "Deliveries and leases acknowledged"),
+    (
+        "redelivered",
+        "msgboard_messages_redelivered",
+        "Held messages given back to be delivered again (nack, consumer gone, lease out)",
+    ),
+    ("expired", "msgboard_messages_expired", "Messages whose expires_at passed (dead-lettered)"),
+)
+#: Stats figure -> (gauge name, help).
+_GAUGES = (
+    ("ready", "msgboard_queue_messages_ready", "Waiting messages visible to takers"),
+    ("outstanding", "msgboard_queue_messages_unacked", "Messages delivered or leased, not acked"),
+    ("history", "msgboard_queue_messages_history", "Messages in the queue's history"),
+    ("consumers", "msgboard_queue_consumers", "Consumers attached to the queue's selectors"),
+)
+
+
+def reason_label(reason: str) -> str:
+    """A dead letter's reason as a label value: its first word
+    ("bounce: no room in reply_to" -> "bounce")."""
+    return reason.split(":", 1)[0]
+
+
+class BoardCollector(Collector):
+    """Reads the board's figures at each scrape."""
+
+    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+        self.board = board
+        self.calls = calls
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.board.stats_async().result(SCRAPE_TIMEOUT)
+        traffic = self.board.traffic_async().result(SCRAPE_TIMEOUT)
+        yield from counters(traffic, [q.name for q in stats.queues])
+        yield from gauges(stats)
+        yield GaugeMetricFamily(
+            "msgboard_disk_free_bytes",
+            "Free bytes on the data directory's file system",
+            value=shutil.disk_usage(self.board.path).free,
+        )
+        if self.calls is not None:
+            yield GaugeMetricFamily(
+                "msgboard_connections",
+                "Clients (peer addresses) with a call in progress",
+                value=self.calls.peers(),
+            )
+
+
+def counters(traffic: dict[str, Traffic], queues: list[str]) -> Iterator[Metric]:
+    """The per-queue counters, for every queue that exists (0 when it has had
+    no traffic since the board opened)."""
+    none = Traffic()
+    rows = [(q, traffic.get(q, none)) for q in queues]
+    for attr, name, text in _COUNTERS:
+        m = CounterMetricFamily(name, text, labels=["queue"])
+        for q, t in rows:
+            m.add_metric([q], getattr(t, attr))
+        yield m
+    m = CounterMetricFamily(
+        "msgboard_messages_dead_lettered",
+        "Messages dead-lettered (or discarded as dead letters), by reason",
+        labels=["queue", "reason"],
+    )
+    for q, t in rows:
+        by: dict[str, int] = {}
+        for reason, n in t.reasons.items():
+            label = reason_label(reason)
+            by[label] = by.get(label, 0) + n
+        for label, n in sorted(by.items()):
+            m.add_metric([q, label], n)
+    yield m
+
+
+def gauges(stats: BoardStats) -> Iterator[Metric]:
+    for attr, name, text in _GAUGES:
+        m = GaugeMetricFamily(name, text, labels=["queue"])
+        for q in stats.queues:
+            m.add_metric([q.name], getattr(q, attr))
+        yield m
+    yield GaugeMetricFamily(
+        "msgboard_takes_blocked",
+        "Takes and Reads blocked waiting for a match",
+        value=sum(q.waiting for q in stats.queues),
+    )
+    yield GaugeMetricFamily(
+        "msgboard_lmdb_map_bytes", "The LMDB map's size", value=stats.store.map_size
+    )
+    yield GaugeMetricFamily(
+        "msgboard_lmdb_used_bytes", "Bytes of the LMDB map in use", value=stats.store.map_used
+    )
+
+
+class Metrics:
+    """The metrics of one served board and their HTTP listener."""
+
+    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+        self.board = board
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BoardCollector(board, calls))
+        ProcessCollector(registry=self.registry)
+        self.commit_seconds = Histogram(
+            "msgboard_commit_seconds",
+            "Group commits by duration (their operations, the commit and the fsync)",
+            buckets=COMMIT_SECONDS,
+            registry=self.registry,
+        )
+        self.commit_messages = Histogram(
+            "msgboard_commit_messages",
+            "Group commits by size: operations committed together (a Post is one)",
+            buckets=COMMIT_SIZES,
+            registry=self.registry,
+        )
+        self._server: WSGIServer | None = None
+        self.address = ""
+        board.on_commit(self._committed)
+
+    def _committed(self, seconds: float, ops: int) -> None:
+        self.commit_seconds.observe(seconds)
+        self.commit_messages.observe(ops)
+
+    def serve(self, c: ServeConfig) -> str:
+        """Starts the listener at ``c.metrics_listen``; returns HOST:PORT it
+        bound. Raises Exposed (outside loopback without TLS or --insecure),
+        ListenFailed."""
+        host, _, port = c.metrics_listen.rpartition(":")
+        exposed = not is_loopback(c.metrics_listen)
+        if exposed and not c.tls and not c.insecure:
+            raise Exposed(
+                f"refusing to serve metrics on {c.metrics_listen} outside loopback without "
+                "TLS (--tls-cert, --tls-key): they name every queue; add them, or "
+                "--insecure to serve them to anyone who can reach it"
+            )
+        bare = host[1:-1] if host.startswith("[") else host
+        tls: dict[str, Any] = {}
+        if c.tls:
+            tls = {"certfile": c.tls_cert, "keyfile": c.tls_key}
+            if c.tls_client_ca:
+                tls |= {"client_cafile": c.tls_client_ca, "client_auth_required": True}
+        try:
+            server, _ = start_http_server(int(port), bare, self.registry, **tls)
+        except OSError as e:
+            raise ListenFailed(
+                f"cannot serve metrics on {c.metrics_listen}: {e.strerror or e}"
+            ) from None
+        self._server = server
+        self.address = f"{host}:{server.server_port}"
+        if exposed and not c.tls:
+            log.warning(
+                "WARNING: --insecure: metrics on %s without TLS: anyone who can reach it "
+                "sees every queue's name and traffic",
+                self.address,
+            )
+        return self.address
+
+    def close(self) -> None:
+        self.board.on_commit(None)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
