@@ -159,7 +159,8 @@ class Metrics:
         )
         self.commit_messages = Histogram(
             "msgboard_commit_messages",
-            "Group commits by size: operations committed together (a Post is one)",
+            "Group commits by size: messages stored on queues (posted, forwarded, "
+            "dead-lettered; 0 for acks alone)",
             buckets=COMMIT_SIZES,
             registry=self.registry,
         )
@@ -167,9 +168,9 @@ class Metrics:
         self.address = ""
         board.on_commit(self._committed)
 
-    def _committed(self, seconds: float, ops: int) -> None:
+    def _committed(self, seconds: float, messages: int) -> None:
         self.commit_seconds.observe(seconds)
-        self.commit_messages.observe(ops)
+        self.commit_messages.observe(messages)
 
     def serve(self, c: ServeConfig) -> str:
         """Starts the listener at ``c.metrics_listen``; returns HOST:PORT it

@@ -109,10 +109,20 @@ def test_the_endpoint_counts_each_queue_s_traffic(metered: tuple[ServerProcess, 
     s, at = metered
     with Client(s.address, timeout=30) as c:
         traffic(c)
-    got = scrape(at)
+        got = scrape(at)
+        events = len(c.read("$sys", max=1000))
     assert {k: got.get(k) for k in EXPECTED} == EXPECTED
-    assert got[("msgboard_commit_seconds_count", ())] >= 10
-    assert got[("msgboard_commit_messages_sum", ())] >= 10
+    commits = got[("msgboard_commit_seconds_count", ())]
+    assert commits >= 10
+    assert got[("msgboard_commit_messages_count", ())] == commits
+    # The size of a group is the messages it stored: the 8 published on the
+    # three queues, and the $sys events posted by then (a group of acks or
+    # takes alone stores none).
+    published = sum(
+        v for (name, _), v in got.items() if name == "msgboard_messages_published_total"
+    )
+    assert published == 8
+    assert published <= got[("msgboard_commit_messages_sum", ())] <= published + events
     assert got[("msgboard_lmdb_map_bytes", ())] >= got[("msgboard_lmdb_used_bytes", ())] > 0
     assert got[("msgboard_disk_free_bytes", ())] > 0
     assert ("msgboard_connections", ()) in got

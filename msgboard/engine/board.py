@@ -325,6 +325,7 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1
             arrive(b, txn, info, stored)
+        b.stored += posted
         b.after(lambda: net.count(queue, posted=posted))
         net.settle(b)
         return out

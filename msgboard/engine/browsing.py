@@ -187,9 +187,11 @@ class Browsing:
         return self._writer.submit(lambda b: {k: t.copy() for k, t in net.traffic.items()})
 
     def on_commit(self, fn: Callable[[float, int], object] | None) -> None:
-        """Has ``fn(seconds, ops)`` called on the writer thread after each
-        group commit: how long the group took (its operations, the commit
-        and the fsync) and how many operations it held. None: no calls."""
+        """Has ``fn(seconds, messages)`` called on the writer thread after
+        each group commit: how long the group took (its operations, the
+        commit and the fsync) and how many messages it stored on queues
+        (posted, forwarded, dead-lettered; 0 for a group of acks alone).
+        None: no calls."""
         self._writer.observe = fn
 
     def snapshot_async(self, path: str | os.PathLike[str]) -> Future[SnapshotInfo]:

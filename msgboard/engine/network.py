@@ -509,6 +509,7 @@ class Network(Pulling, Holds, Overflow):
             return 0
         txn, info = found
         stored = txn.append(name, msg, b.now)
+        b.stored += 1
         self._later(b, name, posted=1)
         self.arrive(b, txn, info, stored, hops)
         return stored.seq

@@ -51,6 +51,9 @@ class Batch:
         self._after: list[Callable[[], object]] = []
         #: The time of the batch, µs: one clock reading for every op in it.
         self.now = now_us()
+        #: Messages stored on a queue by the batch's ops (posted, forwarded,
+        #: dead-lettered): the size a group commit is observed with.
+        self.stored = 0
 
     def txn(self, durable: bool) -> Txn:
         """The batch's transaction on the durable or the memory store."""
@@ -246,7 +249,7 @@ class Writer:
         self.commits += 1
         self.committed_ops += len(ops)
         if self.observe is not None:
-            self.observe(time.perf_counter() - started, len(ops))
+            self.observe(time.perf_counter() - started, batch.stored)
         for (_, fut, _), (value, err) in zip(ops, results, strict=True):
             if fut.done() or value is PENDING:
                 continue
