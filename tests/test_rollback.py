@@ -49,3 +49,26 @@ def test_a_rolled_back_group_takes_back_its_deliveries_and_acks(board: Board) ->
     assert sink.wait(5)[4].id == 5
     assert board.ack(c, [5]).ids == [5]
     assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_rolled_back_ack_leaves_its_messages_held(board: Board) -> None:
+    """Given a consumer holding deliveries 1 and 2, when a group acks both
+    and then fails, I expect both outstanding again and their messages still
+    held: a Take afterwards gets only the third message."""
+    board.create_queue(QueueSpec("q"))
+    board.post("q", [Message(body=b"%d" % i) for i in range(3)])
+    sink = Sink()
+    c, _ = board.subscribe("q", deliver=sink.deliver, end=sink.end, credit=2)
+    assert [d.id for d in sink.wait(2)] == [1, 2]
+    gate = threading.Event()
+    board._writer.submit(lambda b: gate.wait(10))  # what follows is one group
+    acked = board.ack_async(c, [1, 2], 0)
+    failed: Future[None] = board._writer.submit(_fail)
+    gate.set()
+    for fut in (acked, failed):
+        with pytest.raises(StoreError):
+            fut.result(10)
+    assert sorted(c.outstanding) == [1, 2]
+    assert [m.body for m in board.take("q", max=10)] == [b"2"]
+    assert board.ack(c, [1, 2]).ids == [1, 2]
+    assert board.get_queue("q").unprocessed == 0

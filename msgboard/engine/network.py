@@ -524,6 +524,21 @@ class Network(Pulling, Holds, Overflow):
         self._drained(q)
         return done
 
+    def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message]) -> None:
+        """Processes waiting messages into history as ``process`` does, for
+        a caller that does not use them (an ack): no history Message built,
+        and one undo for the holds the messages leave, not one each."""
+        q = info.spec.name
+        held = self._holds.get(q)
+        if held:
+            gone = [(m.seq, held.pop(m.seq)) for m in msgs if m.seq in held]
+            if gone:
+                b.undo(partial(held.update, gone))
+        finish, now, most = txn.finish, b.now, info.spec.max_history
+        for m in msgs:
+            finish(q, m.seq, now, most, m)
+        self._drained(q)
+
     def _drained(self, queue: str) -> None:
         feeds = self._by_dest.get(queue)
         if feeds:
