@@ -397,15 +397,16 @@ class Network(Pulling, Holds, Overflow):
     ) -> None:
         """``s`` (DELETE, MOVE or BOUNCE) takes the waiting ``msg``."""
         spec, q = s.spec, info.spec.name
+        if spec.terminal:
+            c = s.consumer
+            assert c is not None
+            self._hold(b, q, msg.seq, c)
+            self._hand_out(b, c, msg)  # counted by its group's flush
+            return
         sid = s.id
         b.after(lambda: self._bump(sid))
         if spec.op is Op.DELETE:
             self.process(b, txn, info, msg)
-        elif spec.terminal:
-            c = s.consumer
-            assert c is not None
-            self._hold(b, q, msg.seq, c)
-            self._hand_out(b, c, msg)
         elif spec.op is Op.BOUNCE:
             self.process(b, txn, info, msg)
             self._set(b, s, "quota", s.quota - 1)
@@ -449,14 +450,14 @@ class Network(Pulling, Holds, Overflow):
                 b.after(lambda: self._bump(sid, dropped=1))
                 self._later(b, spec.source, dropped=1)
                 return False
-            self._hand_out(b, c, msg)
-        else:
-            if s.quota <= 0 or self._room(b, spec.destination) <= 0:
-                b.after(lambda: self._bump(sid, dropped=1))
-                self._later(b, spec.source, dropped=1)
-                return False
-            self._set(b, s, "quota", s.quota - 1)
-            self.append(b, spec.destination, fresh(msg), hops + 1)
+            self._hand_out(b, c, msg)  # counted by its group's flush
+            return True
+        if s.quota <= 0 or self._room(b, spec.destination) <= 0:
+            b.after(lambda: self._bump(sid, dropped=1))
+            self._later(b, spec.source, dropped=1)
+            return False
+        self._set(b, s, "quota", s.quota - 1)
+        self.append(b, spec.destination, fresh(msg), hops + 1)
         b.after(lambda: self._bump(sid))
         return True
 
@@ -496,6 +497,9 @@ class Network(Pulling, Holds, Overflow):
     def _flush(self, c: Consumer) -> None:
         batch, c.pending = c.pending, []
         c.flushing = False
+        s = self.selectors.get(c.selector.id)
+        if s is not None:
+            s.delivered += len(batch)  # one for each message handed out
         if batch and not c.closed:
             c.deliver(batch)
             self.count(c.selector.source, delivered=len(batch))
