@@ -72,3 +72,26 @@ def test_a_rolled_back_ack_leaves_its_messages_held(board: Board) -> None:
     assert [m.body for m in board.take("q", max=10)] == [b"2"]
     assert board.ack(c, [1, 2]).ids == [1, 2]
     assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_rolled_back_pull_leaves_nothing_held(board: Board) -> None:
+    """Given a consumer holding deliveries 1 and 2 of three messages, when a
+    group adds credit (pulling the third) and then fails, I expect the third
+    neither outstanding nor held: a Take afterwards gets it."""
+    board.create_queue(QueueSpec("q"))
+    board.post("q", [Message(body=b"%d" % i) for i in range(3)])
+    sink = Sink()
+    c, _ = board.subscribe("q", deliver=sink.deliver, end=sink.end, credit=2)
+    assert [d.id for d in sink.wait(2)] == [1, 2]
+    gate = threading.Event()
+    board._writer.submit(lambda b: gate.wait(10))  # what follows is one group
+    credit = board.add_credit_async(c, 1)
+    failed: Future[None] = board._writer.submit(_fail)
+    gate.set()
+    for fut in (credit, failed):
+        with pytest.raises(StoreError):
+            fut.result(10)
+    assert (sorted(c.outstanding), c.next_id) == ([1, 2], 3)
+    assert [m.body for m in board.take("q", max=10)] == [b"2"]
+    assert board.ack(c, [1, 2]).ids == [1, 2]
+    assert board.get_queue("q").unprocessed == 0

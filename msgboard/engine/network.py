@@ -400,7 +400,11 @@ class Network(Pulling, Holds, Overflow):
         if spec.terminal:
             c = s.consumer
             assert c is not None
-            self._hold(b, q, msg.seq, c)
+            held = self._holds.setdefault(q, {})
+            if msg.seq in held:
+                self._hold(b, q, msg.seq, c)
+            else:
+                held[msg.seq] = c  # undone with the group's deliveries
             self._hand_out(b, c, msg)  # counted by its group's flush
             return
         sid = s.id
@@ -478,15 +482,19 @@ class Network(Pulling, Holds, Overflow):
         flush for all of its deliveries in the group, not one each. The
         undo runs after those of whatever the group did later (acks, give
         backs, a detach), which put back what they took: the group's
-        deliveries are then exactly the ids from ``did`` on."""
+        deliveries are then exactly the ids from ``did`` on, and it also
+        drops the holds they made (``_take``)."""
         pending = c.pending
         n = len(pending)
         c.flushing = True
 
         def undo() -> None:
             out = c.outstanding
+            held = self._holds.get(c.selector.source)
             for i in range(did, c.next_id):
-                out.pop(i, None)
+                m = out.pop(i, None)
+                if held and m is not None and held.get(m.seq) is c:
+                    del held[m.seq]
             c.next_id = did
             del pending[n:]
             c.flushing = False
