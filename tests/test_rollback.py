@@ -5,12 +5,15 @@ that raises after the others ran."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
 from msgboard import Message, QueueSpec
 from msgboard.engine import Board
+from msgboard.engine.selectors import Consumer
 from msgboard.engine.writer import Batch
 from msgboard.errors import StoreError
 from tests.test_routing import Sink
@@ -20,26 +23,40 @@ def _fail(b: Batch) -> None:
     raise RuntimeError("an operation that fails after the others ran")
 
 
+def _holding_two(board: Board, n: int) -> tuple[Consumer, Sink]:
+    """Queue "q" with ``n`` messages (bodies b"0", b"1", ...) and a consumer
+    with credit 2 holding the first two as deliveries 1 and 2."""
+    board.create_queue(QueueSpec("q"))
+    board.post("q", [Message(body=b"%d" % i) for i in range(n)])
+    sink = Sink()
+    c, _ = board.subscribe("q", deliver=sink.deliver, end=sink.end, credit=2)
+    assert [d.id for d in sink.wait(2)] == [1, 2]
+    return c, sink
+
+
+def _one_failing_group(board: Board, *ops: Callable[[], Future[Any]]) -> None:
+    """Runs ``ops`` and then an operation that raises, as one group: each
+    of them fails with it."""
+    gate = threading.Event()
+    board._writer.submit(lambda b: gate.wait(10))  # what follows is one group
+    futs = [op() for op in ops]
+    futs.append(board._writer.submit(_fail))
+    gate.set()
+    for fut in futs:
+        with pytest.raises(StoreError):
+            fut.result(10)
+
+
 def test_a_rolled_back_group_takes_back_its_deliveries_and_acks(board: Board) -> None:
     """Given a consumer holding deliveries 1 and 2, when one group acks 1
     (its credit pulling message 3), adds credit (pulling 4) and then fails,
     I expect nothing of it sent, 1 and 2 outstanding again and the next id
     3; the same ack afterwards delivers 3 and 4 under ids 3 and 4, and every
     message is acked once."""
-    board.create_queue(QueueSpec("q"))
-    board.post("q", [Message(body=b"%d" % i) for i in range(5)])
-    sink = Sink()
-    c, _ = board.subscribe("q", deliver=sink.deliver, end=sink.end, credit=2)
-    assert [d.id for d in sink.wait(2)] == [1, 2]
-    gate = threading.Event()
-    board._writer.submit(lambda b: gate.wait(10))  # what follows is one group
-    acked = board.ack_async(c, [1], 0)
-    credit = board.add_credit_async(c, 1)
-    failed: Future[None] = board._writer.submit(_fail)
-    gate.set()
-    for fut in (acked, credit, failed):
-        with pytest.raises(StoreError):
-            fut.result(10)
+    c, sink = _holding_two(board, 5)
+    _one_failing_group(
+        board, lambda: board.ack_async(c, [1], 0), lambda: board.add_credit_async(c, 1)
+    )
     assert (sorted(c.outstanding), c.next_id, c.pending, len(sink.got)) == ([1, 2], 3, [], 2)
     assert board.ack(c, [1]).ids == [1]
     board.add_credit(c, 1)
@@ -48,4 +65,28 @@ def test_a_rolled_back_group_takes_back_its_deliveries_and_acks(board: Board) ->
     assert board.ack(c, [2, 3, 4]).ids == [2, 3, 4]
     assert sink.wait(5)[4].id == 5
     assert board.ack(c, [5]).ids == [5]
+    assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_rolled_back_ack_leaves_its_messages_held(board: Board) -> None:
+    """Given a consumer holding deliveries 1 and 2, when a group acks both
+    and then fails, I expect both outstanding again and their messages still
+    held: a Take afterwards gets only the third message."""
+    c, _ = _holding_two(board, 3)
+    _one_failing_group(board, lambda: board.ack_async(c, [1, 2], 0))
+    assert sorted(c.outstanding) == [1, 2]
+    assert [m.body for m in board.take("q", max=10)] == [b"2"]
+    assert board.ack(c, [1, 2]).ids == [1, 2]
+    assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_rolled_back_pull_leaves_nothing_held(board: Board) -> None:
+    """Given a consumer holding deliveries 1 and 2 of three messages, when a
+    group adds credit (pulling the third) and then fails, I expect the third
+    neither outstanding nor held: a Take afterwards gets it."""
+    c, _ = _holding_two(board, 3)
+    _one_failing_group(board, lambda: board.add_credit_async(c, 1))
+    assert (sorted(c.outstanding), c.next_id) == ([1, 2], 3)
+    assert [m.body for m in board.take("q", max=10)] == [b"2"]
+    assert board.ack(c, [1, 2]).ids == [1, 2]
     assert board.get_queue("q").unprocessed == 0

@@ -113,6 +113,22 @@ def test_parrot_every_copy_subscriber_gets_everything(board: Board) -> None:
     assert all(d.message is e.message for s in sinks[1:] for d, e in zip(first, s.got, strict=True))
 
 
+def test_a_terminal_selector_counts_what_it_hands_out(board: Board) -> None:
+    """Given a MOVE and a COPY subscriber on a queue, when seven messages
+    arrive in two posts (two groups), I expect each subscriber's selector to
+    count seven delivered and none dropped."""
+    board.create_queue(QueueSpec("q"))
+    (mc, ms), (cc, cs) = subscribe(board, "q"), subscribe(board, "q", op=Op.COPY)
+    post(board, "q", *nums(3))
+    post(board, "q", *nums(4))
+    ms.wait(7)
+    cs.wait(7)
+    views = {v.id: v for v in board.list_selectors("q")}
+    for c in (mc, cc):
+        v = views[c.selector.id]
+        assert (v.delivered, v.dropped) == (7, 0)
+
+
 def test_housecat_address_eq_selectors_route_by_address(board: Board) -> None:
     """Given EQ address selectors from a pets queue to cats and dogs, when I
     post cats and dogs, I expect each queue to get its own."""

@@ -9,12 +9,13 @@ import dataclasses
 from pathlib import Path
 
 import lmdb
+import pytest
 
 from msgboard import codec
 from msgboard.deliveries import deliveries_to_bytes
 from msgboard.engine import Board
 from msgboard.lmdbstore import record
-from msgboard.message import Message, Section, frame, stamp, wire
+from msgboard.message import Message, Section, build, frame, stamp, wire
 from msgboard.spec import QueueSpec
 from msgboard.v1 import board_pb2 as pb
 
@@ -153,3 +154,33 @@ def test_a_client_posts_without_what_a_post_does_not_keep() -> None:
     taken = stamp(Message(body=b"x"), "q", 5, POSTED, 0, 0, U)
     [p] = codec.messages_to_pb([taken])
     assert (p.queue, p.seq, p.section) == ("", 0, 0)  # no clearing on the server
+
+
+def test_build_makes_the_message_the_constructor_makes() -> None:
+    """Given every field set, I expect ``build`` (which fills the slots of an
+    unfrozen twin and then changes its class) to give a frozen Message equal
+    to the constructor's, with every slot set and no attribute store allowed."""
+    kw = dict(
+        tuple=("a", 1, 2.5, b"b", None, True),
+        address="addr",
+        priority=3,
+        headers={"h": "v"},
+        reply_to="back",
+        expires_at=POSTED + 9,
+        content_type="text/plain",
+        body=b"body",
+        queue="q",
+        seq=5,
+        posted_at=POSTED,
+        processed_at=POSTED + 1,
+        delivery_count=2,
+        section=Section.HISTORY,
+    )
+    made = Message(**kw)  # type: ignore[arg-type]
+    built = build(*kw.values())  # type: ignore[arg-type]
+    assert type(built) is Message and built == made
+    assert [getattr(built, s) for s in Message.__slots__] == [
+        getattr(made, s) for s in Message.__slots__
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.body = b"other"  # type: ignore[misc]

@@ -64,6 +64,8 @@ class Holds:
 
         def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message: ...
 
+        def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message]) -> None: ...
+
         def dead(
             self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
         ) -> None: ...
@@ -115,8 +117,7 @@ class Holds:
             # Every message a consumer holds came from its selector's source.
             found = self._lookup(b, s.source)
             if found is not None:
-                for _, m in taken:
-                    self.process(b, *found, m)
+                self.finish(b, *found, [m for _, m in taken])
         self._work[s] = None
         return Acked(list(chosen), rejected)
 

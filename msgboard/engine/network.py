@@ -397,15 +397,20 @@ class Network(Pulling, Holds, Overflow):
     ) -> None:
         """``s`` (DELETE, MOVE or BOUNCE) takes the waiting ``msg``."""
         spec, q = s.spec, info.spec.name
+        if spec.terminal:
+            c = s.consumer
+            assert c is not None
+            held = self._holds.setdefault(q, {})
+            if msg.seq in held:
+                self._hold(b, q, msg.seq, c)
+            else:
+                held[msg.seq] = c  # undone with the group's deliveries
+            self._hand_out(b, c, msg)  # counted by its group's flush
+            return
         sid = s.id
         b.after(lambda: self._bump(sid))
         if spec.op is Op.DELETE:
             self.process(b, txn, info, msg)
-        elif spec.terminal:
-            c = s.consumer
-            assert c is not None
-            self._hold(b, q, msg.seq, c)
-            self._hand_out(b, c, msg)
         elif spec.op is Op.BOUNCE:
             self.process(b, txn, info, msg)
             self._set(b, s, "quota", s.quota - 1)
@@ -449,14 +454,14 @@ class Network(Pulling, Holds, Overflow):
                 b.after(lambda: self._bump(sid, dropped=1))
                 self._later(b, spec.source, dropped=1)
                 return False
-            self._hand_out(b, c, msg)
-        else:
-            if s.quota <= 0 or self._room(b, spec.destination) <= 0:
-                b.after(lambda: self._bump(sid, dropped=1))
-                self._later(b, spec.source, dropped=1)
-                return False
-            self._set(b, s, "quota", s.quota - 1)
-            self.append(b, spec.destination, fresh(msg), hops + 1)
+            self._hand_out(b, c, msg)  # counted by its group's flush
+            return True
+        if s.quota <= 0 or self._room(b, spec.destination) <= 0:
+            b.after(lambda: self._bump(sid, dropped=1))
+            self._later(b, spec.source, dropped=1)
+            return False
+        self._set(b, s, "quota", s.quota - 1)
+        self.append(b, spec.destination, fresh(msg), hops + 1)
         b.after(lambda: self._bump(sid))
         return True
 
@@ -477,15 +482,19 @@ class Network(Pulling, Holds, Overflow):
         flush for all of its deliveries in the group, not one each. The
         undo runs after those of whatever the group did later (acks, give
         backs, a detach), which put back what they took: the group's
-        deliveries are then exactly the ids from ``did`` on."""
+        deliveries are then exactly the ids from ``did`` on, and it also
+        drops the holds they made (``_take``)."""
         pending = c.pending
         n = len(pending)
         c.flushing = True
 
         def undo() -> None:
             out = c.outstanding
+            held = self._holds.get(c.selector.source)
             for i in range(did, c.next_id):
-                out.pop(i, None)
+                m = out.pop(i, None)
+                if held and m is not None and held.get(m.seq) is c:
+                    del held[m.seq]
             c.next_id = did
             del pending[n:]
             c.flushing = False
@@ -496,6 +505,9 @@ class Network(Pulling, Holds, Overflow):
     def _flush(self, c: Consumer) -> None:
         batch, c.pending = c.pending, []
         c.flushing = False
+        s = self.selectors.get(c.selector.id)
+        if s is not None:
+            s.delivered += len(batch)  # one for each message handed out
         if batch and not c.closed:
             c.deliver(batch)
             self.count(c.selector.source, delivered=len(batch))
@@ -523,6 +535,21 @@ class Network(Pulling, Holds, Overflow):
         done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg)
         self._drained(q)
         return done
+
+    def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message]) -> None:
+        """Processes waiting messages into history as ``process`` does, for
+        a caller that does not use them (an ack): no history Message built,
+        and one undo for the holds the messages leave, not one each."""
+        q = info.spec.name
+        held = self._holds.get(q)
+        if held:
+            gone = [(m.seq, held.pop(m.seq)) for m in msgs if m.seq in held]
+            if gone:
+                b.undo(partial(held.update, gone))
+        finish, now, most = txn.finish, b.now, info.spec.max_history
+        for m in msgs:
+            finish(q, m.seq, now, most, m)
+        self._drained(q)
 
     def _drained(self, queue: str) -> None:
         feeds = self._by_dest.get(queue)

@@ -150,6 +150,9 @@ class Pulling:
             # One undo for the cursor's moves in this chunk, not one each.
             b.undo(partial(setattr, s, "cursor", s.cursor))
             now = b.now
+            # A MOVE consumer's credit is its own (``credit`` without the
+            # selector's checks, once per message).
+            c = None if copy or not s.spec.terminal else s.consumer
             for m in chunk:
                 if copy:
                     if self.credit(b, s) <= 0:  # a byte cap: replay waits
@@ -158,7 +161,7 @@ class Pulling:
                     self._copy(b, s, m, 0)
                 elif m.expired(now):
                     self.dead(b, txn, info, m, "expired", 0)
-                elif self.credit(b, s) > 0:
+                elif (not c.closed and c.credit() > 0) if c is not None else self.credit(b, s) > 0:
                     self._take(b, txn, info, s, m, 0)
                 else:
                     s.cursor = m.seq

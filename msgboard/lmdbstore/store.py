@@ -155,6 +155,11 @@ class Txn(abc.ABC):
         the message as this store holds it (read in this transaction or
         since): the store may use it rather than read it again."""
 
+    def finish(self, name: str, seq: int, now: int, max_history: int, known: Message) -> None:
+        """As ``process``, for a caller that does not use the processed
+        message (an ack): a store may skip building it."""
+        self.process(name, seq, now, max_history, known)
+
     @abc.abstractmethod
     def restore(self, name: str, msg: Message) -> None:
         """Puts a processed message back into the unprocessed section under

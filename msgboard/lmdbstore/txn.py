@@ -314,6 +314,16 @@ class DurableTxn(Txn):
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
     ) -> Message:
+        old = self._process(name, seq, now, max_history, known)
+        return stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+
+    def finish(self, name: str, seq: int, now: int, max_history: int, known: Message) -> None:
+        self._process(name, seq, now, max_history, known)
+
+    def _process(
+        self, name: str, seq: int, now: int, max_history: int, known: Message | None
+    ) -> Message:
+        """Moves the record to history; returns it as it was (unprocessed)."""
         q = self._q.get(name) or self._touch(name)
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
@@ -331,19 +341,18 @@ class DurableTxn(Txn):
             else:
                 old = known
             self._unfile(q.prefix, old)
-            m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
             q.unprocessed -= 1
             self._wrote = True
             if max_history > 0:
                 # The unprocessed record never has processed_at, and a later
                 # field wins when protobuf parses: appending the two changed
                 # fields is the whole new record, without decoding it.
-                suffix = processed_suffix(now, m.delivery_count)
+                suffix = processed_suffix(now, old.delivery_count + 1)
                 self._txn.put(key, record.append(raw, suffix), db=self._history)
                 q.history += 1
                 if q.history > max_history:
                     self._trim(q, q.history - max_history)
-        return m
+        return old
 
     def _trim(self, q: _Queue, n: int) -> None:
         """Drops the queue's ``n`` oldest history messages."""
