@@ -8,6 +8,12 @@ line. Tuples are JSON arrays; templates are JSON arrays in which "?int",
 "?float", "?str", "?bytes", "?bool", "?null" are formals, "?" is any,
 {"range": [lo, hi]} and {"prefix": "s"} are patterns. Address patterns: eq:NAME, topic:rec.pets.*,
 prefix:P, all (a bare name means eq:).
+
+A client command keeps gRPC's own C-core log lines off stderr
+(``GRPC_VERBOSITY=NONE`` unless set): stderr carries the command's errors
+only. Ctrl-C during a blocking call closes the channel under it, and gRPC's
+poller then logs an EBADF from ``epoll_wait`` at exit, which a user would
+read as a failure of a command that ended as asked (status 130).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -312,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _user(args)
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
         from msgboard.commands import run
 
         return run(args)
