@@ -189,15 +189,20 @@ def test_ctrl_c_ends_a_long_running_command_quietly(
     watching = command[0] == "watch"
     if watching:
         client.post_many("q", [("n", i) for i in range(3)])
+    # Ctrl-C raises KeyboardInterrupt in the child as in a terminal, whatever
+    # the test run inherited: a shell starts background commands (`cmd &`)
+    # with SIGINT ignored. Set in the child after exec: a preexec_fn would
+    # run Python between fork and exec of this multi-threaded process (gRPC's
+    # threads), which can deadlock the child before it ever runs.
+    interruptible = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'msgboard'; runpy.run_module('msgboard', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "msgboard", *command, "--server", server.address, "--json"],
+        [sys.executable, "-c", interruptible, *command, "--server", server.address, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # As in a terminal, whatever the test run inherited: a shell starts
-        # background commands (`cmd &`) with SIGINT ignored, and a Python
-        # child then never raises KeyboardInterrupt.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     if watching:
