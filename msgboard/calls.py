@@ -20,6 +20,8 @@ from typing import Any
 
 import grpc
 
+from msgboard.auth import caller
+
 log = logging.getLogger("msgboard.access")
 
 #: The fields that name a call's queue, by request type: the first one set.
@@ -43,23 +45,23 @@ def queue_of(request: Any) -> str:
 class Call:
     """One call in progress."""
 
-    __slots__ = ("method", "peer", "queue", "started")
+    __slots__ = ("identity", "method", "peer", "queue", "started")
 
     def __init__(self, method: str, peer: str) -> None:
         self.method = method
         self.peer = peer
         self.queue = ""
+        self.identity = ""
         self.started = time.perf_counter()
 
 
 class Calls(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Counts the calls in progress by peer; logs each one that ends when
-    ``access`` is true. ``identify(context)``: the caller's user name ("" on
-    a board without users; called only for the access log)."""
+    ``access`` is true, with the identity the guard found (``auth.caller``:
+    "" on a board without users, "?" for a caller refused)."""
 
-    def __init__(self, access: bool = False, identify: Callable[[Any], str] | None = None) -> None:
+    def __init__(self, access: bool = False) -> None:
         self.access = access
-        self.identify = identify
         self.open: collections.Counter[str] = collections.Counter()
 
     def peers(self) -> int:
@@ -84,9 +86,7 @@ class Calls(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if context.cancelled() and code is None:
             code = grpc.StatusCode.CANCELLED
         status = "OK" if code is None else code.name
-        identity = ""
-        if self.identify is not None:
-            identity = self.identify(context)
+        identity = call.identity
         ms = (time.perf_counter() - call.started) * 1000
         log.info(
             "%s peer=%s identity=%s queue=%s status=%s duration_ms=%.2f",
@@ -132,33 +132,50 @@ class Calls(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             behavior = self._both(h.stream_stream, name)
         return make(behavior, h.request_deserializer, h.response_serializer)  # type: ignore[no-any-return]
 
+    # Each wrapper runs the guard's behaviour in its own context, so what
+    # the guard left in ``auth.caller`` is read here once the call is done.
+
     def _unary(self, behavior: Any, method: str) -> Any:
         async def call(request: Any, context: Any) -> Any:
-            self._start(method, context).queue = queue_of(request)
-            return await behavior(request, context)
+            c = self._start(method, context)
+            c.queue = queue_of(request)
+            try:
+                return await behavior(request, context)
+            finally:
+                c.identity = caller.get()
 
         return call
 
     def _out(self, behavior: Any, method: str) -> Any:
         async def call(request: Any, context: Any) -> AsyncIterator[Any]:
-            self._start(method, context).queue = queue_of(request)
-            async for r in behavior(request, context):
-                yield r
+            c = self._start(method, context)
+            c.queue = queue_of(request)
+            try:
+                async for r in behavior(request, context):
+                    yield r
+            finally:
+                c.identity = caller.get()
 
         return call
 
     def _in(self, behavior: Any, method: str) -> Any:
         async def call(requests: AsyncIterator[Any], context: Any) -> Any:
             c = self._start(method, context)
-            return await behavior(_noting(requests, c), context)
+            try:
+                return await behavior(_noting(requests, c), context)
+            finally:
+                c.identity = caller.get()
 
         return call
 
     def _both(self, behavior: Any, method: str) -> Any:
         async def call(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             c = self._start(method, context)
-            async for r in behavior(_noting(requests, c), context):
-                yield r
+            try:
+                async for r in behavior(_noting(requests, c), context):
+                    yield r
+            finally:
+                c.identity = caller.get()
 
         return call
 

@@ -84,10 +84,12 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self.quota = quota
 
     def authenticate(self, context: Any) -> User:
-        """The caller, also left in ``auth.caller`` for the servicer."""
+        """The caller, also left in ``auth.caller`` for the servicer and the
+        access log ("?" for a caller who does not authenticate)."""
         auth = context.auth_context()
         cns = auth.get("x509_common_name") or ()
         cn = cns[0].decode(errors="replace") if cns else None
+        caller.set("?")
         user = self.users.authenticate(tuple(context.invocation_metadata() or ()), cn)
         caller.set(user.name)
         return user

@@ -71,16 +71,6 @@ class Security:
         self.guard = Guard(self.users, board, self.quota)
         return [self.guard]
 
-    def identity(self, context: Any) -> str:
-        """The caller's user name, for the access log: "" on a board without
-        users, "?" for a caller who does not authenticate."""
-        if self.guard is None:
-            return ""
-        try:
-            return self.guard.authenticate(context).name
-        except MsgboardError:
-            return "?"
-
     def describe(self) -> str:
         """The start-up log line's security part."""
         parts = []

@@ -404,7 +404,7 @@ async def serve(
     # Calls are watched (one interceptor more) only for what needs it.
     calls = None
     if config.metrics_listen or config.access_log:
-        calls = Calls(access=bool(config.access_log), identify=security.identity)
+        calls = Calls(access=bool(config.access_log))
     metrics = Metrics(board, calls) if config.metrics_listen else None
     readiness = Readiness(config.ready_file)
     try:
