@@ -43,7 +43,7 @@ from msgboard.engine import (
     QueueView,
 )
 from msgboard.engine.events import BOARD_STOPPING
-from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError
+from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
 from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
@@ -425,6 +425,10 @@ async def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGHUP, security.reload)
+        # A board whose writer died cannot keep its word: stop serving.
+        board.on_failure(lambda e: loop.call_soon_threadsafe(stop.set))
+        if board.failure is not None:
+            stop.set()
         await readiness.serving(f"{host}:{port}", metrics_at)
         log.info(
             "msgboard serving on %s:%d (data %s, sync %s; %s)",
@@ -439,6 +443,9 @@ async def serve(
         await stop.wait()
         log.info("msgboard stopping")
         await readiness.stopping()
+        if board.failure is not None:
+            await server.stop(grace)
+            raise Unavailable(f"the board stopped: its writer thread failed ({board.failure!r})")
         board.emit(BOARD_STOPPING)
         # Blocked calls get their "nothing in time" answer rather than wait
         # out the grace period and be cancelled.

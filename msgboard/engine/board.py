@@ -29,7 +29,7 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
@@ -116,6 +116,17 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the board stopped writing, if its writer thread died."""
+        return self._writer.failure
+
+    def on_failure(self, fn: Callable[[BaseException], object]) -> None:
+        """Has ``fn`` called (on the writer thread) if the writer dies: from
+        then on every call fails with Unavailable, and whoever serves the
+        board must stop serving it."""
+        self._writer.on_failure = fn
 
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends

@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 #: Returned by an operation whose future is now answered by someone else
 #: (a waiter), or whose caller already gave up.
 PENDING: Any = object()
+#: The longest the writer sleeps in one wait, seconds. A deadline further off
+#: (an expiry in the year 9999) is waited for in steps: ``queue.get`` refuses a
+#: timeout past ``threading.TIMEOUT_MAX`` (about 292 years) with
+#: OverflowError, and waking once an hour costs nothing.
+MAX_WAIT = 3600.0
 
 
 class Batch:
@@ -133,6 +138,11 @@ class Writer:
         self.committed_ops = 0
         #: Called after each group commit with its seconds and size.
         self.observe: Callable[[float, int], object] | None = None
+        #: Why the thread died (None while it runs or once it stopped
+        #: cleanly), and who is told: a board that cannot write must stop
+        #: serving, never hang.
+        self.failure: BaseException | None = None
+        self.on_failure: Callable[[BaseException], object] | None = None
         self._thread = threading.Thread(target=self._run, name="msgboard-writer", daemon=True)
         self._thread.start()
 
@@ -142,6 +152,8 @@ class Writer:
         fut = Future() if fut is None else fut
         with self._lock:
             if self._closed:
+                if self.failure is not None:
+                    raise Unavailable(f"the board stopped: its writer failed ({self.failure!r})")
                 raise Unavailable("the board is closed")
             self._inbox.put((run, fut, size))
         return fut
@@ -189,10 +201,41 @@ class Writer:
         self._thread.join()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:
+            self._die(e)
+
+    def _die(self, e: BaseException) -> None:
+        """The thread is dying of ``e``: everything submitted, and everything
+        submitted from now on, fails with Unavailable, and ``on_failure`` is
+        told, so the board stops serving instead of hanging."""
+        log.critical("the writer thread died; the board stops serving", exc_info=e)
+        self.failure = e
+        with self._lock:
+            self._closed = True
+        gone = Unavailable(f"the board stopped: its writer failed ({e!r})")
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None and not item[1].done():
+                item[1].set_exception(gone)
+        for w in self._waiters.all():
+            self._waiters.remove(w)
+            if not w.future.done():
+                w.future.set_exception(gone)
+        if self.on_failure is not None:
+            self.on_failure(e)
+
+    def _loop(self) -> None:
         stop = False
         while not stop:
             deadline = self._next_deadline()
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            timeout = (
+                None if deadline is None else min(MAX_WAIT, max(0.0, deadline - time.monotonic()))
+            )
             ops = []
             try:
                 item = self._inbox.get(timeout=timeout)
