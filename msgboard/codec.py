@@ -47,11 +47,11 @@ from msgboard.spec import (
 )
 from msgboard.v1 import board_pb2 as pb
 
-_SECTION_TO_PB = {
+SECTION_TO_PB = {
     Section.UNPROCESSED: pb.SECTION_UNPROCESSED,
     Section.HISTORY: pb.SECTION_HISTORY,
 }
-_SECTION_FROM_PB = {v: k for k, v in _SECTION_TO_PB.items()}
+_SECTION_FROM_PB = {v: k for k, v in SECTION_TO_PB.items()}
 
 
 def value_to_pb(v: Value, out: pb.FieldValue, where: str = "value") -> None:
@@ -120,7 +120,7 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         if not record:
             p.queue = m.queue
             p.seq = m.seq
-            p.section = _SECTION_TO_PB[m.section]
+            p.section = SECTION_TO_PB[m.section]
         if m.posted_at:
             us_to_ts(m.posted_at, p.posted_at)
         elif not m._pure:
@@ -132,7 +132,7 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
     if not record:
         p.queue = m.queue
         p.seq = m.seq
-        p.section = _SECTION_TO_PB[m.section]
+        p.section = SECTION_TO_PB[m.section]
     if m.address:
         p.address = m.address
     if m.priority:
@@ -267,11 +267,11 @@ def encode_record(m: Message) -> bytes:
         p.ClearField("posted_at")
         p.ClearField("delivery_count")
         w = p.SerializeToString()
-    return w + _board_fields(m.posted_at, m.processed_at, m.delivery_count)
+    return w + board_fields(m.posted_at, m.processed_at, m.delivery_count)
 
 
 @functools.lru_cache(maxsize=256)
-def _board_fields(posted_at: int, processed_at: int, delivery_count: int) -> bytes:
+def board_fields(posted_at: int, processed_at: int, delivery_count: int) -> bytes:
     """The encoded fields the board sets on a record; cached, as the
     messages of one group commit share one time."""
     p = pb.Message(delivery_count=delivery_count)
@@ -297,7 +297,7 @@ def processed_suffix(processed_at: int, delivery_count: int) -> bytes:
     """The bytes that, appended to an unprocessed record, make it the
     processed one: protobuf merges concatenated messages, a later scalar
     winning."""
-    return _board_fields(0, processed_at, delivery_count)
+    return board_fields(0, processed_at, delivery_count)
 
 
 # ---------------------------------------------------------------- patterns

@@ -10,7 +10,7 @@ metadata: the error's ``info()``) and, for INVALID_ARGUMENT with a field to
 blame, a ``google.rpc.BadRequest`` with one field violation (the path,
 ``messages[2].tuple[0]``, and what is wrong with it). An error inside a
 stream that carries on is an ``Error`` message with the same details.
-``msgboard.wire`` reads them back for the Python client.
+``msgboard.client.wire`` reads them back for the Python client.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@
 The engine raises these; ``msgboard.details`` maps them to status codes and
 ``google.rpc`` details (an ErrorInfo whose reason is the class name, with the
 facts of ``info()``; a BadRequest for InvalidArgument), in one place, and
-``msgboard.wire`` maps them back with ``from_wire``, so a client catches the
+``msgboard.client.wire`` maps them back with ``from_wire``, so a client catches the
 same classes, with the same attributes, an embedded user does. Nothing here
 imports gRPC.
 """

@@ -16,8 +16,8 @@ from typing import IO
 import pytest
 
 from msgboard.cli import build_parser, main
+from msgboard.cli.commands import RPC_COMMANDS
 from msgboard.client import Client
-from msgboard.commands import RPC_COMMANDS
 from msgboard.message import now_us
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb

@@ -5,7 +5,7 @@ loopback port for the whole module.
 The format is conformance/README.md. Requests are parsed with
 ``json_format.ParseDict`` and sent on the stub of a ``msgboard.client.Client``
 (its channel, credentials and metadata); failures are turned into
-msgboard's typed errors by the client's own mapping (``msgboard.wire``), and
+msgboard's typed errors by the client's own mapping (``msgboard.client.wire``), and
 the expected ``code``, ``reason`` and ``field`` are read from that error.
 """
 
@@ -29,11 +29,11 @@ from google.protobuf.message import Message as PbMessage
 from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
+from msgboard.client.wire import _error
 from msgboard.details import DETAILS_KEY
 from msgboard.errors import InvalidArgument
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
-from msgboard.wire import _error
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "conformance" / "cases"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from msgboard.auth import token_hash
 from msgboard.cli import main
 from msgboard.client import Client
 from msgboard.config import ServeConfig
 from msgboard.errors import Kicked, NotFound
 from msgboard.security import Security
+from msgboard.security.auth import token_hash
 from msgboard.testing import ServerThread
 
 

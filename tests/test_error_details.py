@@ -14,11 +14,11 @@ from google.protobuf.any_pb2 import Any as AnyPb
 from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
+from msgboard.client.wire import _rebuilt
 from msgboard.errors import InvalidArgument, QueueNotFound
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _rebuilt
 from tests.test_subscribe import Requests
 
 

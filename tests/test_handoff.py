@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from msgboard.errors import NotFound
-from msgboard.handoff import Handoff
+from msgboard.server.handoff import Handoff
 
 
 def _counting_wakeups(loop: asyncio.AbstractEventLoop) -> list[int]:

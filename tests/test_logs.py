@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from msgboard.auth import token_hash
 from msgboard.client import Client
 from msgboard.errors import PermissionDenied, Unauthenticated
+from msgboard.security.auth import token_hash
 from tests.served import Served
 
 TOKEN = "alice-token-5b1f0c9e"

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from msgboard import cli, config
-from msgboard.auth import UNAUTHENTICATED, token_hash
 from msgboard.client import Client
 from msgboard.config import ServeConfig
 from msgboard.errors import (
@@ -33,6 +32,7 @@ from msgboard.errors import (
     Unavailable,
 )
 from msgboard.security import Security
+from msgboard.security.auth import UNAUTHENTICATED, token_hash
 from msgboard.testing import ServerProcess, ServerThread
 from tests.pki import CA
 
@@ -402,7 +402,7 @@ def test_sighup_rereads_certificates_and_users_without_dropping_connections(
 
 
 def test_how_a_call_names_its_user(tmp_path: Path) -> None:
-    from msgboard.auth import Users
+    from msgboard.security.auth import Users
 
     users = Users.load(_users(tmp_path / "users.toml"))
     assert users.authenticate([("authorization", "Bearer alice-token")], None).name == "alice"

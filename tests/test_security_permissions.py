@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from msgboard.auth import token_hash
 from msgboard.client import Client
 from msgboard.config import ServeConfig
 from msgboard.errors import (
@@ -31,8 +30,9 @@ from msgboard.errors import (
     ResourceExhausted,
 )
 from msgboard.message import Message
-from msgboard.permissions import RPCS
 from msgboard.security import Security
+from msgboard.security.auth import token_hash
+from msgboard.security.permissions import RPCS
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from tests.pki import CA

@@ -584,8 +584,8 @@ def test_nightly_against_a_board_with_a_snapshot_dir(
     admin's token names the day, and says where the board wrote it when
     SNAPSHOTS is another directory; given the board's snapshot directory,
     it runs the night on that snapshot."""
-    from msgboard.auth import token_hash
     from msgboard.client import Client
+    from msgboard.security.auth import token_hash
     from msgboard.testing import ServerProcess
 
     users = tmp_path / "users.toml"

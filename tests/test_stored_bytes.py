@@ -12,10 +12,10 @@ import lmdb
 import pytest
 
 from msgboard import codec
-from msgboard.deliveries import deliveries_to_bytes
 from msgboard.engine import Board
 from msgboard.lmdbstore import record
 from msgboard.message import Message, Section, build, frame, stamp, wire
+from msgboard.server.deliveries import deliveries_to_bytes
 from msgboard.spec import QueueSpec
 from msgboard.v1 import board_pb2 as pb
 

@@ -88,7 +88,7 @@ def take_snapshot(args: argparse.Namespace) -> str:
     not hold it is an error that says so. An open board with no snapshot
     directory refuses a relative name (RelativePath): it is then sent
     ``SNAPSHOTS/YYYY-MM-DD`` whole."""
-    from msgboard.commands import connect
+    from msgboard.cli.commands import connect
     from msgboard.errors import FailedPrecondition, RelativePath
     from msgboard.lmdbstore import snapshot as snapshots
 

@@ -2,10 +2,10 @@
 
 ``Calls`` is the outermost interceptor of a served board. It counts the
 calls in progress by peer (``msgboard_connections`` is how many peers have
-one: ``msgboard.metrics``) and, when there is an access log
+one: ``msgboard.server.metrics``) and, when there is an access log
 (``--access-log``), writes one line per call once it ends: method, peer,
 identity (on a board with users), queue, status and duration, through the
-logger ``msgboard.access`` (``msgboard.logs`` formats it). Never a message
+logger ``msgboard.access`` (``msgboard.server.logs`` formats it). Never a message
 body, a token or any other request field: the queue is read from the
 request's queue-naming field only.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from msgboard.auth import caller
+from msgboard.security.auth import caller
 
 log = logging.getLogger("msgboard.access")
 

@@ -3,7 +3,7 @@
 ``Security.build`` loads the certificates and the users file, refuses to
 expose a board (a listener outside loopback without both TLS and a users
 file exits unless ``insecure``), and hands the server what it needs: the
-port's credentials, the interceptor (``msgboard.guard``), where snapshots
+port's credentials, the interceptor (``msgboard.security.guard``), where snapshots
 go. ``reload`` (SIGHUP) reads the certificates and the users file again;
 a bad file is logged and the current ones stay.
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 import grpc
 
-from msgboard.auth import Users
 from msgboard.config import ServeConfig
 from msgboard.engine import Board
 from msgboard.errors import ConfigError, Exposed, ListenFailed, MsgboardError
-from msgboard.guard import Guard, Quota
-from msgboard.snapshot_dir import SnapshotDir
+from msgboard.security.auth import Users
+from msgboard.security.guard import Guard, Quota
+from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.tls import ServerCerts, is_loopback
 
 log = logging.getLogger("msgboard.security")

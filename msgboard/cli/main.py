@@ -320,11 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
-        from msgboard.commands import run
+        from msgboard.cli.commands import run
 
         return run(args)
     except MsgboardError as e:
-        from msgboard.lines import report_error
+        from msgboard.cli.lines import report_error
 
         report_error(e, getattr(args, "json", False))
         return 2 if e.code == "INVALID_ARGUMENT" else 1
@@ -334,9 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """Runs a board; a start-up failure is one line on stderr, exit 1."""
-    from msgboard import logs
     from msgboard.engine import Limits
-    from msgboard.server import serve
+    from msgboard.server import logs, serve
 
     logging.basicConfig(level=logging.INFO, format=logs.TEXT)
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
@@ -357,7 +356,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _user(args: argparse.Namespace) -> int:
-    from msgboard.auth import new_token
+    from msgboard.security.auth import new_token
 
     token, digest = new_token()
     print(token)  # for the user: --token or $MSGBOARD_TOKEN

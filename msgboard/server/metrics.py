@@ -7,7 +7,7 @@ Stats figures, and ``BoardCollector`` reads them only when Prometheus
 scrapes: one Stats view and one copy of the counters per scrape. Two things
 are observed as they happen, each once per group commit, not per message:
 the commit's duration and size (``Board.on_commit``). ``msgboard_connections``
-comes from ``msgboard.calls``, which counts calls in progress by peer.
+comes from ``msgboard.server.calls``, which counts calls in progress by peer.
 
 The listener is plain HTTP on loopback (the default host). Outside loopback
 it follows the board's own rule (``msgboard.security``): the metrics name
@@ -31,10 +31,10 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, st
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from msgboard.calls import Calls
 from msgboard.config import ServeConfig
 from msgboard.engine import Board, BoardStats, Traffic
 from msgboard.errors import Exposed, ListenFailed
+from msgboard.server.calls import Calls
 from msgboard.tls import is_loopback
 
 log = logging.getLogger("msgboard.metrics")

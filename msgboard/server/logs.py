@@ -3,7 +3,7 @@
 ``configure`` sets up the root logger from ``--log-format`` (``text``: one
 readable line; ``json``: one JSON object a line, keys ``time``, ``level``,
 ``logger``, ``message``, and ``error`` with a traceback) and ``--log-level``,
-all on standard error. The access log (``msgboard.calls`` writes it, logger
+all on standard error. The access log (``msgboard.server.calls`` writes it, logger
 ``msgboard.access``) goes to ``--access-log FILE``, or to standard error
 with the rest for ``-``; in JSON its fields are keys of their own (``method``,
 ``peer``, ``identity``, ``queue``, ``status``, ``duration_ms``).

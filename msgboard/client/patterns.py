@@ -3,7 +3,7 @@ which a type (``int``, ``str`` …) is a formal, ``ANY`` matches anything,
 ``Range`` and ``Prefix`` are patterns and anything else is an actual value;
 a list of templates is a set of alternatives; an address pattern is a
 string in the CLI notation (``"topic:rec.pets.*"``). Shared by the client's
-data calls (``msgboard.client``) and its admin calls (``msgboard.admin``).
+data calls (``msgboard.client``) and its admin calls (``msgboard.client.admin``).
 """
 
 from __future__ import annotations

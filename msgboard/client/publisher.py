@@ -16,12 +16,12 @@ from typing import Any
 import grpc
 
 from msgboard import codec
+from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import Unavailable
 from msgboard.message import Message, Value
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _in_stream, _mapped
 
 
 class Poster(abc.ABC):
@@ -95,13 +95,13 @@ class Publisher(Poster):
                 messages=codec.messages_to_pb(messages),
             )
         )
-        with _mapped():
+        with mapped():
             r = next(self._call, None)
         if r is None:
             self._closed = True
             raise Unavailable("the board ended the post stream")
         if r.HasField("error"):
-            raise _in_stream(r.error)
+            raise in_stream(r.error)
         return codec.receipts_from_pb(r.seqs, r.dispositions)
 
     def close(self) -> None:

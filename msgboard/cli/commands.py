@@ -1,6 +1,6 @@
 """The client commands of ``msgboard``: what each does with a ``Client``,
 and how it prints what it gets (plain lines, or one JSON object per line
-with ``--json``). ``msgboard.cli`` parses the command line and calls
+with ``--json``). ``msgboard.cli.main`` parses the command line and calls
 ``run`` for every command that talks to a board.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from msgboard.associative import parse_template, parse_tuple
+from msgboard.cli.lines import print_message, print_row, report_error, time_us, when
 from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
-from msgboard.lines import print_message, print_row, report_error, time_us, when
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import UNLIMITED
 
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         elif cmd == "consumer":
             return _consumer_command(c, args)
         elif cmd == "watch":
-            from msgboard.watching import watch
+            from msgboard.cli.watching import watch
 
             return watch(c, args, _templates(args), *_start(args.start))
         elif cmd == "snapshot":
@@ -298,7 +298,7 @@ def _expires_at(args: argparse.Namespace) -> int:
 
 def _post(c: Any, args: argparse.Namespace) -> int:
     if args.ndjson:
-        from msgboard.bulk import post_ndjson
+        from msgboard.cli.bulk import post_ndjson
 
         single = [
             flag

@@ -1,6 +1,6 @@
 """The server's gate: one interceptor that, before any servicer runs, finds
-who is calling (``msgboard.auth``), checks what the call needs
-(``msgboard.permissions.RPCS``) and counts what the caller holds open
+who is calling (``msgboard.security.auth``), checks what the call needs
+(``msgboard.security.permissions.RPCS``) and counts what the caller holds open
 (``Quota``). Servicers never see credentials.
 
 Installed only on a board with a users file. A denied call ends with
@@ -20,13 +20,13 @@ from typing import Any
 
 import grpc
 
-from msgboard import permissions
-from msgboard.auth import User, Users, caller
 from msgboard.details import abort
 from msgboard.engine import Board
 from msgboard.engine.events import USER_DENIED
 from msgboard.errors import MsgboardError, NotFound, PermissionDenied, ResourceExhausted
-from msgboard.permissions import RPCS, Need, SelectorRef
+from msgboard.security import permissions
+from msgboard.security.auth import User, Users, caller
+from msgboard.security.permissions import RPCS, Need, SelectorRef
 from msgboard.v1 import board_pb2 as pb
 
 log = logging.getLogger("msgboard.guard")

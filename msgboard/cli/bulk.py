@@ -1,6 +1,6 @@
 """Bulk posting for ``msgboard post QUEUE --ndjson FILE``: one message a
 line, each a JSON object in the shape ``read --json`` prints
-(``msgboard.lines``), sent through one PostStream.
+(``msgboard.cli.lines``), sent through one PostStream.
 
 Lines are read, checked and sent as the stream goes, so a file of any size
 posts in bounded memory. A bad line ends the stream: the lines before it
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from msgboard.cli.lines import message_from_json
 from msgboard.errors import InvalidArgument
-from msgboard.lines import message_from_json
 from msgboard.message import Message
 
 if TYPE_CHECKING:

@@ -3,10 +3,10 @@
 Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
 awaits the operation's future and converts the answer back (a big answer on
 a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.streams``; engine errors become status codes and
+live in ``msgboard.server.streams``; engine errors become status codes and
 ``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
 standard gRPC health service and server reflection (v1 and v1alpha, with the
-proto's comments: ``msgboard.reflection``), so stock tools such as grpcurl,
+proto's comments: ``msgboard.server.reflection``), so stock tools such as grpcurl,
 Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
@@ -31,8 +31,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from msgboard import codec, streams
-from msgboard.calls import Calls
+from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import (
@@ -44,15 +43,17 @@ from msgboard.engine import (
 )
 from msgboard.engine.events import BOARD_STOPPING
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
-from msgboard.handoff import Handoff
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
-from msgboard.metrics import Metrics
-from msgboard.readiness import Readiness
-from msgboard.reflection import Reflection
 from msgboard.security import Security
-from msgboard.snapshot_dir import SnapshotDir
-from msgboard.streams import consumer_to_pb, selector_to_pb
+from msgboard.security.snapshot_dir import SnapshotDir
+from msgboard.server import streams
+from msgboard.server.calls import Calls
+from msgboard.server.handoff import Handoff
+from msgboard.server.metrics import Metrics
+from msgboard.server.readiness import Readiness
+from msgboard.server.reflection import Reflection
+from msgboard.server.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 

@@ -14,7 +14,8 @@ import dataclasses
 
 from msgboard import codec
 from msgboard.associative import AddressPattern, Pattern
-from msgboard.patterns import Templates, make_pattern, start_position
+from msgboard.client.patterns import Templates, make_pattern, start_position
+from msgboard.client.wire import consumer_view, mapped, selector_view
 from msgboard.results import (
     BoardStats,
     ConsumerView,
@@ -34,7 +35,6 @@ from msgboard.spec import (
 )
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _consumer_view, _mapped, _selector_view
 
 #: QueueStats' fields, named as in the proto's QueueStats.
 _QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
@@ -98,27 +98,27 @@ class Admin:
             auto_delete,
             max_deliveries,
         )
-        with _mapped():
+        with mapped():
             q = self._stub.CreateQueue(
                 pb.CreateQueueRequest(spec=codec.spec_to_pb(spec)), timeout=self.timeout
             )
         return _view(q)
 
     def get_queue(self, name: str) -> QueueView:
-        with _mapped():
+        with mapped():
             return _view(self._stub.GetQueue(pb.GetQueueRequest(name=name), timeout=self.timeout))
 
     def list_queues(self) -> list[QueueView]:
-        with _mapped():
+        with mapped():
             r = self._stub.ListQueues(pb.ListQueuesRequest(), timeout=self.timeout)
         return [_view(q) for q in r.queues]
 
     def delete_queue(self, name: str) -> None:
-        with _mapped():
+        with mapped():
             self._stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=self.timeout)
 
     def stats(self, queue: str = "") -> BoardStats:
-        with _mapped():
+        with mapped():
             r = self._stub.Stats(pb.StatsRequest(queue=queue), timeout=self.timeout)
         return BoardStats(
             StoreInfo(True, r.sync, r.map_size, r.map_used, r.commits),
@@ -163,21 +163,21 @@ class Admin:
             Role(role),
         )
         req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
-        with _mapped():
-            return _selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
+        with mapped():
+            return selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
 
     def get_selector(self, sid: str) -> SelectorView:
-        with _mapped():
+        with mapped():
             r = self._stub.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
-        return _selector_view(r)
+        return selector_view(r)
 
     def list_selectors(self, queue: str = "") -> list[SelectorView]:
-        with _mapped():
+        with mapped():
             r = self._stub.ListSelectors(pb.ListSelectorsRequest(queue=queue), timeout=self.timeout)
-        return [_selector_view(p) for p in r.selectors]
+        return [selector_view(p) for p in r.selectors]
 
     def delete_selector(self, sid: str) -> None:
-        with _mapped():
+        with mapped():
             self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
 
     # -- consumers --------------------------------------------------------
@@ -185,16 +185,16 @@ class Admin:
     def list_consumers(self, queue: str = "") -> list[ConsumerView]:
         """Who is connected: the consumers of ``queue`` (or of every queue),
         oldest first. Needs the admin verb."""
-        with _mapped():
+        with mapped():
             r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
-        return [_consumer_view(p) for p in r.consumers]
+        return [consumer_view(p) for p in r.consumers]
 
     def kick_consumer(self, cid: str) -> ConsumerView:
         """Ends consumer ``cid`` as if it had disconnected (its outstanding
         messages go back); returns it as it was. Needs the admin verb."""
-        with _mapped():
+        with mapped():
             r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
-        return _consumer_view(r.consumer)
+        return consumer_view(r.consumer)
 
     # -- snapshots ------------------------------------------------------
 
@@ -203,6 +203,6 @@ class Admin:
         server's snapshot directory, or (an open board without one) an
         absolute path on the server's file system; waits for it as long as ``timeout`` (None: as
         long as the copy takes)."""
-        with _mapped():
+        with mapped():
             r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
         return Snapshot(r.path, r.schema, codec.ts_to_us(r.taken_at), r.bytes, r.messages, r.queues)

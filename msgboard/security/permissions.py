@@ -15,7 +15,7 @@ it needs and the queues it needs it on, read from the request. The verbs:
   KickConsumer, and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
-caller may read or manage. ``msgboard.guard`` applies the table before any
+caller may read or manage. ``msgboard.security.guard`` applies the table before any
 servicer runs; tests walk it.
 """
 
@@ -26,9 +26,9 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-from msgboard.auth import User
 from msgboard.engine.events import SYS
 from msgboard.errors import PermissionDenied
+from msgboard.security.auth import User
 from msgboard.v1 import board_pb2 as pb
 
 READ, WRITE, MANAGE, ADMIN = "read", "write", "manage", "admin"

@@ -27,12 +27,14 @@ from typing import Any
 import grpc
 
 from msgboard import codec
-from msgboard.admin import Admin, Snapshot
 from msgboard.associative import ALL, ANY, AddressPattern, Pattern, Prefix, Range, Template
+from msgboard.client.admin import Admin, Snapshot
+from msgboard.client.patterns import TemplateLike, Templates, make_pattern, start_position
+from msgboard.client.publisher import Poster, Publisher
+from msgboard.client.subscription import AsyncSubscription, Subscription
+from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
-from msgboard.patterns import TemplateLike, Templates, make_pattern, start_position
-from msgboard.publisher import Poster, Publisher
 from msgboard.results import (
     BoardStats,
     ConsumerView,
@@ -55,11 +57,9 @@ from msgboard.spec import (
     SelectorSpec,
     UnmatchedPolicy,
 )
-from msgboard.subscription import AsyncSubscription, Subscription
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _in_stream, _mapped
 
 __all__ = [
     "ALL",
@@ -106,7 +106,7 @@ _MARGIN = 30.0
 class Client(Admin, Poster):
     """A connection to one board: posting, taking, reading, browsing,
     leases and subscriptions here; queues, selectors, consumers, stats and
-    snapshots from ``Admin`` (msgboard/admin.py)."""
+    snapshots from ``Admin`` (msgboard/client/admin.py)."""
 
     def __init__(
         self,
@@ -159,7 +159,7 @@ class Client(Admin, Poster):
     def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Posts messages in one transaction (one unary Post)."""
         req = pb.PostRequest(queue=queue, messages=codec.messages_to_pb(messages))
-        with _mapped():
+        with mapped():
             r = self._stub.Post(req, timeout=self.timeout)
         return codec.receipts_from_pb(r.seqs, r.dispositions)
 
@@ -198,7 +198,7 @@ class Client(Admin, Poster):
                 yield pb.PostStreamRequest(batch_id=n + 1, queue=queue, messages=chunk)
 
         seqs: list[int] = []
-        with _mapped():
+        with mapped():
             for r in self._stub.PostStream(requests()):
                 if r.HasField("error"):
                     errors.append(r.error)
@@ -207,7 +207,7 @@ class Client(Admin, Poster):
                     if progress is not None:
                         progress(len(seqs))
         if errors:
-            raise _in_stream(errors[0])
+            raise in_stream(errors[0])
         if bad:
             raise bad[0]
         return seqs
@@ -258,7 +258,7 @@ class Client(Admin, Poster):
     def _match(self, rpc: Any, req: Any, pattern: Pattern, timeout: float) -> list[Message]:
         codec.pattern_to_pb(pattern, req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
-        with _mapped():
+        with mapped():
             r = rpc(req, timeout=self._deadline(timeout))
         return [codec.message_from_pb(m) for m in r.messages]
 
@@ -295,7 +295,7 @@ class Client(Admin, Poster):
                 if Section(section) is Section.HISTORY
                 else pb.SECTION_UNPROCESSED
             )
-        with _mapped():
+        with mapped():
             r = self._stub.Browse(req, timeout=self.timeout)
         return Page([codec.message_from_pb(m) for m in r.messages], r.next_seq)
 
@@ -318,7 +318,7 @@ class Client(Admin, Poster):
         req.lease.FromNanoseconds(int(lease * 1e9))
         codec.pattern_to_pb(make_pattern(templates, address, filter), req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
-        with _mapped():
+        with mapped():
             r = self._stub.Take(req, timeout=self._deadline(timeout))
         return [
             Delivery(i, codec.message_from_pb(m))
@@ -329,7 +329,7 @@ class Client(Admin, Poster):
         """Acks leased messages (processed for good); with ``nack`` gives
         them back now."""
         ids = [d.id if isinstance(d, Delivery) else d for d in leases]
-        with _mapped():
+        with mapped():
             self._stub.Ack(
                 pb.AckRequest(queue=queue, lease_ids=ids, nack=nack), timeout=self.timeout
             )

@@ -25,10 +25,10 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
+from msgboard.cli.lines import print_message, report_error
+from msgboard.client.subscription import Subscription
 from msgboard.errors import InvalidArgument, MsgboardError, NotFound
-from msgboard.lines import print_message, report_error
 from msgboard.spec import Delivery
-from msgboard.subscription import Subscription
 
 
 def watch(

@@ -24,7 +24,7 @@ from msgboard.results import ConsumerView, SelectorView
 from msgboard.v1 import board_pb2 as pb
 
 
-def _error(e: grpc.RpcError) -> MsgboardError:
+def rpc_error(e: grpc.RpcError) -> MsgboardError:
     call: Any = e if isinstance(e, grpc.Call | grpc.aio.AioRpcError) else None
     code = call.code() if call is not None else None
     text = (call.details() if call is not None else None) or str(e)
@@ -49,15 +49,15 @@ def _rebuilt(code: str, text: str, details: list[AnyPb]) -> MsgboardError:
 
 
 @contextlib.contextmanager
-def _mapped() -> Iterator[None]:
+def mapped() -> Iterator[None]:
     """Turns gRPC failures into msgboard errors, in one place."""
     try:
         yield
     except grpc.RpcError as e:
-        raise _error(e) from None
+        raise rpc_error(e) from None
 
 
-def _selector_view(p: pb.Selector) -> SelectorView:
+def selector_view(p: pb.Selector) -> SelectorView:
     return SelectorView(
         p.id,
         codec.selector_spec_from_pb(p.spec),
@@ -69,7 +69,7 @@ def _selector_view(p: pb.Selector) -> SelectorView:
     )
 
 
-def _consumer_view(p: pb.ConsumerInfo) -> ConsumerView:
+def consumer_view(p: pb.ConsumerInfo) -> ConsumerView:
     return ConsumerView(
         p.id,
         p.peer,
@@ -84,7 +84,7 @@ def _consumer_view(p: pb.ConsumerInfo) -> ConsumerView:
     )
 
 
-def _in_stream(e: pb.Error) -> MsgboardError:
+def in_stream(e: pb.Error) -> MsgboardError:
     """The error a stream reported in one of its answers."""
     return _rebuilt(_code_name(e.code), e.message, list(e.details))
 

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from msgboard import codec
+from msgboard.client.wire import in_stream, mapped, rpc_error, selector_view
 from msgboard.errors import MsgboardError
 from msgboard.results import SelectorView
 from msgboard.spec import (
@@ -27,7 +28,6 @@ from msgboard.spec import (
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.wire import _error, _in_stream, _mapped, _selector_view
 
 
 def _ids(items: Iterable[Delivery | int]) -> list[int]:
@@ -76,19 +76,19 @@ class _Stream(abc.ABC):
             self._answered(r.ref)
             self._note(r.acked)
         elif kind == "subscribed":
-            self.selector = _selector_view(r.subscribed)
+            self.selector = selector_view(r.subscribed)
             self.effective_credit = r.credit
             self.max_outstanding_bytes = r.max_outstanding_bytes
         elif kind == "error":
             self._answered(r.ref)
-            e = _in_stream(r.error)
+            e = in_stream(r.error)
             e.ref = r.ref
             raise e
 
     def _note(self, acks: pb.Acks) -> None:
         self.acked.update(acks.ids)
         for x in acks.rejected:
-            self.rejected[x.id] = _in_stream(x.error)
+            self.rejected[x.id] = in_stream(x.error)
 
     def _answered(self, ref: int) -> None:
         with self._lock:
@@ -160,7 +160,7 @@ class Subscription(_Stream):
         #: A read was interrupted (Ctrl-C) while under way: gRPC allows no
         #: second read on the call, and its locks may be left held.
         self._interrupted = False
-        with _mapped():
+        with mapped():
             self._take(next(call))
 
     def __enter__(self) -> Subscription:
@@ -179,7 +179,7 @@ class Subscription(_Stream):
             except grpc.RpcError as e:
                 if self._closed:
                     raise StopIteration from None
-                raise _error(e) from None
+                raise rpc_error(e) from None
             except BaseException:  # KeyboardInterrupt in the middle of a read
                 self._interrupted = True
                 raise
@@ -280,7 +280,7 @@ class AsyncSubscription(_Stream):
 
         stub = pb_grpc.BoardStub(self._channel)
         self._call = stub.Subscribe(gen())
-        with _mapped():
+        with mapped():
             self._take(await self._call.read())
         return self
 
@@ -292,7 +292,7 @@ class AsyncSubscription(_Stream):
 
     async def __anext__(self) -> Delivery:
         while not self._buffer:
-            with _mapped():
+            with mapped():
                 r = await self._call.read()
             if r is grpc.aio.EOF:  # type: ignore[attr-defined]
                 raise StopAsyncIteration

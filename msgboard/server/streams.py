@@ -20,13 +20,13 @@ from typing import Any
 import grpc
 
 from msgboard import codec
-from msgboard.auth import caller
-from msgboard.deliveries import deliveries_to_bytes
 from msgboard.details import abort, error_to_pb
 from msgboard.engine import Acked, Board, SelectorView
 from msgboard.errors import InvalidArgument, MsgboardError
-from msgboard.handoff import Handoff
 from msgboard.results import ConsumerView
+from msgboard.security.auth import caller
+from msgboard.server.deliveries import deliveries_to_bytes
+from msgboard.server.handoff import Handoff
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 

@@ -15,7 +15,7 @@ A user is known by a bearer token (gRPC metadata ``authorization: Bearer
 name of the client certificate the TLS layer verified. ``authenticate``
 answers a call with no or an unknown credential with one Unauthenticated
 message, whatever the cause, so that a caller learns nothing about which
-users exist. What a user may do is ``msgboard.permissions``'s business.
+users exist. What a user may do is ``msgboard.security.permissions``'s business.
 """
 
 from __future__ import annotations

@@ -1,0 +1,88 @@
+"""The Python client: ``Client(address)`` over gRPC, and what its calls take
+and return (the package's face; the modules below it are its parts).
+
+- ``client``: ``Client``, the data calls (post, take, read, browse, subscribe);
+- ``admin``: ``Admin``, its base: queues, selectors, consumers, stats, snapshots;
+- ``publisher``: ``Publisher``, batched streamed posting;
+- ``subscription``: ``Subscription`` and ``AsyncSubscription``, credit-paced streams;
+- ``patterns``: the Python notation for templates and address patterns;
+- ``wire``: what the client reads back from the wire (errors, views).
+
+It may import the shared vocabulary (``msgboard.message``, ``spec``,
+``errors``, ``results``, ``codec``, ``tls``), ``associative`` and the
+generated ``v1``; never the engine, the store or the server.
+"""
+
+from __future__ import annotations
+
+from msgboard.client.client import (
+    ALL,
+    ANY,
+    DEFAULT_SERVER,
+    AsyncSubscription,
+    BoardStats,
+    Client,
+    ConsumerView,
+    Delivery,
+    Disposition,
+    Message,
+    Op,
+    OverflowPolicy,
+    Page,
+    Position,
+    Prefix,
+    Publisher,
+    QueueSpec,
+    QueueStats,
+    QueueView,
+    Range,
+    Receipt,
+    Role,
+    SelectorSpec,
+    SelectorView,
+    Snapshot,
+    Start,
+    StoreInfo,
+    Subscription,
+    Template,
+    TemplateLike,
+    Templates,
+    UnmatchedPolicy,
+    make_pattern,
+)
+
+__all__ = [
+    "ALL",
+    "ANY",
+    "DEFAULT_SERVER",
+    "AsyncSubscription",
+    "BoardStats",
+    "Client",
+    "ConsumerView",
+    "Delivery",
+    "Disposition",
+    "Message",
+    "Op",
+    "OverflowPolicy",
+    "Page",
+    "Position",
+    "Prefix",
+    "Publisher",
+    "QueueSpec",
+    "QueueStats",
+    "QueueView",
+    "Range",
+    "Receipt",
+    "Role",
+    "SelectorSpec",
+    "SelectorView",
+    "Snapshot",
+    "Start",
+    "StoreInfo",
+    "Subscription",
+    "Template",
+    "TemplateLike",
+    "Templates",
+    "UnmatchedPolicy",
+    "make_pattern",
+]

@@ -1,0 +1,18 @@
+"""The server: a thin gRPC shell around the engine (the package's face).
+
+- ``service``: ``BoardService``, ``create_server`` and ``serve``;
+- ``streams``: PostStream and Subscribe; ``deliveries`` and ``handoff``: what
+  a subscription hands out and how its answers reach the event loop;
+- ``reflection`` and ``readiness``: server reflection and the health service;
+- ``calls``, ``metrics`` and ``logs``: calls in progress and the access log,
+  the Prometheus listener, the log formats.
+
+It may import everything below it (``engine``, ``security``, the shared
+vocabulary); nothing but ``msgboard.testing`` and the CLI imports it.
+"""
+
+from __future__ import annotations
+
+from msgboard.server.service import DEFAULT_DATA, DEFAULT_LISTEN, BoardService, create_server, serve
+
+__all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]
