@@ -1,5 +1,6 @@
-"""Messages and their parts as protobufs: tuple values, timestamps, the
-message itself, the messages of a post and the receipts it answers with.
+"""Messages and their parts as protobufs: tuple values, timestamps,
+sections, the message itself, the messages of a post and the receipts it
+answers with.
 
 On the hot path of every post and delivery: a message that has the bytes it
 was posted or stored as (``message.wire``) is parsed from them, in C, and
@@ -20,6 +21,17 @@ from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Message, Section, Value, build, keep_wire
 from msgboard.spec import Disposition, Receipt
 from msgboard.v1 import board_pb2 as pb
+
+
+def section_from_pb(n: int, where: str = "section") -> Section | None:
+    """The section a request names, None if unset (both sections);
+    InvalidArgument for a number this version does not know."""
+    if n == pb.SECTION_UNSPECIFIED:
+        return None
+    s = SECTION.from_pb.get(n)
+    if s is None:
+        raise InvalidArgument(f"{where}: unknown value {n}")
+    return s
 
 
 def value_to_pb(v: Value, out: pb.FieldValue, where: str = "value") -> None:
