@@ -1,13 +1,14 @@
 """The gRPC server: a thin shell around ``msgboard.engine.Board``.
 
-Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
-awaits the operation's future and converts the answer back (a big answer on
-a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.server.streams``; engine errors become status codes and
-``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
-standard gRPC health service and server reflection (v1 and v1alpha, with the
-proto's comments: ``msgboard.server.reflection``), so stock tools such as grpcurl,
-Postman and grpc_health_probe work.
+Each RPC converts its protobuf request (``msgboard.codec``), calls the
+board, awaits the operation's future (``msgboard.server.handoff.wait``) and
+converts the answer back (a big answer on a worker thread, off the event
+loop: ``_built``); the two streaming calls live in
+``msgboard.server.streams``; engine errors become status codes and
+``google.rpc`` details in one place, ``msgboard.details``. The server also
+serves the standard gRPC health service and server reflection (v1 and
+v1alpha, with the proto's comments: ``msgboard.server.reflection``), so
+stock tools such as grpcurl, Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
