@@ -29,7 +29,7 @@ from google.protobuf.message import Message as PbMessage
 from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
-from msgboard.client.wire import _error
+from msgboard.client.wire import rpc_error
 from msgboard.details import DETAILS_KEY
 from msgboard.errors import InvalidArgument
 from msgboard.testing import ServerThread
@@ -148,7 +148,7 @@ class Failure(Exception):
 
     def __init__(self, e: grpc.RpcError) -> None:
         super().__init__(str(e))
-        self.error = _error(e)
+        self.error = rpc_error(e)
         self.fields: list[str] = []
         call: Any = e
         for key, value in call.trailing_metadata() or ():

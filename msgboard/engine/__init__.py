@@ -14,11 +14,14 @@ from msgboard.engine.board import (
     SelectorView,
     Start,
 )
+from msgboard.engine.events import BOARD_STOPPING
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Traffic
 from msgboard.engine.selectors import Acked
+from msgboard.lmdbstore.snapshot import SnapshotInfo
 
 __all__ = [
+    "BOARD_STOPPING",
     "Acked",
     "Board",
     "BoardStats",
@@ -27,6 +30,7 @@ __all__ = [
     "QueueStats",
     "QueueView",
     "SelectorView",
+    "SnapshotInfo",
     "Start",
     "Traffic",
 ]

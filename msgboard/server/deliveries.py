@@ -12,7 +12,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from msgboard.codec import SECTION_TO_PB, board_fields, message_to_pb
+from msgboard.codec import SECTION, board_fields, message_to_pb
 from msgboard.message import Message, keep_frame
 from msgboard.v1 import board_pb2 as pb
 
@@ -46,7 +46,7 @@ _M = pb.Message.DESCRIPTOR.fields_by_name
 _QUEUE_TAG = _tag(_M["queue"], 2)
 _SEQ_TAG = _tag(_M["seq"], 0)
 _SECTION_FIELD = {
-    s: _tag(_M["section"], 0) + _varint(v) if v else b"" for s, v in SECTION_TO_PB.items()
+    s: _tag(_M["section"], 0) + _varint(v) if v else b"" for s, v in SECTION.to_pb.items()
 }
 _ID_TAG = _tag(pb.Delivery.DESCRIPTOR.fields_by_name["id"], 0)
 _MESSAGE_TAG = _tag(pb.Delivery.DESCRIPTOR.fields_by_name["message"], 2)

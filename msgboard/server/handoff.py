@@ -10,6 +10,9 @@ first of a burst wakes the loop, which then runs everything queued so far.
     handoff = Handoff.of(asyncio.get_running_loop())
     result = await handoff.wait(board.get_queue_async("jobs"))
     handoff.call(push, item)  # from any thread
+
+``wait(fut)`` is the first line's short form, for the running loop: the
+service's calls and the streams await the board's futures with it.
 """
 
 from __future__ import annotations
@@ -86,3 +89,8 @@ class Handoff:
         out.add_done_callback(cancelled)
         fut.add_done_callback(lambda f: self.call(settle, f))
         return out
+
+
+async def wait(fut: Future[T]) -> T:
+    """``fut``'s result, awaited through the running loop's handoff."""
+    return await Handoff.of(asyncio.get_running_loop()).wait(fut)

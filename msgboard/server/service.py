@@ -1,13 +1,14 @@
 """The gRPC server: a thin shell around ``msgboard.engine.Board``.
 
-Each RPC converts its protobuf request (``msgboard.codec``), calls the board,
-awaits the operation's future and converts the answer back (a big answer on
-a worker thread, off the event loop: ``_built``); the two streaming calls
-live in ``msgboard.server.streams``; engine errors become status codes and
-``google.rpc`` details in one place, ``msgboard.details``. The server also serves the
-standard gRPC health service and server reflection (v1 and v1alpha, with the
-proto's comments: ``msgboard.server.reflection``), so stock tools such as grpcurl,
-Postman and grpc_health_probe work.
+Each RPC converts its protobuf request (``msgboard.codec``), calls the
+board, awaits the operation's future (``msgboard.server.handoff.wait``) and
+converts the answer back (a big answer on a worker thread, off the event
+loop: ``_built``); the two streaming calls live in
+``msgboard.server.streams``; engine errors become status codes and
+``google.rpc`` details in one place, ``msgboard.details``. The server also
+serves the standard gRPC health service and server reflection (v1 and
+v1alpha, with the proto's comments: ``msgboard.server.reflection``), so
+stock tools such as grpcurl, Postman and grpc_health_probe work.
 
 Built, then run: ``create_server(board, address)`` returns the server and the
 port it bound (tests pass port 0); ``serve()`` runs one until SIGTERM or
@@ -35,21 +36,21 @@ from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import (
+    BOARD_STOPPING,
     Board,
     BoardStats,
     Limits,
     QueueStats,
     QueueView,
+    SnapshotInfo,
 )
-from msgboard.engine.events import BOARD_STOPPING
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
-from msgboard.lmdbstore.snapshot import SnapshotInfo
-from msgboard.message import Message, Section
+from msgboard.message import Message
 from msgboard.security import Security
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import streams
 from msgboard.server.calls import Calls
-from msgboard.server.handoff import Handoff
+from msgboard.server.handoff import wait
 from msgboard.server.metrics import Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
@@ -64,12 +65,6 @@ __all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "s
 
 SWITCH_INTERVAL = 0.0005
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
-
-_SECTION_FROM_PB = {
-    pb.SECTION_UNSPECIFIED: None,
-    pb.SECTION_UNPROCESSED: Section.UNPROCESSED,
-    pb.SECTION_HISTORY: Section.HISTORY,
-}
 
 
 Handler = Callable[..., Awaitable[T]]
@@ -159,27 +154,27 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.Queue:
-        view = await _wait(self.board.create_queue_async(codec.spec_from_pb(request.spec)))
+        view = await wait(self.board.create_queue_async(codec.spec_from_pb(request.spec)))
         return queue_to_pb(view)
 
     @_mapped
     async def GetQueue(self, request: pb.GetQueueRequest, context: Any) -> pb.Queue:
-        return queue_to_pb(await _wait(self.board.get_queue_async(request.name)))
+        return queue_to_pb(await wait(self.board.get_queue_async(request.name)))
 
     @_mapped
     async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
-        views = await _wait(self.board.list_queues_async())
+        views = await wait(self.board.list_queues_async())
         return await _built(len(views), lambda: queues_to_pb(views))
 
     @_mapped
     async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Any) -> Any:
-        await _wait(self.board.delete_queue_async(request.name))
+        await wait(self.board.delete_queue_async(request.name))
         return pb.DeleteQueueResponse()
 
     @_mapped
     async def Post(self, request: pb.PostRequest, context: Any) -> pb.PostResponse:
         receipts = self.board.post_receipts_async(request.queue, _messages(request.messages))
-        seqs, dispositions = codec.receipts_to_pb(await _wait(receipts))
+        seqs, dispositions = codec.receipts_to_pb(await wait(receipts))
         return pb.PostResponse(seqs=seqs, dispositions=dispositions)
 
     async def PostStream(
@@ -201,7 +196,7 @@ class BoardService(pb_grpc.BoardServicer):
         else:
             fut = self.board.take_async(request.queue, pattern, timeout, request.max)
         try:
-            got: list[Any] = await _wait(fut)
+            got: list[Any] = await wait(fut)
         except asyncio.CancelledError:
             # The client went away (or its deadline passed): whatever the
             # board already took for it goes back to the queue.
@@ -217,7 +212,7 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Ack(self, request: pb.AckRequest, context: Any) -> pb.AckResponse:
-        await _wait(
+        await wait(
             self.board.ack_leases_async(request.queue, list(request.lease_ids), request.nack)
         )
         return pb.AckResponse()
@@ -226,7 +221,7 @@ class BoardService(pb_grpc.BoardServicer):
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:
         pattern = codec.pattern_from_pb(request.pattern)
         timeout = _seconds(request.timeout, "timeout")
-        msgs = await _wait(self.board.read_async(request.queue, pattern, timeout, request.max))
+        msgs = await wait(self.board.read_async(request.queue, pattern, timeout, request.max))
         return await _built(
             len(msgs), lambda: pb.ReadResponse(messages=map(codec.message_to_pb, msgs))
         )
@@ -241,9 +236,8 @@ class BoardService(pb_grpc.BoardServicer):
         ):
             raise InvalidArgument(f"direction: unknown value {request.direction}")
         start = codec.browse_start_from_pb(request.start, reverse)
-        if request.section not in _SECTION_FROM_PB:
-            raise InvalidArgument(f"section: unknown value {request.section}")
-        page = await _wait(
+        section = codec.section_from_pb(request.section)
+        page = await wait(
             self.board.browse_async(
                 request.queue,
                 start,
@@ -251,7 +245,7 @@ class BoardService(pb_grpc.BoardServicer):
                 since=codec.ts_to_us(request.start_time),
                 reverse=reverse,
                 limit=request.limit,
-                section=_SECTION_FROM_PB[request.section],
+                section=section,
                 pattern=codec.pattern_from_pb(request.pattern),
             )
         )
@@ -264,7 +258,7 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
-        stats = await _wait(self.board.stats_async(request.queue))
+        stats = await wait(self.board.stats_async(request.queue))
         return await _built(len(stats.queues), lambda: stats_to_pb(stats))
 
     # -- selectors ------------------------------------------------------
@@ -272,24 +266,24 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
-        return selector_to_pb(await _wait(self.board.create_selector_async(spec)))
+        return selector_to_pb(await wait(self.board.create_selector_async(spec)))
 
     @_mapped
     async def GetSelector(self, request: pb.GetSelectorRequest, context: Any) -> pb.Selector:
-        return selector_to_pb(await _wait(self.board.get_selector_async(request.id)))
+        return selector_to_pb(await wait(self.board.get_selector_async(request.id)))
 
     @_mapped
     async def ListSelectors(
         self, request: pb.ListSelectorsRequest, context: Any
     ) -> pb.ListSelectorsResponse:
-        views = await _wait(self.board.list_selectors_async(request.queue))
+        views = await wait(self.board.list_selectors_async(request.queue))
         return await _built(
             len(views), lambda: pb.ListSelectorsResponse(selectors=map(selector_to_pb, views))
         )
 
     @_mapped
     async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
-        await _wait(self.board.delete_selector_async(request.id))
+        await wait(self.board.delete_selector_async(request.id))
         return pb.DeleteSelectorResponse()
 
     # -- subscriptions --------------------------------------------------
@@ -305,7 +299,7 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def Snapshot(self, request: pb.SnapshotRequest, context: Any) -> pb.SnapshotResponse:
         path = self.snapshots.resolve(request.path)
-        return snapshot_to_pb(await _wait(self.board.snapshot_async(path)))
+        return snapshot_to_pb(await wait(self.board.snapshot_async(path)))
 
     # -- consumers ------------------------------------------------------
 
@@ -313,19 +307,15 @@ class BoardService(pb_grpc.BoardServicer):
     async def ListConsumers(
         self, request: pb.ListConsumersRequest, context: Any
     ) -> pb.ListConsumersResponse:
-        views = await _wait(self.board.list_consumers_async(request.queue))
+        views = await wait(self.board.list_consumers_async(request.queue))
         return pb.ListConsumersResponse(consumers=map(consumer_to_pb, views))
 
     @_mapped
     async def KickConsumer(
         self, request: pb.KickConsumerRequest, context: Any
     ) -> pb.KickConsumerResponse:
-        view = await _wait(self.board.kick_consumer_async(request.id))
+        view = await wait(self.board.kick_consumer_async(request.id))
         return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
-
-
-async def _wait(fut: Future[T]) -> T:
-    return await Handoff.of(asyncio.get_running_loop()).wait(fut)
 
 
 #: Answers of more items than this are built on a worker thread, so that one
@@ -450,7 +440,7 @@ async def serve(
         board.emit(BOARD_STOPPING)
         # Blocked calls get their "nothing in time" answer rather than wait
         # out the grace period and be cancelled.
-        await _wait(board.release())
+        await wait(board.release())
         await server.stop(grace)
     finally:
         if metrics is not None:

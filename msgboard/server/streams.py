@@ -1,5 +1,5 @@
 """The two streaming calls, PostStream and Subscribe, and what they share
-with the unary calls in ``server.py`` (selectors as protobufs). Errors
+with the unary calls in ``service`` (selectors as protobufs). Errors
 become statuses and in-stream ``Error`` answers in ``msgboard.details``.
 
 PostStream reads batches ahead, bounded in bytes, so that concurrent batches
@@ -26,7 +26,7 @@ from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.results import ConsumerView
 from msgboard.security.auth import caller
 from msgboard.server.deliveries import deliveries_to_bytes
-from msgboard.server.handoff import Handoff
+from msgboard.server.handoff import Handoff, wait
 from msgboard.spec import Delivery, Op
 from msgboard.v1 import board_pb2 as pb
 
@@ -166,7 +166,7 @@ async def subscribe(
     o = first.open
     try:
         attach = bool(o.selector_id)
-        consumer, view = await _wait(
+        consumer, view = await wait(
             board.subscribe_async(
                 o.queue,
                 codec.pattern_from_pb(o.pattern, "open.pattern") if o.HasField("pattern") else None,
@@ -269,7 +269,3 @@ async def subscribe(
         reader.cancel()
         with contextlib.suppress(MsgboardError):
             board.unsubscribe_async(consumer)
-
-
-async def _wait(fut: Future[Any]) -> Any:
-    return await Handoff.of(asyncio.get_running_loop()).wait(fut)

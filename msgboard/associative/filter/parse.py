@@ -1,87 +1,44 @@
-"""Filters: JMS message selectors (SQL-92 conditions), compiled once.
+"""The filter parser: text to tokens to a tree of closures, with the types
+checked at compile time and every error pointing at its column.
 
-``compile_filter(text)`` parses a filter and compiles it into a tree of
-closures; ``Filter.matches(msg)`` runs them on one message. Nothing is ever
-``eval``-ed. The grammar, by binding power (loosest first)::
-
-    filter  := expr                              -- a condition
-    expr    := expr OR expr | expr AND expr | NOT expr
-             | sum (= | <> | != | < | <= | > | >=) sum
-             | sum [NOT] BETWEEN sum AND sum
-             | sum [NOT] IN (literal, ...)
-             | sum [NOT] LIKE 'pattern' [ESCAPE 'c']
-             | sum IS [NOT] NULL
-             | sum
-    sum     := sum (+ | -) sum | sum (* | /) sum | (+ | -) sum
-             | literal | name | t[INDEX] | header['key'] | ( expr )
-    literal := 'string' (with '' for ') | 57 | 5.7 | .5 | 7E3 | TRUE | FALSE
-
-Keywords are case-insensitive, names case-sensitive. Comparisons do not
-chain (``a = b = c`` is an error). A name is one of the message fields in
-``FIELDS`` or else a header; ``header['k']`` reaches any header, and
-``t[i]`` is tuple field ``i``.
-
-Values are NULL, booleans, numbers (int, float), strings and bytes (from
-tuples). Missing headers and tuple fields, null tuple fields and unset
-optional fields are NULL; any comparison or arithmetic with NULL is NULL,
-which as a condition is UNKNOWN, and ``AND``/``OR``/``NOT`` follow the
-three-valued truth tables of JMS (SQL). A message matches only when the
-filter is TRUE.
-
-Types are checked twice. At compile time, where both sides have a known
-type (literals, arithmetic, message fields and headers, which are strings),
-a mismatch is InvalidArgument: ``priority = 'high'`` or ``color > 3`` never
-compile. Tuple fields have no static type, so at run time JMS's rule holds:
-comparing values of unlike types (a string with a number, a bool with
-anything but a bool, bytes with anything but bytes) is FALSE, and
-arithmetic on a non-number is NULL.
-
-Bounds keep every filter cheap to compile and run: at most
-``MAX_FILTER_CHARS`` characters, nesting at most ``MAX_DEPTH`` deep (chains
-of one operator, ``a + b + c`` or ``x AND y AND z``, are flattened and do
-not nest), LIKE patterns at most ``MAX_LIKE_CHARS`` and matched without
-backtracking (``msgboard.associative.like``).
+The tokenizer splits the text (strings with '' for ', numbers in the
+64-bit and float ranges, keywords case-insensitive); ``Parser`` climbs
+precedence (Pratt) over the tokens and compiles as it goes: each node is its
+static type ("num", "str", "bool", or "any" for a tuple field, known only at
+run time) and a closure built on ``evaluate``'s operators. Nesting is
+bounded by ``MAX_DEPTH``, so neither parsing nor running a filter nears the
+recursion limit. The grammar is in the package's docstring
+(``msgboard.associative.filter``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, NoReturn
 
-from msgboard.associative.like import MAX_LIKE_CHARS, compile_like
+from msgboard.associative.filter.evaluate import (
+    ARITH,
+    COMPARE,
+    FIELDS,
+    NUMS,
+    Fn,
+    arithmetic,
+    between_test,
+    logic,
+    typed,
+)
+from msgboard.associative.like import compile_like
 from msgboard.associative.tuples import MAX_ARITY
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message
 
-__all__ = ["FIELDS", "MAX_DEPTH", "MAX_FILTER_CHARS", "MAX_LIKE_CHARS", "Filter", "compile_filter"]
-
-#: The longest filter, in characters.
-MAX_FILTER_CHARS = 4096
 #: The deepest nesting of parentheses and operators.
 MAX_DEPTH = 100
-
-# A compiled node: message -> value (None is NULL / UNKNOWN).
-Fn = Callable[[Message], Any]
 
 # Static types of nodes: known ("num", "str", "bool") or only known at run
 # time ("any", tuple fields).
 _NAMES = {"num": "a number", "str": "a string", "bool": "a condition", "any": "a tuple field"}
-
-#: The message fields a filter can name, with their types. An unset
-#: ``reply_to``, ``content_type`` or ``expires_at`` is NULL.
-FIELDS: dict[str, tuple[str, Fn]] = {
-    "address": ("str", attrgetter("address")),
-    "priority": ("num", attrgetter("priority")),
-    "reply_to": ("str", lambda m: m.reply_to or None),
-    "content_type": ("str", lambda m: m.content_type or None),
-    "seq": ("num", attrgetter("seq")),
-    "posted_at": ("num", attrgetter("posted_at")),
-    "expires_at": ("num", lambda m: m.expires_at or None),
-    "delivery_count": ("num", attrgetter("delivery_count")),
-}
 
 _KEYWORDS = frozenset(
     {"AND", "OR", "NOT", "IN", "BETWEEN", "LIKE", "ESCAPE", "IS", "NULL", "TRUE", "FALSE"}
@@ -89,7 +46,6 @@ _KEYWORDS = frozenset(
 _NUMBER = re.compile(r"(?:[0-9]+(\.[0-9]*)?|(\.)[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 _OPS2 = ("<>", "<=", ">=", "!=")
 _OPS1 = "=<>+-*/(),[]"
-_NUMS = (int, float)
 
 # Binding powers: OR 1, AND 2, NOT 3, comparisons 4, + - 5, * / 6, sign 7.
 _CHAIN_BP = {"OR": 1, "AND": 2, "+": 5, "-": 5, "*": 6, "/": 6}
@@ -118,38 +74,6 @@ class _Node:
     fn: Fn
     pos: int
     const: bool = False  # a literal: fn ignores the message
-
-
-class Filter:
-    """A compiled filter; ``matches`` is the per-message test."""
-
-    __slots__ = ("_test", "text")
-
-    def __init__(self, text: str, test: Fn) -> None:
-        self.text = text
-        self._test = test
-
-    def matches(self, msg: Message) -> bool:
-        """True only if the filter is TRUE for ``msg`` (not FALSE or UNKNOWN)."""
-        return self._test(msg) is True
-
-    def evaluate(self, msg: Message) -> bool | None:
-        """TRUE, FALSE or UNKNOWN (None) for ``msg``."""
-        r: bool | None = self._test(msg)
-        return r
-
-    def __repr__(self) -> str:
-        return f"compile_filter({self.text!r})"
-
-
-def compile_filter(text: str) -> Filter:
-    """Parses and compiles ``text``; InvalidArgument saying what is wrong and
-    at which column, with the text and a caret under the place."""
-    if not isinstance(text, str):
-        raise InvalidArgument(f"a filter is a string, not {type(text).__name__}")
-    if len(text) > MAX_FILTER_CHARS:
-        raise InvalidArgument(f"filter of {len(text)} characters, at most {MAX_FILTER_CHARS}")
-    return Filter(text, _Parser(text).parse())
 
 
 def _fail(text: str, pos: int, what: str) -> NoReturn:
@@ -218,7 +142,7 @@ def _tokens(text: str) -> list[_Tok]:
     return out
 
 
-class _Parser:
+class Parser:
     """Precedence climbing (Pratt) over the token list, compiling as it goes.
 
     Each nesting level costs two Python frames here and about one at run
@@ -361,7 +285,7 @@ class _Parser:
             operand = self.expr(7)
             if t.value == "+":
                 f = self.num(operand)
-                return _Node("num", lambda m: v if type(v := f(m)) in _NUMS else None, t.pos)
+                return _Node("num", lambda m: v if type(v := f(m)) in NUMS else None, t.pos)
             return self.negate(operand, t)
         if t.kind == "kw":
             if t.value in ("TRUE", "FALSE"):
@@ -415,16 +339,16 @@ class _Parser:
             # Fold a literal, so that -9223372036854775808 is one constant.
             v = -f(Message())
             return _Node("num", lambda m: v, t.pos, const=True)
-        return _Node("num", lambda m: -v if type(v := f(m)) in _NUMS else None, t.pos)
+        return _Node("num", lambda m: -v if type(v := f(m)) in NUMS else None, t.pos)
 
     def chain(self, family: str, items: list[tuple[str, _Node]]) -> _Node:
         pos = items[0][1].pos
         if family in ("AND", "OR"):
             fns = [self.cond(n) for _, n in items]
-            return _Node("bool", _logic(fns, decisive=family == "OR"), pos)
+            return _Node("bool", logic(fns, decisive=family == "OR"), pos)
         first = self.num(items[0][1])
-        rest = [(_ARITH[op], self.num(n)) for op, n in items[1:]]
-        return _Node("num", _arith(first, rest), pos)
+        rest = [(ARITH[op], self.num(n)) for op, n in items[1:]]
+        return _Node("num", arithmetic(first, rest), pos)
 
     def comparison(self, left: _Node) -> _Node:
         t = self.take()
@@ -434,7 +358,7 @@ class _Parser:
             kind = self.same(t, left, right)
             if kind == "bool" and op not in ("=", "<>", "!="):
                 self.fail(f"booleans compare only with = and <>, not {op}", t)
-            test = _COMPARE["<>" if op == "!=" else op]
+            test = COMPARE["<>" if op == "!=" else op]
             lf, rf = left.fn, right.fn
             return _Node("bool", lambda m: test(lf(m), rf(m)), left.pos)
         negated = op == "NOT"
@@ -456,7 +380,7 @@ class _Parser:
             hi = self.expr(5)
             if self.same(t, left, lo, hi) == "bool":
                 self.fail("BETWEEN needs numbers or strings, not conditions", t)
-            return _Node("bool", _between(left.fn, lo.fn, hi.fn, negated), left.pos)
+            return _Node("bool", between_test(left.fn, lo.fn, hi.fn, negated), left.pos)
         if op == "IN":
             return _Node("bool", self.in_list(left, t, negated), left.pos)
         return _Node("bool", self.like(left, t, negated), left.pos)
@@ -492,8 +416,8 @@ class _Parser:
         if len(kinds) > 1:
             self.fail("an IN list mixes types", t)
         kind = self.same(t, left, _Node(kinds.pop(), left.fn, t.pos))
-        types = {"bool": (bool,), "str": (str,)}.get(kind, _NUMS)
-        return _typed(left.fn, types, frozenset(items).__contains__, negated)
+        types = {"bool": (bool,), "str": (str,)}.get(kind, NUMS)
+        return typed(left.fn, types, frozenset(items).__contains__, negated)
 
     def like(self, left: _Node, t: _Tok, negated: bool) -> Fn:
         if left.kind not in ("str", "any"):
@@ -512,135 +436,4 @@ class _Parser:
             test = compile_like(pat.value, escape)
         except InvalidArgument as err:
             self.fail(str(err), pat)
-        return _typed(left.fn, (str,), test, negated)
-
-
-# ---------------------------------------------------------------- run time
-
-
-def _logic(fns: list[Fn], decisive: bool) -> Fn:
-    """AND (``decisive`` False) or OR (True) in three-valued logic: the
-    decisive value wins; else UNKNOWN if any operand is; else the other."""
-    other = not decisive
-
-    def combine(m: Message) -> Any:
-        r: bool | None = other
-        for f in fns:
-            v = f(m)
-            if v is decisive:
-                return decisive
-            if v is None:
-                r = None
-        return r
-
-    return combine
-
-
-def _div(a: Any, b: Any) -> Any:
-    if b == 0:
-        return None  # division by zero is NULL, for ints and floats alike
-    if type(a) is int and type(b) is int:
-        q = a // b  # truncated toward zero, as Java's long division
-        return q + 1 if q < 0 and q * b != a else q
-    return a / b
-
-
-_ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _div,
-}
-
-
-def _arith(first: Fn, rest: list[tuple[Callable[[Any, Any], Any], Fn]]) -> Fn:
-    def compute(m: Message) -> Any:
-        acc = first(m)
-        if type(acc) not in _NUMS:
-            return None
-        for op, f in rest:
-            v = f(m)
-            if type(v) not in _NUMS:
-                return None
-            try:
-                acc = op(acc, v)
-            except OverflowError:  # an int too large for a float
-                return None
-            if acc is None:
-                return None
-        return acc
-
-    return compute
-
-
-def _like_types(a: Any, b: Any) -> bool:
-    ta, tb = type(a), type(b)
-    return ta is tb or (ta in _NUMS and tb in _NUMS)
-
-
-def _eq(a: Any, b: Any) -> Any:
-    if a is None or b is None:
-        return None
-    if not _like_types(a, b):
-        return False
-    # Every NaN is one value, as in tuples; -0.0 == 0.0 already holds.
-    return a == b or (a != a and b != b)
-
-
-def _ne(a: Any, b: Any) -> Any:
-    if a is None or b is None:
-        return None
-    if not _like_types(a, b):
-        return False
-    return not (a == b or (a != a and b != b))
-
-
-def _ordered(test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
-    def compare(a: Any, b: Any) -> Any:
-        if a is None or b is None:
-            return None
-        ta, tb = type(a), type(b)
-        if (ta in _NUMS and tb in _NUMS) or (ta is tb and ta in (str, bytes)):
-            return test(a, b)
-        return False  # unlike types, or booleans
-
-    return compare
-
-
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "=": _eq,
-    "<>": _ne,
-    "<": _ordered(lambda a, b: a < b),
-    "<=": _ordered(lambda a, b: a <= b),
-    ">": _ordered(lambda a, b: a > b),
-    ">=": _ordered(lambda a, b: a >= b),
-}
-
-
-def _typed(f: Fn, types: tuple[type, ...], test: Callable[[Any], bool], negated: bool) -> Fn:
-    """[NOT] IN and [NOT] LIKE: UNKNOWN for NULL, FALSE for a value of another
-    type, negated or not (JMS: comparing unlike types is false)."""
-
-    def check(m: Message) -> Any:
-        v = f(m)
-        if v is None:
-            return None
-        if type(v) not in types:
-            return False
-        return test(v) is not negated
-
-    return check
-
-
-def _between(f: Fn, lo: Fn, hi: Fn, negated: bool) -> Fn:
-    ge, le, lt, gt = _COMPARE[">="], _COMPARE["<="], _COMPARE["<"], _COMPARE[">"]
-
-    def between(m: Message) -> Any:
-        v = f(m)
-        if negated:  # v < lo OR v > hi
-            a, b = lt(v, lo(m)), gt(v, hi(m))
-            return True if a is True or b is True else None if a is None or b is None else False
-        a, b = ge(v, lo(m)), le(v, hi(m))  # v >= lo AND v <= hi
-        return False if a is False or b is False else None if a is None or b is None else True
-
-    return between
+        return typed(left.fn, (str,), test, negated)

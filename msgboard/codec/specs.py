@@ -1,0 +1,145 @@
+"""Queue specs and selector specs as protobufs, with the positions a
+selector, a subscription or a Browse page starts at.
+
+Reading one checks what the engine's constructors cannot see: a policy,
+operation, role or position this version does not know (``enums``), both
+``max_history`` and ``unlimited_history`` set, and a selector given the
+``credit`` or ``quota`` its kind does not have (``selector_spec_from_pb``).
+"""
+
+from __future__ import annotations
+
+from msgboard import results
+from msgboard.codec.enums import OP, OVERFLOW, POSITION, ROLE, START, UNMATCHED
+from msgboard.codec.messages import ts_to_us, us_to_ts
+from msgboard.codec.patterns import pattern_from_pb, pattern_to_pb
+from msgboard.errors import InvalidArgument
+from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
+from msgboard.spec import Op, Position, QueueSpec, SelectorSpec
+from msgboard.v1 import board_pb2 as pb
+
+
+def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
+    """A queue spec; InvalidArgument for an unknown policy, or for
+    ``max_history`` set with ``unlimited_history``."""
+    if p.unlimited_history and p.max_history:
+        raise InvalidArgument(
+            f"spec.max_history: {p.max_history} with unlimited_history; set one of them"
+        )
+    return QueueSpec(
+        name=p.name,
+        transient=p.transient,
+        max_unprocessed=p.max_unprocessed,
+        overflow=OVERFLOW.value(p.overflow, "spec.overflow"),
+        max_history=UNLIMITED_HISTORY if p.unlimited_history else p.max_history,
+        dead_letter=p.dead_letter,
+        unmatched=UNMATCHED.value(p.unmatched, "spec.unmatched"),
+        auto_delete=p.auto_delete,
+        max_deliveries=p.max_deliveries,
+    )
+
+
+def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
+    return pb.QueueSpec(
+        name=s.name,
+        transient=s.transient,
+        max_unprocessed=s.max_unprocessed,
+        overflow=OVERFLOW.to_pb[s.overflow],
+        max_history=0 if s.max_history == UNLIMITED_HISTORY else s.max_history,
+        unlimited_history=s.max_history == UNLIMITED_HISTORY,
+        dead_letter=s.dead_letter,
+        unmatched=UNMATCHED.to_pb[s.unmatched],
+        auto_delete=s.auto_delete,
+        max_deliveries=s.max_deliveries,
+    )
+
+
+# ---------------------------------------------------------------- selectors
+
+
+def op_from_pb(op: int, where: str = "op") -> Op:
+    return OP.value(op, where)
+
+
+def position_from_pb(pos: int, where: str = "start") -> Position:
+    """A selector's or subscription's start; LATEST is Browse's alone."""
+    if pos == pb.POSITION_LATEST:
+        raise InvalidArgument(
+            f"{where}: POSITION_LATEST is for Browse; a selector starts elsewhere"
+        )
+    return POSITION.value(pos, where)
+
+
+def position_to_pb(pos: Position) -> pb.Position.ValueType:
+    return POSITION.to_pb[pos]
+
+
+def browse_start_from_pb(pos: int, reverse: bool, where: str = "start") -> results.Start:
+    """Where a Browse page starts; unspecified: OLDEST forward, LATEST
+    backward. CURRENT is a selector's alone."""
+    if pos == pb.POSITION_UNSPECIFIED:
+        return results.Start.LATEST if reverse else results.Start.OLDEST
+    if pos == pb.POSITION_CURRENT:
+        raise InvalidArgument(
+            f"{where}: POSITION_CURRENT is for selectors; a page starts elsewhere"
+        )
+    return START.value(pos, where)
+
+
+def browse_start_to_pb(start: results.Start) -> pb.Position.ValueType:
+    return START.to_pb[start]
+
+
+def selector_spec_from_pb(
+    p: pb.SelectorSpec, where: str = "spec", *, stored: bool = False
+) -> SelectorSpec:
+    """A selector spec. The engine keeps one ``credit``: a terminal
+    selector's ``credit`` or a selector to a queue's ``quota``; the other one
+    set is InvalidArgument. ``stored``: a record of the board's, which may
+    come from before ``quota`` (a selector to a queue kept it in ``credit``)."""
+    op = op_from_pb(p.op, f"{where}.op")
+    if op in (Op.MOVE, Op.COPY) and not p.destination:  # terminal
+        if p.quota:
+            raise InvalidArgument(f"{where}.quota: a terminal selector has credit, not a quota")
+        credit = p.credit
+    elif stored:
+        credit = p.quota or p.credit
+    elif p.credit or p.unlimited_credit:
+        raise InvalidArgument(
+            f"{where}.{'credit' if p.credit else 'unlimited_credit'}: "
+            "a selector to a queue has a quota, not credit"
+        )
+    else:
+        credit = p.quota
+    return SelectorSpec(
+        source=p.source,
+        pattern=pattern_from_pb(p.pattern, f"{where}.pattern"),
+        op=op,
+        destination=p.destination,
+        credit=credit,
+        unlimited_credit=p.unlimited_credit,
+        start=position_from_pb(p.start, f"{where}.start"),
+        start_seq=p.start_seq,
+        start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
+        role=ROLE.value(p.role, f"{where}.role"),
+    )
+
+
+def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> pb.SelectorSpec:
+    p = pb.SelectorSpec() if out is None else out
+    p.source = s.source
+    if not s.pattern.matches_all:
+        pattern_to_pb(s.pattern, p.pattern)
+    p.op = OP.to_pb[s.op]
+    p.destination = s.destination
+    if s.terminal:
+        p.credit = s.credit
+        p.unlimited_credit = s.unlimited_credit
+    elif not s.unlimited_credit:
+        p.quota = s.credit
+    p.start = position_to_pb(s.start)
+    p.start_seq = s.start_seq
+    if s.start_time:
+        us_to_ts(s.start_time, p.start_time)
+    p.role = ROLE.to_pb[s.role]
+    return p
