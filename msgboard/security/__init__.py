@@ -9,7 +9,8 @@ caller may do, decided before any servicer runs.
 - ``snapshot_dir``: where a Snapshot may write.
 
 It may import the shared vocabulary (``config``, ``errors``, ``tls``) and
-the generated ``v1``; never the engine or the server.
+the generated ``v1``, and the engine's face for what a rule names (the
+board, ``$sys``); never the server, the client or the CLI.
 """
 
 from __future__ import annotations
