@@ -94,6 +94,7 @@ class DurableTxn(Txn):
         self._admitted = 0
         self._room: int | None = None
         self._guard = Guard(self._fail)
+        # The sub-databases a record's read or write uses, one lookup away.
         self._unprocessed = dbs.unprocessed
         self._history = dbs.history
         self._times = dbs.times
