@@ -1,10 +1,12 @@
 """Fixtures: a real board on a real LMDB directory, served over gRPC on a
-loopback port from a thread of the test process (as httpx's TestServer)."""
+loopback port from a thread of the test process (as httpx's TestServer);
+and the Spark tests' local SparkSession, one per test session."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,3 +34,14 @@ def client(server: ServerThread) -> Iterator[Client]:
 def board(tmp_path: Path) -> Iterator[Board]:
     with Board(tmp_path / "board") as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    pytest.importorskip("pyspark")
+    from pyspark_msgboard import session
+
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    s = session.session("local[2]", conf=conf)
+    yield s
+    s.stop()

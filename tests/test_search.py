@@ -61,10 +61,10 @@ def index_entries(store: Store, name: str) -> int:
         return 0 if q is None else sum(len(seqs) for seqs in q.index.values())
     assert isinstance(store, DurableStore)
     with store._env.begin() as txn:
-        queue = store._queues.get(name)
+        queue = store._cache.queues.get(name)
         if queue is None:
             return 0
-        return sum(1 for k, _ in txn.cursor(store._index) if k[:4] == queue.prefix)
+        return sum(1 for k, _ in txn.cursor(store._dbs.index) if k[:4] == queue.prefix)
 
 
 def expected_entries(store: Store, name: str) -> int:

@@ -19,7 +19,7 @@ from msgboard.engine import Board
 from msgboard.errors import FailedPrecondition, InvalidArgument
 from msgboard.lmdbstore import DurableStore, MapFull
 from msgboard.lmdbstore import snapshot as snapshots
-from msgboard.lmdbstore.durable import SCHEMA
+from msgboard.lmdbstore.layout import SCHEMA
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.spec import UNLIMITED
 from msgboard.testing import ServerThread

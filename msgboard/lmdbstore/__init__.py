@@ -1,7 +1,11 @@
 """Where queues and messages live: the store contract and its two backends.
 
 ``DurableStore`` keeps them in LMDB, ``MemoryStore`` in memory (for transient
-queues); both keep the contract in ``store.py``.
+queues); both keep the contract in ``store.py``. The LMDB side: the store
+opens, grows and copies the environment (``durable.py``), its transaction
+reads and writes it (``txn.py``), and ``layout.py`` declares its keys,
+records and sub-databases, for the store, ``msgboard check`` (``check.py``)
+and the Spark reader alike.
 """
 
 from __future__ import annotations

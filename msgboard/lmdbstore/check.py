@@ -20,14 +20,15 @@ It takes no lock of ours (``lock.py``) and writes nothing: it opens LMDB
 read-only, registering as a reader in LMDB's ``lock.mdb`` when the
 directory has a writable one (so it may run beside a live board and sees one
 commit), and with no lock at all otherwise (a snapshot on read-only
-storage).
+storage). The keys, records and values it reads are those of
+``layout.py``; it decodes them as the store does (``layout.decode_selector``,
+``codec.decode_record``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +39,22 @@ from msgboard import codec
 from msgboard.associative.keys import message_keys
 from msgboard.errors import MsgboardError
 from msgboard.lmdbstore import datafile, record
+from msgboard.lmdbstore.layout import (
+    INDEXED,
+    KEY,
+    MAX_DBS,
+    NAMES,
+    QID,
+    SCHEMAS,
+    SEALED,
+    STATE,
+    U64,
+    decode_selector,
+    dupsort,
+)
 from msgboard.message import Section
 from msgboard.spec import QueueSpec
-from msgboard.v1 import board_pb2 as pb
 
-_QID = struct.Struct(">I")
-_KEY = struct.Struct(">IQ")
-_U64 = struct.Struct(">Q")
-_STATE = struct.Struct(">QQQ")
 _SECTIONS = ((b"unprocessed", Section.UNPROCESSED), (b"history", Section.HISTORY))
 #: Problems listed per queue before the rest are only counted.
 MAX_LISTED = 20
@@ -139,7 +148,7 @@ def check(path: str | os.PathLike[str]) -> Report:
     lockfile = os.path.join(path, "lock.mdb")
     shared = os.access(lockfile, os.W_OK)
     try:
-        env = lmdb.open(path, readonly=True, lock=shared, max_dbs=16, subdir=True)
+        env = lmdb.open(path, readonly=True, lock=shared, max_dbs=MAX_DBS, subdir=True)
     except lmdb.Error as e:
         report.problems.append(f"LMDB cannot open it: {e}")
         return report
@@ -155,25 +164,24 @@ def check(path: str | os.PathLike[str]) -> Report:
 
 def _open(env: lmdb.Environment, txn: lmdb.Transaction[bytes], name: bytes) -> Any:
     try:
-        return env.open_db(name, txn=txn, create=False, dupsort=name == b"index")
+        return env.open_db(name, txn=txn, create=False, dupsort=dupsort(name.decode()))
     except lmdb.NotFoundError:
         return None
 
 
 def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) -> None:
-    dbs = {
-        n: _open(env, txn, n)
-        for n in (b"meta", b"queues", b"state", b"unprocessed", b"history", b"selectors", b"index")
-    }
+    dbs = {n.encode(): _open(env, txn, n.encode()) for n in NAMES}
     if dbs[b"meta"] is None:
         report.problems.append("no meta sub-database: not a msgboard board")
         return
     schema = txn.get(b"schema", db=dbs[b"meta"])
     report.schema = "" if schema is None else schema.decode(errors="replace")
-    if schema not in (b"1", b"2", b"3"):
-        report.problems.append(f"schema {schema!r}: this version reads 1 to 3")
+    if schema not in SCHEMAS:
+        first, last = SCHEMAS[0].decode(), SCHEMAS[-1].decode()
+        report.problems.append(f"schema {schema!r}: this version reads {first} to {last}")
         return
-    sealed = schema == b"3"
+    sealed = schema == SEALED
+    indexed = int(schema) >= int(INDEXED)
     if not sealed:
         report.notes.append(
             f"schema {report.schema} has no checksums; opening it as a board upgrades it"
@@ -189,11 +197,11 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
             report.problems.append(f"queue {name!r}: its entry in queues does not parse ({e})")
             continue
         q = QueueReport(name, qid)
-        raw = txn.get(_QID.pack(qid), db=dbs[b"state"]) if dbs[b"state"] is not None else None
-        if raw is not None and len(raw) == _STATE.size:
-            q.state = _STATE.unpack(raw)
+        raw = txn.get(QID.pack(qid), db=dbs[b"state"]) if dbs[b"state"] is not None else None
+        if raw is not None and len(raw) == STATE.size:
+            q.state = STATE.unpack(raw)
         elif raw is not None:
-            q.add(f"its state entry is {len(raw)} bytes, not {_STATE.size}")
+            q.add(f"its state entry is {len(raw)} bytes, not {STATE.size}")
         by_qid[qid] = q
     orphans: dict[int, QueueReport] = {}
 
@@ -209,10 +217,10 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
     index = dbs[b"index"]
     for dbname, section in _SECTIONS:
         for k, v in _items(txn, dbs[dbname]):
-            if len(k) != _KEY.size:
+            if len(k) != KEY.size:
                 report.problems.append(f"{dbname.decode()}: a key of {len(k)} bytes")
                 continue
-            qid, seq = _KEY.unpack(k)
+            qid, seq = KEY.unpack(k)
             q = of(qid)
             if section is Section.UNPROCESSED:
                 q.unprocessed += 1
@@ -229,7 +237,7 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                     filed[qid] = -1  # its index keys are unknown: not counted
                 q.add(f"seq {seq} ({section.value}): damaged record ({e or 'undecodable'})")
                 continue
-            if section is Section.UNPROCESSED and index is not None and schema != b"1":
+            if section is Section.UNPROCESSED and index is not None and indexed:
                 keys = list(message_keys(m.address, m.tuple))
                 if filed.get(qid, 0) >= 0:
                     filed[qid] = filed.get(qid, 0) + len(keys)
@@ -240,12 +248,12 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                         break
     qids = by_qid.keys()
     for dbname in (b"state", b"times"):
-        for k, _ in _items(txn, dbs.get(dbname) or _open(env, txn, dbname)):
-            qid = _QID.unpack_from(k)[0] if len(k) >= 4 else -1
+        for k, _ in _items(txn, dbs[dbname]):
+            qid = QID.unpack_from(k)[0] if len(k) >= 4 else -1
             if qid not in qids:
                 report.problems.append(f"{dbname.decode()}: an entry of queue id {qid}, no queue's")
                 break
-    if index is not None and schema != b"1":
+    if index is not None and indexed:
         _check_index(txn, index, dbs[b"unprocessed"], of, filed)
     for q in by_qid.values():
         if q.state is None:
@@ -264,7 +272,7 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
         report.selectors += 1
         sid = key.decode(errors="replace")
         try:
-            spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(value), stored=True)
+            spec = decode_selector(value)
         except Exception as e:  # a protobuf DecodeError or InvalidArgument
             report.problems.append(f"selector {sid}: does not parse ({e})")
             continue
@@ -284,13 +292,13 @@ def _check_index(
     entries: dict[int, int] = {}
     cur = txn.cursor(db=index)
     for k, v in cur.iternext(keys=True, values=True):
-        qid = _QID.unpack_from(k)[0]
+        qid = QID.unpack_from(k)[0]
         entries[qid] = entries.get(qid, 0) + 1
-        if len(v) != _U64.size:
+        if len(v) != U64.size:
             of(qid).add(f"an index entry of {len(v)} bytes")
             continue
         if unprocessed is None or txn.get(k[:4] + v, db=unprocessed) is None:
-            seq = _U64.unpack(v)[0]
+            seq = U64.unpack(v)[0]
             of(qid).add(f"the index points at seq {seq}, which is not an unprocessed record")
     for qid in entries.keys() | filed.keys():
         have, want = entries.get(qid, 0), filed.get(qid, 0)

@@ -1,61 +1,11 @@
 """The durable store: queues and messages in one LMDB environment.
 
 This module opens, grows, copies and closes the environment
-(``DurableStore``); its transaction, which reads and writes the layout
-below, is ``DurableTxn`` in ``txn.py``.
-
-Layout. One environment (a directory), seven named sub-databases; a Spark
-reader decodes these files directly, so change the layout only together with
-``schema``. Integers are big-endian, so keys sort by queue, then seq::
-
-    sub-database  key                            value
-    ------------  -----------------------------  -----------------------------
-    meta          b"schema"                      b"3"
-                  b"next_qid"                    u64: the next queue id
-    queues        queue name, UTF-8              JSON {"id": qid,
-                                                   "spec": QueueSpec.to_json(),
-                                                   "created_at": µs}
-    state         qid u32                        ">QQQ": next_seq, unprocessed
-                                                   count, history count
-    unprocessed   qid u32 + seq u64 (12 bytes)   record.seal(key, payload), the
-                                                   payload encode_record(msg)
-    history       qid u32 + seq u64 (12 bytes)   the same
-    times         qid u32 + second u64           seq u64
-    selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
-    meta          b"next_sid"                    u64: the next selector number
-    index         qid u32 + index key            seq u64, sorted duplicates
-                  (dupsort)                        (one per message filed)
-
-A record is a format byte and a CRC32C of its key and payload
-(``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
-seq and section (its key and sub-database say them). Every read checks it:
-a damaged record is RecordDamaged (DATA_LOSS) where one record was asked
-for (``fetch``), and is skipped, logged once and counted (``damaged``)
-where records are walked (``scan``, ``find``, ``seq_at``), so the rest of
-the queue stays usable. The other sub-databases carry no checksum: they are
-read at open (``queues``, ``state``, ``selectors``) or cross-checked by
-``msgboard check`` (``index``, ``times``, the counters).
-
-``times`` is a sparse index: one entry per second in which the queue's
-posted second changed, holding the first seq posted in that second. As
-``posted_at`` never goes backwards within a queue, every seq from one entry
-up to the next was posted in that entry's second; this is what makes
-``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
-queue removes all its keys.
-
-``index`` files each *unprocessed* message under the keys of
-``msgboard.associative.keys`` (its address ``a…``, its shape ``s…``, each
-field ``f…``), written and deleted in the transaction that appends,
-processes or restores it; ``find`` (``search.py``) reads it. A key's
-duplicates are big-endian seqs, so they come back in seq order, and
-LMDB counts them without reading them.
-
-Schemas. ``2`` added ``index``; ``3`` framed every record with its
-checksum. An older directory is upgraded when it is opened (``upgrade.py``),
-once, in one transaction, with a log line (the one time opening reads
-messages): from schema 1 the index is built from the unprocessed records;
-from 1 or 2 every record is sealed. A directory of any other schema is
-refused with StoreError.
+(``DurableStore``); its transaction, which reads and writes queues,
+messages and selectors, is ``DurableTxn`` in ``txn.py``. The layout of the
+environment (its eight sub-databases, their keys and records, the schemas)
+is written down, and declared in code, in ``layout.py``; an older schema is
+upgraded at open (``upgrade.py``).
 
 Opening. The directory is created with mode 0700 if missing, then locked
 (``lock.py``: one board per directory), then its data file is checked
@@ -63,12 +13,15 @@ against its meta pages (``datafile.py``) before LMDB maps it: a truncated
 file would otherwise kill the process with SIGBUS at the first read.
 
 Caches. Opening reads ``meta``, ``queues`` and ``state`` (a few reads per
-queue, never one per message). Each queue's counters live in memory; a
-transaction works on private copies of the queues it writes and publishes
-them only when LMDB has committed, so an abort leaves no trace. Counters are
-written to ``state`` once per transaction, at commit. A queue's last
-``posted_at`` is derived when first needed, from its last record and its last
-``times`` entry (two cursor reads).
+queue, never one per message) into the store's ``Cache`` (``cache.py``):
+each queue's counters live in memory, and a transaction publishes its
+private copies there only when LMDB has committed. Counters are written to
+``state`` once per transaction, at commit.
+
+Transactions. ``begin`` and ``reader`` hand a ``DurableTxn`` what it works
+on: the opened sub-databases (``layout.Dbs``), the cache, the disk reserve,
+and a function it calls when it ends; it reaches into the store for nothing
+else.
 
 py-lmdb's rules, which the engine keeps:
 
@@ -91,30 +44,23 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import os
 import struct
 import threading
 
 import lmdb
 
-from msgboard.errors import DataFileDamaged, RecordDamaged, StoreError, StoreFull
+from msgboard.errors import DataFileDamaged, StoreError, StoreFull
 from msgboard.lmdbstore import datafile, snapshot, upgrade
-from msgboard.lmdbstore.layout import _QID, _STATE, _U64, _Guard, _Queue
+from msgboard.lmdbstore.cache import Cache, QueueState
+from msgboard.lmdbstore.guard import Guard
+from msgboard.lmdbstore.layout import MAX_DBS, QID, SCHEMA, SCHEMAS, STATE, U64, Dbs
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import QueueInfo, Store, StoreInfo
 from msgboard.lmdbstore.txn import HEADROOM, DurableTxn, MiB
 from msgboard.spec import QueueSpec
-
-log = logging.getLogger(__name__)
-
-SCHEMA = b"3"
-#: Schemas this version upgrades when it opens them.
-_UPGRADES = (b"1", b"2")
-#: Named sub-databases the environment has room for (seven used).
-MAX_DBS = 16
 
 
 class DurableStore(Store):
@@ -145,23 +91,19 @@ class DurableStore(Store):
         self.sync = sync
         self._max_map_size = max_map_size
         self._txn: DurableTxn | None = None
-        self._commits = 0
         self._closed = False
         #: Snapshot copies running; guarded by ``_copying``.
         self._copies = 0
         self._copying = threading.Condition()
-        #: Per queue, the seqs of the damaged records met since open.
-        self._damaged: dict[str, set[int]] = {}
         os.makedirs(self.path, mode=0o700, exist_ok=True)
         self._lock = DirectoryLock(self.path)
         try:
             self._reserve = DiskReserve(self.path, disk_reserve)
             datafile.check(self.path)
-            with _Guard():
+            with Guard():
                 self._env = self._open_env(self.path, map_size, sync)
                 try:
-                    self._psize = self._env.stat()["psize"]
-                    self._load()
+                    self._load(self._env.stat()["psize"])
                 except BaseException:
                     self._env.close()
                     raise
@@ -182,53 +124,47 @@ class DurableStore(Store):
             mode=0o600,
         )
 
-    def _load(self) -> None:
+    def _load(self, psize: int) -> None:
         while True:
             try:
-                self._load_once()
+                self._dbs, self._cache = self._load_once(psize)
                 return
             except lmdb.MapFullError:  # only an upgrade writes much
                 self._env.set_mapsize(self._env.info()["map_size"] * 2)
 
-    def _load_once(self) -> None:
+    def _load_once(self, psize: int) -> tuple[Dbs, Cache]:
+        """Opens the sub-databases (upgrading an older schema) and reads the
+        queue table and counters."""
         env = self._env
         with env.begin(write=True) as txn:
-            self._meta = env.open_db(b"meta", txn=txn)
-            self._queues_db = env.open_db(b"queues", txn=txn)
-            self._state = env.open_db(b"state", txn=txn)
-            self._unprocessed = env.open_db(b"unprocessed", txn=txn)
-            self._history = env.open_db(b"history", txn=txn)
-            self._times = env.open_db(b"times", txn=txn)
-            self._selectors = env.open_db(b"selectors", txn=txn)
-            # Not dupfixed: LMDB 0.9.36's compacting copy (a snapshot)
-            # crashes on a dupfixed database.
-            self._index = env.open_db(b"index", txn=txn, dupsort=True)
-            schema = txn.get(b"schema", db=self._meta)
+            dbs = Dbs(env, txn, self.path, psize)
+            schema = txn.get(b"schema", db=dbs.meta)
             if schema is None:
-                txn.put(b"schema", SCHEMA, db=self._meta)
-            elif schema in _UPGRADES:
-                dbs = {"queues": self._queues_db, "unprocessed": self._unprocessed}
-                dbs |= {"history": self._history, "index": self._index, "meta": self._meta}
-                upgrade.run(txn, dbs, schema, SCHEMA, self.path)
+                txn.put(b"schema", SCHEMA, db=dbs.meta)
             elif schema != SCHEMA:
-                raise StoreError(f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}")
-            raw = txn.get(b"next_qid", db=self._meta)
-            self._next_qid = 1 if raw is None else _U64.unpack(raw)[0]
-            raw = txn.get(b"next_sid", db=self._meta)
-            self._next_sid = 1 if raw is None else _U64.unpack(raw)[0]
-            self._queues: dict[str, _Queue] = {}
-            for key, value in txn.cursor(db=self._queues_db):
+                if schema not in SCHEMAS:
+                    raise StoreError(
+                        f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}"
+                    )
+                upgrade.run(txn, dbs, schema, SCHEMA, self.path)
+            raw = txn.get(b"next_qid", db=dbs.meta)
+            next_qid = 1 if raw is None else U64.unpack(raw)[0]
+            raw = txn.get(b"next_sid", db=dbs.meta)
+            next_sid = 1 if raw is None else U64.unpack(raw)[0]
+            queues: dict[str, QueueState] = {}
+            for key, value in txn.cursor(db=dbs.queues):
                 try:
                     d = json.loads(value)
                     info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
-                    state = txn.get(_QID.pack(d["id"]), db=self._state)
-                    counts = (1, 0, 0) if state is None else _STATE.unpack(state)
+                    state = txn.get(QID.pack(d["id"]), db=dbs.state)
+                    counts = (1, 0, 0) if state is None else STATE.unpack(state)
                 except (ValueError, KeyError, TypeError, struct.error) as e:
                     raise DataFileDamaged(
                         f"{self.path}: queue {key.decode(errors='replace')!r}: its stored "
                         f"entry does not parse ({e}); msgboard check {self.path} tells more"
                     ) from None
-                self._queues[key.decode()] = _Queue(d["id"], info, *counts)
+                queues[key.decode()] = QueueState(d["id"], info, *counts)
+        return dbs, Cache(queues, next_qid, next_sid)
 
     def _check(self) -> None:
         if self._closed:
@@ -239,10 +175,10 @@ class DurableStore(Store):
     def begin(self, reserve: int = 0) -> DurableTxn:
         self._check()
         free = self._reserve.tend()
-        with _Guard():
+        with Guard():
             info = self._env.info()
             size = info["map_size"]
-            need = (info["last_pgno"] + 1) * self._psize + 2 * reserve + HEADROOM
+            need = (info["last_pgno"] + 1) * self._dbs.psize + 2 * reserve + HEADROOM
             if need > size:
                 while size < need:
                     size *= 2
@@ -250,8 +186,15 @@ class DurableStore(Store):
                     size = min(size, self._max_map_size)
                 if size > info["map_size"]:
                     self._resize(size, wait=False)
-            self._txn = DurableTxn(self, self._env.begin(write=True), reserve, free)
+            txn = self._env.begin(write=True)
+            self._txn = DurableTxn(
+                self._dbs, self._cache, self._reserve, txn, self._ended, reserve=reserve, free=free
+            )
         return self._txn
+
+    def _ended(self) -> None:
+        """Called by the write transaction once it has committed or aborted."""
+        self._txn = None
 
     def reader(self) -> DurableTxn:
         """A read-only transaction on the last commit, with the queues and
@@ -265,12 +208,13 @@ class DurableStore(Store):
                 raise StoreError(f"the store at {self.path} is closed")
             self._copies += 1
         try:
-            with _Guard():
+            with Guard():
                 txn = self._env.begin()
         except BaseException:
             self._end_copy()
             raise
-        return DurableTxn(self, txn, 0, 0, frozen=dict(self._queues))
+        frozen = dict(self._cache.queues)
+        return DurableTxn(self._dbs, self._cache, self._reserve, txn, self._end_copy, frozen=frozen)
 
     def _end_copy(self) -> None:
         with self._copying:
@@ -279,7 +223,7 @@ class DurableStore(Store):
 
     def grow(self) -> None:
         self._check()
-        with _Guard():
+        with Guard():
             size = self._env.info()["map_size"]
             new = size * 2
             if self._max_map_size is not None:
@@ -308,7 +252,7 @@ class DurableStore(Store):
                 raise StoreError(f"the store at {self.path} is closed")
             self._copies += 1
         try:
-            with _Guard(), self._env.begin() as txn:
+            with Guard(), self._env.begin() as txn:
                 return self._copy(txn, path)
         except OSError as e:
             if e.errno == errno.ENOSPC:
@@ -319,18 +263,17 @@ class DurableStore(Store):
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
-        dbs = {"meta": self._meta, "queues": self._queues_db, "state": self._state}
-        return snapshot.write(self._env, txn, path, source=self.path, dbs=dbs)
+        return snapshot.write(self._dbs, txn, path, source=self.path)
 
     def info(self) -> StoreInfo:
-        with _Guard():
+        with Guard():
             info = self._env.info()
         return StoreInfo(
             durable=True,
             sync="fsync" if self.sync else "weaker-no-fsync",
             map_size=info["map_size"],
-            map_used=(info["last_pgno"] + 1) * self._psize,
-            commits=self._commits,
+            map_used=(info["last_pgno"] + 1) * self._dbs.psize,
+            commits=self._cache.commits,
         )
 
     def close(self) -> None:
@@ -348,34 +291,9 @@ class DurableStore(Store):
     def disk_reserve(self) -> int:
         return self._reserve.size
 
-    def _room(self, txn: lmdb.Transaction[bytes], free: int) -> int:
-        """Bytes new data may still take: the disk's ``free`` space beyond
-        the reserve, plus, when that is short, the pages LMDB has free inside
-        its file (a delete frees pages, not disk)."""
-        room = self._reserve.room(free)
-        if room > 4 * HEADROOM:
-            return room
-        used = 2  # the meta pages
-        for db in (None, self._meta, self._queues_db, self._state, self._unprocessed):
-            st = txn.stat(db) if db is not None else self._env.stat()
-            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-        for db in (self._history, self._times, self._selectors, self._index):
-            st = txn.stat(db)
-            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-        inside = max(0, self._env.info()["last_pgno"] + 1 - used) * self._psize
-        return room + inside
-
     def damaged(self, name: str) -> int:
-        return len(self._damaged.get(name, ()))
+        return len(self._cache.damaged.get(name, ()))
 
     def damaged_counts(self) -> dict[str, int]:
         """Damaged records met so far, per queue (a copy)."""
-        return {name: len(seqs) for name, seqs in list(self._damaged.items())}
-
-    def _met(self, e: RecordDamaged) -> None:
-        """Counts a damaged record met while walking a queue, and logs it
-        the first time."""
-        seqs = self._damaged.setdefault(e.queue, set())
-        if e.seq not in seqs:
-            seqs.add(e.seq)
-            log.error("DATA_LOSS: %s; skipped (msgboard check lists every one)", e)
+        return {name: len(seqs) for name, seqs in list(self._cache.damaged.items())}

@@ -1,56 +1,166 @@
-"""The keys and records of ``durable.py``'s layout, as code: the key
-structs, decoding a record, walking a queue's keys with a cursor, the one
-place lmdb errors become store errors (``_Guard``), and a queue's counters
-(``_Queue``). Shared by ``DurableStore`` and ``DurableTxn``; the layout
-itself is drawn in ``durable.py``'s docstring.
+"""The LMDB layout of a board, written down once: the table below, and the
+code that declares it (key structs, schema versions, the sub-databases and
+their flags, reading a record, a selector's value, walking a queue's keys).
+The store
+(``durable.py``, ``txn.py``), ``msgboard check`` (``check.py``), the schema
+upgrades (``upgrade.py``), snapshots (``snapshot.py``) and the Spark reader
+(``spark/pyspark_msgboard/snapshot.py``, which decodes these files directly)
+all import it; change the layout here, together with ``SCHEMA``.
+
+One environment (a directory), eight named sub-databases. Integers are
+big-endian, so keys sort by queue, then seq::
+
+    sub-database  key                            value
+    ------------  -----------------------------  -----------------------------
+    meta          b"schema"                      b"3"
+                  b"next_qid"                    u64: the next queue id
+                  b"next_sid"                    u64: the next selector number
+    queues        queue name, UTF-8              JSON {"id": qid,
+                                                   "spec": QueueSpec.to_json(),
+                                                   "created_at": µs}
+    state         qid u32                        ">QQQ": next_seq, unprocessed
+                                                   count, history count
+    unprocessed   qid u32 + seq u64 (12 bytes)   record.seal(key, payload), the
+                                                   payload encode_record(msg)
+    history       qid u32 + seq u64 (12 bytes)   the same
+    times         qid u32 + second u64           seq u64
+    selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
+    index         qid u32 + index key            seq u64, sorted duplicates
+                  (dupsort)                        (one per message filed)
+
+A record is a format byte and a CRC32C of its key and payload
+(``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
+seq and section (its key and sub-database say them). Every read checks it:
+a damaged record is RecordDamaged (DATA_LOSS) where one record was asked
+for (``fetch``), and is skipped, logged once and counted (``damaged``)
+where records are walked (``scan``, ``find``, ``seq_at``), so the rest of
+the queue stays usable. The other sub-databases carry no checksum: they are
+read at open (``queues``, ``state``, ``selectors``) or cross-checked by
+``msgboard check`` (``index``, ``times``, the counters).
+
+``times`` is a sparse index: one entry per second in which the queue's
+posted second changed, holding the first seq posted in that second. As
+``posted_at`` never goes backwards within a queue, every seq from one entry
+up to the next was posted in that entry's second; this is what makes
+``seq_at`` a few cursor reads. Queue ids are never reused; deleting a
+queue removes all its keys.
+
+``index`` files each *unprocessed* message under the keys of
+``msgboard.associative.keys`` (its address ``a…``, its shape ``s…``, each
+field ``f…``), written and deleted in the transaction that appends,
+processes or restores it; ``find`` (``search.py``) reads it. A key's
+duplicates are big-endian seqs, so they come back in seq order, and
+LMDB counts them without reading them.
+
+Schemas. ``2`` added ``index``; ``3`` framed every record with its
+checksum. An older directory is upgraded when it is opened (``upgrade.py``),
+once, in one transaction, with a log line (the one time opening reads
+messages): from schema 1 the index is built from the unprocessed records;
+from 1 or 2 every record is sealed. A directory of any other schema is
+refused with StoreError.
 """
 
 from __future__ import annotations
 
-import errno
 import struct
-from collections.abc import Callable, Iterator
-from types import TracebackType
+from collections.abc import Iterator
+from typing import Any
 
 import lmdb
 
-from msgboard.codec import decode_record
-from msgboard.errors import (
-    DataFileDamaged,
-    MsgboardError,
-    RecordDamaged,
-    StoreError,
-    StoreFull,
-)
+from msgboard.codec import decode_record, selector_spec_from_pb, selector_spec_to_pb
+from msgboard.errors import RecordDamaged
 from msgboard.lmdbstore import record
-from msgboard.lmdbstore.store import MapFull, QueueInfo
 from msgboard.message import Message, Section
+from msgboard.spec import SelectorSpec
+from msgboard.v1 import board_pb2 as pb
 
-_QID = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_KEY = struct.Struct(">IQ")
-_STATE = struct.Struct(">QQQ")
-_LAST = b"\xff" * 8  # sorts after every seq of a queue
-_MAX_U64 = 2**64 - 1
-_US = 1_000_000
+#: The schema this version writes (``meta/schema``).
+SCHEMA = b"3"
+#: Every schema this version reads; an older one is upgraded when a board
+#: opens it, and read as it is by ``msgboard check`` and the Spark reader.
+SCHEMAS = (b"1", b"2", b"3")
+#: The first schema with ``index``, and the first whose records are sealed.
+INDEXED = b"2"
+SEALED = b"3"
 
-_UNPROCESSED = Section.UNPROCESSED
-_HISTORY = Section.HISTORY
+#: A queue id: the ``state`` key, and the first 4 bytes of every other key
+#: of a queue (its prefix).
+QID = struct.Struct(">I")
+#: A seq, a selector number or a count: the values of ``times``, ``index``
+#: and ``meta``'s counters, and the second half of a key.
+U64 = struct.Struct(">Q")
+#: A record's key (qid, seq), and a ``times`` key (qid, second).
+KEY = struct.Struct(">IQ")
+#: A ``state`` value: next_seq, unprocessed count, history count.
+STATE = struct.Struct(">QQQ")
+#: Sorts after every seq of a queue: ``prefix + LAST``.
+LAST = b"\xff" * 8
+MAX_U64 = 2**64 - 1
+
+#: The named sub-databases, in the order of the table above.
+NAMES = ("meta", "queues", "state", "unprocessed", "history", "times", "selectors", "index")
+#: Room for named sub-databases when an environment is opened (eight used).
+MAX_DBS = 16
 
 
-def _translate(e: lmdb.Error) -> MsgboardError:
-    if isinstance(e, lmdb.MapFullError):
-        return MapFull(f"LMDB map full: {e}")
-    if isinstance(e, lmdb.DiskError) or getattr(e, "code", 0) == errno.ENOSPC:
-        return StoreFull(f"disk full: the disk refused a write: {e}")
-    if isinstance(e, lmdb.CorruptedError | lmdb.InvalidError | lmdb.PageNotFoundError):
-        return DataFileDamaged(f"LMDB: {e}; check it with msgboard check, restore a snapshot")
-    return StoreError(f"LMDB: {e}")
+def dupsort(name: str) -> bool:
+    """Whether the sub-database keeps sorted duplicates (``index``)."""
+    return name == "index"
 
 
-def _decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Message:
-    """The message stored as ``raw`` under ``key``; RecordDamaged if it fails
-    its check."""
+class Dbs:
+    """An opened environment (``path``, its page size ``psize``) and its
+    eight sub-databases, by the names of the table above. A DurableStore
+    opens them once and hands them to each of its transactions."""
+
+    __slots__ = (
+        "env",
+        "history",
+        "index",
+        "meta",
+        "path",
+        "psize",
+        "queues",
+        "selectors",
+        "state",
+        "times",
+        "unprocessed",
+    )
+
+    def __init__(
+        self, env: lmdb.Environment, txn: lmdb.Transaction[bytes], path: str, psize: int
+    ) -> None:
+        """Opens (creating what is missing) every sub-database in ``txn``,
+        a write transaction."""
+        self.env, self.path, self.psize = env, path, psize
+
+        def db(name: str) -> Any:
+            # Not dupfixed: LMDB 0.9.36's compacting copy (a snapshot)
+            # crashes on a dupfixed database.
+            return env.open_db(name.encode(), txn=txn, dupsort=dupsort(name))
+
+        self.meta = db("meta")
+        self.queues = db("queues")
+        self.state = db("state")
+        self.unprocessed = db("unprocessed")
+        self.history = db("history")
+        self.times = db("times")
+        self.selectors = db("selectors")
+        self.index = db("index")
+
+    def pages(self, txn: lmdb.Transaction[bytes]) -> int:
+        """The pages the environment's data uses: its meta pages, the main
+        database and every sub-database, as ``txn`` sees them."""
+        used = 2  # the meta pages
+        for st in (self.env.stat(), *(txn.stat(getattr(self, name)) for name in NAMES)):
+            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        return used
+
+
+def decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Message:
+    """The message stored as ``raw`` under ``key`` (a sealed record);
+    RecordDamaged if it fails its check."""
     try:
         return decode_record(record.unseal(key, raw), name, seq, section)
     except record.Damaged as e:
@@ -59,44 +169,31 @@ def _decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Me
         raise RecordDamaged(name, seq, f"undecodable: {e}") from None
 
 
-class _Guard:
-    """Translates lmdb errors into store errors, at this one boundary; first
-    calls ``on_error`` (which aborts the transaction: a failed LMDB write
-    leaves the transaction unusable)."""
-
-    __slots__ = ("_on_error",)
-
-    def __init__(self, on_error: Callable[[], None] | None = None) -> None:
-        self._on_error = on_error
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, lmdb.Error):
-            if self._on_error is not None:
-                self._on_error()
-            raise _translate(exc) from exc
+def encode_selector(spec: SelectorSpec) -> bytes:
+    """A ``selectors`` value: the spec as a ``msgboard.v1.SelectorSpec``."""
+    return selector_spec_to_pb(spec).SerializeToString()
 
 
-def _seek_last(cur: lmdb.Cursor[bytes], key: bytes) -> bool:
+def decode_selector(raw: bytes) -> SelectorSpec:
+    """The spec stored as ``raw``, written by this version or an older one
+    (which kept a selector to a queue's quota in ``credit``). Raises
+    protobuf's DecodeError or InvalidArgument if it does not parse."""
+    return selector_spec_from_pb(pb.SelectorSpec.FromString(raw), stored=True)
+
+
+def seek_last(cur: lmdb.Cursor[bytes], key: bytes) -> bool:
     """Positions ``cur`` on the last key <= ``key``; False if there is none."""
     if cur.set_range(key):
         return cur.key() == key or cur.prev()
     return cur.last()
 
 
-def _walk(
+def walk(
     cur: lmdb.Cursor[bytes], prefix: bytes, key: bytes, reverse: bool
 ) -> Iterator[tuple[bytes, bytes]]:
     """Yields the items from ``key`` on (down, if ``reverse``) while their keys
-    start with ``prefix``."""
-    if not (_seek_last(cur, key) if reverse else cur.set_range(key)):
+    start with ``prefix`` (a queue's 4 bytes)."""
+    if not (seek_last(cur, key) if reverse else cur.set_range(key)):
         return
     step = cur.prev if reverse else cur.next
     k, v = cur.item()
@@ -105,39 +202,3 @@ def _walk(
         if not step():
             return
         k, v = cur.item()
-
-
-class _Queue:
-    """A queue's counters: the committed ones in the store's cache, a private
-    copy in a transaction that writes the queue."""
-
-    __slots__ = (
-        "history",
-        "info",
-        "known",
-        "last_posted",
-        "last_second",
-        "next_seq",
-        "prefix",
-        "qid",
-        "unprocessed",
-    )
-
-    def __init__(
-        self, qid: int, info: QueueInfo, next_seq: int, unprocessed: int, history: int
-    ) -> None:
-        self.qid = qid
-        self.prefix = _QID.pack(qid)
-        self.info = info
-        self.next_seq = next_seq
-        self.unprocessed = unprocessed
-        self.history = history
-        #: False until last_posted and last_second are read from the records.
-        self.known = False
-        self.last_posted = 0
-        self.last_second = -1
-
-    def copy(self) -> _Queue:
-        q = _Queue(self.qid, self.info, self.next_seq, self.unprocessed, self.history)
-        q.known, q.last_posted, q.last_second = self.known, self.last_posted, self.last_second
-        return q

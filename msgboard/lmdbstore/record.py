@@ -20,7 +20,8 @@ may carry other payload bytes under the same header.
 LMDB has no checksums of its own. The store checks a record whenever it
 reads one (``unseal``), and so do the Spark reader
 (``spark/pyspark_msgboard/snapshot.py``) and ``msgboard check``; all three
-import this module, the one place the layout is written down.
+import this module, the one place the framing is written down (the rest of
+the layout, keys and sub-databases, is in ``layout.py``).
 
 CRC32C is computed by ``google-crc32c`` (Google's C library, with the CPU's
 CRC32 instruction): about 0.15 µs for a 100-byte record and 0.2 µs for

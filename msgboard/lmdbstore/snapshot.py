@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import shutil
-import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,12 +35,12 @@ from typing import Any
 import lmdb
 
 from msgboard.errors import FailedPrecondition, InvalidArgument
+from msgboard.lmdbstore.layout import QID, STATE, Dbs
 from msgboard.lmdbstore.store import Counts
 from msgboard.message import now_us, to_datetime
 
 FILE = "snapshot.json"
 FORMAT = "msgboard-snapshot"
-_STATE = struct.Struct(">QQQ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,38 +117,31 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def write(
-    env: lmdb.Environment,
-    txn: lmdb.Transaction[bytes],
-    path: str,
-    *,
-    source: str,
-    dbs: dict[str, Any],
-) -> SnapshotInfo:
-    """Copies ``env`` as ``txn`` sees it into the directory ``path``.
+def write(dbs: Dbs, txn: lmdb.Transaction[bytes], path: str, *, source: str) -> SnapshotInfo:
+    """Copies the environment of ``dbs`` as ``txn`` sees it into the
+    directory ``path``.
 
-    ``txn`` is a read transaction, begun just before; ``dbs`` holds the open
-    ``meta``, ``queues`` and ``state`` handles. Raises InvalidArgument for a
-    relative path, FailedPrecondition if ``path`` is taken, lmdb.Error or
-    OSError if the copy fails (nothing is left behind then)."""
+    ``txn`` is a read transaction, begun just before. Raises InvalidArgument
+    for a relative path, FailedPrecondition if ``path`` is taken, lmdb.Error
+    or OSError if the copy fails (nothing is left behind then)."""
     taken_at = now_us()
     _target(path)
-    schema = (txn.get(b"schema", db=dbs["meta"]) or b"").decode()
+    schema = (txn.get(b"schema", db=dbs.meta) or b"").decode()
     queues = {}
     specs = {}
-    for key, value in txn.cursor(db=dbs["queues"]):
+    for key, value in txn.cursor(db=dbs.queues):
         stored = json.loads(value)
         qid = stored["id"]
         specs[key.decode()] = {"id": qid, "spec": stored["spec"]}
-        state = txn.get(struct.pack(">I", qid), db=dbs["state"])
-        next_seq, unprocessed, history = (1, 0, 0) if state is None else _STATE.unpack(state)
+        state = txn.get(QID.pack(qid), db=dbs.state)
+        next_seq, unprocessed, history = (1, 0, 0) if state is None else STATE.unpack(state)
         queues[key.decode()] = Counts(unprocessed, history, next_seq)
     parent = os.path.dirname(path.rstrip(os.sep)) or os.sep
     os.makedirs(parent, exist_ok=True)
     partial = f"{path.rstrip(os.sep)}.partial-{uuid.uuid4().hex[:8]}"
     os.mkdir(partial)
     try:
-        env.copy(partial, compact=True, txn=txn)
+        dbs.env.copy(partial, compact=True, txn=txn)
         data = os.path.join(partial, "data.mdb")
         info = SnapshotInfo(path, schema, taken_at, os.path.getsize(data), queues, specs)
         manifest = os.path.join(partial, FILE)

@@ -1,13 +1,16 @@
 """A DurableStore's transaction: ``DurableTxn``, which reads and writes
 queues, messages, the index and selectors, and the ``Reader`` it hands to
-``Search``. The helpers it shares with the store (key structs, the lmdb
-error boundary, a queue's counters) are in ``layout.py``.
+``Search``.
 
-The layout these keys and records follow, and py-lmdb's rules the store
-keeps, are in ``durable.py``'s docstring. A write transaction works on
-private copies of the queues it writes (``_Queue``) and publishes them to the
-store only when LMDB has committed; a reader (``DurableStore.reader``) works
-on the queue table of its commit and writes nothing.
+It is handed what it works on, and reaches into no store: the opened
+environment and sub-databases (``layout.Dbs``), the store's cache of what is
+committed (``cache.Cache``), the disk reserve (``reserve.py``) and a
+function to call when it ends. The keys and records it reads and writes
+follow ``layout.py``; py-lmdb's rules the store keeps are in
+``durable.py``'s docstring. A write transaction works on private copies of
+the queues it writes (``QueueState``) and publishes them to the cache only
+when LMDB has committed; a reader (``DurableStore.reader``) works on the
+queue table of its commit and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import heapq
 import json
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import lmdb
 
@@ -30,28 +32,18 @@ from msgboard.errors import (
     StoreFull,
 )
 from msgboard.lmdbstore import record
-from msgboard.lmdbstore.layout import (
-    _HISTORY,
-    _KEY,
-    _LAST,
-    _MAX_U64,
-    _STATE,
-    _U64,
-    _UNPROCESSED,
-    _US,
-    _decode,
-    _Guard,
-    _Queue,
-    _seek_last,
-    _walk,
-)
+from msgboard.lmdbstore.cache import Cache, QueueState
+from msgboard.lmdbstore.guard import Guard
+from msgboard.lmdbstore.layout import KEY, LAST, MAX_U64, STATE, U64, Dbs, decode, seek_last, walk
+from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec
 
-if TYPE_CHECKING:
-    from msgboard.lmdbstore.durable import DurableStore
+_UNPROCESSED = Section.UNPROCESSED
+_HISTORY = Section.HISTORY
+_US = 1_000_000
 
 #: The index keys of a message with neither address nor tuple (a bare
 #: body, as most queue traffic is): the same for every one of them.
@@ -63,40 +55,50 @@ HEADROOM = 16 * MiB
 
 
 class DurableTxn(Txn):
-    """The write transaction of a DurableStore, or (``frozen``: the queue
-    table of its commit) a read-only one from ``DurableStore.reader``."""
+    """The write transaction ``txn`` of a DurableStore, or (``frozen``: the
+    queue table of its commit) a read-only one from ``DurableStore.reader``.
+    ``ended`` is called once it has committed or aborted. ``reserve``: the
+    bytes ``begin`` was told to expect; ``free``: the disk's free bytes when
+    it began."""
 
     def __init__(
         self,
-        store: DurableStore,
+        dbs: Dbs,
+        cache: Cache,
+        disk: DiskReserve,
         txn: lmdb.Transaction[bytes],
-        reserve: int,
-        free: int,
-        frozen: dict[str, _Queue] | None = None,
+        ended: Callable[[], None],
+        *,
+        reserve: int = 0,
+        free: int = 0,
+        frozen: dict[str, QueueState] | None = None,
     ) -> None:
-        self._store = store
-        #: The disk's free bytes when the transaction began.
+        self._dbs = dbs
+        self._cache = cache
+        self._disk = disk
+        self._ended = ended
         self._free = free
         self._txn = txn
         self._reserve = reserve
-        #: The queues as committed: the store's (live) or a reader's copy.
-        self._base = store._queues if frozen is None else frozen
+        #: The queues as committed: the cache's (live) or a reader's copy.
+        self._base = cache.queues if frozen is None else frozen
         self._reading = frozen is not None
         #: Queues this transaction wrote: private copies, None once deleted.
-        self._q: dict[str, _Queue | None] = {}
-        self._next_qid = store._next_qid
-        self._next_sid = store._next_sid
+        self._q: dict[str, QueueState | None] = {}
+        self._next_qid = cache.next_qid
+        self._next_sid = cache.next_sid
         self._wrote = False
         self._done = False
         self._failed = False
         #: What ``admit`` let in, and the room it had (None: not looked at).
         self._admitted = 0
         self._room: int | None = None
-        self._guard = _Guard(self._fail)
-        self._unprocessed = store._unprocessed
-        self._history = store._history
-        self._times = store._times
-        self._index = store._index
+        self._guard = Guard(self._fail)
+        # The sub-databases a record's read or write uses, one lookup away.
+        self._unprocessed = dbs.unprocessed
+        self._history = dbs.history
+        self._times = dbs.times
+        self._index = dbs.index
 
     # -- ending -----------------------------------------------------------
 
@@ -110,39 +112,31 @@ class DurableTxn(Txn):
         if not self._wrote:
             self.abort()  # nothing to write, nothing to fsync
             return
-        store = self._store
+        dbs, cache = self._dbs, self._cache
         try:
             with self._guard:
                 put = self._txn.put
                 for q in self._q.values():
                     if q is not None:
-                        state = _STATE.pack(q.next_seq, q.unprocessed, q.history)
-                        put(q.prefix, state, db=store._state)
-                if self._next_qid != store._next_qid:
-                    put(b"next_qid", _U64.pack(self._next_qid), db=store._meta)
-                if self._next_sid != store._next_sid:
-                    put(b"next_sid", _U64.pack(self._next_sid), db=store._meta)
+                        state = STATE.pack(q.next_seq, q.unprocessed, q.history)
+                        put(q.prefix, state, db=dbs.state)
+                if self._next_qid != cache.next_qid:
+                    put(b"next_qid", U64.pack(self._next_qid), db=dbs.meta)
+                if self._next_sid != cache.next_sid:
+                    put(b"next_sid", U64.pack(self._next_sid), db=dbs.meta)
                 self._txn.commit()
         except StoreError as e:
             # A full disk shows as ENOSPC, or as EIO where a write came up
             # short (LMDB's word for it): tell it by the free space.
-            free = shutil.disk_usage(store.path).free
+            free = shutil.disk_usage(dbs.path).free
             if not isinstance(e, StoreFull) and free < 2 * self._reserve + HEADROOM:
                 raise StoreFull(
-                    f"disk full: {free} bytes free on {store.path}; the write was refused"
+                    f"disk full: {free} bytes free on {dbs.path}; the write was refused"
                 ) from e
             raise
         self._done = True
-        store._txn = None
-        for name, q in self._q.items():
-            if q is None:
-                store._queues.pop(name, None)
-                store._damaged.pop(name, None)
-            else:
-                store._queues[name] = q
-        store._next_qid = self._next_qid
-        store._next_sid = self._next_sid
-        store._commits += 1
+        cache.publish(self._q, self._next_qid, self._next_sid)
+        self._ended()
 
     def _fail(self) -> None:
         if not self._done:
@@ -153,44 +147,50 @@ class DurableTxn(Txn):
         if self._done:
             return
         self._done = True
-        if self._reading:
-            with contextlib.suppress(lmdb.Error):
-                self._txn.abort()
-            self._store._end_copy()
-            return
-        self._store._txn = None
         with contextlib.suppress(lmdb.Error):  # abort never raises
             self._txn.abort()
+        self._ended()
 
     def admit(self, size: int) -> None:
         # Twice the size, as ``begin`` reserves: pages are never full.
         self._admitted += 2 * size
         if self._room is None:
             with self._guard:
-                self._room = self._store._room(self._txn, self._free)
+                self._room = self._space()
         if self._admitted > self._room:
             self._admitted -= 2 * size
-            path, kept = self._store.path, self._store.disk_reserve
+            path, kept = self._dbs.path, self._disk.size
             raise StoreFull(
                 f"disk full: a post of {size} bytes does not fit in the "
                 f"{max(self._room - self._admitted, 0)} bytes left on {path} beyond the "
                 f"{kept} kept for deletes, takes and acks; the post was refused"
             )
 
+    def _space(self) -> int:
+        """Bytes new data may still take: the disk's free space beyond
+        the reserve, plus, when that is short, the pages LMDB has free inside
+        its file (a delete frees pages, not disk)."""
+        room = self._disk.room(self._free)
+        if room > 4 * HEADROOM:
+            return room
+        dbs = self._dbs
+        inside = max(0, dbs.env.info()["last_pgno"] + 1 - dbs.pages(self._txn)) * dbs.psize
+        return room + inside
+
     # -- queues -----------------------------------------------------------
 
-    def _find(self, name: str) -> _Queue | None:
+    def _find(self, name: str) -> QueueState | None:
         if name in self._q:
             return self._q[name]
         return self._base.get(name)
 
-    def _get(self, name: str) -> _Queue:
+    def _get(self, name: str) -> QueueState:
         q = self._find(name)
         if q is None:
             raise KeyError(f"no queue {name!r}")
         return q
 
-    def _touch(self, name: str) -> _Queue:
+    def _touch(self, name: str) -> QueueState:
         """The queue's private copy, to write to."""
         q = self._q.get(name)
         if q is None:
@@ -207,9 +207,9 @@ class DurableTxn(Txn):
             raise StoreError("queue ids exhausted")
         value = {"id": qid, "spec": spec.to_json(), "created_at": created_at}
         with self._guard:
-            self._txn.put(name.encode(), json.dumps(value).encode(), db=self._store._queues_db)
+            self._txn.put(name.encode(), json.dumps(value).encode(), db=self._dbs.queues)
         self._next_qid = qid + 1
-        q = _Queue(qid, QueueInfo(spec, created_at), 1, 0, 0)
+        q = QueueState(qid, QueueInfo(spec, created_at), 1, 0, 0)
         q.known = True  # a new queue has posted nothing
         self._q[name] = q
         self._wrote = True
@@ -223,7 +223,7 @@ class DurableTxn(Txn):
             # The queues sub-database has the names in order: no sort, which
             # for 100,000 names would hold the GIL for some 60 ms at once.
             with self._guard:
-                cur = self._txn.cursor(self._store._queues_db)
+                cur = self._txn.cursor(self._dbs.queues)
                 names = [k.decode() for k in cur.iternext(values=False)]
             return [q.info for q in map(self._base.get, names) if q is not None]
         names = sorted(self._base.keys() | self._q.keys())
@@ -233,10 +233,9 @@ class DurableTxn(Txn):
         q = self._find(name)
         if q is None:
             return False
-        store = self._store
         with self._guard:
-            self._txn.delete(name.encode(), db=store._queues_db)
-            self._txn.delete(q.prefix, db=store._state)
+            self._txn.delete(name.encode(), db=self._dbs.queues)
+            self._txn.delete(q.prefix, db=self._dbs.state)
             for db in (self._unprocessed, self._history, self._times, self._index):
                 cur = self._txn.cursor(db)
                 if cur.set_range(q.prefix):
@@ -252,25 +251,25 @@ class DurableTxn(Txn):
 
     # -- messages ---------------------------------------------------------
 
-    def _derive(self, q: _Queue, name: str) -> None:
+    def _derive(self, q: QueueState, name: str) -> None:
         """Reads the queue's last posted_at and posted second (two cursor
         reads): the last record may have been dropped, the times entry not."""
-        end = q.prefix + _LAST
+        end = q.prefix + LAST
         damaged = False
         for db, section in ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)):
             cur = self._txn.cursor(db)
-            if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
+            if seek_last(cur, end) and cur.key()[:4] == q.prefix:
                 k = cur.key()
                 try:
-                    m = _decode(k, cur.value(), name, _U64.unpack_from(k, 4)[0], section)
+                    m = decode(k, cur.value(), name, U64.unpack_from(k, 4)[0], section)
                 except RecordDamaged as e:
-                    self._store._met(e)
+                    self._cache.met(e)
                     damaged = True
                     continue
                 q.last_posted = max(q.last_posted, m.posted_at)
         cur = self._txn.cursor(self._times)
-        if _seek_last(cur, end) and cur.key()[:4] == q.prefix:
-            q.last_second = _U64.unpack_from(cur.key(), 4)[0]
+        if seek_last(cur, end) and cur.key()[:4] == q.prefix:
+            q.last_second = U64.unpack_from(cur.key(), 4)[0]
             # A damaged last record was posted within the last second the
             # times index has: its end keeps posted_at from going back.
             last = (q.last_second + 1) * _US - 1 if damaged else q.last_second * _US
@@ -285,13 +284,13 @@ class DurableTxn(Txn):
             posted = now if now > q.last_posted else q.last_posted
             seq = q.next_seq
             m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
-            key = _KEY.pack(q.qid, seq)
+            key = KEY.pack(q.qid, seq)
             self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
             self._file(q.prefix, m)
             second = posted // _US
             if second != q.last_second:
-                key = _KEY.pack(q.qid, second)
-                self._txn.put(key, _U64.pack(seq), overwrite=False, db=self._times)
+                key = KEY.pack(q.qid, second)
+                self._txn.put(key, U64.pack(seq), overwrite=False, db=self._times)
                 q.last_second = second
         q.next_seq = seq + 1
         q.unprocessed += 1
@@ -303,13 +302,13 @@ class DurableTxn(Txn):
         q = self._get(name)
         if not 0 < seq < q.next_seq:
             return None
-        key = _KEY.pack(q.qid, seq)
+        key = KEY.pack(q.qid, seq)
         with self._guard:
             raw = self._txn.get(key, db=self._unprocessed)
             if raw is not None:
-                return _decode(key, raw, name, seq, _UNPROCESSED)
+                return decode(key, raw, name, seq, _UNPROCESSED)
             raw = self._txn.get(key, db=self._history)
-        return None if raw is None else _decode(key, raw, name, seq, _HISTORY)
+        return None if raw is None else decode(key, raw, name, seq, _HISTORY)
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -327,14 +326,14 @@ class DurableTxn(Txn):
         q = self._q.get(name) or self._touch(name)
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
-        key = _KEY.pack(q.qid, seq)
+        key = KEY.pack(q.qid, seq)
         with self._guard:
             raw = self._txn.pop(key, db=self._unprocessed)
             if raw is None:
                 raise KeyError(f"{name!r} seq {seq} is not unprocessed")
             if known is None:
                 try:
-                    old = _decode(key, raw, name, seq, _UNPROCESSED)
+                    old = decode(key, raw, name, seq, _UNPROCESSED)
                 except RecordDamaged:
                     self._txn.put(key, raw, db=self._unprocessed)  # as it was
                     raise
@@ -354,7 +353,7 @@ class DurableTxn(Txn):
                     self._trim(q, q.history - max_history)
         return old
 
-    def _trim(self, q: _Queue, n: int) -> None:
+    def _trim(self, q: QueueState, n: int) -> None:
         """Drops the queue's ``n`` oldest history messages."""
         cur = self._txn.cursor(self._history)
         if not cur.set_range(q.prefix):
@@ -368,7 +367,7 @@ class DurableTxn(Txn):
         seq = msg.seq
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
-        key = _KEY.pack(q.qid, seq)
+        key = KEY.pack(q.qid, seq)
         m = stamp(msg, name, seq, msg.posted_at, 0, msg.delivery_count, _UNPROCESSED)
         with self._guard:
             if self._txn.pop(key, db=self._history) is not None:
@@ -378,19 +377,19 @@ class DurableTxn(Txn):
                 q.unprocessed += 1
             else:
                 with contextlib.suppress(RecordDamaged):  # its keys are unknown: left
-                    self._unfile(q.prefix, _decode(key, old, name, seq, _UNPROCESSED))
+                    self._unfile(q.prefix, decode(key, old, name, seq, _UNPROCESSED))
             self._file(q.prefix, m)
         self._wrote = True
 
     def _file(self, prefix: bytes, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
-        put, seq, db = self._txn.put, _U64.pack(m.seq), self._index
+        put, seq, db = self._txn.put, U64.pack(m.seq), self._index
         for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             put(prefix + key, seq, db=db)
 
     def _unfile(self, prefix: bytes, m: Message) -> None:
         """Removes a message from the index."""
-        delete, seq, db = self._txn.delete, _U64.pack(m.seq), self._index
+        delete, seq, db = self._txn.delete, U64.pack(m.seq), self._index
         for key in message_keys(m.address, m.tuple) if m.address or m.tuple else _BARE_KEYS:
             delete(prefix + key, seq, db=db)
 
@@ -410,9 +409,9 @@ class DurableTxn(Txn):
     ) -> Iterator[Message]:
         q = self._get(name)  # raises now, not at the first next()
         if start is None:
-            key = q.prefix + _LAST if reverse else q.prefix
+            key = q.prefix + LAST if reverse else q.prefix
         else:
-            key = _KEY.pack(q.qid, min(max(start, 0), _MAX_U64))
+            key = KEY.pack(q.qid, min(max(start, 0), MAX_U64))
         if section is None:
             return self._merged(name, q.prefix, key, reverse)
         return self._scan(name, section, q.prefix, key, reverse)
@@ -420,13 +419,13 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
-        met, unpack = self._store._met, _U64.unpack_from
+        met, unpack = self._cache.met, U64.unpack_from
         with self._guard:
             db = self._unprocessed if section is _UNPROCESSED else self._history
             # As ``_whole`` does, without a generator per layer: a pull reads here.
-            for k, v in _walk(self._txn.cursor(db), prefix, key, reverse):
+            for k, v in walk(self._txn.cursor(db), prefix, key, reverse):
                 try:
-                    m = _decode(k, v, name, unpack(k, 4)[0], section)
+                    m = decode(k, v, name, unpack(k, 4)[0], section)
                 except RecordDamaged as e:
                     met(e)
                     continue
@@ -434,8 +433,8 @@ class DurableTxn(Txn):
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
         with self._guard:
-            u = _walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
-            h = _walk(self._txn.cursor(self._history), prefix, key, reverse)
+            u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
+            h = walk(self._txn.cursor(self._history), prefix, key, reverse)
             # Keys share the prefix, so they compare as seqs do.
             both = heapq.merge(
                 ((k, v, _UNPROCESSED) for k, v in u),
@@ -448,10 +447,10 @@ class DurableTxn(Txn):
     def _whole(self, name: str, rows: Iterable[tuple[bytes, bytes, Section]]) -> Iterator[Message]:
         """The messages of ``rows`` (key, record, section) whose records pass
         their check; a damaged one is counted and logged, and skipped."""
-        met = self._store._met
+        met = self._cache.met
         for k, v, section in rows:
             try:
-                m = _decode(k, v, name, _U64.unpack_from(k, 4)[0], section)
+                m = decode(k, v, name, U64.unpack_from(k, 4)[0], section)
             except RecordDamaged as e:
                 met(e)
                 continue
@@ -467,31 +466,31 @@ class DurableTxn(Txn):
 
     def put_selector(self, sid: str, data: bytes) -> None:
         with self._guard:
-            self._txn.put(sid.encode(), data, db=self._store._selectors)
+            self._txn.put(sid.encode(), data, db=self._dbs.selectors)
         self._wrote = True
 
     def delete_selector(self, sid: str) -> bool:
         with self._guard:
-            found: bool = self._txn.delete(sid.encode(), db=self._store._selectors)
+            found: bool = self._txn.delete(sid.encode(), db=self._dbs.selectors)
         self._wrote = self._wrote or found
         return found
 
     def selectors(self) -> list[tuple[str, bytes]]:
         with self._guard:
-            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._store._selectors)]
+            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.selectors)]
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
-        second = min(max(time_us, 0) // _US, _MAX_U64)
+        second = min(max(time_us, 0) // _US, MAX_U64)
         with self._guard:
             cur = self._txn.cursor(self._times)
-            if not cur.set_range(_KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
+            if not cur.set_range(KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
                 return None  # nothing was posted in that second or later
-            lo = _U64.unpack(cur.value())[0]
-            if _U64.unpack_from(cur.key(), 4)[0] > second:
+            lo = U64.unpack(cur.value())[0]
+            if U64.unpack_from(cur.key(), 4)[0] > second:
                 hi = lo  # lo is the first seq posted after that second
             elif cur.next() and cur.key()[:4] == q.prefix:
-                hi = _U64.unpack(cur.value())[0]
+                hi = U64.unpack(cur.value())[0]
             else:
                 hi = q.next_seq
             # Binary search within [lo, hi]: posted_at rises with seq.
@@ -513,7 +512,7 @@ class DurableTxn(Txn):
 
         def first(seq: int) -> Message | None:
             while True:
-                key = prefix + _U64.pack(seq)
+                key = prefix + U64.pack(seq)
                 best: tuple[bytes, bytes, Section] | None = None
                 for cur, section in curs:
                     if cur.set_range(key):
@@ -523,11 +522,11 @@ class DurableTxn(Txn):
                 if best is None:
                     return None
                 k, raw, section = best
-                seq = _U64.unpack_from(k, 4)[0]
+                seq = U64.unpack_from(k, 4)[0]
                 try:
-                    return _decode(k, raw, name, seq, section)
+                    return decode(k, raw, name, seq, section)
                 except RecordDamaged as e:
-                    self._store._met(e)
+                    self._cache.met(e)
                     seq += 1  # the next one, as if it were not there
 
         return first
@@ -540,7 +539,7 @@ def _first(item: tuple[bytes, bytes, Section]) -> bytes:
 class _Reader(Reader):
     """One LMDB queue's unprocessed section and index, for ``Search``."""
 
-    def __init__(self, t: DurableTxn, name: str, q: _Queue) -> None:
+    def __init__(self, t: DurableTxn, name: str, q: QueueState) -> None:
         self._t, self._name, self._prefix = t, name, q.prefix
         self._txn = t._txn
         self.unprocessed = q.unprocessed
@@ -564,25 +563,25 @@ class _Reader(Reader):
                     return
 
     def seqs(self, key: bytes, start: int) -> Iterator[int]:
-        unpack = _U64.unpack
+        unpack = U64.unpack
         with self._t._guard:
             cur = self._txn.cursor(self._t._index)
-            if cur.set_range_dup(self._prefix + key, _U64.pack(min(start, _MAX_U64))):
+            if cur.set_range_dup(self._prefix + key, U64.pack(min(start, MAX_U64))):
                 for v in cur.iternext_dup(keys=False):
                     yield unpack(v)[0]
 
     def get(self, seq: int) -> Message | None:
-        key = self._prefix + _U64.pack(seq)
+        key = self._prefix + U64.pack(seq)
         with self._t._guard:
             raw = self._txn.get(key, db=self._t._unprocessed)
         if raw is None:
             return None
         try:
-            return _decode(key, raw, self._name, seq, _UNPROCESSED)
+            return decode(key, raw, self._name, seq, _UNPROCESSED)
         except RecordDamaged as e:
-            self._t._store._met(e)
+            self._t._cache.met(e)
             return None
 
     def scan(self, start: int) -> Iterator[Message]:
-        key = self._prefix + _U64.pack(min(start, _MAX_U64))
+        key = self._prefix + U64.pack(min(start, MAX_U64))
         return self._t._scan(self._name, _UNPROCESSED, self._prefix, key, False)

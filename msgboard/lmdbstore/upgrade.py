@@ -1,6 +1,6 @@
 """Schema upgrades of a board's LMDB environment, run when it is opened.
 
-The schema history (``meta/schema``; the layout is in ``durable.py``):
+The schema history (``meta/schema``; the layout is in ``layout.py``):
 
 - ``1``: the records.
 - ``2``: ``index`` files every unprocessed message under its keys
@@ -17,31 +17,26 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import time
-from typing import Any
 
 import lmdb
 
 from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record
 from msgboard.lmdbstore import record
+from msgboard.lmdbstore.layout import INDEXED, KEY, Dbs
 from msgboard.message import Section
 
 log = logging.getLogger(__name__)
 
-_KEY = struct.Struct(">IQ")
 
-
-def run(
-    txn: lmdb.Transaction[bytes], dbs: dict[str, Any], schema: bytes, to: bytes, path: str
-) -> None:
-    """Upgrades from ``schema`` to ``to`` (b"3"). ``dbs``: the open
-    ``meta``, ``queues``, ``unprocessed``, ``history`` and ``index``."""
+def run(txn: lmdb.Transaction[bytes], dbs: Dbs, schema: bytes, to: bytes, path: str) -> None:
+    """Upgrades from ``schema`` to ``to`` (``layout.SCHEMA``), in ``txn``,
+    the write transaction ``dbs`` were opened in."""
     t0 = time.monotonic()
-    indexed = _index(txn, dbs) if schema == b"1" else 0
+    indexed = _index(txn, dbs) if int(schema) < int(INDEXED) else 0
     sealed = _seal(txn, dbs)
-    txn.put(b"schema", to, db=dbs["meta"])
+    txn.put(b"schema", to, db=dbs.meta)
     log.warning(
         "%s: upgraded schema %s to %s: indexed %d unprocessed messages, "
         "sealed %d records with their checksums, in %.1f s",
@@ -54,15 +49,15 @@ def run(
     )
 
 
-def _index(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> int:
+def _index(txn: lmdb.Transaction[bytes], dbs: Dbs) -> int:
     """Schema 1 to 2: files every unprocessed message in ``index``."""
     qids = {}
-    for key, value in txn.cursor(db=dbs["queues"]):
+    for key, value in txn.cursor(db=dbs.queues):
         qids[json.loads(value)["id"]] = key.decode()
     n = 0
-    put, index = txn.put, dbs["index"]
-    for k, v in txn.cursor(db=dbs["unprocessed"]):
-        qid, seq = _KEY.unpack(k)
+    put, index = txn.put, dbs.index
+    for k, v in txn.cursor(db=dbs.unprocessed):
+        qid, seq = KEY.unpack(k)
         m = decode_record(v, qids.get(qid, ""), seq, Section.UNPROCESSED)
         for key in message_keys(m.address, m.tuple):
             put(k[:4] + key, k[4:], db=index)
@@ -70,11 +65,11 @@ def _index(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> int:
     return n
 
 
-def _seal(txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> int:
+def _seal(txn: lmdb.Transaction[bytes], dbs: Dbs) -> int:
     """Schema 2 to 3: frames every record with its checksum."""
     n = 0
-    for name in ("unprocessed", "history"):
-        cur = txn.cursor(db=dbs[name])
+    for db in (dbs.unprocessed, dbs.history):
+        cur = txn.cursor(db=db)
         more = cur.first()
         while more:
             k, v = cur.item()

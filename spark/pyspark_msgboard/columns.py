@@ -53,6 +53,7 @@ from pyspark.sql.types import (
 )
 
 from msgboard.errors import RecordDamaged
+from msgboard.lmdbstore.layout import KEY
 from msgboard.v1 import board_pb2 as pb
 
 VALUE = StructType(
@@ -171,7 +172,10 @@ def _frame(n: int) -> bytes:
     return _FRAMES[n] if n < 1 << 14 else b"\x0a" + _varint(n)
 
 
+#: A record's key (``layout.KEY``: qid u32, seq u64, big-endian) as numpy
+#: reads a run of them.
 _KEYS = np.dtype([("qid", ">u4"), ("seq", ">u8")])
+assert _KEYS.itemsize == KEY.size
 #: Seconds beyond which a time is clamped anyway (so that µs never overflow).
 _SECONDS = (MIN_US // 1_000_000 - 1, MAX_US // 1_000_000 + 1)
 

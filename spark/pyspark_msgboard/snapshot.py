@@ -3,8 +3,9 @@ ranges that split it into partitions, and Arrow record batches of messages.
 
 No JVM here: the data source (``source.py``) calls this on the driver to plan
 and on each executor to read, and the benchmark calls it for the raw floor.
-The layout it reads is the one written down in
-``msgboard/lmdbstore/durable.py``; it opens only the sub-databases it needs
+The layout it reads is the one written down, and declared in code, in
+``msgboard/lmdbstore/layout.py``, whose key structs and schema versions it
+imports; it opens only the sub-databases it needs
 (``meta``, ``queues``, ``state``, ``unprocessed``, ``history``) and ignores any
 others. A snapshot is opened read-only with no lock file, so it can sit on
 read-only shared storage, after its data file is checked against its meta
@@ -31,7 +32,6 @@ import itertools
 import json
 import math
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,21 +41,13 @@ import pyarrow as pa
 
 from msgboard.errors import FailedPrecondition, RecordDamaged
 from msgboard.lmdbstore import datafile, record
+from msgboard.lmdbstore.layout import KEY, QID, SCHEMAS, SEALED, STATE, U64
 from pyspark_msgboard import columns
 from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
 
 __all__ = ["ARROW", "MAX_US", "MIN_US", "SCHEMA", "VALUE", "clamp"]  # where they were
 
-#: The storage schema versions this reader understands (``meta/schema``).
-SCHEMAS = (b"1", b"2", b"3")
-#: The first schema whose records are framed with a checksum.
-SEALED = b"3"
 SECTIONS = ("unprocessed", "history")
-
-_QID = struct.Struct(">I")
-_KEY = struct.Struct(">IQ")
-_SEQ = struct.Struct(">Q")
-_STATE = struct.Struct(">QQQ")
 
 
 class SnapshotError(FailedPrecondition):
@@ -78,9 +70,9 @@ class Range:
     def bounds(self) -> tuple[bytes, bytes | None]:
         """First key and the key past the last (None: no key is past it)."""
         if self.hi is not None:
-            return _KEY.pack(self.qid, self.lo), _KEY.pack(self.qid, self.hi)
-        end = _QID.pack(self.qid + 1) if self.qid < 0xFFFFFFFF else None
-        return _KEY.pack(self.qid, self.lo), end
+            return KEY.pack(self.qid, self.lo), KEY.pack(self.qid, self.hi)
+        end = QID.pack(self.qid + 1) if self.qid < 0xFFFFFFFF else None
+        return KEY.pack(self.qid, self.lo), end
 
 
 @contextlib.contextmanager
@@ -139,26 +131,26 @@ def _sections(
     for section in SECTIONS:
         cur = txn.cursor(db=dbs[section])
         for qid, name in sorted(queues):
-            state = txn.get(_QID.pack(qid), db=dbs["state"])
+            state = txn.get(QID.pack(qid), db=dbs["state"])
             if state is None:
                 continue
-            _, unprocessed, history = _STATE.unpack(state)
+            _, unprocessed, history = STATE.unpack(state)
             rows = unprocessed if section == "unprocessed" else history
-            prefix = _QID.pack(qid)
+            prefix = QID.pack(qid)
             if rows == 0 or not cur.set_range(prefix) or cur.key()[:4] != prefix:
                 continue
-            first = _SEQ.unpack_from(cur.key(), 4)[0]
-            if qid < 0xFFFFFFFF and cur.set_range(_QID.pack(qid + 1)):
+            first = U64.unpack_from(cur.key(), 4)[0]
+            if qid < 0xFFFFFFFF and cur.set_range(QID.pack(qid + 1)):
                 cur.prev()
             else:
                 cur.last()
-            last = _SEQ.unpack_from(cur.key(), 4)[0]
+            last = U64.unpack_from(cur.key(), 4)[0]
             lo = (since or {}).get(name, 0) if section == "history" else 0
             if lo > first:
                 if lo > last:
                     continue
-                cur.set_range(_KEY.pack(qid, lo))
-                seq = _SEQ.unpack_from(cur.key(), 4)[0]
+                cur.set_range(KEY.pack(qid, lo))
+                seq = U64.unpack_from(cur.key(), 4)[0]
                 rows = max(1, rows * (last - seq + 1) // (last - first + 1))
                 first = seq
             else:
@@ -175,14 +167,14 @@ def _cuts(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], s: _Section, n: int
         return [s.first + span * i // n for i in range(1, n)]
     step = math.ceil(s.rows / n)
     cuts = []
-    prefix = _QID.pack(s.qid)
+    prefix = QID.pack(s.qid)
     cur = txn.cursor(db=dbs[s.section])
-    cur.set_range(_KEY.pack(s.qid, s.first))
+    cur.set_range(KEY.pack(s.qid, s.first))
     for i, key in enumerate(cur.iternext(values=False)):
         if key[:4] != prefix:
             break
         if i and i % step == 0:
-            cuts.append(_SEQ.unpack_from(key, 4)[0])
+            cuts.append(U64.unpack_from(key, 4)[0])
     return cuts
 
 
@@ -266,7 +258,7 @@ def _decode(
         try:
             payloads.append(unseal(key, raw) if sealed else raw)
         except record.Damaged as e:
-            raise RecordDamaged(queue, _SEQ.unpack_from(key, 4)[0], str(e)) from None
+            raise RecordDamaged(queue, U64.unpack_from(key, 4)[0], str(e)) from None
         keys.append(key)
         if len(keys) == most:
             break

@@ -1,0 +1,98 @@
+"""What a DurableStore keeps in memory between its transactions: ``Cache``,
+holding each queue's counters (``QueueState``), the next queue id and
+selector number, the commits made, and the damaged records met since open.
+
+Opening fills it from ``meta``, ``queues`` and ``state`` (``durable.py``: a
+few reads per queue, never one per message). A write transaction
+(``txn.py``) works on private copies of the queues it writes and hands them
+to ``publish`` only when LMDB has committed, so an abort leaves no trace; a
+reader (``DurableStore.reader``) works on a copy of the queue table of its
+commit. A queue's last ``posted_at`` is derived when first needed
+(``known``), from its last record and its last ``times`` entry.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from msgboard.errors import RecordDamaged
+from msgboard.lmdbstore.layout import QID
+from msgboard.lmdbstore.store import QueueInfo
+
+# The store's name in the logs, kept from before the cache had a module.
+log = logging.getLogger("msgboard.lmdbstore.durable")
+
+
+class QueueState:
+    """A queue's counters: the committed ones in the store's cache, a private
+    copy in a transaction that writes the queue."""
+
+    __slots__ = (
+        "history",
+        "info",
+        "known",
+        "last_posted",
+        "last_second",
+        "next_seq",
+        "prefix",
+        "qid",
+        "unprocessed",
+    )
+
+    def __init__(
+        self, qid: int, info: QueueInfo, next_seq: int, unprocessed: int, history: int
+    ) -> None:
+        self.qid = qid
+        self.prefix = QID.pack(qid)
+        self.info = info
+        self.next_seq = next_seq
+        self.unprocessed = unprocessed
+        self.history = history
+        #: False until last_posted and last_second are read from the records.
+        self.known = False
+        self.last_posted = 0
+        self.last_second = -1
+
+    def copy(self) -> QueueState:
+        q = QueueState(self.qid, self.info, self.next_seq, self.unprocessed, self.history)
+        q.known, q.last_posted, q.last_second = self.known, self.last_posted, self.last_second
+        return q
+
+
+class Cache:
+    """The committed queue table and counters of a DurableStore, and the
+    damaged records it met. One writer at a time changes it (``publish``,
+    ``met``); a reader copies the queue table when it begins."""
+
+    __slots__ = ("commits", "damaged", "next_qid", "next_sid", "queues")
+
+    def __init__(self, queues: dict[str, QueueState], next_qid: int, next_sid: int) -> None:
+        #: The queues as committed, by name.
+        self.queues = queues
+        self.next_qid = next_qid
+        self.next_sid = next_sid
+        #: Write transactions committed since open.
+        self.commits = 0
+        #: Per queue, the seqs of the damaged records met since open.
+        self.damaged: dict[str, set[int]] = {}
+
+    def publish(self, written: dict[str, QueueState | None], next_qid: int, next_sid: int) -> None:
+        """Takes in what a transaction committed: the queues it wrote (None:
+        deleted) and the next ids."""
+        for name, q in written.items():
+            if q is None:
+                self.queues.pop(name, None)
+                self.damaged.pop(name, None)
+            else:
+                self.queues[name] = q
+        self.next_qid = next_qid
+        self.next_sid = next_sid
+        self.commits += 1
+
+    def met(self, e: RecordDamaged) -> None:
+        """Counts a damaged record met while walking a queue, and logs it
+        the first time."""
+        seqs = self.damaged.setdefault(e.queue, set())
+        if e.seq not in seqs:
+            seqs.add(e.seq)
+            log.error("DATA_LOSS: %s; skipped (msgboard check lists every one)", e)
