@@ -5,18 +5,11 @@ Embeddable with no gRPC: ``Board(path)`` is all a program needs.
 
 from __future__ import annotations
 
-from msgboard.engine.board import (
-    Board,
-    BoardStats,
-    Page,
-    QueueStats,
-    QueueView,
-    SelectorView,
-    Start,
-)
+from msgboard.engine.board import Board
 from msgboard.engine.limits import Limits
-from msgboard.engine.network import Traffic
 from msgboard.engine.selectors import Acked
+from msgboard.engine.traffic import Traffic
+from msgboard.results import BoardStats, Page, QueueStats, QueueView, SelectorView, Start
 
 __all__ = [
     "Acked",
