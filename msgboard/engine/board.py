@@ -57,7 +57,7 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import DataFileDamaged, InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
-from msgboard.message import Message
+from msgboard.message import Message, size
 from msgboard.results import QueueView
 from msgboard.spec import (
     Disposition,
@@ -68,6 +68,10 @@ from msgboard.spec import (
     differences,
 )
 from msgboard.v1 import board_pb2 as pb
+
+#: The bytes a stored message's keys take, about: its record's and each
+#: index entry's (one per tuple field), for the disk a post reserves.
+KEY_BYTES = 64
 
 
 class Board:
@@ -235,17 +239,17 @@ class Board:
         and is not refused (drop-new, dead-letter, an overflow selector) is
         not stored on this queue: its seq is 0 (``post_receipts`` says what
         became of it)."""
-        msgs, size = self._check_post(queue, messages)
+        msgs, nbytes = self._check_post(queue, messages)
         return self._writer.submit(
-            lambda b: [r.seq for r in self._post(b, queue, msgs, size)], size=size
+            lambda b: [r.seq for r in self._post(b, queue, msgs, nbytes)], size=nbytes
         )
 
     def post_receipts_async(self, queue: str, messages: Sequence[Message]) -> Future[list[Receipt]]:
         """Like post, but answers each message's seq with what became of it:
         stored, overflowed (to an overflow selector's queue), dead-lettered or
         dropped."""
-        msgs, size = self._check_post(queue, messages)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
+        msgs, nbytes = self._check_post(queue, messages)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs, nbytes), size=nbytes)
 
     def _check_post(self, queue: str, messages: Sequence[Message]) -> tuple[list[Message], int]:
         self.limits.check_name(queue, write=True)
@@ -254,12 +258,13 @@ class Board:
         if len(messages) > self.limits.max_batch:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
         msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return msgs, size
+        # What the post writes, about: each message and its keys.
+        n = sum(size(m) + KEY_BYTES * (1 + len(m.tuple)) for m in msgs)
+        return msgs, n
 
-    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[Receipt]:
+    def _post(self, b: Batch, queue: str, msgs: list[Message], nbytes: int) -> list[Receipt]:
         txn, info = b.find(queue)
-        txn.admit(size)  # a full disk refuses posts first, keeping room for the rest
+        txn.admit(nbytes)  # a full disk refuses posts first, keeping room for the rest
         spec = info.spec
         net = self._net
         limit = spec.max_unprocessed

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msgboard.errors import MsgboardError
-from msgboard.message import Message
+from msgboard.message import Message, size
 from msgboard.spec import Delivery, SelectorSpec
 
 
@@ -45,19 +45,14 @@ class Backoff:
     message: Message
 
 
-def weight(m: Message) -> int:
-    """About how many bytes ``m`` holds: what a byte cap counts."""
-    n = 64 + len(m.body) + len(m.address)
-    for f in m.tuple:
-        n += len(f) if isinstance(f, str | bytes) else 8
-    for k, v in m.headers.items():
-        n += len(k) + len(v)
-    return n
+#: What one outstanding message costs in memory beyond its ``size``.
+OVERHEAD = 64
 
 
 class Outstanding(dict[int, Message]):
-    """Delivery id -> message, keeping the total ``weight`` of its messages
-    in ``bytes`` through every change the network makes."""
+    """Delivery id -> message, keeping the bytes its messages hold (each
+    its ``size`` and ``OVERHEAD``) in ``bytes`` through every change the
+    network makes: what ``max_outstanding_bytes`` caps."""
 
     __slots__ = ("bytes",)
 
@@ -68,23 +63,23 @@ class Outstanding(dict[int, Message]):
     def __setitem__(self, key: int, m: Message) -> None:
         old = self.get(key)
         if old is not None:
-            self.bytes -= weight(old)
+            self.bytes -= size(old) + OVERHEAD
         super().__setitem__(key, m)
-        self.bytes += weight(m)
+        self.bytes += size(m) + OVERHEAD
 
     def add(self, key: int, m: Message) -> None:
         """``self[key] = m`` for a ``key`` it does not have (a new delivery)."""
         dict.__setitem__(self, key, m)
-        self.bytes += weight(m)
+        self.bytes += size(m) + OVERHEAD
 
     def __delitem__(self, key: int) -> None:
-        self.bytes -= weight(self[key])
+        self.bytes -= size(self[key]) + OVERHEAD
         super().__delitem__(key)
 
     def pop(self, key: int, *default: Any) -> Any:
         if key in self:
             m = super().pop(key)
-            self.bytes -= weight(m)
+            self.bytes -= size(m) + OVERHEAD
             return m
         return super().pop(key, *default)
 
