@@ -30,7 +30,7 @@ def consumer_view(c: Consumer) -> ConsumerView:
         s.source,
         s.id,
         s.spec.op.value,
-        c.limit,
+        c.window,
         len(c.outstanding),
         c.next_id - 1,  # delivery ids count up from 1, one per delivery
         c.since,

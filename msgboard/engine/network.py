@@ -23,14 +23,15 @@ The rules are DESIGN.md's, in its order. When a message arrives:
 A message that waits is offered to blocked Reads (every one gets it) and
 then to the oldest blocked Take.
 
-Credit. A terminal selector's credit is its consumer's window (capped by
-the board's ``max_credit``) less the deliveries not yet acked, and none while
+Credit (window, quota and room are defined in ``selectors.py``). A
+terminal selector's credit is its consumer's window (capped by the board's
+``max_credit``) less the deliveries not yet acked, and none while
 those hold ``max_outstanding_bytes`` or more; an ack gives credit back as
 it is applied, in its group commit, and what that credit pulls is delivered
 once the group is durable (sending it before was measured: no gain while
 the server is CPU-bound, see docs/performance.md). A
 selector into a queue has as much credit as that queue has room under
-``max_unprocessed`` (and its own quota), so when a consumer drains the
+``max_unprocessed`` (and its own quota at most), so when a consumer drains the
 destination the parent pulls again: credit flows up the graph. Each
 selector pulls from a cursor: no waiting message below it is one it could
 take, except held ones, which rewind the cursors when they come back; pulls

@@ -4,14 +4,39 @@ A selector reads one source queue with a pattern and an operation (MOVE,
 COPY, DELETE, BOUNCE) toward a destination queue or, when it has none, a
 terminal consumer attached through Subscribe. ``SelectorSpec`` is what a
 client asks for and what the store keeps; ``Selector`` is its running state
-on the writer thread: credit, the cursor it pulls waiting messages from, and
-its consumer. ``network.py`` routes messages through them.
+on the writer thread: its quota, the cursor it pulls waiting messages from,
+and its consumer. ``network.py`` routes messages through them.
 
-A consumer's credit is bounded twice, so that no client can make the server
-hold much for it: by the board's ``max_credit`` (whatever window it asks
-for) and by ``max_outstanding_bytes``, the bytes of the messages it has
-outstanding (delivered and not acked; these include the deliveries still
-queued for sending, so the send queue is bounded too).
+Credit, in the engine's words (the wire's are the proto's):
+
+- **credit**: how many messages a selector may take now
+  (``credit.credit``). A DELETE takes any; the others spend a budget
+  named after what it bounds:
+- **window**, a consumer's (for a terminal selector): the most deliveries
+  it may have outstanding, delivered and not acked. It is what the
+  subscription asked for, else its selector's (``SelectorSpec.window()``),
+  widened by AddCredit and capped by the board's ``max_credit``
+  (``Consumer.window``, which the wire calls the effective credit). A
+  consumer's credit is its window less its outstanding deliveries, and
+  none while they hold ``max_outstanding_bytes`` (``Consumer.credit()``);
+  an ack gives it back.
+- **quota**, an internal selector's (to a queue, or a BOUNCE): the most
+  messages it will still move or copy, counted down
+  (``SelectorSpec.quota()``, ``Selector.quota``; no limit unless asked).
+- **room**, a queue's: how many more messages it takes under its
+  ``max_unprocessed`` (``credit.room``). A selector to a queue may take
+  the lesser of its quota and its destination's room, so credit flows up
+  the graph as consumers drain the queues below.
+
+``SelectorSpec.credit`` is the wire's one field for both budgets (a
+terminal selector's window, an internal one's quota); the engine reads it
+through ``window()`` and ``quota()``.
+
+So no client can make the server hold much for it, a consumer is bounded
+twice: by ``max_credit`` (whatever window it asks for) and by
+``max_outstanding_bytes``, the bytes of the messages it has outstanding
+(these include the deliveries still queued for sending, so the send queue
+is bounded too).
 """
 
 from __future__ import annotations
@@ -112,12 +137,14 @@ class Consumer:
     hand over (e.g. ``loop.call_soon_threadsafe``)."""
 
     selector: Selector
+    #: The most deliveries it may have outstanding: asked for, widened by
+    #: AddCredit, capped by ``max_credit``.
     window: float
     deliver: Callable[[list[Delivery]], None]
     #: Called once when the board ends the subscription (its queue or
     #: selector deleted, the board closing), with the reason.
     end: Callable[[BaseException | None], None]
-    #: The board's caps: most deliveries and most message bytes outstanding.
+    #: The board's caps: the widest window, most message bytes outstanding.
     max_credit: float = math.inf
     max_bytes: float = math.inf
     #: Delivery id -> message as stored (MOVE) or as copied (COPY).
@@ -133,15 +160,11 @@ class Consumer:
     peer: str = ""
     identity: str = ""
 
-    @property
-    def limit(self) -> float:
-        """The effective credit: the window it asked for, capped."""
-        return min(self.window, self.max_credit)
-
     def credit(self) -> float:
+        """How many more messages it may be handed now."""
         if self.outstanding.bytes >= self.max_bytes:
             return 0
-        return self.limit - len(self.outstanding)
+        return self.window - len(self.outstanding)
 
 
 @dataclass(eq=False, slots=True)
@@ -154,7 +177,7 @@ class Selector:
     #: subscription's session selector).
     durable: bool
     session: bool
-    #: Internal selectors: messages it may still move or copy.
+    #: An internal selector's: messages it may still move or copy.
     quota: float = math.inf
     consumer: Consumer | None = None
     #: MOVE/DELETE: no waiting message below it is one this selector could

@@ -215,6 +215,7 @@ class Subscriptions:
                 self._net.add(b, s)
                 window = spec.window()
             lim = self._limits
+            window = min(window, lim.max_credit)
             c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
             c.id, c.since, c.peer, c.identity = f"con-{next(self._sessions)}", b.now, peer, identity
             self._net.holders.attach(b, s, c)
@@ -255,12 +256,14 @@ class Subscriptions:
         return self._writer.submit(run)
 
     def add_credit_async(self, c: Consumer, n: int) -> Future[None]:
+        """Widens the consumer's window by ``n`` deliveries (up to the
+        board's ``max_credit``)."""
         if n < 0:
             raise InvalidArgument(f"credit: must not be negative (got {n})")
 
         def run(b: Batch) -> None:
             self._live(c)
-            b.set(c, "window", c.window + n)
+            b.set(c, "window", min(c.window + n, c.max_credit))
             self._net.pulls.wake(c.selector)
             self._net.pulls.settle(b)
 

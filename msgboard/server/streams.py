@@ -242,7 +242,7 @@ async def subscribe(
     try:
         yield pb.SubscribeResponse(
             subscribed=selector_to_pb(view),
-            credit=int(consumer.limit),
+            credit=int(consumer.window),
             max_outstanding_bytes=int(consumer.max_bytes),
         )
         while True:
