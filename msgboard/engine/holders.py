@@ -21,11 +21,12 @@ from functools import partial
 from msgboard.engine.holds import Holds
 from msgboard.engine.overflow import Overflow, Process
 from msgboard.engine.pulling import Pulling
-from msgboard.engine.selectors import Acked, Backoff, Consumer, Lease, Selector
+from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
+from msgboard.results import Acked
 from msgboard.spec import Delivery, Op
 
 #: A nacked message's first backoff, doubled per delivery, capped.

@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from msgboard.errors import MsgboardError
 from msgboard.message import Message, size
 from msgboard.spec import Delivery, SelectorSpec
 
@@ -117,17 +116,6 @@ class Outstanding(dict[int, Message]):
     def clear(self) -> None:
         super().clear()
         self.bytes = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Acked:
-    """What an ack request did: acks are per delivery, so the ids it could
-    apply are ``ids`` and each one it could not (never delivered, already
-    acked or given back) is in ``rejected`` with the reason; a rejected id
-    is information, not a failure of the others."""
-
-    ids: list[int]
-    rejected: dict[int, MsgboardError] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

@@ -18,11 +18,11 @@ from msgboard.engine import events as ev
 from msgboard.engine.events import Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
-from msgboard.engine.selectors import Acked, Consumer, Selector
+from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.writer import Batch, Found, Writer
 from msgboard.errors import FailedPrecondition, InvalidArgument, NotFound, QueueNotFound
-from msgboard.results import SelectorView
+from msgboard.results import Acked, SelectorView
 from msgboard.spec import Delivery, Op, Position, Role, SelectorSpec
 
 

@@ -34,17 +34,12 @@ import grpc
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
-from msgboard.engine import (
-    Board,
-    BoardStats,
-    Limits,
-    QueueStats,
-    QueueView,
-)
+from msgboard.engine import Board, Limits
 from msgboard.engine.events import BOARD_STOPPING
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import streams
