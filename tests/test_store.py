@@ -29,7 +29,7 @@ from msgboard.lmdbstore import (
     Store,
 )
 from msgboard.message import Message, Section
-from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec
+from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec, SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 
 U, H = Section.UNPROCESSED, Section.HISTORY
@@ -425,32 +425,32 @@ def test_selectors_are_stored_and_rolled_back(store: Store) -> None:
     with store.begin() as txn:
         a, b = txn.new_selector_id(), txn.new_selector_id()
         assert a < b
-        txn.put_selector("sel-2", b"two")
-        txn.put_selector("sel-1", b"one")
+        txn.put_selector("sel-2", SelectorSpec("two"))
+        txn.put_selector("sel-1", SelectorSpec("one"))
     with store.begin() as txn:
-        txn.put_selector("sel-1", b"uno")
+        txn.put_selector("sel-1", SelectorSpec("uno"))
         assert txn.delete_selector("sel-2")
         assert not txn.delete_selector("sel-9")
         assert txn.new_selector_id() > b
         txn.abort()
     with store.begin() as txn:
-        assert txn.selectors() == [("sel-1", b"one"), ("sel-2", b"two")]
+        assert txn.selectors() == [("sel-1", SelectorSpec("one")), ("sel-2", SelectorSpec("two"))]
         assert txn.new_selector_id() == b + 1
         assert txn.delete_selector("sel-2")
     with store.begin() as txn:
-        assert txn.selectors() == [("sel-1", b"one")]
+        assert txn.selectors() == [("sel-1", SelectorSpec("one"))]
 
 
 def test_selectors_and_their_ids_survive_reopen(tmp_path: Path) -> None:
     s = DurableStore(tmp_path / "board")
     with s.begin() as txn:
         n = txn.new_selector_id()
-        txn.put_selector("sel-1", b"one")
+        txn.put_selector("sel-1", SelectorSpec("one"))
     s.close()
     s = DurableStore(tmp_path / "board")
     try:
         with s.begin() as txn:
-            assert txn.selectors() == [("sel-1", b"one")]
+            assert txn.selectors() == [("sel-1", SelectorSpec("one"))]
             assert txn.new_selector_id() == n + 1
     finally:
         s.close()

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
 
-from msgboard import codec
 from msgboard.associative import EVERYTHING
 from msgboard.engine import events as ev
 from msgboard.engine import views
@@ -55,7 +54,7 @@ from msgboard.engine.taking import Taking
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
-from msgboard.errors import DataFileDamaged, InvalidArgument, QueueExists, QueueFull, Unavailable
+from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
 from msgboard.message import Message, size
 from msgboard.results import QueueView
@@ -67,7 +66,6 @@ from msgboard.spec import (
     Receipt,
     differences,
 )
-from msgboard.v1 import board_pb2 as pb
 
 #: The bytes a stored message's keys take, about: its record's and each
 #: index entry's (one per tuple field), for the disk a post reserves.
@@ -140,14 +138,7 @@ class Board:
         """Brings back the durable selectors (a read per selector, none per
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
-        for sid, data in txn.selectors():
-            try:
-                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data), stored=True)
-            except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
-                raise DataFileDamaged(
-                    f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "
-                    f"msgboard check {self.path} tells more"
-                ) from None
+        for sid, spec in txn.selectors():
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and b.lookup(dest) is None):
                 # Its destination was a transient queue, gone with the restart:

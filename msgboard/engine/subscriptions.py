@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
@@ -56,7 +55,7 @@ class Subscriptions:
             s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
             self._net.table.start(txn, s)
             if durable:
-                txn_d.put_selector(sid, codec.selector_spec_to_pb(spec).SerializeToString())
+                txn_d.put_selector(sid, spec)
             self._net.add(b, s)
             self._net.pulls.settle(b)
             self._events.emit(

@@ -29,7 +29,7 @@ from msgboard.errors import (
     StoreError,
     StoreFull,
 )
-from msgboard.lmdbstore import record
+from msgboard.lmdbstore import record, selectors
 from msgboard.lmdbstore.layout import (
     _HISTORY,
     _KEY,
@@ -48,7 +48,7 @@ from msgboard.lmdbstore.layout import (
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
-from msgboard.spec import QueueSpec
+from msgboard.spec import QueueSpec, SelectorSpec
 
 if TYPE_CHECKING:
     from msgboard.lmdbstore.durable import DurableStore
@@ -465,7 +465,8 @@ class DurableTxn(Txn):
         self._wrote = True
         return sid
 
-    def put_selector(self, sid: str, data: bytes) -> None:
+    def put_selector(self, sid: str, spec: SelectorSpec) -> None:
+        data = selectors.encode(spec)
         with self._guard:
             self._txn.put(sid.encode(), data, db=self._store._selectors)
         self._wrote = True
@@ -476,9 +477,10 @@ class DurableTxn(Txn):
         self._wrote = self._wrote or found
         return found
 
-    def selectors(self) -> list[tuple[str, bytes]]:
+    def selectors(self) -> list[tuple[str, SelectorSpec]]:
         with self._guard:
-            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._store._selectors)]
+            stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._store._selectors)]
+        return [(sid, selectors.decode(self._store.path, sid, v)) for sid, v in stored]
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
