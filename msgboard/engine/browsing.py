@@ -109,6 +109,8 @@ class Browsing:
         return self._writer.submit(run, fut)
 
     def stats_async(self, queue: str = "") -> Future[BoardStats]:
+        """Every queue's counts and traffic (or one queue's, ``queue``), with
+        the store's figures. ``$sys`` shows only when asked for."""
         if queue:
             self._limits.check_name(queue)
 

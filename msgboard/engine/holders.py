@@ -79,6 +79,7 @@ class Holders:
     # -- consumers ----------------------------------------------------------
 
     def attach(self, b: Batch, s: Selector, c: Consumer) -> None:
+        """Attaches a consumer to its terminal selector, which then pulls."""
         b.set(s, "consumer", c)
         self._pulls.wake(s)
 
@@ -124,6 +125,8 @@ class Holders:
         return Acked(list(chosen), rejected)
 
     def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
+        """Gives deliveries back, after a backoff, or dead-letters them
+        (``reject``); every id must be outstanding."""
         chosen = self._chosen(c, ids, 0)
         if reject:
             for i in chosen:
@@ -228,6 +231,8 @@ class Holders:
             self._pulls.settle(b)
 
     def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
+        """Processes leased messages (or, with ``nack``, gives them back);
+        nothing changes unless every lease is good."""
         for lid in ids:
             lease = self._leases.get(lid)
             if lease is None:

@@ -40,12 +40,14 @@ class Holds:
         return {q: len(held) for q, held in self._held.items() if held}
 
     def hold(self, b: Batch, queue: str, seq: int, owner: object) -> None:
+        """Holds the queue's message ``seq`` for ``owner``."""
         held = self._held.setdefault(queue, {})
         old = held.get(seq)
         held[seq] = owner
         b.undo(lambda: held.__setitem__(seq, old) if old is not None else held.pop(seq, None))
 
     def unhold(self, b: Batch, queue: str, seq: int) -> None:
+        """The queue's message ``seq`` is held no more (if it was)."""
         held = self._held.get(queue)
         if held is not None and seq in held:
             old = held.pop(seq)

@@ -99,6 +99,7 @@ class Subscriptions:
         return found
 
     def get_selector_async(self, sid: str) -> Future[SelectorView]:
+        """A selector and its figures; NotFound if there is none."""
         return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
 
     def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:

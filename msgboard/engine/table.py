@@ -65,6 +65,7 @@ class Table:
         return self._by_dest.get(queue)
 
     def has_overflow(self, queue: str) -> bool:
+        """Whether the queue has an overflow selector (rule 6)."""
         return any(s.spec.role is Role.OVERFLOW for s in self.of(queue))
 
     def consumers(self, queue: str) -> int:
