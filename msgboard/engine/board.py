@@ -56,7 +56,7 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
-from msgboard.message import Message, size
+from msgboard.message import Message
 from msgboard.results import QueueView
 from msgboard.spec import (
     Disposition,
@@ -68,7 +68,8 @@ from msgboard.spec import (
 )
 
 #: The bytes a stored message's keys take, about: its record's and each
-#: index entry's (one per tuple field), for the disk a post reserves.
+#: index entry's (one per tuple field). A post reserves disk for each
+#: message's size (``message.size``) and its keys.
 KEY_BYTES = 64
 
 
@@ -248,10 +249,14 @@ class Board:
             raise InvalidArgument("messages: at least one message is needed")
         if len(messages) > self.limits.max_batch:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
-        msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        # What the post writes, about: each message and its keys.
-        n = sum(size(m) + KEY_BYTES * (1 + len(m.tuple)) for m in msgs)
-        return msgs, n
+        check = self.limits.check_message
+        msgs = []
+        total = 0  # what the post writes, about: each message and its keys
+        for i, m in enumerate(messages):
+            m, n = check(m, f"messages[{i}]")
+            msgs.append(m)
+            total += n + KEY_BYTES * (1 + len(m.tuple))
+        return msgs, total
 
     def _post(self, b: Batch, queue: str, msgs: list[Message], nbytes: int) -> list[Receipt]:
         txn, info = b.find(queue)

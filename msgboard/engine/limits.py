@@ -91,9 +91,9 @@ class Limits:
                     )
         return spec
 
-    def check_message(self, m: Message, where: str) -> Message:
+    def check_message(self, m: Message, where: str) -> tuple[Message, int]:
         """Validates a message to post and returns it with the fields the
-        board sets cleared."""
+        board sets cleared, and its size (``message.size``)."""
         if m.tuple != ():  # the empty tuple is valid: no call, no f-string
             check_fields(m.tuple, self.max_arity, f"{where}.tuple")
         if len(m.address.encode()) > self.max_address_bytes:
@@ -121,7 +121,7 @@ class Limits:
             )
         if m.seq or m.queue or m.posted_at or m.processed_at or m.delivery_count:
             m = stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
-        return m
+        return m, n
 
     def check_count(self, n: int, limit: int, where: str, default: int) -> int:
         """A max/limit argument: 0 means ``default``; negative is invalid."""
