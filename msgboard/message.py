@@ -66,8 +66,24 @@ class Message:
     _frame: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def expired(self, now: int) -> bool:
-        """True once the message's lease has run out."""
+        """True once ``now`` (µs since the epoch) is at or past
+        ``expires_at``, the message's time to live (never, when it is 0)."""
         return self.expires_at != 0 and now >= self.expires_at
+
+
+def size(m: Message) -> int:
+    """About how many bytes ``m`` holds: its body, address, headers and
+    tuple (a str or bytes field its length, any other field 9). The one
+    measure of a message's size: ``Limits.max_message_bytes`` bounds it; a
+    consumer's outstanding bytes count it plus a fixed overhead per
+    message (``selectors.Outstanding``); a post reserves disk for it plus
+    its keys (``Board``'s posting)."""
+    n = len(m.body) + len(m.address)
+    for f in m.tuple:
+        n += len(f) if isinstance(f, str | bytes) else 9
+    for k, v in m.headers.items():
+        n += len(k) + len(v)
+    return n
 
 
 # The setters of the board's own slots (a frozen dataclass refuses plain

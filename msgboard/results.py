@@ -1,18 +1,21 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
 ``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
-and its ``StoreInfo``), and where a Browse page starts (``Start``).
+and its ``StoreInfo``, ``Acked``), and where a Browse page starts
+(``Start``).
 
-Their one home, below both: the engine and the store import them from here,
-and so does ``msgboard.client``, which thus loads neither the engine nor
+Their one home, below both: the engine, the store and the server import
+them from here (the engine does not re-export them), and so does
+``msgboard.client``, which thus loads neither the engine nor
 LMDB (a client speaks only gRPC).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from msgboard.errors import MsgboardError
 from msgboard.message import Message
 from msgboard.spec import QueueSpec, SelectorSpec
 
@@ -121,3 +124,14 @@ class ConsumerView:
     delivered: int
     #: When it attached, µs since the epoch.
     since: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """What an ack request did: acks are per delivery, so the ids it could
+    apply are ``ids`` and each one it could not (never delivered, already
+    acked or given back) is in ``rejected`` with the reason; a rejected id
+    is information, not a failure of the others."""
+
+    ids: list[int]
+    rejected: dict[int, MsgboardError] = field(default_factory=dict)

@@ -153,13 +153,14 @@ class SelectorSpec:
         return self.op in (Op.MOVE, Op.COPY) and not self.destination
 
     def window(self) -> float:
-        """A terminal selector's credit: most deliveries not yet acked."""
+        """A terminal selector's window: most deliveries a consumer may have
+        not yet acked (the words are ``engine/selectors.py``'s)."""
         if self.unlimited_credit:
             return math.inf
         return self.credit or DEFAULT_CREDIT
 
     def quota(self) -> float:
-        """An internal selector's budget of messages."""
+        """An internal selector's quota: most messages it will move or copy."""
         if self.unlimited_credit or not self.credit:
             return math.inf
         return self.credit

@@ -17,7 +17,7 @@ import pytest
 from msgboard.errors import StoreError, StoreFull
 from msgboard.lmdbstore import Counts, DurableStore, MapFull
 from msgboard.message import Message
-from msgboard.spec import UNLIMITED, QueueSpec
+from msgboard.spec import UNLIMITED, QueueSpec, SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 from tests.stores import S, make, post
 
@@ -26,12 +26,12 @@ def test_selectors_and_their_ids_survive_reopen(tmp_path: Path) -> None:
     s = DurableStore(tmp_path / "board")
     with s.begin() as txn:
         n = txn.new_selector_id()
-        txn.put_selector("sel-1", b"one")
+        txn.put_selector("sel-1", SelectorSpec("one"))
     s.close()
     s = DurableStore(tmp_path / "board")
     try:
         with s.begin() as txn:
-            assert txn.selectors() == [("sel-1", b"one")]
+            assert txn.selectors() == [("sel-1", SelectorSpec("one"))]
             assert txn.new_selector_id() == n + 1
     finally:
         s.close()

@@ -10,7 +10,7 @@ import pytest
 
 from msgboard import Message, QueueSpec, Section
 from msgboard.associative import ANY, AddressPattern, Pattern, Range, template
-from msgboard.engine import Board, Start
+from msgboard.engine import Board
 from msgboard.errors import (
     InvalidArgument,
     MessageTooLarge,
@@ -19,6 +19,7 @@ from msgboard.errors import (
     QueueNotFound,
 )
 from msgboard.lmdbstore import FIND_BUDGET
+from msgboard.results import Start
 from msgboard.spec import UNLIMITED, OverflowPolicy
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from msgboard import cli
 from msgboard.client import Client
-from msgboard.engine import Board, Start
+from msgboard.engine import Board
 from msgboard.errors import (
     DataFileDamaged,
     DataLoss,
@@ -32,6 +32,7 @@ from msgboard.errors import (
 from msgboard.lmdbstore import DurableStore, datafile, record
 from msgboard.lmdbstore.check import check
 from msgboard.message import Message, Section
+from msgboard.results import Start
 from msgboard.spec import UNLIMITED, QueueSpec
 from msgboard.testing import ServerProcess, ServerThread
 from tests import damage

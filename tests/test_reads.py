@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from msgboard.client import Client
-from msgboard.engine import Board, Start
+from msgboard.engine import Board
 from msgboard.errors import QueueNotFound
 from msgboard.lmdbstore import Txn
 from msgboard.message import Message
+from msgboard.results import Start
 from msgboard.spec import QueueSpec
 from msgboard.testing import ServerThread
 

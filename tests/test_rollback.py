@@ -16,7 +16,7 @@ from msgboard.engine import Board
 from msgboard.engine.selectors import Consumer
 from msgboard.engine.writer import Batch
 from msgboard.errors import StoreError
-from tests.test_routing import Sink
+from tests.sinks import Sink
 
 
 def _fail(b: Batch) -> None:

@@ -17,7 +17,7 @@ from msgboard.associative import ANY, Pattern, template
 from msgboard.errors import StoreError
 from msgboard.lmdbstore import Counts, DurableStore, MemoryStore, QueueInfo, Store
 from msgboard.message import Message
-from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec
+from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec, SelectorSpec
 from tests.stores import H, S, U, make, post, seqs
 
 
@@ -393,17 +393,17 @@ def test_selectors_are_stored_and_rolled_back(store: Store) -> None:
     with store.begin() as txn:
         a, b = txn.new_selector_id(), txn.new_selector_id()
         assert a < b
-        txn.put_selector("sel-2", b"two")
-        txn.put_selector("sel-1", b"one")
+        txn.put_selector("sel-2", SelectorSpec("two"))
+        txn.put_selector("sel-1", SelectorSpec("one"))
     with store.begin() as txn:
-        txn.put_selector("sel-1", b"uno")
+        txn.put_selector("sel-1", SelectorSpec("uno"))
         assert txn.delete_selector("sel-2")
         assert not txn.delete_selector("sel-9")
         assert txn.new_selector_id() > b
         txn.abort()
     with store.begin() as txn:
-        assert txn.selectors() == [("sel-1", b"one"), ("sel-2", b"two")]
+        assert txn.selectors() == [("sel-1", SelectorSpec("one")), ("sel-2", SelectorSpec("two"))]
         assert txn.new_selector_id() == b + 1
         assert txn.delete_selector("sel-2")
     with store.begin() as txn:
-        assert txn.selectors() == [("sel-1", b"one")]
+        assert txn.selectors() == [("sel-1", SelectorSpec("one"))]

@@ -1,36 +1,21 @@
-"""The engine: queues, take/read by pattern, blocked calls, group commit.
+"""The engine: queues, selectors, routing, credit, take/read by pattern,
+blocked calls, group commit.
 
-Embeddable with no gRPC: ``Board(path)`` is all a program needs.
+Embeddable with no gRPC: ``Board(path)`` is all a program needs; its calls
+answer with the types of ``msgboard.results`` (``QueueView``, ``Page``,
+``Start``, ...), imported from there. Where to start reading: ``board.py``
+(the face and its parts), ``writer.py`` (one thread, group commits, and the
+invariant every change to memory keeps), ``network.py`` (where a message
+goes, and the parts of the routing network), ``selectors.py`` (the words
+of credit: window, quota, room).
 """
 
 from __future__ import annotations
 
-from msgboard.engine.board import (
-    Board,
-    BoardStats,
-    Page,
-    QueueStats,
-    QueueView,
-    SelectorView,
-    Start,
-)
+from msgboard.engine.board import Board
 from msgboard.engine.events import BOARD_STOPPING
 from msgboard.engine.limits import Limits
-from msgboard.engine.network import Traffic
-from msgboard.engine.selectors import Acked
+from msgboard.engine.traffic import Traffic
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 
-__all__ = [
-    "BOARD_STOPPING",
-    "Acked",
-    "Board",
-    "BoardStats",
-    "Limits",
-    "Page",
-    "QueueStats",
-    "QueueView",
-    "SelectorView",
-    "SnapshotInfo",
-    "Start",
-    "Traffic",
-]
+__all__ = ["BOARD_STOPPING", "Board", "Limits", "SnapshotInfo", "Traffic"]

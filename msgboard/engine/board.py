@@ -7,60 +7,58 @@
         board.post("jobs", [Message(tuple=("job", 1))])
         [msg] = board.take("jobs", Pattern(templates=(template("job", int),)))
 
-Every method checks its arguments on the caller's thread, then hands an
+Every call checks its arguments on the caller's thread, then hands an
 operation to the single writer thread (``writer.py``), which runs it inside
-the next group commit. ``xxx_async`` returns a ``concurrent.futures.Future``
-answered once the operation is durable; ``xxx`` waits for it. Never call the
+the next group commit. ``x_async`` returns a ``concurrent.futures.Future``
+answered once the operation is durable; ``x`` waits for it (``calls.py``
+makes it from ``x_async``, whose docstring it shares). Never call the
 waiting form from inside an operation.
 
 Durable queues live in LMDB, transient ones in memory; a queue's name is
 unique across both. Selectors, subscriptions and leases are routed by the
 network (``network.py``); the board checks arguments and wires the calls.
 
-``Board`` is written in parts, one per concern: queues, posting, taking and
-leases here; selectors and subscriptions in ``subscriptions.py``; Browse,
-Stats and snapshots in ``browsing.py``; the types it answers with in
-``views.py``.
+``Board`` is the face of the engine. It keeps queues, posting and the
+system queue ``$sys`` here, and composes the parts that serve its other
+calls, each an object given what it needs:
+
+- ``Taking`` (taking.py): take, read, leases, blocked calls;
+- ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
+- ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
+- ``Consumers`` (consumers.py): consumers listed and kicked;
+- ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
+  consumer.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
 
-from msgboard import codec
-from msgboard.associative import EVERYTHING, Pattern
+from msgboard.associative import EVERYTHING
 from msgboard.engine import events as ev
-from msgboard.engine.browsing import BROWSE_SCAN_LIMIT, Browsing
-from msgboard.engine.consumers import Consumers, ConsumerView
-from msgboard.engine.events import Events, SystemQueue, reserved
+from msgboard.engine import views
+from msgboard.engine.browsing import Browsing
+from msgboard.engine.calls import served_by, waits
+from msgboard.engine.consumers import Consumers
+from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
-from msgboard.engine.selectors import Consumer, Selector
+from msgboard.engine.selectors import Selector
 from msgboard.engine.subscriptions import Subscriptions
-from msgboard.engine.views import (
-    BoardStats,
-    Page,
-    QueueStats,
-    QueueView,
-    SelectorView,
-    Start,
-    _merged,
-)
-from msgboard.engine.waiters import Waiter, Waiters, answer, claim
-from msgboard.engine.writer import PENDING, Batch, Writer
-from msgboard.errors import DataFileDamaged, InvalidArgument, QueueExists, QueueFull, QueueNotFound
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Search, Txn
-from msgboard.message import Message, Section, now_us
+from msgboard.engine.taking import Taking
+from msgboard.engine.teardown import Teardown
+from msgboard.engine.waiters import Waiters
+from msgboard.engine.writer import Batch, Writer
+from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
+from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
+from msgboard.message import Message
+from msgboard.results import QueueView
 from msgboard.spec import (
-    Delivery,
     Disposition,
     Op,
     OverflowPolicy,
@@ -68,22 +66,14 @@ from msgboard.spec import (
     Receipt,
     differences,
 )
-from msgboard.v1 import board_pb2 as pb
 
-__all__ = [
-    "BROWSE_SCAN_LIMIT",
-    "Board",
-    "BoardStats",
-    "ConsumerView",
-    "Page",
-    "QueueStats",
-    "QueueView",
-    "SelectorView",
-    "Start",
-]
+#: The bytes a stored message's keys take, about: its record's and each
+#: index entry's (one per tuple field). A post reserves disk for each
+#: message's size (``message.size``) and its keys.
+KEY_BYTES = 64
 
 
-class Board(Subscriptions, Browsing, Consumers, SystemQueue):
+class Board:
     """One board over one data directory."""
 
     def __init__(
@@ -99,14 +89,20 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
         self._durable = DurableStore(self.path, sync=sync, map_size=map_size)
         self._memory = MemoryStore()
         self._waiters = Waiters()
-        self._writer = Writer(self._durable, self._memory, self._waiters)
-        self._net = Network(self._writer, self._waiters, self._lookup, self._waiting)
-        self._reads = Reads(self._durable)
-        self._sessions = itertools.count(1)
+        self._writer = writer = Writer(self._durable, self._memory, self._waiters)
         # The hook the engine announces its events through, posted on $sys.
-        self.events = self._net.events = Events(self._writer, self._post_events)
+        self.events = Events(writer, self._post_events)
+        self._net = net = Network(writer, self._waiters, self.events)
+        self._reads = Reads(self._durable)
+        self._teardown = Teardown(writer, net, self.events, self._waiters)
+        self._taking = Taking(self.limits, writer, net, self._waiters, self._reads)
+        self._subscriptions = Subscriptions(self.limits, writer, net, self.events, self._teardown)
+        self._browsing = Browsing(
+            self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
+        )
+        self._consumers = Consumers(writer, net, self._teardown)
         try:
-            self._writer.submit(self._load).result()
+            writer.submit(self._load).result()
         except BaseException:
             self.close()
             raise
@@ -143,16 +139,9 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
         """Brings back the durable selectors (a read per selector, none per
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
-        for sid, data in txn.selectors():
-            try:
-                spec = codec.selector_spec_from_pb(pb.SelectorSpec.FromString(data), stored=True)
-            except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
-                raise DataFileDamaged(
-                    f"{self.path}: selector {sid}: its stored spec does not parse ({e}); "
-                    f"msgboard check {self.path} tells more"
-                ) from None
+        for sid, spec in txn.selectors():
             dest = spec.destination
-            if txn.queue(spec.source) is None or (dest and self._lookup(b, dest) is None):
+            if txn.queue(spec.source) is None or (dest and b.lookup(dest) is None):
                 # Its destination was a transient queue, gone with the restart:
                 # the selector goes too, as when a queue is deleted.
                 txn.delete_selector(sid)
@@ -163,24 +152,26 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
             else:
                 s.behind = True
             self._net.add(b, s)
-        self._net.settle(b)
+        self._net.pulls.settle(b)
         self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
         self._open_sys(b)
 
     def _end_all(self, b: Batch) -> None:
-        for s in list(self._net.selectors.values()):
+        for s in list(self._net.table.selectors.values()):
             c = s.consumer
             if c is not None:
-                self._net.detach(b, c)
+                self._net.holders.detach(b, c)
                 b.after(partial(c.end, None))
 
     # -- queues ---------------------------------------------------------
 
     def create_queue_async(self, spec: QueueSpec) -> Future[QueueView]:
+        """Creates a queue; the same spec again returns it (idempotent), another
+        spec under the same name is QueueExists."""
         spec = self.limits.check_spec(spec)
 
         def run(b: Batch) -> QueueView:
-            found = self._lookup(b, spec.name)
+            found = b.lookup(spec.name)
             if found is not None:
                 txn, info = found
                 if info.spec != spec:
@@ -196,108 +187,61 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
 
         return self._writer.submit(run)
 
-    def create_queue(self, spec: QueueSpec) -> QueueView:
-        """Creates a queue; the same spec again returns it (idempotent), another
-        spec under the same name is QueueExists."""
-        return self.create_queue_async(spec).result()
-
     def get_queue_async(self, name: str) -> Future[QueueView]:
+        """A queue's properties and counts."""
         self.limits.check_name(name, "name")
-        return self._writer.submit(lambda b: self._view(*self._find(b, name)))
-
-    def get_queue(self, name: str) -> QueueView:
-        return self.get_queue_async(name).result()
+        return self._writer.submit(lambda b: self._view(*b.find(name)))
 
     def list_queues_async(self) -> Future[list[QueueView]]:
+        """Every queue, by name (``$sys`` left out)."""
         fut: Future[list[QueueView]] = Future()
 
         def make() -> Work[list[QueueView]]:
             waiting = self._waiters.counts()
-            transient = self._transient(waiting)
+            transient = views.transient(self._memory, waiting)
 
             def work(view: Txn) -> list[QueueView]:
-                views = [self._view_of(view, info, waiting) for info in view.queues()]
-                return _merged(views, transient)
+                return views.merged(views.views(view, waiting), transient)
 
             return work
 
         return self._writer.submit(lambda b: self._reads.later(b, fut, make), fut)
 
-    def list_queues(self) -> list[QueueView]:
-        return self.list_queues_async().result()
-
     def delete_queue_async(self, name: str) -> Future[None]:
-        self.limits.check_name(name, "name", write=True)
-
-        def run(b: Batch) -> None:
-            self._find(b, name)
-            self._delete_queue(b, name)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def delete_queue(self, name: str) -> None:
         """Deletes a queue, its messages and the selectors reading it or
         writing to it; blocked calls and subscriptions on it get
         QueueNotFound."""
-        self.delete_queue_async(name).result()
+        self.limits.check_name(name, "name", write=True)
 
-    def _delete_queue(self, b: Batch, name: str) -> None:
-        txn, _ = self._find(b, name)
-        txn.delete_queue(name)
-        gone = self._net.queue_gone(b, name)
-        for s, c in gone:
-            self._forget(b, s, c, QueueNotFound(name))
-            self._gone(b, s, c, "queue deleted")
-        self.events.emit(b, ev.QUEUE_DELETED, name)
+        def run(b: Batch) -> None:
+            b.find(name)
+            self._teardown.delete_queue(b, name)
+            self._net.pulls.settle(b)
 
-        def after() -> None:
-            self._net.traffic.pop(name, None)
-            for w in self._waiters.drop_queue(name):
-                if claim(w.future):
-                    w.future.set_exception(QueueNotFound(name))
+        return self._writer.submit(run)
 
-        b.after(after)
-        for source in dict.fromkeys(s.source for s, _ in gone if s.source != name):
-            self._auto_delete(b, source)
-
-    def _forget(self, b: Batch, s: Selector, c: Consumer | None, why: BaseException | None) -> None:
-        """A removed selector leaves the store; its consumer is told."""
-        if s.durable:
-            b.txn(True).delete_selector(s.id)
-        if c is not None:
-            b.after(lambda: c.end(why))
-
-    def _auto_delete(self, b: Batch, queue: str) -> None:
-        found = self._lookup(b, queue)
-        if found is not None and found[1].spec.auto_delete and not self._net.of(queue):
-            self._delete_queue(b, queue)
+    def _view(self, txn: Txn, info: QueueInfo) -> QueueView:
+        return views.view(txn, info, self._waiters.count(info.spec.name))
 
     # -- posting --------------------------------------------------------
 
     def post_async(self, queue: str, messages: Sequence[Message]) -> Future[list[int]]:
-        msgs, size = self._check_post(queue, messages)
-        return self._writer.submit(
-            lambda b: [r.seq for r in self._post(b, queue, msgs, size)], size=size
-        )
-
-    def post(self, queue: str, messages: Sequence[Message]) -> list[int]:
         """Stores messages in order, in one transaction, routes them, and
         returns their seqs once durable. A message that finds the queue full
         and is not refused (drop-new, dead-letter, an overflow selector) is
         not stored on this queue: its seq is 0 (``post_receipts`` says what
         became of it)."""
-        return self.post_async(queue, messages).result()
+        msgs, nbytes = self._check_post(queue, messages)
+        return self._writer.submit(
+            lambda b: [r.seq for r in self._post(b, queue, msgs, nbytes)], size=nbytes
+        )
 
     def post_receipts_async(self, queue: str, messages: Sequence[Message]) -> Future[list[Receipt]]:
-        msgs, size = self._check_post(queue, messages)
-        return self._writer.submit(lambda b: self._post(b, queue, msgs, size), size=size)
-
-    def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Like post, but answers each message's seq with what became of it:
         stored, overflowed (to an overflow selector's queue), dead-lettered or
         dropped."""
-        return self.post_receipts_async(queue, messages).result()
+        msgs, nbytes = self._check_post(queue, messages)
+        return self._writer.submit(lambda b: self._post(b, queue, msgs, nbytes), size=nbytes)
 
     def _check_post(self, queue: str, messages: Sequence[Message]) -> tuple[list[Message], int]:
         self.limits.check_name(queue, write=True)
@@ -305,22 +249,27 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
             raise InvalidArgument("messages: at least one message is needed")
         if len(messages) > self.limits.max_batch:
             raise InvalidArgument(f"messages: at most {self.limits.max_batch} in one post")
-        msgs = [self.limits.check_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        size = sum(len(m.body) + len(m.address) + 64 * (1 + len(m.tuple)) for m in msgs)
-        return msgs, size
+        check = self.limits.check_message
+        msgs = []
+        total = 0  # what the post writes, about: each message and its keys
+        for i, m in enumerate(messages):
+            m, n = check(m, f"messages[{i}]")
+            msgs.append(m)
+            total += n + KEY_BYTES * (1 + len(m.tuple))
+        return msgs, total
 
-    def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> list[Receipt]:
-        txn, info = self._find(b, queue)
-        txn.admit(size)  # a full disk refuses posts first, keeping room for the rest
+    def _post(self, b: Batch, queue: str, msgs: list[Message], nbytes: int) -> list[Receipt]:
+        txn, info = b.find(queue)
+        txn.admit(nbytes)  # a full disk refuses posts first, keeping room for the rest
         spec = info.spec
         net = self._net
         limit = spec.max_unprocessed
         n = len(msgs)
-        if limit and spec.overflow is OverflowPolicy.REJECT and not net.has_overflow(queue):
+        if limit and spec.overflow is OverflowPolicy.REJECT and not net.table.has_overflow(queue):
             # All or nothing, counted as if none of it were routed away.
             room = max(0, limit - txn.counts(queue).unprocessed)
             if room < n:
-                b.after(lambda: net.count(queue, overflowed=n))
+                b.count(queue, overflowed=n)
                 raise QueueFull(
                     f"queue {queue!r} is full: max_unprocessed is {limit}; "
                     f"{n - room} of {n} message(s) do not fit"
@@ -330,273 +279,107 @@ class Board(Subscriptions, Browsing, Consumers, SystemQueue):
         posted = 0
         for m in msgs:
             if limit and txn.counts(queue).unprocessed >= limit:
-                out.append(Receipt(0, net.overflow(b, info, m)))
+                out.append(Receipt(0, net.overflow.route(b, info, m)))
                 continue
             stored = txn.append(queue, m, b.now)
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1
             arrive(b, txn, info, stored)
         b.stored += posted
-        b.after(lambda: net.count(queue, posted=posted))
-        net.settle(b)
+        b.count(queue, posted=posted)
+        net.pulls.settle(b)
         return out
 
-    # -- taking and reading ---------------------------------------------
+    # -- the system queue -----------------------------------------------
 
-    def take_async(
-        self, queue: str, pattern: Pattern | None = None, timeout: float = 0.0, max: int = 1
-    ) -> Future[list[Message]]:
-        return self._match_async(queue, pattern, timeout, max, take=True)
+    def _open_sys(self, b: Batch) -> None:
+        """Creates ``$sys`` (in memory) and announces the start."""
+        if b.lookup(SYS) is None:
+            b.txn(False).create_queue(
+                QueueSpec(SYS, transient=True, max_history=SYS_HISTORY), b.now
+            )
+        self.events.emit(b, ev.BOARD_STARTED)
 
-    def take(
-        self, queue: str, pattern: Pattern | None = None, timeout: float = 0.0, max: int = 1
-    ) -> list[Message]:
-        """Removes and returns up to ``max`` of the oldest waiting messages that
-        match; waits up to ``timeout`` seconds for a first one (0: try once).
-        Nothing in time is an empty list."""
-        return self.take_async(queue, pattern, timeout, max).result()
-
-    def take_leased_async(
-        self,
-        queue: str,
-        pattern: Pattern | None = None,
-        timeout: float = 0.0,
-        max: int = 1,
-        *,
-        lease: float,
-    ) -> Future[list[Delivery]]:
-        lease = self.limits.check_timeout(lease, "lease")
-        if lease <= 0:
-            raise InvalidArgument("lease: must be more than 0 seconds")
-        return self._match_async(queue, pattern, timeout, max, take=True, lease=lease)
-
-    def take_leased(
-        self,
-        queue: str,
-        pattern: Pattern | None = None,
-        timeout: float = 0.0,
-        max: int = 1,
-        *,
-        lease: float,
-    ) -> list[Delivery]:
-        """Like take, but the messages stay in the queue, invisible to every
-        one else, until acked (``ack_leases``); when the lease runs out they
-        come back with their delivery count raised."""
-        return self.take_leased_async(queue, pattern, timeout, max, lease=lease).result()
-
-    def ack_leases_async(self, queue: str, ids: Sequence[int], nack: bool = False) -> Future[None]:
-        self.limits.check_name(queue)
-        if not ids:
-            raise InvalidArgument("lease_ids: at least one lease is needed")
-
-        def run(b: Batch) -> None:
-            self._find(b, queue)
-            self._net.ack_leases(b, queue, list(ids), nack)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def ack_leases(self, queue: str, ids: Sequence[int], nack: bool = False) -> None:
-        """Processes leased messages for good (or, with ``nack``, gives them
-        back now). NotFound for a lease already acked or run out; nothing is
-        changed unless every lease is good."""
-        self.ack_leases_async(queue, ids, nack).result()
-
-    def read_async(
-        self, queue: str, pattern: Pattern | None = None, timeout: float = 0.0, max: int = 1
-    ) -> Future[list[Message]]:
-        return self._match_async(queue, pattern, timeout, max, take=False)
-
-    def read(
-        self, queue: str, pattern: Pattern | None = None, timeout: float = 0.0, max: int = 1
-    ) -> list[Message]:
-        """Like take, but leaves the messages where they are."""
-        return self.read_async(queue, pattern, timeout, max).result()
-
-    def _match_async(
-        self,
-        queue: str,
-        pattern: Pattern | None,
-        timeout: float,
-        max: int,
-        *,
-        take: bool,
-        lease: float = 0.0,
-    ) -> Future[Any]:
-        self.limits.check_name(queue)
-        max = self.limits.check_count(max, self.limits.max_take, "max", 1)
-        timeout = self.limits.check_timeout(timeout)
-        pat = pattern or EVERYTHING
-        deadline = time.monotonic() + timeout
-        fut: Future[Any] = Future()
-        net = self._net
-
-        def run(b: Batch, start: int | None = None) -> object:
-            if fut.done():  # cancelled, or abandoned while a search resumed
-                return PENDING
-            txn, info = self._find(b, queue)
-            held = net.held(queue)
-            found: list[Message] = []
-            expired: list[Message] = []
-            search = self._waiting(txn, queue, pat, start)
-            for m in search:
-                if m.seq in held:
-                    continue
-                if m.expired(b.now):
-                    expired.append(m)
-                    continue
-                found.append(m)
-                if len(found) >= max:
-                    break
-            for m in expired:  # rule 8: never delivered
-                net.dead(b, txn, info, m, "expired", 0)
-            if not found and search.next_seq:
-                # The search's budget ran out: resume in the next group, so
-                # a long search never holds the writer for long.
-                resume = search.next_seq
-                self._writer.submit(lambda b: run(b, resume), fut)
-                return PENDING
-            if found:
-                if not claim(fut):
-                    return PENDING
-                if not take:
-                    return found
-                if lease:
-                    return net.lease(b, txn, info, found, lease)
-                taken = [net.process(b, txn, info, m) for m in found]
-                b.after(lambda: net.count(queue, taken=len(taken), delivered=len(taken)))
-                net.settle(b)
-                return taken
-            net.settle(b)
-            if timeout <= 0:
-                return []
-            w = Waiter(queue, pat, take, deadline, fut, lease=lease)
-            self._waiters.add(w)
-            b.undo(lambda: self._waiters.remove(w))
-            return PENDING
-
-        def peek(b: Batch) -> object:
-            """A Read that does not wait: off the writer, on a durable queue."""
-            _, info = self._find(b, queue)
-            if info.spec.transient:
-                return run(b)
-
-            def make() -> Work[list[Message]]:
-                held = set(net.held(queue))  # delivered, leased: not for Read
-                return partial(self._peek, queue, pat, max, held)
-
-            return self._reads.later(b, fut, make)
-
-        if not take and timeout <= 0:
-            return self._writer.submit(peek, fut)
-        return self._writer.submit(run, fut)
-
-    def _peek(self, queue: str, pat: Pattern, max: int, held: set[int], view: Txn) -> list[Message]:
-        """Up to ``max`` waiting messages matching ``pat`` in ``view``, none
-        held or expired (the expiry sweep deals with those)."""
-        if view.queue(queue) is None:
-            raise QueueNotFound(queue)
-        found: list[Message] = []
-        now = now_us()
-        start: int | None = None
-        while True:
-            search = self._waiting(view, queue, pat, start)
-            for m in search:
-                if m.seq in held or m.expired(now):
-                    continue
-                found.append(m)
-                if len(found) >= max:
-                    return found
-            if not search.next_seq:
-                return found
-            start = search.next_seq  # its budget ran out: go on from there
-
-    def release(self) -> Future[None]:
-        """Answers every blocked Take and Read with nothing now, as if their
-        timeouts had passed (the server calls it before shutting down)."""
-
-        def run(b: Batch) -> None:
-            for w in self._waiters.all():
-                if not w.claimed:
-                    self._waiters.remove(w)
-                    answer(w.future, [])
-
-        return self._writer.submit(run)
-
-    def abandon(self, queue: str, fut: Future[Any]) -> None:
-        """Tells the board that the caller of a take gave up on ``fut`` (its
-        client went away): a blocked take stops waiting, and messages it was
-        already given go back to the queue, so nothing is lost."""
-
-        def run(b: Batch) -> None:
-            for w in self._waiters.of(queue):
-                if w.future is fut:
-                    self._waiters.remove(w)
-            if not fut.done():
-                answer(fut, [])
-                return
-            if fut.cancelled() or fut.exception() is not None:
-                return
-            found = self._lookup(b, queue)
-            if found is None:
-                return
-            txn, _ = found
-            for item in fut.result():
-                if isinstance(item, Delivery):
-                    self._net.ack_leases_quietly(b, queue, item.id)
-                elif item.section is Section.HISTORY:
-                    txn.restore(queue, item)
-            self._net.settle(b)
-
-        self._writer.submit(run)
-
-    # -- helpers (writer thread) ----------------------------------------
-
-    def _waiting(self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None) -> Search:
-        """The queue's unprocessed messages that match ``pattern``, oldest
-        first, from seq ``start`` on, through the store's index
-        (``Txn.find``). Every search of the waiting messages goes through
-        here. It examines at most FIND_BUDGET candidates; then its
-        ``next_seq`` says where a later operation resumes."""
-        return txn.find(queue, pattern, start)
-
-    def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None:
-        for durable in (False, True):
-            txn = b.txn(durable)
-            info = txn.queue(name)
-            if info is not None:
-                return txn, info
-        return None
-
-    def _find(self, b: Batch, name: str) -> tuple[Txn, QueueInfo]:
-        found = self._lookup(b, name)
+    def _post_events(self, b: Batch, msgs: list[Message]) -> None:
+        """Posts the events announced (``Events``) on ``$sys`` and moves the
+        oldest past ``SYS_WAITING`` to its history."""
+        found = b.lookup(SYS)
         if found is None:
-            raise QueueNotFound(name)
-        return found
+            return
+        self._post(b, SYS, msgs, 0)
+        txn, info = found
+        extra = txn.counts(SYS).unprocessed - SYS_WAITING
+        if extra > 0:
+            for m in list(self._oldest(txn, extra)):
+                self._net.process(b, txn, info, m)
 
-    def _transient(self, waiting: dict[str, int]) -> list[QueueView]:
-        """The transient queues' views, as committed (writer thread)."""
-        txn = self._memory.begin()
-        try:
-            # $sys is the board's: listings of the user's queues leave it out.
-            infos = [info for info in txn.queues() if not reserved(info.spec.name)]
-            return [self._view_of(txn, info, waiting) for info in infos]
-        finally:
-            txn.abort()
+    def _oldest(self, txn: Txn, n: int) -> Iterator[Message]:
+        """Up to ``n`` of the oldest waiting events no consumer holds."""
+        held = self._net.holds.held(SYS)
+        for m in txn.find(SYS, EVERYTHING):
+            if n <= 0:
+                return
+            if m.seq not in held:
+                n -= 1
+                yield m
 
-    @staticmethod
-    def _view_of(txn: Txn, info: QueueInfo, waiting: dict[str, int]) -> QueueView:
-        c = txn.counts(info.spec.name)
-        n = waiting.get(info.spec.name, 0)
-        return QueueView(info.spec, info.created_at, c.unprocessed, c.history, c.next_seq, n)
+    def emit(self, name: str, *fields: ev.Field) -> None:
+        """Announces an event from outside the engine (any thread): the
+        server's ``user.denied``."""
+        with contextlib.suppress(Unavailable):
+            self._writer.submit(lambda b: self.events.emit(b, name, *fields))
 
-    def _view(self, txn: Txn, info: QueueInfo) -> QueueView:
-        c = txn.counts(info.spec.name)
-        return QueueView(
-            info.spec,
-            info.created_at,
-            c.unprocessed,
-            c.history,
-            c.next_seq,
-            self._waiters.count(info.spec.name),
-        )
+    # -- the calls its parts serve ----------------------------------------
+
+    take_async = served_by("_taking", Taking.take_async)
+    take_leased_async = served_by("_taking", Taking.take_leased_async)
+    ack_leases_async = served_by("_taking", Taking.ack_leases_async)
+    read_async = served_by("_taking", Taking.read_async)
+    release = served_by("_taking", Taking.release)
+    abandon = served_by("_taking", Taking.abandon)
+
+    create_selector_async = served_by("_subscriptions", Subscriptions.create_selector_async)
+    get_selector_async = served_by("_subscriptions", Subscriptions.get_selector_async)
+    list_selectors_async = served_by("_subscriptions", Subscriptions.list_selectors_async)
+    delete_selector_async = served_by("_subscriptions", Subscriptions.delete_selector_async)
+    subscribe_async = served_by("_subscriptions", Subscriptions.subscribe_async)
+    ack_async = served_by("_subscriptions", Subscriptions.ack_async)
+    nack_async = served_by("_subscriptions", Subscriptions.nack_async)
+    add_credit_async = served_by("_subscriptions", Subscriptions.add_credit_async)
+    unsubscribe_async = served_by("_subscriptions", Subscriptions.unsubscribe_async)
+
+    browse_async = served_by("_browsing", Browsing.browse_async)
+    stats_async = served_by("_browsing", Browsing.stats_async)
+    traffic_async = served_by("_browsing", Browsing.traffic_async)
+    on_commit = served_by("_browsing", Browsing.on_commit)
+    snapshot_async = served_by("_browsing", Browsing.snapshot_async)
+
+    list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
+    kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
+
+    # -- the waiting forms (calls.py) ---------------------------------------
+
+    create_queue = waits(create_queue_async)
+    get_queue = waits(get_queue_async)
+    list_queues = waits(list_queues_async)
+    delete_queue = waits(delete_queue_async)
+    post = waits(post_async)
+    post_receipts = waits(post_receipts_async)
+    take = waits(take_async)
+    take_leased = waits(take_leased_async)
+    ack_leases = waits(ack_leases_async)
+    read = waits(read_async)
+    create_selector = waits(create_selector_async)
+    get_selector = waits(get_selector_async)
+    list_selectors = waits(list_selectors_async)
+    delete_selector = waits(delete_selector_async)
+    subscribe = waits(subscribe_async)
+    ack = waits(ack_async)
+    nack = waits(nack_async)
+    add_credit = waits(add_credit_async)
+    unsubscribe = waits(unsubscribe_async)
+    browse = waits(browse_async)
+    stats = waits(stats_async)
+    snapshot = waits(snapshot_async)
+    list_consumers = waits(list_consumers_async)
+    kick_consumer = waits(kick_consumer_async)

@@ -1,8 +1,8 @@
 """The board's read-only views of its queues: Browse pages, Stats and
 snapshots. A durable queue's page and the stats of every queue are read off
 the writer thread (``reads.py``); a snapshot copies on a thread of its own.
-``Browsing`` is a part of ``Board`` (board.py), which provides the stores,
-the writer and the queue lookups it uses.
+``Browsing`` is a part of the ``Board`` (board.py), which serves its calls
+(``browse``, ``stats``, ``snapshot``, ...).
 """
 
 from __future__ import annotations
@@ -11,19 +11,21 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgboard.associative import EVERYTHING, Pattern
+from msgboard.engine import views
 from msgboard.engine.limits import Limits
-from msgboard.engine.network import Network, Traffic
+from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
-from msgboard.engine.views import BoardStats, Page, QueueView, Start, _merged, _stats, _traffic
+from msgboard.engine.traffic import Traffic
 from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, QueueNotFound
-from msgboard.lmdbstore import DurableStore, QueueInfo, Txn
+from msgboard.lmdbstore import DurableStore, MemoryStore, Txn
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.message import Message, Section
+from msgboard.results import BoardStats, Page, Start
 
 #: The most messages one Browse page reads before it answers, matching or
 #: not, so that a rare pattern cannot hold the writer for long.
@@ -31,26 +33,25 @@ BROWSE_SCAN_LIMIT = 100_000
 
 
 class Browsing:
-    """Board's browse, stats and snapshot methods."""
+    """The board's browse, stats and snapshot calls."""
 
-    # Provided by Board (board.py).
-    limits: Limits
-    _writer: Writer
-    _net: Network
-    _reads: Reads
-    _waiters: Waiters
-    _durable: DurableStore
-
-    if TYPE_CHECKING:
-
-        def _find(self, b: Batch, name: str) -> tuple[Txn, QueueInfo]: ...
-
-        def _transient(self, waiting: dict[str, int]) -> list[QueueView]: ...
-
-        @staticmethod
-        def _view_of(txn: Txn, info: QueueInfo, waiting: dict[str, int]) -> QueueView: ...
-
-        def _view(self, txn: Txn, info: QueueInfo) -> QueueView: ...
+    def __init__(
+        self,
+        limits: Limits,
+        writer: Writer,
+        net: Network,
+        reads: Reads,
+        waiters: Waiters,
+        durable: DurableStore,
+        memory: MemoryStore,
+    ) -> None:
+        self._limits = limits
+        self._writer = writer
+        self._net = net
+        self._reads = reads
+        self._waiters = waiters
+        self._durable = durable
+        self._memory = memory
 
     # -- browsing and figures -------------------------------------------
 
@@ -66,8 +67,11 @@ class Browsing:
         section: Section | None = None,
         pattern: Pattern | None = None,
     ) -> Future[Page]:
-        self.limits.check_name(queue)
-        limit = self.limits.check_count(limit, self.limits.max_page, "limit", 100)
+        """A page of the queue in seq order, both sections merged unless
+        ``section`` says which, from ``start`` forward (or backward with
+        ``reverse``). ``since`` is µs since the epoch, for Start.TIME."""
+        self._limits.check_name(queue)
+        limit = self._limits.check_count(limit, self._limits.max_page, "limit", 100)
         if seq < 0:
             raise InvalidArgument(f"seq: must not be negative (got {seq})")
         pat = pattern or EVERYTHING
@@ -97,66 +101,40 @@ class Browsing:
         fut: Future[Page] = Future()
 
         def run(b: Batch) -> Any:
-            txn, info = self._find(b, queue)
+            txn, info = b.find(queue)
             if info.spec.transient:
                 return page(txn)  # memory: cheap, and the writer's alone
             return self._reads.later(b, fut, lambda: page)
 
         return self._writer.submit(run, fut)
 
-    def browse(
-        self,
-        queue: str,
-        start: Start = Start.OLDEST,
-        *,
-        seq: int = 0,
-        since: int = 0,
-        reverse: bool = False,
-        limit: int = 100,
-        section: Section | None = None,
-        pattern: Pattern | None = None,
-    ) -> Page:
-        """A page of the queue in seq order, both sections merged unless
-        ``section`` says which, from ``start`` forward (or backward with
-        ``reverse``). ``since`` is µs since the epoch, for Start.TIME."""
-        return self.browse_async(
-            queue,
-            start,
-            seq=seq,
-            since=since,
-            reverse=reverse,
-            limit=limit,
-            section=section,
-            pattern=pattern,
-        ).result()
-
     def stats_async(self, queue: str = "") -> Future[BoardStats]:
+        """Every queue's counts and traffic (or one queue's, ``queue``), with
+        the store's figures. ``$sys`` shows only when asked for."""
         if queue:
-            self.limits.check_name(queue)
+            self._limits.check_name(queue)
 
         fut: Future[BoardStats] = Future()
 
         def make() -> Work[BoardStats]:
             # Copies of the writer's figures, of the same moment as the view.
-            net, w = self._net, self._writer
+            w = self._writer
             waiting = self._waiters.counts()
-            transient = self._transient(waiting)
-            traffic = {k: Traffic(*_traffic(t)) for k, t in net.traffic.items()}
-            figures = net.figures()
+            transient = views.transient(self._memory, waiting)
+            traffic = {k: views.shown(t) for k, t in w.traffic.items()}
+            figures = self._net.figures()
             store, commits, ops = self._durable.info(), w.commits, w.committed_ops
             damaged = self._durable.damaged_counts()
 
             def work(view: Txn) -> BoardStats:
-                views = [self._view_of(view, info, waiting) for info in view.queues()]
-                views = _merged(views, transient)
                 rows = [
-                    _stats(
+                    views.stats(
                         v,
                         traffic.get(v.spec.name),
                         figures.get(v.spec.name),
                         damaged.get(v.spec.name, 0),
                     )
-                    for v in views
+                    for v in views.merged(views.views(view, waiting), transient)
                 ]
                 return BoardStats(store, commits, ops, rows)
 
@@ -165,26 +143,24 @@ class Browsing:
         def run(b: Batch) -> Any:
             if not queue:
                 return self._reads.later(b, fut, make)
-            v = self._view(*self._find(b, queue))  # one queue: O(1) here
-            net = self._net
-            name = v.spec.name
-            figures = (len(net.of(name)), net.consumers(name), net.outstanding(name))
-            t = net.traffic.get(name)
+            txn, info = b.find(queue)  # one queue: O(1) here
+            name = info.spec.name
+            v = views.view(txn, info, self._waiters.count(name))
+            table, holds = self._net.table, self._net.holds
+            figures = (len(table.of(name)), table.consumers(name), holds.outstanding(name))
             w = self._writer
+            t = w.traffic.get(name)
             hurt = 0 if v.spec.transient else self._durable.damaged(name)
-            row = _stats(v, None if t is None else Traffic(*_traffic(t)), figures, hurt)
+            row = views.stats(v, None if t is None else views.shown(t), figures, hurt)
             return BoardStats(self._durable.info(), w.commits, w.committed_ops, [row])
 
         return self._writer.submit(run, fut)
 
-    def stats(self, queue: str = "") -> BoardStats:
-        return self.stats_async(queue).result()
-
     def traffic_async(self) -> Future[dict[str, Traffic]]:
         """Copies of every queue's traffic counts since the board opened
         (metrics read them at each scrape)."""
-        net = self._net
-        return self._writer.submit(lambda b: {k: t.copy() for k, t in net.traffic.items()})
+        traffic = self._writer.traffic
+        return self._writer.submit(lambda b: {k: t.copy() for k, t in traffic.items()})
 
     def on_commit(self, fn: Callable[[float, int], object] | None) -> None:
         """Has ``fn(seconds, messages)`` called on the writer thread after
@@ -195,6 +171,10 @@ class Browsing:
         self._writer.observe = fn
 
     def snapshot_async(self, path: str | os.PathLike[str]) -> Future[SnapshotInfo]:
+        """Writes a consistent compacted copy of the durable queues to the
+        directory ``path`` (absolute; absent or empty) while the board keeps
+        serving; every write answered before the call is in it. Raises
+        InvalidArgument, FailedPrecondition (path taken), StoreFull."""
         fut: Future[SnapshotInfo] = Future()
         target = os.fspath(path)
 
@@ -209,10 +189,3 @@ class Browsing:
         # Its own thread: the writer goes on committing while the copy runs.
         threading.Thread(target=run, name="msgboard-snapshot", daemon=True).start()
         return fut
-
-    def snapshot(self, path: str | os.PathLike[str]) -> SnapshotInfo:
-        """Writes a consistent compacted copy of the durable queues to the
-        directory ``path`` (absolute; absent or empty) while the board keeps
-        serving; every write answered before the call is in it. Raises
-        InvalidArgument, FailedPrecondition (path taken), StoreFull."""
-        return self.snapshot_async(path).result()

@@ -41,24 +41,18 @@ in the next group, never inside the operation that caused them: posting is
 routing, which must not run in the middle of another routing step, and the
 writer never waits on itself. Posting to ``$sys`` emits nothing, so it
 cannot recurse. Events are best effort: a board that dies loses the ones
-not yet posted.
+not yet posted. The board opens ``$sys``, posts the events and keeps it
+bounded (``Board``, board.py: "the system queue").
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import Unavailable
-from msgboard.lmdbstore import QueueInfo, Search, Txn
 from msgboard.message import Message
-from msgboard.spec import QueueSpec
-
-if TYPE_CHECKING:
-    from msgboard.engine.network import Network
 
 #: The board's system queue.
 SYS = "$sys"
@@ -128,59 +122,3 @@ class Events:
     def _flush(self, b: Batch) -> None:
         msgs, self._pending = self._pending, []
         self._post(b, msgs)
-
-
-class SystemQueue:
-    """Board's part that keeps ``$sys``: it opens it, posts the events and
-    keeps it bounded. Part of ``Board`` (board.py)."""
-
-    # Provided by Board (board.py).
-    _writer: Writer
-    events: Events
-
-    _net: Network
-
-    if TYPE_CHECKING:
-
-        def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None: ...
-
-        def _post(self, b: Batch, queue: str, msgs: list[Message], size: int) -> object: ...
-
-        def _waiting(
-            self, txn: Txn, queue: str, pattern: Pattern, start: int | None = None
-        ) -> Search: ...
-
-    def _open_sys(self, b: Batch) -> None:
-        """Creates ``$sys`` (in memory) and announces the start."""
-        if self._lookup(b, SYS) is None:
-            b.txn(False).create_queue(
-                QueueSpec(SYS, transient=True, max_history=SYS_HISTORY), b.now
-            )
-        self.events.emit(b, BOARD_STARTED)
-
-    def _post_events(self, b: Batch, msgs: list[Message]) -> None:
-        found = self._lookup(b, SYS)
-        if found is None:
-            return
-        self._post(b, SYS, msgs, 0)
-        txn, info = found
-        extra = txn.counts(SYS).unprocessed - SYS_WAITING
-        if extra > 0:
-            for m in list(self._oldest(txn, extra)):
-                self._net.process(b, txn, info, m)
-
-    def _oldest(self, txn: Txn, n: int) -> Iterator[Message]:
-        """Up to ``n`` of the oldest waiting events no consumer holds."""
-        held = self._net.held(SYS)
-        for m in self._waiting(txn, SYS, EVERYTHING):
-            if n <= 0:
-                return
-            if m.seq not in held:
-                n -= 1
-                yield m
-
-    def emit(self, name: str, *fields: Field) -> None:
-        """Announces an event from outside the engine (any thread): the
-        server's ``user.denied``."""
-        with contextlib.suppress(Unavailable):
-            self._writer.submit(lambda b: self.events.emit(b, name, *fields))

@@ -41,9 +41,7 @@ TICK = 100_000
 SWEEP_BUDGET = 1_000
 CATCH_UP_BUDGET = 10_000
 
-Lookup = Callable[[Batch, str], tuple[Txn, QueueInfo] | None]
-#: Dead-letters one expired waiting message (``Network.dead``, reason
-#: "expired").
+#: Dead-letters one expired waiting message (``Overflow.expired``).
 Expire = Callable[[Batch, Txn, QueueInfo, Message], None]
 
 
@@ -53,13 +51,11 @@ class Expiry:
     def __init__(
         self,
         writer: Writer,
-        lookup: Lookup,
         held: Callable[[str], dict[int, object]],
         expire: Expire,
         settle: Callable[[Batch], None],
     ) -> None:
         self._writer = writer
-        self._lookup = lookup
         self._held = held
         self._expire = expire
         self._settle = settle
@@ -100,7 +96,7 @@ class Expiry:
             popped.append(entry)
             _, queue, seq = entry
             budget -= 1
-            found = self._lookup(b, queue)
+            found = b.lookup(queue)
             if found is None:
                 continue
             txn, info = found
@@ -125,7 +121,7 @@ class Expiry:
         ``start`` of the first queue on."""
         budget = CATCH_UP_BUDGET
         while queues:
-            found = self._lookup(b, queues[0])
+            found = b.lookup(queues[0])
             if found is not None:
                 txn, _ = found
                 for m in txn.scan(queues[0], Section.UNPROCESSED, start):

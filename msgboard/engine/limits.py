@@ -13,7 +13,7 @@ from msgboard.associative import check_fields
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
-from msgboard.message import Message, Section, stamp
+from msgboard.message import Message, Section, size, stamp
 from msgboard.spec import QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
@@ -91,15 +91,13 @@ class Limits:
                     )
         return spec
 
-    def check_message(self, m: Message, where: str) -> Message:
+    def check_message(self, m: Message, where: str) -> tuple[Message, int]:
         """Validates a message to post and returns it with the fields the
-        board sets cleared."""
+        board sets cleared, and its size (``message.size``)."""
         if m.tuple != ():  # the empty tuple is valid: no call, no f-string
             check_fields(m.tuple, self.max_arity, f"{where}.tuple")
-        size = len(m.body)
         if len(m.address.encode()) > self.max_address_bytes:
             raise InvalidArgument(f"{where}.address: longer than {self.max_address_bytes} bytes")
-        size += len(m.address)
         if not INT64_MIN <= m.priority <= INT64_MAX:
             raise InvalidArgument(f"{where}.priority: does not fit in 64 bits")
         for k, v in m.headers.items():
@@ -107,7 +105,6 @@ class Limits:
                 raise InvalidArgument(f"{where}.headers: key {k!r} must be 1-255 bytes")
             if not isinstance(v, str):
                 raise InvalidArgument(f"{where}.headers[{k!r}]: value must be a string")
-            size += len(k) + len(v)
         if m.reply_to:
             self.check_name(m.reply_to, f"{where}.reply_to", write=True)
         if m.expires_at < 0:
@@ -117,15 +114,14 @@ class Limits:
                 f"{where}.expires_at: {m.expires_at} µs is after 9999-12-31, the last time "
                 "a timestamp can hold (microseconds since 1970 expected)"
             )
-        for f in m.tuple:
-            size += len(f) if isinstance(f, str | bytes) else 9
-        if size > self.max_message_bytes:
+        n = size(m)
+        if n > self.max_message_bytes:
             raise MessageTooLarge(
-                f"{where}: {size} bytes is over the limit of {self.max_message_bytes}"
+                f"{where}: {n} bytes is over the limit of {self.max_message_bytes}"
             )
         if m.seq or m.queue or m.posted_at or m.processed_at or m.delivery_count:
             m = stamp(m, "", 0, 0, 0, 0, Section.UNPROCESSED)
-        return m
+        return m, n
 
     def check_count(self, n: int, limit: int, where: str, default: int) -> int:
         """A max/limit argument: 0 means ``default``; negative is invalid."""

@@ -23,14 +23,15 @@ The rules are DESIGN.md's, in its order. When a message arrives:
 A message that waits is offered to blocked Reads (every one gets it) and
 then to the oldest blocked Take.
 
-Credit. A terminal selector's credit is its consumer's window (capped by
-the board's ``max_credit``) less the deliveries not yet acked, and none while
+Credit (window, quota and room are defined in ``selectors.py``). A
+terminal selector's credit is its consumer's window (capped by the board's
+``max_credit``) less the deliveries not yet acked, and none while
 those hold ``max_outstanding_bytes`` or more; an ack gives credit back as
 it is applied, in its group commit, and what that credit pulls is delivered
 once the group is durable (sending it before was measured: no gain while
 the server is CPU-bound, see docs/performance.md). A
 selector into a queue has as much credit as that queue has room under
-``max_unprocessed`` (and its own quota), so when a consumer drains the
+``max_unprocessed`` (and its own quota at most), so when a consumer drains the
 destination the parent pulls again: credit flows up the graph. Each
 selector pulls from a cursor: no waiting message below it is one it could
 take, except held ones, which rewind the cursors when they come back; pulls
@@ -44,242 +45,98 @@ with their delivery count raised (a nack after a short, growing backoff).
 If the server dies, holds die with it and the messages are simply waiting
 again: at-least-once, with nothing written per delivery.
 
-Everything here runs on the writer thread; every change to memory is
-registered with ``Batch.undo`` so that a group that aborts leaves no trace.
+Everything here runs on the writer thread; every change to memory goes
+through the batch (``b.set``, ``b.undo``, ``b.count``: writer.py) so that a
+group that aborts leaves no trace.
 
-``Network`` is written in parts, one per concern: selectors, arrival and
-routing here; credit and pulling in ``pulling.py``; consumers, give-backs
-and leases in ``holds.py``; dead letters and overflow in ``overflow.py``.
+``Network`` routes (arrival, rules 1-5, handing out, processing, messages
+coming back) and composes the parts that own the rest, each an object
+with its own state, given the routing it needs when the network makes it:
+
+- ``table`` (``Table``, table.py): every selector, filed by source,
+  pattern and destination;
+- ``holds`` (``Holds``, holds.py): which waiting messages are held, by whom;
+- ``holders`` (``Holders``, holders.py): consumers attaching and
+  detaching, acks, nacks, leases, and held messages coming back;
+- ``pulls`` (``Pulling``, pulling.py): the selectors that may pull, and
+  their pulls (how much each may take: ``credit.py``);
+- ``overflow`` (``Overflow``, overflow.py): dead letters and rule 6;
+- ``expiry`` (``Expiry``, expiry.py): the expiry sweep.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from msgboard.associative import Pattern
-from msgboard.associative.index import PatternIndex
+from msgboard.engine.credit import credit, room
+from msgboard.engine.events import Events
 from msgboard.engine.expiry import Expiry
-from msgboard.engine.holds import Holds, delivered
-from msgboard.engine.overflow import MAX_HOPS, Overflow, _turn, fresh
-from msgboard.engine.pulling import PULL_BUDGET, Pulling
-from msgboard.engine.selectors import Consumer, Lease, Selector
+from msgboard.engine.holders import Holders, delivered
+from msgboard.engine.holds import Holds
+from msgboard.engine.overflow import MAX_HOPS, Overflow, fresh
+from msgboard.engine.pulling import Pulling
+from msgboard.engine.selectors import Consumer, Selector
+from msgboard.engine.table import Table, by_turn
+from msgboard.engine.traffic import count
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
-from msgboard.lmdbstore import QueueInfo, Search, Txn
+from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Message
-from msgboard.spec import Delivery, Op, Position, Role
-
-Found = tuple[Txn, QueueInfo]
-Lookup = Callable[[Batch, str], Found | None]
-Waiting = Callable[[Txn, str, Pattern, int | None], Search]
+from msgboard.spec import Delivery, Op, Role
 
 
-@dataclass(slots=True)
-class Traffic:
-    """Per-queue counts since the board opened."""
+class Network:
+    """The routing network of one board: its selectors, what they hold,
+    and where each message goes."""
 
-    posted: int = 0
-    taken: int = 0
-    overflowed: int = 0
-    dead_lettered: int = 0
-    dropped: int = 0
-    expired: int = 0
-    #: Handed to a consumer or a Take; acked (a delivery or a lease); given
-    #: back to be delivered again (nack, consumer gone, lease ran out).
-    delivered: int = 0
-    acked: int = 0
-    redelivered: int = 0
-    #: dead_lettered by reason ("expired", "max-deliveries", ...).
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    def copy(self) -> Traffic:
-        return replace(self, reasons=dict(self.reasons))
-
-
-class Network(Pulling, Holds, Overflow):
-    """Selectors, consumers, holds and leases of one board."""
-
-    def __init__(self, writer: Writer, waiters: Waiters, lookup: Lookup, waiting: Waiting):
-        self._writer = writer
+    def __init__(self, writer: Writer, waiters: Waiters, events: Events) -> None:
         self._waiters = waiters
-        self._lookup = lookup
-        self._waiting = waiting
-        #: By id, in creation order.
-        self.selectors: dict[str, Selector] = {}
-        #: Source queue -> its selectors, in round-robin order.
-        self._by_source: dict[str, list[Selector]] = {}
-        #: Source queue -> its selectors, indexed by pattern.
-        self._index: dict[str, PatternIndex[Selector]] = {}
-        #: Source queue -> how many normal or default selectors it has.
-        self._normal: dict[str, int] = {}
-        self._turns = itertools.count(1)
-        #: Destination queue -> the MOVE selectors feeding it.
-        self._by_dest: dict[str, list[Selector]] = {}
-        self._holds: dict[str, dict[int, object]] = {}
-        self._leases: dict[int, Lease] = {}
-        self._next_lease = 1
+        self._traffic = writer.traffic
+        self.table = Table()
+        self.holds = Holds()
+        self.overflow = Overflow(self.table, events, self.process, self.append)
+        self.pulls = Pulling(writer, self.table, self.holds, self.overflow, self.take, self.copy)
+        self.holders = Holders(
+            writer, self.holds, self.pulls, self.overflow, self.process, self.finish, self.requeue
+        )
+        self.expiry = Expiry(writer, self.holds.held, self.overflow.expired, self.pulls.settle)
         #: The last message handed out, and as its consumers see it: the
         #: COPY consumers of one message share one delivered Message.
         self._last_out: tuple[Message, Message] | None = None
-        self._work: dict[Selector, None] = {}
-        self._budget = PULL_BUDGET
-        self.traffic: dict[str, Traffic] = {}
-        self.expiry = Expiry(writer, lookup, self.held, self._swept, self.settle)
 
-    # -- memory changes, undone if the batch aborts ---------------------
-
-    @staticmethod
-    def _set(b: Batch, obj: object, attr: str, value: Any) -> None:
-        old = getattr(obj, attr)
-        setattr(obj, attr, value)
-        b.undo(lambda: setattr(obj, attr, old))
-
-    def _hold(self, b: Batch, queue: str, seq: int, owner: object) -> None:
-        held = self._holds.setdefault(queue, {})
-        old = held.get(seq)
-        held[seq] = owner
-        b.undo(lambda: held.__setitem__(seq, old) if old is not None else held.pop(seq, None))
-
-    def _unhold(self, b: Batch, queue: str, seq: int) -> None:
-        held = self._holds.get(queue)
-        if held is not None and seq in held:
-            old = held.pop(seq)
-            b.undo(lambda: held.__setitem__(seq, old))
-
-    def held(self, queue: str) -> dict[int, object]:
-        """The queue's held seqs (do not change it)."""
-        return self._holds.get(queue) or {}
-
-    def count(self, queue: str, reason: str = "", **by: int) -> None:
-        """Adds to the queue's traffic counts (call from ``Batch.after``);
-        ``reason``: one more dead letter for that reason."""
-        t = self.traffic.get(queue)
-        if t is None:
-            t = self.traffic[queue] = Traffic()
-        for k, v in by.items():
-            setattr(t, k, getattr(t, k) + v)
-        if reason:
-            t.reasons[reason] = t.reasons.get(reason, 0) + 1
-
-    def _later(self, b: Batch, queue: str, reason: str = "", **by: int) -> None:
-        b.after(lambda: self.count(queue, reason, **by))
-
-    # -- selectors ------------------------------------------------------
-
-    def of(self, queue: str) -> list[Selector]:
-        return self._by_source.get(queue) or []
+    # -- selectors come and go ----------------------------------------------
 
     def add(self, b: Batch, s: Selector) -> None:
-        self.selectors[s.id] = s
-        lst = self._by_source.setdefault(s.source, [])
-        lst.append(s)
-        feeds = self._by_dest.setdefault(s.spec.destination, [])
-        feeds.append(s)
-        self._file(s, +1)
-        s.turn = next(self._turns)
-
-        def undo() -> None:
-            self._file(s, -1)
-            self.selectors.pop(s.id, None)
-            if s in lst:
-                lst.remove(s)
-            if s in feeds:
-                feeds.remove(s)
-
-        b.undo(undo)
-        self._work[s] = None
+        """Adds a selector; it pulls what waits for it at the end of the
+        operation."""
+        self.table.add(b, s)
+        self.pulls.wake(s)
 
     def remove(self, b: Batch, s: Selector) -> Consumer | None:
         """Drops a selector; its consumer's outstanding messages go back.
         Returns the consumer it had."""
         c = s.consumer
         if c is not None:
-            self.detach(b, c)
-        self.selectors.pop(s.id, None)
-        lst = self._by_source.get(s.source, [])
-        i = lst.index(s)
-        del lst[i]
-        feeds = self._by_dest.get(s.spec.destination, [])
-        j = feeds.index(s)
-        del feeds[j]
-        self._file(s, -1)
-
-        def undo() -> None:
-            self._file(s, +1)
-            self.selectors[s.id] = s
-            lst.insert(i, s)
-            feeds.insert(j, s)
-
-        b.undo(undo)
-        self._work.pop(s, None)
+            self.holders.detach(b, c)
+        self.table.remove(b, s)
+        self.pulls.forget(s)
         return c
-
-    def _file(self, s: Selector, step: int) -> None:
-        """Adds (+1) or removes (-1) ``s`` in its queue's pattern index."""
-        q = s.source
-        index = self._index.get(q)
-        if step > 0:
-            if index is None:
-                index = self._index[q] = PatternIndex()
-            index.add(s, s.spec.pattern)
-        elif index is not None:
-            index.remove(s)
-            if not len(index):
-                del self._index[q]
-        if s.spec.role is not Role.OVERFLOW:
-            n = self._normal.get(q, 0) + step
-            if n:
-                self._normal[q] = n
-            else:
-                self._normal.pop(q, None)
-
-    def reaches(self, start: str, goal: str) -> bool:
-        """True if messages can flow from queue ``start`` to ``goal`` through
-        internal MOVE and COPY selectors."""
-        seen, todo = {start}, [start]
-        while todo:
-            q = todo.pop()
-            if q == goal:
-                return True
-            for s in self.of(q):
-                d = s.spec.destination
-                if d and d not in seen:
-                    seen.add(d)
-                    todo.append(d)
-        return False
-
-    def start(self, txn: Txn, s: Selector) -> None:
-        """Places a new selector's cursor as its start position says."""
-        spec, q = s.spec, s.source
-        if spec.start is Position.SEQ:
-            s.cursor = max(spec.start_seq, 1)
-        elif spec.start is Position.TIME:
-            at = txn.seq_at(q, spec.start_time)
-            s.cursor = txn.counts(q).next_seq if at is None else at
-        elif spec.op is Op.COPY and spec.start is Position.CURRENT:
-            s.cursor = txn.counts(q).next_seq
-        else:
-            s.cursor = 1
-        s.behind = spec.op is not Op.COPY or s.cursor < txn.counts(q).next_seq
 
     # -- arrival ----------------------------------------------------------
 
     def arrive(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, hops: int = 0) -> None:
         """Routes a message just stored on its queue."""
         q = info.spec.name
-        sels = self._by_source.get(q)
+        sels = self.table.of(q)
         if not sels and not msg.expires_at and not self._waiters.any(q):
             return  # the common case of a plain queue: it waits
         if hops > MAX_HOPS:
             self.process(b, txn, info, msg)
-            self._later(b, q, "max-hops", dead_lettered=1)
+            b.count(q, "max-hops", dead_lettered=1)
             return
         if msg.expired(b.now):
-            self.dead(b, txn, info, msg, "expired", hops)
+            self.overflow.dead(b, txn, info, msg, "expired", hops)
             return
         if sels and self._route(b, txn, info, msg, hops, copies=True):
             self._offer(b, txn, info, msg, takeable=False)
@@ -302,8 +159,7 @@ class Network(Pulling, Holds, Overflow):
         fate: list[Selector] = []
         defaults: list[Selector] = []
         q = info.spec.name
-        index = self._index.get(q)
-        for s in index.match(msg) if index is not None else ():
+        for s in self.table.match(q, msg):
             spec = s.spec
             if spec.role is Role.OVERFLOW:
                 continue
@@ -312,7 +168,7 @@ class Network(Pulling, Holds, Overflow):
                 continue
             if spec.op is Op.COPY:
                 if copies and not s.behind:
-                    self._copy(b, s, msg, hops)
+                    self.copy(b, s, msg, hops)
             else:
                 fate.append(s)
         if not fate:
@@ -323,25 +179,25 @@ class Network(Pulling, Holds, Overflow):
                 if copies:
                     for s in defaults:
                         if s.spec.op is Op.COPY:
-                            self._copy(b, s, msg, hops)
+                            self.copy(b, s, msg, hops)
                 if not fate:
                     return False
-            elif not self._normal.get(q):
+            elif not self.table.normal(q):
                 return False  # rule 5: no selectors, it waits
             else:
                 return self._unmatched(b, txn, info, msg, hops)
         for s in fate:
             if s.spec.op is Op.DELETE:
-                self._take(b, txn, info, s, msg, hops)
+                self.take(b, txn, info, s, msg, hops)
                 return True
         if len(fate) > 1:
-            fate.sort(key=_turn)  # round-robin: a selector that takes goes last
+            fate.sort(key=by_turn)  # round-robin: a selector that takes goes last
         for s in fate:
-            if not s.behind and self.credit(b, s) > 0:
-                self._take(b, txn, info, s, msg, hops)
-                self._set(b, s, "turn", next(self._turns))
+            if not s.behind and credit(b, s) > 0:
+                self.take(b, txn, info, s, msg, hops)
+                self.table.to_back(b, s)
                 if msg.seq >= s.cursor and copies:
-                    self._set(b, s, "cursor", msg.seq + 1)
+                    b.set(s, "cursor", msg.seq + 1)
                 return True
         return False
 
@@ -351,7 +207,7 @@ class Network(Pulling, Holds, Overflow):
             self.process(b, txn, info, msg)
             return True
         if policy == "dead-letter":
-            self.dead(b, txn, info, msg, "unmatched", hops)
+            self.overflow.dead(b, txn, info, msg, "unmatched", hops)
             return True
         return False
 
@@ -374,10 +230,10 @@ class Network(Pulling, Holds, Overflow):
         if taker is None:
             return
         if taker.lease:
-            self._hand(b, taker, self.lease(b, txn, info, [msg], taker.lease))
+            self._hand(b, taker, self.holders.lease(b, txn, info, [msg], taker.lease))
         else:
             self._hand(b, taker, [self.process(b, txn, info, msg)])
-            self._later(b, q, taken=1, delivered=1)
+            b.count(q, taken=1, delivered=1)
 
     def _hand(self, b: Batch, w: Waiter, found: list[Any]) -> None:
         """Gives a waiter its answer once the batch is durable."""
@@ -392,7 +248,7 @@ class Network(Pulling, Holds, Overflow):
 
     # -- what selectors do --------------------------------------------------
 
-    def _take(
+    def take(
         self, b: Batch, txn: Txn, info: QueueInfo, s: Selector, msg: Message, hops: int
     ) -> None:
         """``s`` (DELETE, MOVE or BOUNCE) takes the waiting ``msg``."""
@@ -400,22 +256,17 @@ class Network(Pulling, Holds, Overflow):
         if spec.terminal:
             c = s.consumer
             assert c is not None
-            held = self._holds.setdefault(q, {})
-            if msg.seq in held:
-                self._hold(b, q, msg.seq, c)
-            else:
-                held[msg.seq] = c  # undone with the group's deliveries
+            self.holds.deliver(b, q, msg.seq, c)
             self._hand_out(b, c, msg)  # counted by its group's flush
             return
-        sid = s.id
-        b.after(lambda: self._bump(sid))
+        b.after(partial(self.table.bump, s.id))
         if spec.op is Op.DELETE:
             self.process(b, txn, info, msg)
         elif spec.op is Op.BOUNCE:
             self.process(b, txn, info, msg)
-            self._set(b, s, "quota", s.quota - 1)
-            if not msg.reply_to or self._room(b, msg.reply_to) <= 0:
-                self.dead_letter(b, info, msg, "bounce: no room in reply_to", hops)
+            b.set(s, "quota", s.quota - 1)
+            if not msg.reply_to or room(b, msg.reply_to) <= 0:
+                self.overflow.dead_letter(b, info, msg, "bounce: no room in reply_to", hops)
                 return
             headers = {**msg.headers, "x-bounced-from": msg.address}
             out = Message(
@@ -431,38 +282,30 @@ class Network(Pulling, Holds, Overflow):
             self.append(b, msg.reply_to, out, hops + 1)
         else:
             self.process(b, txn, info, msg)
-            self._set(b, s, "quota", s.quota - 1)
+            b.set(s, "quota", s.quota - 1)
             self.append(b, spec.destination, fresh(msg), hops + 1)
 
-    def _bump(self, sid: str, dropped: int = 0) -> None:
-        s = self.selectors.get(sid)
-        if s is not None:
-            if dropped:
-                s.dropped += dropped
-            else:
-                s.delivered += 1
-
-    def _copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
+    def copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
         """``s`` copies ``msg``; False if it could not (no credit or room):
         the copy is lost to it and counted."""
-        spec, sid = s.spec, s.id
+        spec = s.spec
         if spec.terminal:
             c = s.consumer
             if c is None or c.closed:
                 return True  # a terminal COPY delivers only while attached
             if c.credit() <= 0:
-                b.after(lambda: self._bump(sid, dropped=1))
-                self._later(b, spec.source, dropped=1)
+                b.after(partial(self.table.bump, s.id, dropped=1))
+                b.count(spec.source, dropped=1)
                 return False
             self._hand_out(b, c, msg)  # counted by its group's flush
             return True
-        if s.quota <= 0 or self._room(b, spec.destination) <= 0:
-            b.after(lambda: self._bump(sid, dropped=1))
-            self._later(b, spec.source, dropped=1)
+        if s.quota <= 0 or room(b, spec.destination) <= 0:
+            b.after(partial(self.table.bump, s.id, dropped=1))
+            b.count(spec.source, dropped=1)
             return False
-        self._set(b, s, "quota", s.quota - 1)
+        b.set(s, "quota", s.quota - 1)
         self.append(b, spec.destination, fresh(msg), hops + 1)
-        b.after(lambda: self._bump(sid))
+        b.after(partial(self.table.bump, s.id))
         return True
 
     def _hand_out(self, b: Batch, c: Consumer, msg: Message) -> None:
@@ -483,18 +326,15 @@ class Network(Pulling, Holds, Overflow):
         undo runs after those of whatever the group did later (acks, give
         backs, a detach), which put back what they took: the group's
         deliveries are then exactly the ids from ``did`` on, and it also
-        drops the holds they made (``_take``)."""
+        drops the holds they made (``Holds.deliver``)."""
         pending = c.pending
         n = len(pending)
         c.flushing = True
 
         def undo() -> None:
             out = c.outstanding
-            held = self._holds.get(c.selector.source)
-            for i in range(did, c.next_id):
-                m = out.pop(i, None)
-                if held and m is not None and held.get(m.seq) is c:
-                    del held[m.seq]
+            taken = [out.pop(i, None) for i in range(did, c.next_id)]
+            self.holds.undeliver(c.selector.source, c, [m for m in taken if m is not None])
             c.next_id = did
             del pending[n:]
             c.flushing = False
@@ -505,24 +345,24 @@ class Network(Pulling, Holds, Overflow):
     def _flush(self, c: Consumer) -> None:
         batch, c.pending = c.pending, []
         c.flushing = False
-        s = self.selectors.get(c.selector.id)
+        s = self.table.selectors.get(c.selector.id)
         if s is not None:
             s.delivered += len(batch)  # one for each message handed out
         if batch and not c.closed:
             c.deliver(batch)
-            self.count(c.selector.source, delivered=len(batch))
+            count(self._traffic, c.selector.source, "", {"delivered": len(batch)})
 
     def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
         """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,
         COPY, BOUNCE or dead letter) and routes it there; 0 if the queue is
         gone."""
-        found = self._lookup(b, name)
+        found = b.lookup(name)
         if found is None:
             return 0
         txn, info = found
         stored = txn.append(name, msg, b.now)
         b.stored += 1
-        self._later(b, name, posted=1)
+        b.count(name, posted=1)
         self.arrive(b, txn, info, stored, hops)
         return stored.seq
 
@@ -531,9 +371,9 @@ class Network(Pulling, Holds, Overflow):
         DELETE, a MOVE out); the queue has room again, so the selectors
         feeding it may pull."""
         q = info.spec.name
-        self._unhold(b, q, msg.seq)
+        self.holds.unhold(b, q, msg.seq)
         done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg)
-        self._drained(q)
+        self.pulls.drained(q)
         return done
 
     def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message]) -> None:
@@ -541,21 +381,11 @@ class Network(Pulling, Holds, Overflow):
         a caller that does not use them (an ack): no history Message built,
         and one undo for the holds the messages leave, not one each."""
         q = info.spec.name
-        held = self._holds.get(q)
-        if held:
-            gone = [(m.seq, held.pop(m.seq)) for m in msgs if m.seq in held]
-            if gone:
-                b.undo(partial(held.update, gone))
+        self.holds.finish(b, q, msgs)
         finish, now, most = txn.finish, b.now, info.spec.max_history
         for m in msgs:
             finish(q, m.seq, now, most, m)
-        self._drained(q)
-
-    def _drained(self, queue: str) -> None:
-        feeds = self._by_dest.get(queue)
-        if feeds:
-            for s in feeds:
-                self._work[s] = None
+        self.pulls.drained(q)
 
     # -- a message comes back ---------------------------------------------
 
@@ -564,15 +394,14 @@ class Network(Pulling, Holds, Overflow):
         every selector that could take it is rewound to it."""
         q = info.spec.name
         if m.expired(b.now):
-            self.dead(b, txn, info, m, "expired", 0)
+            self.overflow.dead(b, txn, info, m, "expired", 0)
             return
-        index = self._index.get(q)
-        if index is not None and self._route(b, txn, info, m, 0, copies=False):
+        if self._route(b, txn, info, m, 0, copies=False):
             return
-        for s in index.match(m) if index is not None else ():
+        for s in self.table.match(q, m):
             if s.spec.op is not Op.COPY and s.cursor > m.seq:
-                self._set(b, s, "cursor", m.seq)
-                self._work[s] = None
+                b.set(s, "cursor", m.seq)
+                self.pulls.wake(s)
         self._offer(b, txn, info, m, takeable=True)
 
     # -- a queue goes -----------------------------------------------------
@@ -581,14 +410,9 @@ class Network(Pulling, Holds, Overflow):
         """Forgets a deleted queue's holds and leases, and removes the
         selectors reading it or writing to it; returns those selectors and
         their consumers."""
-        holds = self._holds.pop(queue, None)
-        if holds is not None:
-            b.undo(lambda: self._holds.__setitem__(queue, holds))
-        for lid, lease in list(self._leases.items()):
-            if lease.queue == queue:
-                del self._leases[lid]
-                b.undo(partial(self._leases.__setitem__, lid, lease))
-        gone = [s for s in self.selectors.values() if queue in (s.source, s.spec.destination)]
+        self.holds.drop_queue(b, queue)
+        self.holders.drop_queue(b, queue)
+        gone = [s for s in self.table.selectors.values() if queue in (s.source, s.spec.destination)]
         out = []
         for s in gone:
             c = s.consumer
@@ -602,17 +426,9 @@ class Network(Pulling, Holds, Overflow):
     def figures(self) -> dict[str, tuple[int, int, int]]:
         """Queue -> (selectors, consumers, outstanding), for the queues that
         have any: a copy, for a read off the writer thread."""
-        out: dict[str, tuple[int, int, int]] = {}
-        for q, sels in self._by_source.items():
-            if sels:
-                out[q] = (len(sels), self.consumers(q), self.outstanding(q))
-        for q, held in self._holds.items():
-            if held and q not in out:
-                out[q] = (0, 0, len(held))
+        holds = self.holds
+        out = {q: (n, c, holds.outstanding(q)) for q, (n, c) in self.table.figures().items()}
+        for q, n in holds.counts().items():
+            if q not in out:
+                out[q] = (0, 0, n)
         return out
-
-    def consumers(self, queue: str) -> int:
-        return sum(1 for s in self.of(queue) if s.consumer is not None)
-
-    def outstanding(self, queue: str) -> int:
-        return len(self._holds.get(queue) or ())

@@ -1,19 +1,20 @@
 """Where a message goes when it cannot stay: dead letters (expired,
 rejected, past ``max_deliveries``, unmatched or overflowing by policy) and
-overflow (rule 6: a post to a full queue). ``Overflow`` is a part of
-``Network`` (network.py), which provides the routing and the undo helpers it
-uses; network.py's docstring tells the rules.
+overflow (rule 6: a post to a full queue). ``Overflow`` is a part of the
+``Network`` (network.py), which hands it the routing it needs (processing a
+waiting message, appending to a queue); network.py's docstring tells the
+rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
 
+from msgboard.engine.credit import room
 from msgboard.engine.events import DEAD_LETTERED, Events
-from msgboard.engine.selectors import Selector
+from msgboard.engine.table import Table, by_turn
 from msgboard.engine.writer import Batch
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
@@ -23,9 +24,11 @@ from msgboard.spec import Disposition, Op, Role
 #: BOUNCE and dead-letter loops; static MOVE/COPY cycles are refused).
 MAX_HOPS = 32
 
-
-def _turn(s: Selector) -> int:
-    return s.turn
+#: Processes a waiting message into history (``Network.process``).
+Process = Callable[[Batch, Txn, QueueInfo, Message], Message]
+#: Posts a message to a queue from inside the network and routes it there;
+#: its seq, 0 if the queue is gone (``Network.append``).
+Append = Callable[[Batch, str, Message, int], int]
 
 
 def fresh(m: Message) -> Message:
@@ -34,28 +37,13 @@ def fresh(m: Message) -> Message:
 
 
 class Overflow:
-    """Network's dead-letter and overflow methods."""
+    """The dead letters and overflow of one board (writer thread)."""
 
-    # Provided by Network (network.py); events by Board (board.py).
-    _turns: Iterator[int]
-    events: Events
-
-    if TYPE_CHECKING:
-
-        @staticmethod
-        def _set(b: Batch, obj: object, attr: str, value: Any) -> None: ...
-
-        def _later(self, b: Batch, queue: str, reason: str = "", **by: int) -> None: ...
-
-        def of(self, queue: str) -> list[Selector]: ...
-
-        def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message: ...
-
-        def _room(self, b: Batch, name: str) -> float: ...
-
-        def append(self, b: Batch, name: str, msg: Message, hops: int) -> int: ...
-
-        def _bump(self, sid: str, dropped: int = 0) -> None: ...
+    def __init__(self, table: Table, events: Events, process: Process, append: Append) -> None:
+        self._table = table
+        self._events = events
+        self._process = process
+        self._append = append
 
     # -- dead letters -----------------------------------------------------
 
@@ -64,8 +52,8 @@ class Overflow:
     ) -> None:
         """Processes a waiting message and sends it to the dead-letter queue."""
         if reason == "expired":
-            self._later(b, info.spec.name, expired=1)
-        self.process(b, txn, info, msg)
+            b.count(info.spec.name, expired=1)
+        self._process(b, txn, info, msg)
         self.dead_letter(b, info, msg, reason, hops)
 
     def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> bool:
@@ -73,10 +61,10 @@ class Overflow:
         queue, with headers saying why and whence; discarded when there is
         none, it is gone or it is full. Counted either way; True if stored."""
         spec = info.spec
-        self._later(b, spec.name, reason, dead_lettered=1)
-        self.events.emit(b, DEAD_LETTERED, spec.name, msg.seq, reason, about=spec.name)
+        b.count(spec.name, reason, dead_lettered=1)
+        self._events.emit(b, DEAD_LETTERED, spec.name, msg.seq, reason, about=spec.name)
         dlq = spec.dead_letter
-        if not dlq or self._room(b, dlq) <= 0 or hops > MAX_HOPS:
+        if not dlq or room(b, dlq) <= 0 or hops > MAX_HOPS:
             return False
         headers = {
             **msg.headers,
@@ -85,39 +73,39 @@ class Overflow:
             "x-dead-letter-seq": str(msg.seq),
         }
         out = dataclasses.replace(fresh(msg), headers=headers, expires_at=0)
-        return self.append(b, dlq, out, hops + 1) > 0
+        return self._append(b, dlq, out, hops + 1) > 0
 
-    def _swept(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
+    def expired(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
+        """Dead-letters a waiting message the expiry sweep found expired."""
         self.dead(b, txn, info, msg, "expired", 0)
 
     # -- overflow ---------------------------------------------------------
 
-    def has_overflow(self, queue: str) -> bool:
-        return any(s.spec.role is Role.OVERFLOW for s in self.of(queue))
-
-    def overflow(self, b: Batch, info: QueueInfo, msg: Message) -> Disposition:
+    def route(self, b: Batch, info: QueueInfo, msg: Message) -> Disposition:
         """Rule 6: a post found the queue full. The matching overflow selectors
         take it round-robin, as MOVEs do: the first, in turn, with quota and
         room in its queue (an overflow DELETE drops it). With none that can,
         the overflow policy: dead-letter, or drop (drop-new, or reject when
         every overflow selector's queue is full too). Says what became of it."""
         q = info.spec.name
-        self._later(b, q, overflowed=1)
+        b.count(q, overflowed=1)
         sels = [
-            s for s in self.of(q) if s.spec.role is Role.OVERFLOW and s.spec.pattern.matches(msg)
+            s
+            for s in self._table.of(q)
+            if s.spec.role is Role.OVERFLOW and s.spec.pattern.matches(msg)
         ]
         if len(sels) > 1:
-            sels.sort(key=_turn)
+            sels.sort(key=by_turn)
         for s in sels:
             spec = s.spec
             if spec.op is Op.DELETE:
-                self._set(b, s, "turn", next(self._turns))
+                self._table.to_back(b, s)
                 return Disposition.DROPPED
-            if s.quota > 0 and self._room(b, spec.destination) > 0:
-                self._set(b, s, "quota", s.quota - 1)
-                self._set(b, s, "turn", next(self._turns))
-                b.after(partial(self._bump, s.id))
-                self.append(b, spec.destination, msg, 1)
+            if s.quota > 0 and room(b, spec.destination) > 0:
+                b.set(s, "quota", s.quota - 1)
+                self._table.to_back(b, s)
+                b.after(partial(self._table.bump, s.id))
+                self._append(b, spec.destination, msg, 1)
                 return Disposition.OVERFLOWED
         if info.spec.overflow.value == "dead-letter" and self.dead_letter(
             b, info, msg, "overflow", 0

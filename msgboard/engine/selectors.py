@@ -4,14 +4,39 @@ A selector reads one source queue with a pattern and an operation (MOVE,
 COPY, DELETE, BOUNCE) toward a destination queue or, when it has none, a
 terminal consumer attached through Subscribe. ``SelectorSpec`` is what a
 client asks for and what the store keeps; ``Selector`` is its running state
-on the writer thread: credit, the cursor it pulls waiting messages from, and
-its consumer. ``network.py`` routes messages through them.
+on the writer thread: its quota, the cursor it pulls waiting messages from,
+and its consumer. ``network.py`` routes messages through them.
 
-A consumer's credit is bounded twice, so that no client can make the server
-hold much for it: by the board's ``max_credit`` (whatever window it asks
-for) and by ``max_outstanding_bytes``, the bytes of the messages it has
-outstanding (delivered and not acked; these include the deliveries still
-queued for sending, so the send queue is bounded too).
+Credit, in the engine's words (the wire's are the proto's):
+
+- **credit**: how many messages a selector may take now
+  (``credit.credit``). A DELETE takes any; the others spend a budget
+  named after what it bounds:
+- **window**, a consumer's (for a terminal selector): the most deliveries
+  it may have outstanding, delivered and not acked. It is what the
+  subscription asked for, else its selector's (``SelectorSpec.window()``),
+  widened by AddCredit and capped by the board's ``max_credit``
+  (``Consumer.window``, which the wire calls the effective credit). A
+  consumer's credit is its window less its outstanding deliveries, and
+  none while they hold ``max_outstanding_bytes`` (``Consumer.credit()``);
+  an ack gives it back.
+- **quota**, an internal selector's (to a queue, or a BOUNCE): the most
+  messages it will still move or copy, counted down
+  (``SelectorSpec.quota()``, ``Selector.quota``; no limit unless asked).
+- **room**, a queue's: how many more messages it takes under its
+  ``max_unprocessed`` (``credit.room``). A selector to a queue may take
+  the lesser of its quota and its destination's room, so credit flows up
+  the graph as consumers drain the queues below.
+
+``SelectorSpec.credit`` is the wire's one field for both budgets (a
+terminal selector's window, an internal one's quota); the engine reads it
+through ``window()`` and ``quota()``.
+
+So no client can make the server hold much for it, a consumer is bounded
+twice: by ``max_credit`` (whatever window it asks for) and by
+``max_outstanding_bytes``, the bytes of the messages it has outstanding
+(these include the deliveries still queued for sending, so the send queue
+is bounded too).
 """
 
 from __future__ import annotations
@@ -21,8 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from msgboard.errors import MsgboardError
-from msgboard.message import Message
+from msgboard.message import Message, size
 from msgboard.spec import Delivery, SelectorSpec
 
 
@@ -45,19 +69,14 @@ class Backoff:
     message: Message
 
 
-def weight(m: Message) -> int:
-    """About how many bytes ``m`` holds: what a byte cap counts."""
-    n = 64 + len(m.body) + len(m.address)
-    for f in m.tuple:
-        n += len(f) if isinstance(f, str | bytes) else 8
-    for k, v in m.headers.items():
-        n += len(k) + len(v)
-    return n
+#: What one outstanding message costs in memory beyond its ``size``.
+OVERHEAD = 64
 
 
 class Outstanding(dict[int, Message]):
-    """Delivery id -> message, keeping the total ``weight`` of its messages
-    in ``bytes`` through every change the network makes."""
+    """Delivery id -> message, keeping the bytes its messages hold (each
+    its ``size`` and ``OVERHEAD``) in ``bytes`` through every change the
+    network makes: what ``max_outstanding_bytes`` caps."""
 
     __slots__ = ("bytes",)
 
@@ -68,23 +87,23 @@ class Outstanding(dict[int, Message]):
     def __setitem__(self, key: int, m: Message) -> None:
         old = self.get(key)
         if old is not None:
-            self.bytes -= weight(old)
+            self.bytes -= size(old) + OVERHEAD
         super().__setitem__(key, m)
-        self.bytes += weight(m)
+        self.bytes += size(m) + OVERHEAD
 
     def add(self, key: int, m: Message) -> None:
         """``self[key] = m`` for a ``key`` it does not have (a new delivery)."""
         dict.__setitem__(self, key, m)
-        self.bytes += weight(m)
+        self.bytes += size(m) + OVERHEAD
 
     def __delitem__(self, key: int) -> None:
-        self.bytes -= weight(self[key])
+        self.bytes -= size(self[key]) + OVERHEAD
         super().__delitem__(key)
 
     def pop(self, key: int, *default: Any) -> Any:
         if key in self:
             m = super().pop(key)
-            self.bytes -= weight(m)
+            self.bytes -= size(m) + OVERHEAD
             return m
         return super().pop(key, *default)
 
@@ -99,17 +118,6 @@ class Outstanding(dict[int, Message]):
         self.bytes = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Acked:
-    """What an ack request did: acks are per delivery, so the ids it could
-    apply are ``ids`` and each one it could not (never delivered, already
-    acked or given back) is in ``rejected`` with the reason; a rejected id
-    is information, not a failure of the others."""
-
-    ids: list[int]
-    rejected: dict[int, MsgboardError] = field(default_factory=dict)
-
-
 @dataclass(eq=False, slots=True)
 class Consumer:
     """A client attached to a terminal selector. ``deliver`` and ``end`` are
@@ -117,12 +125,14 @@ class Consumer:
     hand over (e.g. ``loop.call_soon_threadsafe``)."""
 
     selector: Selector
+    #: The most deliveries it may have outstanding: asked for, widened by
+    #: AddCredit, capped by ``max_credit``.
     window: float
     deliver: Callable[[list[Delivery]], None]
     #: Called once when the board ends the subscription (its queue or
     #: selector deleted, the board closing), with the reason.
     end: Callable[[BaseException | None], None]
-    #: The board's caps: most deliveries and most message bytes outstanding.
+    #: The board's caps: the widest window, most message bytes outstanding.
     max_credit: float = math.inf
     max_bytes: float = math.inf
     #: Delivery id -> message as stored (MOVE) or as copied (COPY).
@@ -138,15 +148,11 @@ class Consumer:
     peer: str = ""
     identity: str = ""
 
-    @property
-    def limit(self) -> float:
-        """The effective credit: the window it asked for, capped."""
-        return min(self.window, self.max_credit)
-
     def credit(self) -> float:
+        """How many more messages it may be handed now."""
         if self.outstanding.bytes >= self.max_bytes:
             return 0
-        return self.limit - len(self.outstanding)
+        return self.window - len(self.outstanding)
 
 
 @dataclass(eq=False, slots=True)
@@ -159,7 +165,7 @@ class Selector:
     #: subscription's session selector).
     durable: bool
     session: bool
-    #: Internal selectors: messages it may still move or copy.
+    #: An internal selector's: messages it may still move or copy.
     quota: float = math.inf
     consumer: Consumer | None = None
     #: MOVE/DELETE: no waiting message below it is one this selector could

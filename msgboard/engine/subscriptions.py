@@ -1,56 +1,50 @@
-"""The board's selectors and subscriptions: checking their specs on the
-caller's thread, and wiring each call to the network (``network.py``) on the
-writer thread. ``Subscriptions`` is a part of ``Board`` (board.py), which
-provides the writer, the network and the queue lookups it uses.
+"""Selectors and subscriptions: checking their specs on the caller's thread,
+and wiring each call to the network (``network.py``) on the writer thread.
+``Subscriptions`` is a part of the ``Board`` (board.py), which serves its
+calls (``create_selector``, ``subscribe``, ``ack``, ...); it owns the
+counter that names session selectors and consumers.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from functools import partial
-from typing import TYPE_CHECKING
 
-from msgboard import codec
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
-from msgboard.engine.selectors import Acked, Consumer, Selector
-from msgboard.engine.views import SelectorView
-from msgboard.engine.writer import Batch, Writer
+from msgboard.engine.selectors import Consumer, Selector
+from msgboard.engine.teardown import Teardown
+from msgboard.engine.writer import Batch, Found, Writer
 from msgboard.errors import FailedPrecondition, InvalidArgument, NotFound, QueueNotFound
-from msgboard.lmdbstore import QueueInfo, Txn
+from msgboard.results import Acked, SelectorView
 from msgboard.spec import Delivery, Op, Position, Role, SelectorSpec
 
 
 class Subscriptions:
-    """Board's selector and subscription methods."""
+    """The board's selectors and subscriptions."""
 
-    # Provided by Board (board.py).
-    limits: Limits
-    _writer: Writer
-    _net: Network
-    _sessions: Iterator[int]
-    events: Events
-
-    if TYPE_CHECKING:
-
-        def _lookup(self, b: Batch, name: str) -> tuple[Txn, QueueInfo] | None: ...
-
-        def _find(self, b: Batch, name: str) -> tuple[Txn, QueueInfo]: ...
-
-        def _forget(
-            self, b: Batch, s: Selector, c: Consumer | None, why: BaseException | None
-        ) -> None: ...
-
-        def _auto_delete(self, b: Batch, queue: str) -> None: ...
+    def __init__(
+        self, limits: Limits, writer: Writer, net: Network, events: Events, teardown: Teardown
+    ) -> None:
+        self._limits = limits
+        self._writer = writer
+        self._net = net
+        self._events = events
+        self._teardown = teardown
+        #: Numbers the session selectors ("sub-N") and consumers ("con-N").
+        self._sessions = itertools.count(1)
 
     # -- selectors ------------------------------------------------------
 
     def create_selector_async(self, spec: SelectorSpec) -> Future[SelectorView]:
+        """Creates a selector on an existing queue: QueueNotFound for a missing
+        source or destination, FailedPrecondition for one that would close a
+        cycle of queues. It is durable when its source queue is."""
         spec = self._check_selector(spec)
 
         def run(b: Batch) -> SelectorView:
@@ -59,28 +53,22 @@ class Subscriptions:
             durable = not info.spec.transient
             sid = f"sel-{txn_d.new_selector_id()}"
             s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
-            self._net.start(txn, s)
+            self._net.table.start(txn, s)
             if durable:
-                txn_d.put_selector(sid, codec.selector_spec_to_pb(spec).SerializeToString())
+                txn_d.put_selector(sid, spec)
             self._net.add(b, s)
-            self._net.settle(b)
-            self.events.emit(
+            self._net.pulls.settle(b)
+            self._events.emit(
                 b, ev.SELECTOR_CREATED, sid, spec.source, spec.destination, about=spec.source
             )
             return self._selector_view(s)
 
         return self._writer.submit(run)
 
-    def create_selector(self, spec: SelectorSpec) -> SelectorView:
-        """Creates a selector on an existing queue: QueueNotFound for a missing
-        source or destination, FailedPrecondition for one that would close a
-        cycle of queues. It is durable when its source queue is."""
-        return self.create_selector_async(spec).result()
-
     def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
-        self.limits.check_name(spec.source, f"{where}.source")
+        self._limits.check_name(spec.source, f"{where}.source")
         if spec.destination:
-            self.limits.check_name(spec.destination, f"{where}.destination", write=True)
+            self._limits.check_name(spec.destination, f"{where}.destination", write=True)
             if spec.op in (Op.DELETE, Op.BOUNCE):
                 raise InvalidArgument(
                     f"{where}.destination: a {spec.op.value} selector has no destination"
@@ -95,15 +83,15 @@ class Subscriptions:
             raise InvalidArgument(f"{where}.start_seq: must be 1 or more")
         return spec
 
-    def _find_source(self, b: Batch, spec: SelectorSpec) -> tuple[Txn, QueueInfo]:
-        found = self._lookup(b, spec.source)
+    def _find_source(self, b: Batch, spec: SelectorSpec) -> Found:
+        found = b.lookup(spec.source)
         if found is None:
             raise QueueNotFound(f"{spec.source} (the selector's source)")
         dest = spec.destination
         if dest:
-            if self._lookup(b, dest) is None:
+            if b.lookup(dest) is None:
                 raise QueueNotFound(f"{dest} (the selector's destination)")
-            if self._net.reaches(dest, spec.source):
+            if self._net.table.reaches(dest, spec.source):
                 raise FailedPrecondition(
                     f"a selector from {spec.source!r} to {dest!r} would close a cycle: "
                     f"messages already flow from {dest!r} back to {spec.source!r}"
@@ -111,48 +99,37 @@ class Subscriptions:
         return found
 
     def get_selector_async(self, sid: str) -> Future[SelectorView]:
+        """A selector and its figures; NotFound if there is none."""
         return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
 
-    def get_selector(self, sid: str) -> SelectorView:
-        return self.get_selector_async(sid).result()
-
     def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:
+        """The selectors of one queue, or of every queue (by source queue,
+        then in creation order)."""
         if queue:
-            self.limits.check_name(queue)
+            self._limits.check_name(queue)
 
         def run(b: Batch) -> list[SelectorView]:
             if queue:
-                self._find(b, queue)
-            sels = [s for s in self._net.selectors.values() if not queue or s.source == queue]
+                b.find(queue)
+            sels = [s for s in self._net.table.selectors.values() if not queue or s.source == queue]
             sels.sort(key=lambda s: s.source)
             return [self._selector_view(s) for s in sels]
 
         return self._writer.submit(run)
 
-    def list_selectors(self, queue: str = "") -> list[SelectorView]:
-        """The selectors of one queue, or of every queue (by source queue,
-        then in creation order)."""
-        return self.list_selectors_async(queue).result()
-
     def delete_selector_async(self, sid: str) -> Future[None]:
-        def run(b: Batch) -> None:
-            s = self._selector(sid)
-            c = self._net.remove(b, s)
-            self._forget(b, s, c, NotFound(f"selector {sid} was deleted"))
-            self._gone(b, s, c, "selector deleted")
-            self._auto_delete(b, s.source)
-            self._net.settle(b)
-
-        return self._writer.submit(run)
-
-    def delete_selector(self, sid: str) -> None:
         """Deletes a selector; what it had delivered and not seen acked goes
         back to the source queue; an auto_delete source queue left without
         selectors deletes itself."""
-        self.delete_selector_async(sid).result()
+
+        def run(b: Batch) -> None:
+            self._teardown.delete_selector(b, self._selector(sid))
+            self._net.pulls.settle(b)
+
+        return self._writer.submit(run)
 
     def _selector(self, sid: str) -> Selector:
-        s = self._net.selectors.get(sid)
+        s = self._net.table.selectors.get(sid)
         if s is None:
             raise NotFound(f"no selector {sid!r}")
         return s
@@ -189,6 +166,10 @@ class Subscriptions:
         peer: str = "",
         identity: str = "",
     ) -> Future[tuple[Consumer, SelectorView]]:
+        """Attaches a consumer: a session selector on ``queue`` (MOVE or COPY),
+        or the durable terminal selector ``selector_id``. ``deliver`` gets
+        batches of deliveries and ``end`` the reason the board ended the
+        subscription; both run on the writer thread and must only hand over."""
         if credit < 0:
             raise InvalidArgument(f"credit: must not be negative (got {credit})")
         if selector_id:
@@ -230,131 +211,73 @@ class Subscriptions:
             else:
                 txn, _ = self._find_source(b, spec)
                 s = Selector(f"sub-{next(self._sessions)}", spec, durable=False, session=True)
-                self._net.start(txn, s)
+                self._net.table.start(txn, s)
                 self._net.add(b, s)
                 window = spec.window()
-            lim = self.limits
+            lim = self._limits
+            window = min(window, lim.max_credit)
             c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
             c.id, c.since, c.peer, c.identity = f"con-{next(self._sessions)}", b.now, peer, identity
-            self._net.attach(b, s, c)
-            self._net.settle(b)
-            self.events.emit(
+            self._net.holders.attach(b, s, c)
+            self._net.pulls.settle(b)
+            self._events.emit(
                 b, ev.CONSUMER_ATTACHED, c.id, s.source, s.id, peer, identity, about=s.source
             )
             return c, self._selector_view(s)
 
         return self._writer.submit(run)
 
-    def subscribe(
-        self,
-        queue: str = "",
-        pattern: Pattern | None = None,
-        *,
-        deliver: Callable[[list[Delivery]], None],
-        end: Callable[[BaseException | None], None],
-        op: Op = Op.MOVE,
-        credit: int = 0,
-        unlimited_credit: bool = False,
-        start: Position = Position.CURRENT,
-        start_seq: int = 0,
-        start_time: int = 0,
-        selector_id: str = "",
-    ) -> tuple[Consumer, SelectorView]:
-        """Attaches a consumer: a session selector on ``queue`` (MOVE or COPY),
-        or the durable terminal selector ``selector_id``. ``deliver`` gets
-        batches of deliveries and ``end`` the reason the board ended the
-        subscription; both run on the writer thread and must only hand over."""
-        return self.subscribe_async(
-            queue,
-            pattern,
-            deliver=deliver,
-            end=end,
-            op=op,
-            credit=credit,
-            unlimited_credit=unlimited_credit,
-            start=start,
-            start_seq=start_seq,
-            start_time=start_time,
-            selector_id=selector_id,
-        ).result()
-
     def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[Acked]:
-        def run(b: Batch) -> Acked:
-            self._live(c)
-            acked = self._net.ack(b, c, list(ids), up_to)
-            self._net.settle(b)
-            return acked
-
-        return self._writer.submit(run)
-
-    def ack(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Acked:
         """Acks deliveries (and every one up to ``up_to``), once durable: acks
         are per delivery, so it applies every id it can and returns those
         (``Acked.ids``) and, one by one, the ones it could not: never
         delivered, already acked or given back (``Acked.rejected``)."""
-        return self.ack_async(c, ids, up_to).result()
+
+        def run(b: Batch) -> Acked:
+            self._live(c)
+            acked = self._net.holders.ack(b, c, list(ids), up_to)
+            self._net.pulls.settle(b)
+            return acked
+
+        return self._writer.submit(run)
 
     def nack_async(
         self, c: Consumer, ids: Sequence[int], reject: bool = False
     ) -> Future[list[int]]:
+        """Gives deliveries back for redelivery after a short backoff, or
+        dead-letters them (``reject``)."""
+
         def run(b: Batch) -> list[int]:
             self._live(c)
-            done = self._net.nack(b, c, list(ids), reject)
-            self._net.settle(b)
+            done = self._net.holders.nack(b, c, list(ids), reject)
+            self._net.pulls.settle(b)
             return done
 
         return self._writer.submit(run)
 
-    def nack(self, c: Consumer, ids: Sequence[int], reject: bool = False) -> list[int]:
-        """Gives deliveries back for redelivery after a short backoff, or
-        dead-letters them (``reject``)."""
-        return self.nack_async(c, ids, reject).result()
-
     def add_credit_async(self, c: Consumer, n: int) -> Future[None]:
+        """Widens the consumer's window by ``n`` deliveries (up to the
+        board's ``max_credit``)."""
         if n < 0:
             raise InvalidArgument(f"credit: must not be negative (got {n})")
 
         def run(b: Batch) -> None:
             self._live(c)
-            b.undo(partial(setattr, c, "window", c.window))
-            c.window += n
-            self._net.wake(c.selector)
-            self._net.settle(b)
+            b.set(c, "window", min(c.window + n, c.max_credit))
+            self._net.pulls.wake(c.selector)
+            self._net.pulls.settle(b)
 
         return self._writer.submit(run)
-
-    def add_credit(self, c: Consumer, n: int) -> None:
-        self.add_credit_async(c, n).result()
 
     def unsubscribe_async(self, c: Consumer) -> Future[None]:
-        def run(b: Batch) -> None:
-            if not c.closed:
-                self._end_consumer(b, c, "closed")
-
-        return self._writer.submit(run)
-
-    def _end_consumer(self, b: Batch, c: Consumer, reason: str) -> None:
-        """Detaches a live consumer; a session selector goes with it."""
-        s = c.selector
-        self._net.detach(b, c)
-        if s.session and self._net.selectors.get(s.id) is s:
-            self._net.remove(b, s)
-            self._auto_delete(b, s.source)
-        self._net.settle(b)
-        self.events.emit(b, ev.CONSUMER_DETACHED, c.id, s.source, s.id, reason, about=s.source)
-
-    def _gone(self, b: Batch, s: Selector, c: Consumer | None, reason: str) -> None:
-        """Announces a selector that went (a durable one: a session
-        selector goes with its consumer) and the consumer it had."""
-        if c is not None:
-            self.events.emit(b, ev.CONSUMER_DETACHED, c.id, s.source, s.id, reason, about=s.source)
-        if not s.session:
-            self.events.emit(b, ev.SELECTOR_DELETED, s.id, s.source, about=s.source)
-
-    def unsubscribe(self, c: Consumer) -> None:
         """Detaches a consumer: its outstanding messages go back to their
         queue at once (delivery count raised); a session selector goes."""
-        self.unsubscribe_async(c).result()
+
+        def run(b: Batch) -> None:
+            if not c.closed:
+                self._teardown.end_consumer(b, c, "closed")
+
+        return self._writer.submit(run)
 
     @staticmethod
     def _live(c: Consumer) -> None:

@@ -11,8 +11,24 @@ Because one thread runs everything, the engine's in-memory state needs no
 locks, and LMDB's rule that a write transaction stays on its thread holds by
 construction. An operation must check its input before it writes: one that
 raises a MsgboardError after writing would leave its writes in the group.
-An operation's effects on memory are registered with ``Batch.undo`` (run if
-the group aborts) and ``Batch.after`` (run once it is durable).
+
+The engine's central invariant: **a group that aborts leaves no trace, in
+the stores or in memory, and nothing of it is seen before it is durable.**
+The stores' transactions abort by themselves; every change an operation
+makes to the engine's memory goes through its batch, in one of four ways:
+
+- ``b.set(obj, attr, value)``: sets an attribute, set back if the group
+  aborts (a selector's cursor or turn, a consumer's window, ...);
+- ``b.undo(fn)``: any other change to memory, with ``fn`` putting it back
+  (run in reverse order if the group aborts);
+- ``b.after(fn)``: what must wait until the group is durable: answering a
+  blocked call, handing deliveries to a consumer, arming a timer, announcing
+  an event;
+- ``b.count(queue, ...)``: adds to a queue's traffic counts
+  (``traffic.py``), once the group is durable.
+
+A group that fails is retried only after MapFull (the map grows), from
+scratch: the undos have put memory back as it was.
 """
 
 from __future__ import annotations
@@ -25,11 +41,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
+from msgboard.engine.traffic import Traffic, count
 from msgboard.engine.waiters import Waiters, answer
-from msgboard.errors import MsgboardError, StoreError, Unavailable
-from msgboard.lmdbstore import MapFull, Store, Txn
+from msgboard.errors import MsgboardError, QueueNotFound, StoreError, Unavailable
+from msgboard.lmdbstore import MapFull, QueueInfo, Store, Txn
 from msgboard.message import now_us
 
 log = logging.getLogger(__name__)
@@ -43,14 +61,21 @@ PENDING: Any = object()
 #: OverflowError, and waking once an hour costs nothing.
 MAX_WAIT = 3600.0
 
+#: A queue as a batch finds it: the transaction of its store, and its info.
+Found = tuple[Txn, QueueInfo]
+
 
 class Batch:
-    """The shared transactions of one group commit."""
+    """The shared transactions of one group commit, and what its operations
+    did to memory (undone if it aborts) or left for after it is durable."""
 
-    def __init__(self, durable: Store, memory: Store, reserve: int) -> None:
+    def __init__(
+        self, durable: Store, memory: Store, reserve: int, traffic: dict[str, Traffic]
+    ) -> None:
         self._durable = durable
         self._memory = memory
         self._reserve = reserve
+        self._traffic = traffic
         self._txns: dict[bool, Txn] = {}
         self._undo: list[Callable[[], object]] = []
         self._after: list[Callable[[], object]] = []
@@ -68,6 +93,29 @@ class Batch:
             self._txns[durable] = t
         return t
 
+    def lookup(self, name: str) -> Found | None:
+        """The queue called ``name``, transient or durable (a name is unique
+        across both stores), as the batch sees it; None if there is none."""
+        for durable in (False, True):
+            txn = self.txn(durable)
+            info = txn.queue(name)
+            if info is not None:
+                return txn, info
+        return None
+
+    def find(self, name: str) -> Found:
+        """As ``lookup``, but QueueNotFound if there is none."""
+        found = self.lookup(name)
+        if found is None:
+            raise QueueNotFound(name)
+        return found
+
+    def set(self, obj: object, attr: str, value: Any) -> None:
+        """Sets ``obj.attr`` to ``value``; set back if the batch aborts."""
+        old = getattr(obj, attr)
+        setattr(obj, attr, value)
+        self._undo.append(partial(setattr, obj, attr, old))
+
     def undo(self, fn: Callable[[], object]) -> None:
         """Runs ``fn`` if the batch aborts."""
         self._undo.append(fn)
@@ -75,6 +123,12 @@ class Batch:
     def after(self, fn: Callable[[], object]) -> None:
         """Runs ``fn`` once the batch is durable."""
         self._after.append(fn)
+
+    def count(self, queue: str, reason: str = "", **by: int) -> None:
+        """Adds ``by`` to the queue's traffic counts once the batch is
+        durable (in order with its ``after`` calls); ``reason``: one more
+        dead letter for that reason."""
+        self._after.append(partial(count, self._traffic, queue, reason, by))
 
     def commit(self) -> None:
         durable = self._txns.pop(True, None)
@@ -136,6 +190,8 @@ class Writer:
         self._lock = threading.Lock()
         self.commits = 0
         self.committed_ops = 0
+        #: Each queue's traffic since the board opened (``Batch.count``).
+        self.traffic: dict[str, Traffic] = {}
         #: Called after each group commit with its seconds and size.
         self.observe: Callable[[float, int], object] | None = None
         #: Why the thread died (None while it runs or once it stopped
@@ -263,7 +319,7 @@ class Writer:
         reserve = sum(size for _, _, size in ops)
         started = time.perf_counter()
         while True:
-            batch = Batch(self._durable, self._memory, reserve)
+            batch = Batch(self._durable, self._memory, reserve, self.traffic)
             results: list[tuple[Any, BaseException | None]] = []
             try:
                 for run, _, _ in ops:

@@ -69,7 +69,7 @@ from typing import Any
 import lmdb
 
 from msgboard.codec import decode_record, selector_spec_from_pb, selector_spec_to_pb
-from msgboard.errors import RecordDamaged
+from msgboard.errors import DataFileDamaged, RecordDamaged
 from msgboard.lmdbstore import record
 from msgboard.message import Message, Section
 from msgboard.spec import SelectorSpec
@@ -179,6 +179,18 @@ def decode_selector(raw: bytes) -> SelectorSpec:
     (which kept a selector to a queue's quota in ``credit``). Raises
     protobuf's DecodeError or InvalidArgument if it does not parse."""
     return selector_spec_from_pb(pb.SelectorSpec.FromString(raw), stored=True)
+
+
+def load_selector(path: str, sid: str, raw: bytes) -> SelectorSpec:
+    """``decode_selector`` for the store: the spec of selector ``sid`` of
+    the board at ``path``, or DataFileDamaged if it does not parse."""
+    try:
+        return decode_selector(raw)
+    except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
+        raise DataFileDamaged(
+            f"{path}: selector {sid}: its stored spec does not parse ({e}); "
+            f"msgboard check {path} tells more"
+        ) from None
 
 
 def seek_last(cur: lmdb.Cursor[bytes], key: bytes) -> bool:

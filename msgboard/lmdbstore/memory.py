@@ -28,7 +28,7 @@ from msgboard.errors import StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Message, Section, stamp
-from msgboard.spec import QueueSpec
+from msgboard.spec import QueueSpec, SelectorSpec
 
 _US = 1_000_000
 _UNPROCESSED = Section.UNPROCESSED
@@ -99,7 +99,7 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._queues: dict[str, _Queue] = {}
-        self._selectors: dict[str, bytes] = {}
+        self._selectors: dict[str, SelectorSpec] = {}
         self._next_sid = 1
         self._txn: MemoryTxn | None = None
         self._commits = 0
@@ -299,10 +299,10 @@ class MemoryTxn(Txn):
         self._log.append((setattr, (store, "_next_sid", sid)))
         return sid
 
-    def put_selector(self, sid: str, data: bytes) -> None:
+    def put_selector(self, sid: str, spec: SelectorSpec) -> None:
         sels = self._store._selectors
         old = sels.get(sid)
-        sels[sid] = data
+        sels[sid] = spec
         if old is None:
             self._log.append((sels.pop, (sid, None)))
         else:
@@ -316,7 +316,7 @@ class MemoryTxn(Txn):
         self._log.append((sels.__setitem__, (sid, old)))
         return True
 
-    def selectors(self) -> list[tuple[str, bytes]]:
+    def selectors(self) -> list[tuple[str, SelectorSpec]]:
         return sorted(self._store._selectors.items())
 
     def find(

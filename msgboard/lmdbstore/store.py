@@ -46,7 +46,7 @@ from msgboard.errors import StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.message import Message, Section
 from msgboard.results import StoreInfo
-from msgboard.spec import QueueSpec
+from msgboard.spec import QueueSpec, SelectorSpec
 
 __all__ = ["Counts", "MapFull", "QueueInfo", "Store", "StoreInfo", "Txn"]
 
@@ -187,16 +187,18 @@ class Txn(abc.ABC):
         before a restart)."""
 
     @abc.abstractmethod
-    def put_selector(self, sid: str, data: bytes) -> None:
-        """Stores a selector's serialized spec under its id."""
+    def put_selector(self, sid: str, spec: SelectorSpec) -> None:
+        """Stores a selector's spec under its id (the LMDB store keeps its
+        protobuf bytes: ``selectors.py``)."""
 
     @abc.abstractmethod
     def delete_selector(self, sid: str) -> bool:
         """Removes a selector; False if there was none."""
 
     @abc.abstractmethod
-    def selectors(self) -> list[tuple[str, bytes]]:
-        """Every stored selector as (id, data), in id order."""
+    def selectors(self) -> list[tuple[str, SelectorSpec]]:
+        """Every stored selector as (id, spec), in id order. DataFileDamaged
+        if a stored spec does not parse."""
 
     @abc.abstractmethod
     def find(

@@ -26,20 +26,28 @@ import lmdb
 from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, processed_suffix
-from msgboard.errors import (
-    RecordDamaged,
-    StoreError,
-    StoreFull,
-)
+from msgboard.errors import RecordDamaged, StoreError, StoreFull
 from msgboard.lmdbstore import record
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
-from msgboard.lmdbstore.layout import KEY, LAST, MAX_U64, STATE, U64, Dbs, decode, seek_last, walk
+from msgboard.lmdbstore.layout import (
+    KEY,
+    LAST,
+    MAX_U64,
+    STATE,
+    U64,
+    Dbs,
+    decode,
+    encode_selector,
+    load_selector,
+    seek_last,
+    walk,
+)
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
-from msgboard.spec import QueueSpec
+from msgboard.spec import QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
@@ -464,7 +472,8 @@ class DurableTxn(Txn):
         self._wrote = True
         return sid
 
-    def put_selector(self, sid: str, data: bytes) -> None:
+    def put_selector(self, sid: str, spec: SelectorSpec) -> None:
+        data = encode_selector(spec)
         with self._guard:
             self._txn.put(sid.encode(), data, db=self._dbs.selectors)
         self._wrote = True
@@ -475,9 +484,10 @@ class DurableTxn(Txn):
         self._wrote = self._wrote or found
         return found
 
-    def selectors(self) -> list[tuple[str, bytes]]:
+    def selectors(self) -> list[tuple[str, SelectorSpec]]:
         with self._guard:
-            return [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.selectors)]
+            stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.selectors)]
+        return [(sid, load_selector(self._dbs.path, sid, v)) for sid, v in stored]
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)

@@ -2,7 +2,7 @@
 
 Counting costs the hot path nothing more than the engine already pays: the
 per-queue counts are the engine's own traffic counters (plain integers
-added once a group is durable, ``engine/network.py``'s ``Traffic``) and its
+added once a group is durable, ``engine/traffic.py``'s ``Traffic``) and its
 Stats figures, and ``BoardCollector`` reads them only when Prometheus
 scrapes: one Stats view and one copy of the counters per scrape. Two things
 are observed as they happen, each once per group commit, not per message:
@@ -32,8 +32,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from msgboard.config import ServeConfig
-from msgboard.engine import Board, BoardStats, Traffic
+from msgboard.engine import Board, Traffic
 from msgboard.errors import Exposed, ListenFailed
+from msgboard.results import BoardStats
 from msgboard.server.calls import Calls
 from msgboard.tls import is_loopback
 

@@ -35,17 +35,10 @@ import grpc
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
-from msgboard.engine import (
-    BOARD_STOPPING,
-    Board,
-    BoardStats,
-    Limits,
-    QueueStats,
-    QueueView,
-    SnapshotInfo,
-)
+from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
 from msgboard.message import Message
+from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import streams

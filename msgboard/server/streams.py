@@ -21,9 +21,9 @@ import grpc
 
 from msgboard import codec
 from msgboard.details import abort, error_to_pb
-from msgboard.engine import Acked, Board, SelectorView
+from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
-from msgboard.results import ConsumerView
+from msgboard.results import Acked, ConsumerView, SelectorView
 from msgboard.security.auth import caller
 from msgboard.server.deliveries import deliveries_to_bytes
 from msgboard.server.handoff import Handoff, wait
@@ -242,7 +242,7 @@ async def subscribe(
     try:
         yield pb.SubscribeResponse(
             subscribed=selector_to_pb(view),
-            credit=int(consumer.limit),
+            credit=int(consumer.window),
             max_outstanding_bytes=int(consumer.max_bytes),
         )
         while True:

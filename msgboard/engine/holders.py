@@ -1,0 +1,267 @@
+"""The holders of waiting messages, and how what they hold comes back.
+
+Two kinds of caller hold messages (``holds.py`` keeps which): a consumer,
+its deliveries not yet acked, and a Take with a lease, its leases. Here
+they attach and detach (a consumer), ack and nack, lease and run out. An
+ack processes the message for good; a nack, a detach or a lease running
+out gives it back, its delivery count raised: dead-lettered past
+``max_deliveries``, else routed again, at once or (after a nack) after a
+short, growing backoff. ``Holders`` is a part of the ``Network``
+(network.py), which hands it the routing it needs (processing a waiting
+message, routing one that came back); network.py's docstring tells the
+rules.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+
+from msgboard.engine.holds import Holds
+from msgboard.engine.overflow import Overflow, Process
+from msgboard.engine.pulling import Pulling
+from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
+from msgboard.engine.writer import Batch, Writer
+from msgboard.errors import InvalidArgument, MsgboardError, NotFound
+from msgboard.lmdbstore import QueueInfo, Txn
+from msgboard.message import Message, Section, stamp
+from msgboard.results import Acked
+from msgboard.spec import Delivery, Op
+
+#: A nacked message's first backoff, doubled per delivery, capped.
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 5.0
+
+#: Processes waiting messages into history, their Messages unused
+#: (``Network.finish``).
+Finish = Callable[[Batch, Txn, QueueInfo, list[Message]], None]
+#: Routes a message that came back (``Network.requeue``).
+Requeue = Callable[[Batch, Txn, QueueInfo, Message], None]
+
+
+def _refused(c: Consumer, i: int) -> MsgboardError:
+    """Why delivery ``i`` is not outstanding on ``c``."""
+    if 0 < i < c.next_id:
+        return NotFound(f"delivery {i} was already acked or given back")
+    return InvalidArgument(f"delivery {i} was never delivered on this subscription")
+
+
+def delivered(m: Message) -> Message:
+    """``m`` as its consumer sees it: delivery_count counts this delivery."""
+    return stamp(m, m.queue, m.seq, m.posted_at, 0, m.delivery_count + 1, m.section)
+
+
+class Holders:
+    """The consumers and leases of one board: what they hold comes back."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        holds: Holds,
+        pulls: Pulling,
+        overflow: Overflow,
+        process: Process,
+        finish: Finish,
+        requeue: Requeue,
+    ) -> None:
+        self._writer = writer
+        self._holds = holds
+        self._pulls = pulls
+        self._overflow = overflow
+        self._process = process
+        self._finish = finish
+        self._requeue = requeue
+        #: Lease id -> the lease, while it holds its message.
+        self._leases: dict[int, Lease] = {}
+        self._next_lease = 1
+
+    # -- consumers ----------------------------------------------------------
+
+    def attach(self, b: Batch, s: Selector, c: Consumer) -> None:
+        """Attaches a consumer to its terminal selector, which then pulls."""
+        b.set(s, "consumer", c)
+        self._pulls.wake(s)
+
+    def detach(self, b: Batch, c: Consumer) -> None:
+        """Ends a consumer: its outstanding messages go back to their queue,
+        in seq order, with their delivery count raised."""
+        s = c.selector
+        if s.consumer is c:
+            b.set(s, "consumer", None)
+        b.set(c, "closed", True)
+        ids = sorted(c.outstanding, key=lambda i: c.outstanding[i].seq)
+        self._return(b, c, ids, delay=False)
+
+    def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> Acked:
+        """Acks every delivery it can (``ids`` and, with ``up_to``, every
+        outstanding one up to it); the others are answered as rejected. A
+        repeated ack is harmless."""
+        outstanding = c.outstanding
+        chosen: dict[int, None] = {}
+        rejected: dict[int, MsgboardError] = {}
+        for i in ids:
+            if i in outstanding:
+                chosen[i] = None
+            elif i not in chosen:
+                rejected[i] = _refused(c, i)
+        if up_to:
+            if up_to >= c.next_id:
+                rejected[up_to] = InvalidArgument(f"up_to: delivery {up_to} was never delivered")
+            else:
+                chosen.update(dict.fromkeys(i for i in outstanding if i <= up_to))
+        if not chosen:
+            return Acked([], rejected)
+        s = c.selector
+        taken = [(i, outstanding.pop(i)) for i in chosen]
+        b.undo(partial(outstanding.update, taken))
+        b.count(s.source, acked=len(taken))
+        if s.spec.op is not Op.COPY:
+            # Every message a consumer holds came from its selector's source.
+            found = b.lookup(s.source)
+            if found is not None:
+                self._finish(b, *found, [m for _, m in taken])
+        self._pulls.wake(s)
+        return Acked(list(chosen), rejected)
+
+    def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
+        """Gives deliveries back, after a backoff, or dead-letters them
+        (``reject``); every id must be outstanding."""
+        chosen = self._chosen(c, ids, 0)
+        if reject:
+            for i in chosen:
+                m = c.outstanding.pop(i)
+                b.undo(partial(c.outstanding.__setitem__, i, m))
+                found = b.lookup(m.queue)
+                if found is not None and c.selector.spec.op is not Op.COPY:
+                    self._overflow.dead(b, *found, m, "rejected", 0)
+        else:
+            self._return(b, c, chosen, delay=True)
+        self._pulls.wake(c.selector)
+        return chosen
+
+    @staticmethod
+    def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
+        for i in ids:
+            if i not in c.outstanding:
+                raise _refused(c, i)
+        if up_to >= c.next_id:
+            raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
+        chosen = dict.fromkeys(ids)
+        if up_to:
+            chosen.update(dict.fromkeys(i for i in c.outstanding if i <= up_to))
+        return list(chosen)
+
+    def _return(self, b: Batch, c: Consumer, ids: list[int], *, delay: bool) -> None:
+        copy = c.selector.spec.op is Op.COPY
+        for i in ids:
+            m = c.outstanding.pop(i)
+            b.undo(partial(c.outstanding.__setitem__, i, m))
+            if copy:
+                continue
+            found = b.lookup(m.queue)
+            if found is not None:
+                self.give_back(b, *found, m, delay=delay)
+
+    # -- giving back ----------------------------------------------------------
+
+    def give_back(self, b: Batch, txn: Txn, info: QueueInfo, m: Message, *, delay: bool) -> None:
+        """A held message comes back, its delivery count raised: dead-lettered
+        past max_deliveries, else held back a moment (``delay``) or routed
+        again at once."""
+        q = info.spec.name
+        back = stamp(m, q, m.seq, m.posted_at, 0, m.delivery_count + 1, Section.UNPROCESSED)
+        txn.restore(q, back)
+        limit = info.spec.max_deliveries
+        if limit and back.delivery_count >= limit:
+            self._overflow.dead(b, txn, info, back, "max-deliveries", 0)
+            return
+        b.count(q, redelivered=1)
+        if delay:
+            hold = Backoff(q, back)
+            self._holds.hold(b, q, back.seq, hold)
+            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (back.delivery_count - 1))
+            deadline = time.monotonic() + wait
+            b.after(partial(self._writer.at, deadline, partial(self._release, hold=hold)))
+            return
+        self._holds.unhold(b, q, back.seq)
+        self._requeue(b, txn, info, back)
+
+    def _release(self, b: Batch, *, hold: Backoff) -> None:
+        """A backoff is over: its message is routed again."""
+        if self._holds.held(hold.queue).get(hold.message.seq) is not hold:
+            return
+        found = b.lookup(hold.queue)
+        if found is None:
+            return
+        txn, info = found
+        self._holds.unhold(b, hold.queue, hold.message.seq)
+        self._requeue(b, txn, info, hold.message)
+        self._pulls.settle(b)
+
+    # -- leases ---------------------------------------------------------
+
+    def lease(
+        self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message], seconds: float
+    ) -> list[Delivery]:
+        """Holds ``msgs`` for a Take with a lease."""
+        q = info.spec.name
+        out = []
+        deadline = time.monotonic() + seconds
+        for m in msgs:
+            lid = self._next_lease
+            b.set(self, "_next_lease", lid + 1)
+            lease = Lease(lid, q, m)
+            self._leases[lid] = lease
+            b.undo(partial(self._leases.pop, lid, None))
+            self._holds.hold(b, q, m.seq, lease)
+            b.after(partial(self._writer.at, deadline, partial(self._expire, lid=lid)))
+            out.append(Delivery(lid, delivered(m)))
+        b.count(q, delivered=len(out))
+        return out
+
+    def _expire(self, b: Batch, *, lid: int) -> None:
+        lease = self._leases.pop(lid, None)
+        if lease is None:
+            return
+        b.undo(lambda: self._leases.__setitem__(lid, lease))
+        found = b.lookup(lease.queue)
+        if found is not None:
+            self.give_back(b, *found, lease.message, delay=False)
+            self._pulls.settle(b)
+
+    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
+        """Processes leased messages (or, with ``nack``, gives them back);
+        nothing changes unless every lease is good."""
+        for lid in ids:
+            lease = self._leases.get(lid)
+            if lease is None:
+                if 0 < lid < self._next_lease:
+                    raise NotFound(f"lease {lid}: already acked or ran out")
+                raise InvalidArgument(f"lease {lid} was never given")
+            if lease.queue != queue:
+                raise InvalidArgument(f"lease {lid} is on queue {lease.queue!r}, not {queue!r}")
+        found = b.lookup(queue)
+        for lid in dict.fromkeys(ids):
+            lease = self._leases.pop(lid)
+            b.undo(partial(self._leases.__setitem__, lid, lease))
+            if found is None:
+                continue
+            if nack:
+                self.give_back(b, *found, lease.message, delay=False)
+            else:
+                self._process(b, *found, lease.message)
+                b.count(queue, taken=1, acked=1)
+
+    def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
+        """Gives back a leased message whose taker never got it."""
+        lease = self._leases.get(lid)
+        if lease is not None and lease.queue == queue:
+            self.ack_leases(b, queue, [lid], nack=True)
+
+    def drop_queue(self, b: Batch, queue: str) -> None:
+        """Forgets a deleted queue's leases."""
+        for lid, lease in list(self._leases.items()):
+            if lease.queue == queue:
+                del self._leases[lid]
+                b.undo(partial(self._leases.__setitem__, lid, lease))

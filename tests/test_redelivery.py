@@ -1,0 +1,132 @@
+"""What comes back, on the embedded engine over a real LMDB directory:
+nacks after a backoff, max_deliveries, rejects, a consumer or selector
+leaving, per-delivery acks, and leased Takes (engine/holders.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from msgboard import QueueSpec
+from msgboard.engine import Board
+from msgboard.errors import InvalidArgument, NotFound
+from msgboard.spec import UNLIMITED, SelectorSpec
+from tests.sinks import Sink, nums, post, row, subscribe
+
+# -- redelivery --------------------------------------------------------------
+
+
+def test_nack_gives_back_after_a_backoff_with_the_count_raised(board: Board) -> None:
+    board.create_queue(QueueSpec("q"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("x",))
+    [d] = sink.wait(1)
+    board.nack(c, [d.id])
+    r = row(board, "q")
+    # Held back, not redelivered at once.
+    assert (r.outstanding, r.ready, len(sink.got)) == (1, 0, 1)  # type: ignore[attr-defined]
+    again = sink.wait(2)[1]
+    assert again.message.seq == d.message.seq
+    assert again.message.delivery_count == 2
+
+
+def test_past_max_deliveries_a_message_is_dead_lettered(board: Board) -> None:
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq", max_deliveries=2))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("poison",))
+    board.nack(c, [sink.wait(1)[0].id])
+    board.nack(c, [sink.wait(2)[1].id])
+    [dead] = board.read("dlq", timeout=5)
+    assert dead.headers["x-dead-letter-reason"] == "max-deliveries"
+    assert board.get_queue("q").unprocessed == 0
+
+
+def test_reject_dead_letters_at_once(board: Board) -> None:
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("q", dead_letter="dlq"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("bad",))
+    board.nack(c, [sink.wait(1)[0].id], reject=True)
+    [dead] = board.read("dlq")
+    assert dead.headers["x-dead-letter-reason"] == "rejected"
+
+
+def test_a_consumer_leaving_gives_back_its_messages_in_seq_order(board: Board) -> None:
+    """Outstanding messages of a consumer that goes return in seq order, with
+    their delivery count raised, to the next consumer."""
+    board.create_queue(QueueSpec("q"))
+    c, first = subscribe(board, "q", credit=3)
+    post(board, "q", *nums(5))
+    first.wait(3)
+    board.ack(c, [first.got[1].id])
+    first.wait(4)  # the ack gave credit back: ("n", 3) came
+    board.unsubscribe(c)
+    _, second = subscribe(board, "q")
+    got = second.wait(4)
+    assert [d.message.tuple for d in got] == [("n", 0), ("n", 2), ("n", 3), ("n", 4)]
+    assert [d.message.delivery_count for d in got] == [2, 2, 2, 1]
+
+
+def test_deleting_a_selector_gives_back_its_messages(board: Board) -> None:
+    board.create_queue(QueueSpec("q"))
+    s = board.create_selector(SelectorSpec("q"))
+    sink = Sink()
+    board.subscribe(deliver=sink.deliver, end=sink.end, selector_id=s.id)
+    post(board, "q", ("x",))
+    sink.wait(1)
+    board.delete_selector(s.id)
+    assert isinstance(sink.ended[0], NotFound)
+    [m] = board.take("q")
+    assert m.delivery_count == 2
+
+
+def test_acks_are_per_delivery(board: Board) -> None:
+    """An ack applies every id it can and answers the others one by one; a
+    repeated ack is harmless."""
+    board.create_queue(QueueSpec("q"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("x",), ("y",))
+    a, b = sink.wait(2)
+    acked = board.ack(c, [a.id, 99])
+    assert acked.ids == [a.id]
+    assert isinstance(acked.rejected[99], InvalidArgument)
+    assert "never delivered" in str(acked.rejected[99])
+    assert row(board, "q").outstanding == 1  # type: ignore[attr-defined]
+    again = board.ack(c, [a.id, a.id])
+    assert again.ids == [] and list(again.rejected) == [a.id]
+    assert isinstance(again.rejected[a.id], NotFound)
+    assert "already acked" in str(again.rejected[a.id])
+    with pytest.raises(InvalidArgument):
+        board.add_credit(c, -1)
+    late = board.ack(c, [], up_to=b.id + 5)
+    assert late.ids == [] and isinstance(late.rejected[b.id + 5], InvalidArgument)
+    assert board.ack(c, [b.id]).ids == [b.id]
+    assert board.get_queue("q").unprocessed == 0
+
+
+# -- leases ------------------------------------------------------------------
+
+
+def test_a_leased_take_is_invisible_until_acked(board: Board) -> None:
+    board.create_queue(QueueSpec("q", max_history=UNLIMITED))
+    post(board, "q", ("a",), ("b",))
+    [d] = board.take_leased("q", lease=60)
+    assert d.message.tuple == ("a",) and d.message.delivery_count == 1
+    assert [m.tuple for m in board.take("q", max=10)] == [("b",)]
+    board.ack_leases("q", [d.id])
+    with pytest.raises(NotFound, match="already acked"):
+        board.ack_leases("q", [d.id])
+    with pytest.raises(InvalidArgument, match="never given"):
+        board.ack_leases("q", [12345])
+    assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_lease_that_runs_out_brings_the_message_back(board: Board) -> None:
+    board.create_queue(QueueSpec("q"))
+    post(board, "q", ("a",))
+    [d] = board.take_leased("q", lease=0.2)
+    assert board.take("q") == []
+    [m] = board.take("q", timeout=5)
+    assert (m.tuple, m.delivery_count) == (("a",), 2)
+    with pytest.raises(NotFound):
+        board.ack_leases("q", [d.id])
