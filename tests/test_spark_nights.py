@@ -17,8 +17,8 @@ import pytest
 from msgboard import Message, QueueSpec
 from msgboard.cli import main
 from msgboard.engine import Board
-from msgboard.engine.board import Start
 from msgboard.errors import FailedPrecondition
+from msgboard.results import Start
 from msgboard.spec import UNLIMITED
 from tests import damage
 from tests.sparking import post as _post
