@@ -138,12 +138,17 @@ def test_a_served_board_whose_writer_dies_stops_serving_with_an_error(
         if not done.wait(30):
             os.kill(os.getpid(), signal.SIGTERM)
 
+    threads: list[threading.Thread] = []
+
     def ready(port: int) -> None:
-        threading.Thread(target=client, args=(port,), daemon=True).start()
+        threads.append(threading.Thread(target=client, args=(port,), daemon=True))
+        threads[0].start()
 
     try:
         with pytest.raises(Unavailable, match="writer thread failed"):
             asyncio.run(serve(config, ready=ready))
     finally:
         done.set()
+    # serve() may return while the client still waits for its answer.
+    threads[0].join(30)
     assert codes == [grpc.StatusCode.UNAVAILABLE]
