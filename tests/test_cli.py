@@ -217,3 +217,23 @@ def test_ctrl_c_ends_a_long_running_command_quietly(
     if watching:
         q = client.get_queue("q")
         assert (q.unprocessed, q.history) == (0, 0)
+
+
+def test_a_closed_pipe_ends_a_listing_quietly(server: ServerThread, client: Client) -> None:
+    """Given ``msgboard queue list | head -3`` over more queues than a pipe
+    holds, expect three lines, no traceback on stderr, and the exit status
+    of a command ended by SIGPIPE (141)."""
+    for i in range(600):
+        client.create_queue(f"queue-with-a-longish-name-{i:04d}", transient=True)
+    shell = subprocess.run(
+        f"{sys.executable} -m msgboard queue list --server {server.address} | head -3;"
+        ' echo "status=${PIPESTATUS[0]}"',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = shell.stdout.splitlines()
+    assert len(out) == 4 and out[0].startswith("name=queue-with-a-longish-name-")
+    assert (out[3], shell.stderr) == ("status=141", "")

@@ -330,6 +330,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if e.code == "INVALID_ARGUMENT" else 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``msgboard queue list | head -3``):
+    end quietly, as a command killed by SIGPIPE does (status 141), with
+    stdout pointed at /dev/null so that the flush at exit does not raise
+    again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # SIGPIPE
 
 
 def _serve(args: argparse.Namespace) -> int:
