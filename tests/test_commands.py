@@ -10,6 +10,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -296,3 +297,27 @@ def test_every_rpc_has_a_command() -> None:
             assert {w for w in words if w.startswith("--")} <= options, command
             assert "--json" in options, command
             assert f"| {rpc} |" in doc and f"`msgboard {command}`" in doc, (rpc, command)
+
+
+def test_watch_manual_ack_ends_at_the_end_of_input(server: ServerThread, client: Client) -> None:
+    """Given a queue of one message and ``printf 'ack 1\\nack 2\\n' | msgboard
+    watch Q --manual-ack --max 2``, I expect the watch to end soon after its
+    input does: the first delivery acked, the line waiting for a second one
+    reported (status 1), and no consumer left attached."""
+    client.create_queue("jobs", max_history=10)
+    client.post("jobs", ("n", 1))
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--max", "2")
+    try:
+        out, err = proc.communicate("ack 1\nack 2\n", timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert [x.split("  ")[:2] for x in out.splitlines()] == [["1", "jobs#1"]]
+    assert "stdin line 2: delivery 2 had not come" in err
+    q = client.get_queue("jobs")
+    assert (q.unprocessed, q.history) == (0, 1)
+    for _ in range(100):
+        if not client.list_consumers():
+            break
+        time.sleep(0.1)
+    assert client.list_consumers() == []
