@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
                 type=float,
                 metavar="SECONDS",
                 help="keep the messages hidden until acked (msgboard ack); back if the lease "
-                "runs out; prints each one's lease id first",
+                "runs out; prints each one's lease id after it (queue#seq  lease=ID)",
             )
     for name, what in (
         ("ack", "ack leased messages (processed for good)"),
@@ -339,7 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--selector", default="", metavar="ID", help="attach to a durable selector")
     p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
-    p.add_argument("--max", type=int, default=0, metavar="N", help="exit after N deliveries (0: never)")
+    p.add_argument(
+        "--max", type=int, default=0, metavar="N", help="exit after N deliveries (0: never)"
+    )
     p.add_argument(
         "--manual-ack",
         action="store_true",

@@ -65,7 +65,8 @@ def watch(
         while (d := ctrl_c.next()) is not None:
             # The delivery id leads where it is needed: to ack by hand, and in JSON.
             shown = args.json or args.manual_ack
-            print_message(d.message, args.json, **({"delivery": d.id} if shown else {}))
+            lead: dict[str, Any] = {"delivery": d.id} if shown else {}
+            print_message(d.message, args.json, **lead)
             if acks is not None:
                 acks.delivered(d)
             else:
