@@ -232,18 +232,29 @@ def test_a_wrong_users_file_is_refused_naming_what(tmp_path: Path, text: str, sa
 
 
 def _serve_fails(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Runs ``msgboard serve`` expecting it to refuse: exit 1, one line."""
-    p = subprocess.run(
-        [sys.executable, "-m", "msgboard", "serve", "--data", str(tmp_path / "d"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    """Runs ``msgboard serve`` expecting it to refuse: exit 1, one line, and
+    no data directory made. Its --listen (unless ``args`` give another) is a
+    port another socket holds, as when a second board starts beside a first
+    one: a bad file must still be named (it is read before the port is
+    tried), and the test never depends on the default port being free."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        data = tmp_path / "d"
+        command = [sys.executable, "-m", "msgboard", "serve", "--data", str(data)]
+        p = subprocess.run(
+            [*command, "--listen", listen, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **(env or {})},
+        )
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 1, p.stderr
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith("msgboard serve: ")
+    assert not data.exists(), "a refused start made the data directory"
     return lines[0]
 
 

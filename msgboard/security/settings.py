@@ -41,8 +41,10 @@ class Security:
 
     @classmethod
     def build(cls, c: ServeConfig) -> Security:
-        """Raises Exposed, ConfigError: the server must not start."""
-        check_listen(c.listen)
+        """Raises Exposed, ConfigError, ListenFailed: the server must not
+        start. The files are read before the port is tried, so that a bad
+        users file is named even when the port is taken (a second board)."""
+        listen_parts(c.listen)
         if not is_loopback(c.listen) and not c.insecure:
             missing = [
                 what
@@ -58,6 +60,7 @@ class Security:
         certs = ServerCerts(c.tls_cert, c.tls_key, c.tls_client_ca) if c.tls else None
         users = Users.load(c.users) if c.users else None
         snapshots = SnapshotDir(c.snapshot_dir, required=users is not None)
+        check_listen(c.listen)
         quota = Quota(c.max_streams, c.max_waits, c.max_consumers)
         return cls(c.listen, certs, users, snapshots, quota, c.insecure, c.users)
 
@@ -115,16 +118,21 @@ class Security:
         log.info("reloaded: %s", self.describe())
 
 
-def check_listen(listen: str) -> None:
-    """HOST:PORT with a host and a port; ListenFailed if something already
-    listens there (before gRPC tries, so the error is one clear line)."""
+def listen_parts(listen: str) -> tuple[str, int]:
+    """HOST and PORT of HOST:PORT; ConfigError if it is not one."""
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
         raise ConfigError(
             f"listen: {listen!r} is not HOST:PORT (e.g. 127.0.0.1:7878, or 0.0.0.0:7878 "
             "for every interface)"
         )
-    port = int(port_text)
+    return host, int(port_text)
+
+
+def check_listen(listen: str) -> None:
+    """HOST:PORT with a host and a port; ListenFailed if something already
+    listens there (before gRPC tries, so the error is one clear line)."""
+    host, port = listen_parts(listen)
     if port == 0:
         return
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
