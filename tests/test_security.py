@@ -455,3 +455,26 @@ def test_serve_reads_a_config_file(tmp_path: Path) -> None:
             c.list_queues()
     finally:
         assert server.stop() == 0
+
+
+def test_an_open_board_warns_once_that_tokens_are_ignored(tmp_path: Path) -> None:
+    """Given an open board (no users file), when calls carry a token, I
+    expect them allowed and one warning in the log saying tokens are ignored
+    (not one per call); calls without a token log nothing of the kind."""
+    server = ServerProcess(tmp_path / "board")
+    try:
+        with Client(server.address) as c:
+            c.create_queue("jobs")
+        assert "tokens are ignored" not in server.log.read_text()
+        for _ in range(2):
+            with Client(server.address, token="meant-for-a-secured-board") as c:
+                c.post("jobs", ("n", 1))
+        deadline = time.monotonic() + 10
+        while "tokens are ignored" not in server.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    [line] = [x for x in log.splitlines() if "tokens are ignored" in x]
+    assert "open board (no users file)" in line and "--users FILE" in line
+    assert "/msgboard.v1.Board/Post" in line

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -23,7 +24,7 @@ from msgboard.errors import ConfigError, Exposed, ListenFailed, MsgboardError
 from msgboard.security.auth import Users
 from msgboard.security.guard import Guard, Quota
 from msgboard.security.snapshot_dir import SnapshotDir
-from msgboard.tls import ServerCerts, is_loopback
+from msgboard.tls import AUTH_KEY, ServerCerts, is_loopback
 
 log = logging.getLogger("msgboard.security")
 
@@ -70,7 +71,7 @@ class Security:
 
     def interceptors(self, board: Board) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
         if self.users is None:
-            return []
+            return [TokensIgnored()]
         self.guard = Guard(self.users, board, self.quota)
         return [self.guard]
 
@@ -116,6 +117,33 @@ class Security:
             log.error("reload failed, keeping the current files: %s", e)
             return
         log.info("reloaded: %s", self.describe())
+
+
+class TokensIgnored(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """An open board's interceptor: the first call that carries a token
+    (``authorization`` metadata) is logged, once, as ignored, so that an
+    operator who meant to check tokens learns it from the log rather than
+    from a breach; later calls pass with one flag tested."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]
+        ],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        if not self.warned and any(k == AUTH_KEY for k, _ in details.invocation_metadata or ()):
+            self.warned = True
+            log.warning(
+                "WARNING: open board (no users file): tokens are ignored and every call is "
+                "allowed; a call to %s carried one. Serve with --users FILE to check them "
+                "(logged once)",
+                details.method,
+            )
+        return await continuation(details)
 
 
 def listen_parts(listen: str) -> tuple[str, int]:
