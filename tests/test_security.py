@@ -478,3 +478,44 @@ def test_an_open_board_warns_once_that_tokens_are_ignored(tmp_path: Path) -> Non
     [line] = [x for x in log.splitlines() if "tokens are ignored" in x]
     assert "open board (no users file)" in line and "--users FILE" in line
     assert "/msgboard.v1.Board/Post" in line
+
+
+def test_a_tls_mistake_names_the_likely_cause_and_the_flag(
+    mtls: ServerThread, pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given each usual TLS mistake, I expect UNAVAILABLE saying what is
+    likely wrong and which flag fixes it, gRPC's own text kept after it."""
+    ca = str(pki.ca.pem)
+    mistakes = {
+        "plaintext to the TLS port": ({}, "it likely serves TLS (connect with --tls-ca FILE"),
+        "no client certificate": ({"tls_ca": ca}, "wants a client certificate (--tls-cert FILE"),
+        "a CA that did not sign the board's certificate": (
+            {
+                "tls_ca": str(pki.foreign.pem),
+                "tls_cert": str(pki.carol.cert),
+                "tls_key": str(pki.carol.key),
+            },
+            "not one this client trusts: --tls-ca",
+        ),
+    }
+    for what, (kw, says) in mistakes.items():
+        with pytest.raises(Unavailable) as e:
+            _call(mtls.address, **kw)
+        assert says in str(e.value), what
+        assert "failed to connect to all addresses" in str(e.value), what
+    plain = ServerThread(tmp_path / "plain").start()
+    try:
+        with pytest.raises(Unavailable) as e:
+            _call(plain.address, tls_ca=ca)
+        assert "the board speaks plaintext, not TLS: connect without --tls-ca" in str(e.value)
+    finally:
+        plain.stop()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    with pytest.raises(Unavailable) as e:
+        _call(f"127.0.0.1:{free}")
+    assert "nothing listens there: is the board running" in str(e.value)
+    assert cli.main(["queue", "list", "--server", mtls.address]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("msgboard: UNAVAILABLE: the board closed the connection in the TLS")
