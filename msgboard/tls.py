@@ -152,6 +152,44 @@ def channel_credentials(
     )
 
 
+#: What a failed connection's gRPC text says, the likely cause, and the flags
+#: that fix it: gRPC itself says only "failed to connect to all addresses".
+_CONNECT_HINTS = (
+    (
+        "WRONG_VERSION_NUMBER",
+        "the board speaks plaintext, not TLS: connect without --tls-ca/--tls-cert "
+        "(and MSGBOARD_TLS_CA unset), or check --server",
+    ),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "the board's certificate is not one this client trusts: --tls-ca (or "
+        "MSGBOARD_TLS_CA) must be the CA that signed it, it must not have expired, "
+        "and --server must use a name it was issued for",
+    ),
+    (
+        "Socket closed",
+        "the board closed the connection in the TLS handshake: it likely serves TLS "
+        "(connect with --tls-ca FILE or MSGBOARD_TLS_CA), or wants a client "
+        "certificate (--tls-cert FILE --tls-key FILE, signed by the CA of its "
+        "--tls-client-ca and not expired)",
+    ),
+    (
+        "Connection refused",
+        "nothing listens there: is the board running (msgboard serve), and is "
+        "--server (or MSGBOARD_SERVER) its address?",
+    ),
+)
+
+
+def connect_hint(text: str) -> str:
+    """The likely cause of a failed connection and the flag to fix it, from
+    gRPC's text (``failed to connect to all addresses; last error: ...``);
+    "" when the text is not a connection failure it knows."""
+    if "failed to connect" not in text:
+        return ""
+    return next((hint for key, hint in _CONNECT_HINTS if key in text), "")
+
+
 def check_token_transport(address: str, token: str, tls: bool) -> None:
     """Refuses to send a token in plaintext to a host other than loopback."""
     if token and not tls and not is_loopback(address):

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
 from msgboard.cli import build_parser, main
 from msgboard.client import Client
+from msgboard.engine import Board
 from msgboard.testing import ServerThread
 
 
@@ -217,3 +221,83 @@ def test_ctrl_c_ends_a_long_running_command_quietly(
     if watching:
         q = client.get_queue("q")
         assert (q.unprocessed, q.history) == (0, 0)
+
+
+def test_a_closed_pipe_ends_a_listing_quietly(server: ServerThread, client: Client) -> None:
+    """Given ``msgboard queue list | head -3`` over more queues than a pipe
+    holds, expect three lines, no traceback on stderr, and the exit status
+    of a command ended by SIGPIPE (141)."""
+    for i in range(600):
+        client.create_queue(f"queue-with-a-longish-name-{i:04d}", transient=True)
+    shell = subprocess.run(
+        f"{sys.executable} -m msgboard queue list --server {server.address} | head -3;"
+        ' echo "status=${PIPESTATUS[0]}"',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = shell.stdout.splitlines()
+    assert len(out) == 4 and out[0].startswith("name=queue-with-a-longish-name-")
+    assert (out[3], shell.stderr) == ("status=141", "")
+
+
+def _every_action(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _every_action(sub, (*words, name))
+        elif not isinstance(action, argparse._HelpAction | argparse._VersionAction):
+            yield " ".join(words), action
+
+
+def test_every_option_and_positional_has_help_with_its_default() -> None:
+    """Given every command's options and positionals, expect a help text for
+    each, and the defaults shown (--max, --limit, --credit...)."""
+    undocumented = [
+        f"{cmd} {a.option_strings or a.dest}"
+        for cmd, a in _every_action(build_parser())
+        if not a.help
+    ]
+    assert undocumented == []
+    flat = {}
+    for text in _helps(build_parser()):
+        words = text.split()[1:]
+        command = " ".join(itertools.takewhile(lambda w: not w.startswith("["), words))
+        flat[command] = " ".join(words)
+    assert "--max N messages at most (default: 1)" in flat["msgboard take"]
+    assert "--limit N messages on the page at most (default: 100)" in flat["msgboard browse"]
+    assert (
+        "--credit N deliveries in flight at most (unacked) (default: 100)" in flat["msgboard watch"]
+    )
+    assert "--op {move,copy,delete,bounce} what it does" in flat["msgboard selector create"]
+    assert "(default: move)" in flat["msgboard selector create"]
+    assert "--role {normal,default,overflow} default:" in flat["msgboard selector create"]
+    assert "(default: reject)" in flat["msgboard queue create"]
+    assert "[env MSGBOARD_DATA; default './msgboard-data']" in flat["msgboard serve"]
+
+
+def test_version_and_a_commands_own_usage_on_a_bad_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Given --version, expect the version; given a misspelt option of a
+    command, expect that command's usage, not the list of commands; given
+    check --json, expect the report as one JSON object."""
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"msgboard {version('msgboard')}\n"
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--listne", "127.0.0.1:0"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("usage: msgboard serve ")
+    assert "msgboard serve: error: unrecognized arguments: --listne 127.0.0.1:0" in err
+    with pytest.raises(SystemExit):
+        main(["queue", "list", "--bogus"])
+    assert capsys.readouterr().err.startswith("usage: msgboard queue list ")
+    Board(tmp_path / "b").close()
+    assert main(["check", str(tmp_path / "b"), "--json"]) == 0
+    [report] = lines(capsys.readouterr().out)
+    assert report["ok"] is True and report["queues"] == [] and report["path"] == str(tmp_path / "b")

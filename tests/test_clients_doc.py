@@ -5,7 +5,8 @@ A ```json block tagged ``request:Method`` is parsed with ``json_format``
 against the method's request type (unknown fields refused) and sent; the
 next block tagged ``response:Method`` must match the answer, in the JSON
 mapping, as conformance cases match (tests/test_conformance.py: keys shown
-must be equal, keys left out are not checked). A string ``"${name}"`` in a
+must be equal, keys left out are not checked; the null value is written
+``"NULL_VALUE"``, as grpcurl prints it). A string ``"${name}"`` in a
 response captures that part of the answer for later requests. A request
 that fails must be followed by a ```text block quoting the error's message.
 """
@@ -70,19 +71,34 @@ def test_the_json_examples_run_as_shown(stub: Any) -> None:
             request = getattr(pb, method.input_type.name)()
             json_format.ParseDict(_fill(body, variables), request)
             try:
-                answer = json_format.MessageToDict(getattr(stub, name)(request, timeout=30))
+                answer = as_grpcurl(
+                    json_format.MessageToDict(getattr(stub, name)(request, timeout=30))
+                )
             except grpc.RpcError as e:
                 quoted = blocks[i + 1] if i + 1 < len(blocks) else ("", "", "")
                 assert quoted[0] == "text" and f"Message: {e.details()}" in quoted[2], (
                     f"{name} failed ({e.details()}) and the page does not say so"
                 )
                 for field in Failure(e).fields:
-                    assert f'"field": "{field}"' in quoted[2], f"the page lacks {field}"
+                    assert f'"field":"{field}"' in quoted[2], f"the page lacks {field}"
                 answer = None
         else:
             assert answer is not None, f"response:{name} follows no answered request"
             _capture(body, answer, variables)
             match(_fill(body, variables), answer)
+
+
+def as_grpcurl(value: Any) -> Any:
+    """``json_format``'s answer as grpcurl prints it: the null value
+    (``google.protobuf.NullValue``) by its name, ``"NULL_VALUE"``, not ``null``."""
+    if isinstance(value, dict):
+        return {
+            k: "NULL_VALUE" if k == "null" and v is None else as_grpcurl(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [as_grpcurl(v) for v in value]
+    return value
 
 
 def _fill(value: Any, variables: dict[str, Any]) -> Any:

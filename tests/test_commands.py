@@ -10,6 +10,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -208,8 +209,9 @@ def test_take_with_a_lease_then_ack_and_nack(
     first, second = lines(out)
     assert code == 0 and [first["seq"], second["seq"]] == [1, 2]
     code, out, _ = run(server, capsys, "take", "jobs", "--lease", "60")
-    lease3, rest = out.split("  ", 1)
-    assert rest.startswith("jobs#3")
+    where, tag, _ = out.split("  ", 2)  # the lease after the seq: it must not read as one
+    assert where == "jobs#3" and tag.startswith("lease=")
+    lease3 = tag.removeprefix("lease=")
 
     code, out, err = run(server, capsys, "ack", "jobs", str(first["lease"]))
     assert (code, out, err) == (0, f"acked {first['lease']}\n", "")
@@ -296,3 +298,124 @@ def test_every_rpc_has_a_command() -> None:
             assert {w for w in words if w.startswith("--")} <= options, command
             assert "--json" in options, command
             assert f"| {rpc} |" in doc and f"`msgboard {command}`" in doc, (rpc, command)
+
+
+def test_watch_manual_ack_ends_at_the_end_of_input(server: ServerThread, client: Client) -> None:
+    """Given a queue of one message and ``printf 'ack 1\\nack 2\\n' | msgboard
+    watch Q --manual-ack --max 2``, I expect the watch to end soon after its
+    input does: the first delivery acked, the line waiting for a second one
+    reported (status 1), and no consumer left attached."""
+    client.create_queue("jobs", max_history=10)
+    client.post("jobs", ("n", 1))
+    proc = msgboard(server, "watch", "jobs", "--manual-ack", "--max", "2")
+    try:
+        out, err = proc.communicate("ack 1\nack 2\n", timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert [x.split("  ")[:2] for x in out.splitlines()] == [["1", "jobs#1"]]
+    assert "stdin line 2: delivery 2 had not come" in err
+    q = client.get_queue("jobs")
+    assert (q.unprocessed, q.history) == (0, 1)
+    for _ in range(100):
+        if not client.list_consumers():
+            break
+        time.sleep(0.1)
+    assert client.list_consumers() == []
+
+
+def on_terminal(server: ServerThread, *args: str, stdout_too: bool = True) -> tuple[int, str, str]:
+    """The command with stderr (and stdout, unless ``stdout_too`` is False:
+    then piped) on a pseudo-terminal: (status, what the terminal showed, stdout
+    if piped)."""
+    master, slave = pty.openpty()
+    with os.fdopen(master, "rb", buffering=0) as tty:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "msgboard", *args, "--server", server.address],
+            stdin=subprocess.DEVNULL,
+            stdout=slave if stdout_too else subprocess.PIPE,
+            stderr=slave,
+            text=True,
+        )
+        os.close(slave)
+        out, _ = proc.communicate(timeout=60)
+        shown = _read_all(tty).replace("\r\n", "\n")
+    return proc.returncode, shown, out or ""
+
+
+def piped(server: ServerThread, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "msgboard", *args, "--server", server.address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_take_or_read_that_finds_nothing_says_so_on_a_terminal(
+    server: ServerThread, client: Client
+) -> None:
+    """Given an empty queue, I expect take and read to exit 3, saying so on
+    stderr when it is a terminal, and silently when it is not."""
+    client.create_queue("jobs")
+    code, shown, out = on_terminal(server, "take", "jobs", stdout_too=False)
+    assert (code, out) == (3, "")
+    assert shown == "msgboard: take: no message matched in 'jobs' (exit status 3)\n"
+    code, shown, _ = on_terminal(server, "read", "jobs", "--timeout", "0.2")
+    assert code == 3 and "read: no message matched in 'jobs' within 0.2 s" in shown
+    code, shown, _ = on_terminal(server, "take", "jobs", "--lease", "5")
+    assert code == 3 and "no message matched" in shown
+    quiet = piped(server, "take", "jobs")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (3, "", "")
+
+
+def test_empty_lists_say_so_on_a_terminal(server: ServerThread, client: Client) -> None:
+    """Given no consumers and no queues, I expect consumer list and queue
+    list to say so on a terminal, and print nothing to a pipe."""
+    assert on_terminal(server, "queue", "list")[:2] == (0, "msgboard: no queues\n")
+    assert on_terminal(server, "consumer", "list")[:2] == (0, "msgboard: no consumers\n")
+    for args in (("consumer", "list"), ("queue", "list")):
+        quiet = piped(server, *args)
+        assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    client.create_queue("jobs")
+    code, shown, _ = on_terminal(server, "consumer", "list", "jobs")
+    assert (code, shown) == (0, "msgboard: no consumers of 'jobs'\n")
+
+
+def test_stats_and_queue_list_are_tables_on_a_terminal(
+    server: ServerThread, client: Client
+) -> None:
+    """Given two queues, I expect stats and queue list as a table on a
+    terminal (a header, one aligned row a queue, numbers to the right),
+    key=value lines to a pipe, and JSON under --json."""
+    client.create_queue("jobs")
+    client.create_queue("a-much-longer-name", max_unprocessed=5)
+    client.post_many("jobs", [("n", i) for i in range(12)])
+    code, shown, _ = on_terminal(server, "queue", "list")
+    header, *rows = shown.splitlines()
+    assert code == 0 and header.split()[:3] == ["name", "transient", "max_unprocessed"]
+    assert "=" not in shown and [r.split()[0] for r in rows] == ["a-much-longer-name", "jobs"]
+    end = header.index(" unprocessed ") + len(" unprocessed")  # its column's right edge
+    assert [r[:end].split()[-1] for r in rows] == ["0", "12"]  # numbers to the right
+    code, shown, _ = on_terminal(server, "stats")
+    board, blank, header, *rows = shown.splitlines()
+    assert (code, blank) == (0, "") and board.startswith("sync=")
+    assert header.split()[:3] == ["queue", "transient", "unprocessed"]
+    assert [r.split()[:3] for r in rows] == [
+        ["a-much-longer-name", "no", "0"],
+        ["jobs", "no", "12"],
+    ]
+    listed = piped(server, "queue", "list").stdout.splitlines()
+    assert [x.split("  ")[0] for x in listed] == ["name=a-much-longer-name", "name=jobs"]
+    as_json = piped(server, "stats", "--json").stdout.splitlines()
+    assert [json.loads(x).get("queue") for x in as_json] == [None, "a-much-longer-name", "jobs"]
+
+
+def test_one_posted_message_is_singular(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    client.create_queue("jobs")
+    f = tmp_path / "one.ndjson"
+    f.write_text('{"tuple": [1]}\n')
+    code, out, _ = run(server, capsys, "post", "jobs", "--ndjson", str(f))
+    assert code == 0 and out.startswith("posted 1 message in ")

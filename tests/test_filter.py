@@ -64,6 +64,10 @@ def cases(*rows: tuple[str, bool | None]) -> Any:
     ("t[2] > 2", T),
     ("t[1] = 7.000001", F),
     ("9007199254740993 = 9007199254740992.0", F),  # exactly, with no rounding
+    ("0 = 0", T),  # a lone zero is no leading zero
+    ("007.5 = 7.5", T),  # a leading zero is refused in integers only (as in Java)
+    ("0.5 > 0", T),
+    ("00e1 = 0", T),
     ("TRUE = TRUE", T),
     ("TRUE <> FALSE", T),
     ("t[5] = TRUE", T),
@@ -381,9 +385,13 @@ def test_every_message_field_is_a_name() -> None:
         ("a = 'b')", "unexpected ) without a matching (", 8),
         ("a = 'b' c", "unexpected c", 9),
         ("a = 'abc", "unterminated string", 5),
-        ("a = 1.2.3", "bad number '1.2.'", 5),
-        ("a = 12abc", "bad number '12a'", 5),
-        ("a = 0x1F", "bad number '0x'", 5),
+        ("a = 1.2.3", "bad number '1.2.3'", 5),
+        ("a = 12abc", "bad number '12abc'", 5),
+        ("a = 0x1F", "bad number '0x1F'", 5),
+        ("a = 1L", "bad number '1L'", 5),
+        ("a = 017", "integer '017' has a leading zero: octal is not supported, write 17", 5),
+        ("a = 08", "integer '08' has a leading zero", 5),
+        ("t[0] IN (1, 00)", "integer '00' has a leading zero: octal is not supported, write 0", 13),
         ("a = 99999999999999999999", "integer literal outside the 64-bit range", 5),
         ("a = 1e999", "number literal outside the float range", 5),
         ("a ≠ b", "unexpected character '≠'", 3),

@@ -247,13 +247,14 @@ def test_a_bad_observing_setting_stops_the_start_naming_it(
 
 def test_a_metrics_port_in_use_stops_the_start(tmp_path: Path) -> None:
     """Given --metrics-listen on a port another socket holds, I expect exit 1
-    with one line saying so."""
+    with one line saying so, and no data directory made."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         at = f"127.0.0.1:{busy.getsockname()[1]}"
         out = _serve_fails(tmp_path, "--metrics-listen", at)
     assert f"cannot serve metrics on {at}: Address already in use" in out
+    assert not (tmp_path / "board").exists()
 
 
 def test_metrics_outside_loopback_need_tls_or_insecure(tmp_path: Path) -> None:

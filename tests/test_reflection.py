@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -103,3 +104,53 @@ def test_v1alpha_still_serves_a_descriptor_database(channel: grpc.Channel) -> No
     pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
     assert pool.FindServiceByName("msgboard.v1.Board").methods_by_name["Subscribe"]
     assert pool.FindMessageTypeByName("msgboard.v1.FieldValue").fields_by_name["null"]
+
+
+def _v1alpha(
+    channel: grpc.Channel, *requests: rpb.ServerReflectionRequest
+) -> list[rpb.ServerReflectionResponse]:
+    call = channel.stream_stream(
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        request_serializer=rpb.ServerReflectionRequest.SerializeToString,
+        response_deserializer=rpb.ServerReflectionResponse.FromString,
+    )
+    return list(call(iter(requests)))
+
+
+def _file_names(r: rpb.ServerReflectionResponse) -> list[str]:
+    assert r.WhichOneof("message_response") == "file_descriptor_response", r.error_response
+    return [
+        descriptor_pb2.FileDescriptorProto.FromString(b).name
+        for b in r.file_descriptor_response.file_descriptor_proto
+    ]
+
+
+@pytest.mark.parametrize("version", [_v1, _v1alpha], ids=["v1", "v1alpha"])
+def test_a_method_symbol_resolves_to_its_file(channel: grpc.Channel, version: Any) -> None:
+    """Given file_containing_symbol of a method (as grpcurl's ``describe
+    msgboard.v1.Board.Post`` asks), expect board.proto; an unknown method of
+    a known service is NOT_FOUND."""
+    found, missing = version(
+        channel,
+        rpb.ServerReflectionRequest(file_containing_symbol="msgboard.v1.Board.KickConsumer"),
+        rpb.ServerReflectionRequest(file_containing_symbol="msgboard.v1.Board.NoSuchMethod"),
+    )
+    assert _file_names(found)[0] == "msgboard/v1/board.proto"
+    assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert "msgboard.v1.Board.NoSuchMethod" in missing.error_response.error_message
+
+
+@pytest.mark.parametrize("version", [_v1, _v1alpha], ids=["v1", "v1alpha"])
+def test_the_error_details_files_are_served(channel: grpc.Channel, version: Any) -> None:
+    """Given the google.rpc types every error carries, expect their files
+    (with their imports), so a reflection client can decode the details."""
+    info, status, by_name = version(
+        channel,
+        rpb.ServerReflectionRequest(file_containing_symbol="google.rpc.ErrorInfo"),
+        rpb.ServerReflectionRequest(file_containing_symbol="google.rpc.Status"),
+        rpb.ServerReflectionRequest(file_by_filename="google/rpc/error_details.proto"),
+    )
+    assert _file_names(info)[0] == "google/rpc/error_details.proto"
+    assert "google/protobuf/duration.proto" in _file_names(info)
+    assert _file_names(status) == ["google/rpc/status.proto", "google/protobuf/any.proto"]
+    assert _file_names(by_name)[0] == "google/rpc/error_details.proto"

@@ -232,18 +232,29 @@ def test_a_wrong_users_file_is_refused_naming_what(tmp_path: Path, text: str, sa
 
 
 def _serve_fails(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Runs ``msgboard serve`` expecting it to refuse: exit 1, one line."""
-    p = subprocess.run(
-        [sys.executable, "-m", "msgboard", "serve", "--data", str(tmp_path / "d"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    """Runs ``msgboard serve`` expecting it to refuse: exit 1, one line, and
+    no data directory made. Its --listen (unless ``args`` give another) is a
+    port another socket holds, as when a second board starts beside a first
+    one: a bad file must still be named (it is read before the port is
+    tried), and the test never depends on the default port being free."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        data = tmp_path / "d"
+        command = [sys.executable, "-m", "msgboard", "serve", "--data", str(data)]
+        p = subprocess.run(
+            [*command, "--listen", listen, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **(env or {})},
+        )
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 1, p.stderr
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith("msgboard serve: ")
+    assert not data.exists(), "a refused start made the data directory"
     return lines[0]
 
 
@@ -444,3 +455,67 @@ def test_serve_reads_a_config_file(tmp_path: Path) -> None:
             c.list_queues()
     finally:
         assert server.stop() == 0
+
+
+def test_an_open_board_warns_once_that_tokens_are_ignored(tmp_path: Path) -> None:
+    """Given an open board (no users file), when calls carry a token, I
+    expect them allowed and one warning in the log saying tokens are ignored
+    (not one per call); calls without a token log nothing of the kind."""
+    server = ServerProcess(tmp_path / "board")
+    try:
+        with Client(server.address) as c:
+            c.create_queue("jobs")
+        assert "tokens are ignored" not in server.log.read_text()
+        for _ in range(2):
+            with Client(server.address, token="meant-for-a-secured-board") as c:
+                c.post("jobs", ("n", 1))
+        deadline = time.monotonic() + 10
+        while "tokens are ignored" not in server.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    [line] = [x for x in log.splitlines() if "tokens are ignored" in x]
+    assert "open board (no users file)" in line and "--users FILE" in line
+    assert "/msgboard.v1.Board/Post" in line
+
+
+def test_a_tls_mistake_names_the_likely_cause_and_the_flag(
+    mtls: ServerThread, pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given each usual TLS mistake, I expect UNAVAILABLE saying what is
+    likely wrong and which flag fixes it, gRPC's own text kept after it."""
+    ca = str(pki.ca.pem)
+    mistakes = {
+        "plaintext to the TLS port": ({}, "it likely serves TLS (connect with --tls-ca FILE"),
+        "no client certificate": ({"tls_ca": ca}, "wants a client certificate (--tls-cert FILE"),
+        "a CA that did not sign the board's certificate": (
+            {
+                "tls_ca": str(pki.foreign.pem),
+                "tls_cert": str(pki.carol.cert),
+                "tls_key": str(pki.carol.key),
+            },
+            "not one this client trusts: --tls-ca",
+        ),
+    }
+    for what, (kw, says) in mistakes.items():
+        with pytest.raises(Unavailable) as e:
+            _call(mtls.address, **kw)
+        assert says in str(e.value), what
+        assert "failed to connect to all addresses" in str(e.value), what
+    plain = ServerThread(tmp_path / "plain").start()
+    try:
+        with pytest.raises(Unavailable) as e:
+            _call(plain.address, tls_ca=ca)
+        assert "the board speaks plaintext, not TLS: connect without --tls-ca" in str(e.value)
+    finally:
+        plain.stop()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    with pytest.raises(Unavailable) as e:
+        _call(f"127.0.0.1:{free}")
+    assert "nothing listens there: is the board running" in str(e.value)
+    assert cli.main(["queue", "list", "--server", mtls.address]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("msgboard: UNAVAILABLE: the board closed the connection in the TLS")

@@ -54,7 +54,8 @@ class Posted:
     def line(self) -> str:
         refused = f" ({self.refused} refused: queue full)" if self.refused else ""
         return (
-            f"posted {self.count} messages{refused} in {self.seconds:.2f} s "
+            f"posted {self.count} message{'' if self.count == 1 else 's'}{refused} in "
+            f"{self.seconds:.2f} s "
             f"({self.rate:.0f} msgs/s)"
         )
 

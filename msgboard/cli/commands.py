@@ -14,7 +14,15 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from msgboard.associative import parse_template, parse_tuple
-from msgboard.cli.lines import print_message, print_row, report_error, time_us, when
+from msgboard.cli.lines import (
+    note,
+    print_message,
+    print_row,
+    print_rows,
+    report_error,
+    time_us,
+    when,
+)
 from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import UNLIMITED
@@ -123,8 +131,10 @@ def run(args: argparse.Namespace) -> int:
             elif args.action == "get":
                 _print_queue(c.get_queue(args.name), args.json)
             elif args.action == "list":
-                for v in c.list_queues():
-                    _print_queue(v, args.json)
+                queues = c.list_queues()
+                print_rows([_queue_json(v) for v in queues], args.json)
+                if not queues:
+                    note("no queues")
             else:
                 c.delete_queue(args.name)
                 if args.json:
@@ -201,12 +211,11 @@ def run(args: argparse.Namespace) -> int:
             ]
             if args.json:
                 print(json.dumps({"board": board}))
-                for r in rows:
-                    print(json.dumps(r))
             else:
                 print("  ".join(f"{k}={v}" for k, v in board.items()))
-                for r in rows:
-                    print("  ".join(f"{k}={v}" for k, v in r.items()))
+                if sys.stdout.isatty() and rows:
+                    print()
+            print_rows(rows, args.json)
     return 0
 
 
@@ -246,8 +255,11 @@ def _consumer_json(v: Any) -> dict[str, Any]:
 
 def _consumer_command(c: Any, args: argparse.Namespace) -> int:
     if args.action == "list":
-        for v in c.list_consumers(args.queue):
+        consumers = c.list_consumers(args.queue)
+        for v in consumers:
             print_row(_consumer_json(v), args.json)
+        if not consumers:
+            note(f"no consumers of {args.queue!r}" if args.queue else "no consumers")
     else:
         print_row(_consumer_json(c.kick_consumer(args.id)), args.json)
     return 0
@@ -357,20 +369,31 @@ def _post(c: Any, args: argparse.Namespace) -> int:
 
 
 def _take(c: Any, args: argparse.Namespace) -> int:
-    """take and read; take --lease prints each message's lease id first."""
+    """take and read; take --lease prints each message's lease id after
+    its ``queue#seq`` (``lease=ID``)."""
     kw = {"address": args.address, "filter": args.filter, "timeout": args.timeout, "max": args.max}
     if args.command == "take" and args.lease is not None:
         if args.lease <= 0:
             raise InvalidArgument(f"--lease: must be positive seconds (got {args.lease})")
         leased = c.take_leased(args.queue, _templates(args), lease=args.lease, **kw)
         for d in leased:
-            print_message(d.message, args.json, lease=d.id)
+            print_message(d.message, args.json, tags={"lease": d.id})
+        if not leased:
+            _found_nothing(args)
         return 0 if leased else 3
     op = c.take if args.command == "take" else c.read
     msgs = op(args.queue, _templates(args), **kw)
     for m in msgs:
         print_message(m, args.json)
+    if not msgs:
+        _found_nothing(args)
     return 0 if msgs else 3
+
+
+def _found_nothing(args: argparse.Namespace) -> None:
+    """Exit status 3 says it to a script; a person at a terminal is told."""
+    waited = f" within {args.timeout:g} s" if args.timeout else ""
+    note(f"{args.command}: no message matched in {args.queue!r}{waited} (exit status 3)")
 
 
 def _ack(c: Any, args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import binascii
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from msgboard.associative import fields_to_json, parse_tuple
 from msgboard.errors import InvalidArgument, MsgboardError
@@ -130,14 +130,19 @@ def _typed(obj: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def print_message(m: Message, as_json: bool, **extra: Any) -> None:
-    """One message, one line; ``extra`` keys (a lease, a delivery id) come
-    first, in the JSON object or as plain columns."""
+def print_message(
+    m: Message, as_json: bool, *, tags: dict[str, Any] | None = None, **extra: Any
+) -> None:
+    """One message, one line; ``extra`` keys (a delivery id) come first, in
+    the JSON object or as plain columns; ``tags`` (a lease) come first in the
+    JSON object, and after ``queue#seq`` as ``key=value`` columns, so that
+    they do not read as the message's seq."""
     if as_json:
-        print(json.dumps({**extra, **message_json(m)}), flush=True)
+        print(json.dumps({**extra, **(tags or {}), **message_json(m)}), flush=True)
         return
     parts = [str(v) for v in extra.values()]
     parts.append(f"{m.queue}#{m.seq}")
+    parts += [f"{k}={v}" for k, v in (tags or {}).items()]
     if m.address:
         parts.append(m.address)
     if m.tuple:
@@ -151,6 +156,54 @@ def print_message(m: Message, as_json: bool, **extra: Any) -> None:
 def print_row(d: dict[str, Any], as_json: bool) -> None:
     """A row of figures: a JSON object, or ``key=value`` columns."""
     print(json.dumps(d) if as_json else "  ".join(f"{k}={v}" for k, v in d.items()), flush=True)
+
+
+def print_rows(rows: list[dict[str, Any]], as_json: bool, stream: IO[str] | None = None) -> None:
+    """Rows of figures: on a terminal (and not ``--json``) one table with a
+    header and aligned columns (numbers to the right); otherwise one
+    ``print_row`` each (``key=value`` columns, or JSON objects)."""
+    out = stream or sys.stdout
+    if as_json or not rows or not out.isatty():
+        for d in rows:
+            print(
+                json.dumps(d) if as_json else "  ".join(f"{k}={v}" for k, v in d.items()), file=out
+            )
+        out.flush()
+        return
+    keys = list(dict.fromkeys(k for d in rows for k in d))
+    cells = [[_cell(d.get(k)) for k in keys] for d in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    numeric = [all(_is_number(d.get(k)) for d in rows) for k in keys]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    print(line(keys), file=out)
+    for c in cells:
+        print(line(c), file=out)
+    out.flush()
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def note(text: str) -> None:
+    """A line for a person on stderr, only when stderr is a terminal (a
+    script reads the exit status and stdout)."""
+    if sys.stderr.isatty():
+        print(f"msgboard: {text}", file=sys.stderr, flush=True)
 
 
 def report_error(e: MsgboardError, as_json: bool) -> None:

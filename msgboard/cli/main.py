@@ -23,7 +23,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from msgboard import config
 from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError
@@ -34,9 +34,9 @@ DEFAULT_SERVER = "127.0.0.1:7878"
 #: ``msgboard --help``: plain text, as a terminal shows it.
 DESCRIPTION = "msgboard: run a board (msgboard serve), and talk to one."
 EPILOG = """\
-Every command but serve, export and report talks to --server HOST:PORT
-(default: $MSGBOARD_SERVER, else 127.0.0.1:7878). --json prints one JSON
-object per line.
+Every command but serve, user, check, export and report talks to --server
+HOST:PORT (default: $MSGBOARD_SERVER, else 127.0.0.1:7878). Those commands,
+and check, take --json: one JSON object per line.
 
 Tuples are JSON arrays: '["job", 7, 2.5]'. Templates are JSON arrays in which
 "?int", "?float", "?str", "?bytes", "?bool" and "?null" match any value of
@@ -48,6 +48,51 @@ Address patterns: eq:NAME (or a bare NAME), topic:rec.pets.* (* one word,
 Exit status: 0 done, 1 the board refused, 2 bad input, 3 take or read found
 nothing, 130 interrupted (Ctrl-C).
 Help on one command: msgboard COMMAND --help."""
+
+
+class _Defaults(argparse.HelpFormatter):
+    """A command's help with each option's default, where it has one worth
+    showing (not None, False, "" or []) and its text does not give it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            default in (None, False, "", [], argparse.SUPPRESS)
+            or "default" in text
+            or not (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("msgboard")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
+
+
+def _subparsers(p: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every command's parser under ``p``, at every depth."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in dict.fromkeys(action.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown option is refused by the
+    command's own parser, so that its usage is shown (``msgboard serve
+    --listne`` shows serve's usage, not the list of commands)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        own: argparse.ArgumentParser = getattr(args, "_parser", parser)
+        own.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _count(text: str) -> int:
@@ -101,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"msgboard {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run a board")
@@ -118,16 +164,32 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="check a data directory or snapshot offline (read-only); non-zero if damaged"
     )
     p.add_argument("dir", help="a board's --data directory or a snapshot")
+    p.add_argument("--json", action="store_true", help="the report as one JSON object")
 
     q = sub.add_parser("queue", help="create, get, list or delete queues")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a queue (idempotent)")
-    p.add_argument("name")
+    p.add_argument("name", help="the queue's name")
     p.add_argument("--transient", action="store_true", help="in memory, gone on restart")
-    p.add_argument("--max-unprocessed", type=_count, default=0, help="0: no limit")
-    p.add_argument("--overflow", choices=["reject", "drop-new", "dead-letter"], default="reject")
     p.add_argument(
-        "--max-history", type=_count, default=0, help="taken messages kept: N or unlimited"
+        "--max-unprocessed",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="messages waiting at most; 0: no limit",
+    )
+    p.add_argument(
+        "--overflow",
+        choices=["reject", "drop-new", "dead-letter"],
+        default="reject",
+        help="what a post to a full queue does: refused, dropped, or dead-lettered",
+    )
+    p.add_argument(
+        "--max-history",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="taken messages kept: N or unlimited",
     )
     p.add_argument("--dead-letter", default="", metavar="QUEUE", help="where dead letters go")
     p.add_argument(
@@ -137,20 +199,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="messages no MOVE/DELETE selector matches (default hold)",
     )
     p.add_argument("--auto-delete", action="store_true", help="delete with its last selector")
-    p.add_argument("--max-deliveries", type=_count, default=0, help="then dead-letter; 0: no limit")
+    p.add_argument(
+        "--max-deliveries",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="then dead-letter; 0: no limit",
+    )
     for action in ("get", "delete"):
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
-        p.add_argument("name")
+        p.add_argument("name", help="the queue's name")
     qs.add_parser("list", parents=[common], help="list queues")
 
     p = sub.add_parser("post", parents=[common], help="post a message; prints its seq")
-    p.add_argument("queue")
+    p.add_argument("queue", help="the queue to post to")
     p.add_argument("--tuple", metavar="JSON", help="e.g. '[\"job\", 7, 2.5]'")
-    p.add_argument("--address", default="")
-    p.add_argument("--header", action="append", default=[], metavar="K=V")
-    p.add_argument("--priority", type=int, default=0)
-    p.add_argument("--reply-to", default="")
-    p.add_argument("--content-type", default="")
+    p.add_argument("--address", default="", help="the message's address, e.g. img.resize")
+    p.add_argument(
+        "--header", action="append", default=[], metavar="K=V", help="a header (repeatable)"
+    )
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        metavar="N",
+        help="for filters (priority > 3); the queue stays FIFO",
+    )
+    p.add_argument("--reply-to", default="", metavar="QUEUE", help="where an answer should go")
+    p.add_argument("--content-type", default="", metavar="TYPE", help="the body's media type")
     p.add_argument(
         "--expires-in",
         type=float,
@@ -158,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="never delivered after this many seconds (dead-lettered or dropped)",
     )
     body = p.add_mutually_exclusive_group()
-    body.add_argument("--body", default="")
+    body.add_argument("--body", default="", metavar="TEXT", help="the body, as text")
     body.add_argument("--body-file", metavar="FILE", help="- for standard input")
     body.add_argument(
         "--ndjson",
@@ -169,17 +245,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what in (("take", "remove and print"), ("read", "print without removing")):
         p = sub.add_parser(name, parents=[common], help=f"{what} matching messages")
-        p.add_argument("queue")
+        p.add_argument("queue", help=f"the queue to {name} from")
         _pattern_args(p)
-        p.add_argument("--timeout", type=float, default=0.0, help="seconds to wait (0: try once)")
-        p.add_argument("--max", type=int, default=1)
+        p.add_argument(
+            "--timeout",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="seconds to wait (0: try once)",
+        )
+        p.add_argument("--max", type=int, default=1, metavar="N", help="messages at most")
         if name == "take":
             p.add_argument(
                 "--lease",
                 type=float,
                 metavar="SECONDS",
                 help="keep the messages hidden until acked (msgboard ack); back if the lease "
-                "runs out; prints each one's lease id first",
+                "runs out; prints each one's lease id after it (queue#seq  lease=ID)",
             )
     for name, what in (
         ("ack", "ack leased messages (processed for good)"),
@@ -190,31 +272,51 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("ids", nargs="+", type=int, metavar="ID", help="lease ids (take --lease)")
 
     p = sub.add_parser("browse", parents=[common], help="page through a queue")
-    p.add_argument("queue")
+    p.add_argument("queue", help="the queue to browse")
     p.add_argument(
         "--from", dest="start", default=None, help="oldest, latest, a SEQ or an ISO time"
     )
     p.add_argument("--backward", action="store_true", help="newest first")
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--section", choices=["unprocessed", "history"])
+    p.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="messages on the page at most"
+    )
+    p.add_argument(
+        "--section", choices=["unprocessed", "history"], help="only this section (default both)"
+    )
     _pattern_args(p)
 
     q = sub.add_parser("selector", help="create, get, list or delete selectors")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a selector; prints its id")
-    p.add_argument("source")
-    p.add_argument("--op", choices=["move", "copy", "delete", "bounce"], default="move")
+    p.add_argument("source", help="the queue it selects from")
+    p.add_argument(
+        "--op",
+        choices=["move", "copy", "delete", "bounce"],
+        default="move",
+        help="what it does with a matching message",
+    )
     p.add_argument("--to", default="", metavar="QUEUE", help="destination; none: terminal")
     _pattern_args(p)
-    p.add_argument("--credit", default="0", help="N or unlimited")
+    p.add_argument(
+        "--credit",
+        default="0",
+        metavar="N",
+        help="a terminal selector's deliveries in flight: N or unlimited (0: 100)",
+    )
     p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
-    p.add_argument("--role", choices=["normal", "default", "overflow"], default="normal")
+    p.add_argument(
+        "--role",
+        choices=["normal", "default", "overflow"],
+        default="normal",
+        help="default: only messages no normal selector matches; overflow: only posts "
+        "that find the queue full",
+    )
     p = qs.add_parser("get", parents=[common], help="show a selector")
-    p.add_argument("id")
+    p.add_argument("id", help="its id (sel-N)")
     p = qs.add_parser("delete", parents=[common], help="delete a selector")
-    p.add_argument("id")
+    p.add_argument("id", help="its id (sel-N)")
     p = qs.add_parser("list", parents=[common], help="list selectors")
-    p.add_argument("queue", nargs="?", default="")
+    p.add_argument("queue", nargs="?", default="", help="only this queue's (default all)")
 
     q = sub.add_parser("consumer", help="list who is connected, or end one consumer (admin)")
     qs = q.add_subparsers(dest="action", required=True)
@@ -226,12 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="its id, as consumer list shows it (con-N)")
 
     p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
-    p.add_argument("queue", nargs="?", default="")
+    p.add_argument("queue", nargs="?", default="", help="the queue to watch (or --selector)")
     p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")
-    p.add_argument("--credit", type=int, default=100)
+    p.add_argument(
+        "--credit",
+        type=int,
+        default=100,
+        metavar="N",
+        help="deliveries in flight at most (unacked)",
+    )
     p.add_argument("--selector", default="", metavar="ID", help="attach to a durable selector")
     p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
-    p.add_argument("--max", type=int, default=0, help="exit after N deliveries")
+    p.add_argument(
+        "--max", type=int, default=0, metavar="N", help="exit after N deliveries (0: never)"
+    )
     p.add_argument(
         "--manual-ack",
         action="store_true",
@@ -247,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pattern_args(p)
 
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
-    p.add_argument("queue", nargs="?", default="")
+    p.add_argument("queue", nargs="?", default="", help="only this queue (default every queue)")
 
     p = sub.add_parser(
         "snapshot", parents=[common], help="have the server write a consistent copy of the board"
@@ -305,11 +415,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("snapshots", help="where snapshots go, one per UTC day: SNAPSHOTS/YYYY-MM-DD")
     p.add_argument("dataset", help="the Parquet dataset to bring up to date")
     p.add_argument("reports", help="where reports go: REPORTS/YYYY-MM-DD/index.html")
+    for sp in _subparsers(parser):
+        sp.formatter_class = _Defaults
+        sp.set_defaults(_parser=sp)  # the deepest command's wins: its usage on errors
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     try:
         if args.command == "serve":
             return _serve(args)
@@ -330,6 +443,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if e.code == "INVALID_ARGUMENT" else 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``msgboard queue list | head -3``):
+    end quietly, as a command killed by SIGPIPE does (status 141), with
+    stdout pointed at /dev/null so that the flush at exit does not raise
+    again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # SIGPIPE
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -371,8 +497,37 @@ def _check(args: argparse.Namespace) -> int:
         report = check(args.dir)
     except OSError as e:
         raise InvalidArgument(f"dir: {e}") from None
-    for line in report.lines():
-        print(line)
+    if args.json:
+        import json
+
+        queues = [
+            {
+                "name": q.name,
+                "unprocessed": q.unprocessed,
+                "history": q.history,
+                "next_seq": q.state[0] if q.state else None,
+                "ok": q.ok,
+                "problems": q.problems,
+                "more": q.more,
+            }
+            for q in report.queues
+        ]
+        print(
+            json.dumps(
+                {
+                    "path": report.path,
+                    "schema": report.schema,
+                    "ok": report.ok,
+                    "selectors": report.selectors,
+                    "notes": report.notes,
+                    "problems": report.problems,
+                    "queues": queues,
+                }
+            )
+        )
+    else:
+        for line in report.lines():
+            print(line)
     return 0 if report.ok else 1
 
 

@@ -7,7 +7,10 @@ under ``--json``), read by a thread of their own while deliveries print. A
 line naming a delivery not printed yet waits for it; one naming a delivery
 already acked or nacked, or that is not ``ack ID`` / ``nack ID``, is
 reported on stderr and makes the exit status 1. The end of standard input
-ends the watch (no more acks can come). With ``--nack-on-exit`` the
+ends the watch (no more acks can come) once the lines before it are applied;
+a line still waiting for its delivery then waits ``EOF_GRACE`` seconds more,
+and is reported if the delivery has not come (``printf 'ack 1\nack 2\n' |
+msgboard watch Q --manual-ack --max 2`` on a queue of one message ends). With ``--nack-on-exit`` the
 deliveries still outstanding when watch ends (printed and not acked, or
 received and not printed) are nacked: they come back after the board's
 nack backoff, with their delivery count raised, rather than at once when
@@ -22,6 +25,8 @@ import json
 import signal
 import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -29,6 +34,10 @@ from msgboard.cli.lines import print_message, report_error
 from msgboard.client.subscription import Subscription
 from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.spec import Delivery
+
+#: Seconds an ack line read before the end of standard input waits, after
+#: that end, for the delivery it names.
+EOF_GRACE = 3.0
 
 
 def watch(
@@ -56,7 +65,8 @@ def watch(
         while (d := ctrl_c.next()) is not None:
             # The delivery id leads where it is needed: to ack by hand, and in JSON.
             shown = args.json or args.manual_ack
-            print_message(d.message, args.json, **({"delivery": d.id} if shown else {}))
+            lead: dict[str, Any] = {"delivery": d.id} if shown else {}
+            print_message(d.message, args.json, **lead)
             if acks is not None:
                 acks.delivered(d)
             else:
@@ -86,7 +96,9 @@ def _nack_outstanding(sub: Subscription, acks: _ManualAcks | None, as_json: bool
 
 
 class _ManualAcks:
-    """``--manual-ack``: a thread reading ``ack ID`` / ``nack ID`` lines."""
+    """``--manual-ack``: one thread reads ``ack ID`` / ``nack ID`` lines,
+    another applies them in order (a line waits for its delivery while the
+    reader goes on, so that the end of input is seen)."""
 
     def __init__(self, sub: Subscription, lines: IO[str], as_json: bool) -> None:
         self.sub = sub
@@ -95,9 +107,11 @@ class _ManualAcks:
         self._cond = threading.Condition()
         self._seen = 0  # the newest delivery id printed
         self._open: dict[int, None] = {}  # printed, not yet acked or nacked
-        self._done = False  # stdin ended, or the watch did
-        self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True)
-        self._thread.start()
+        self._done = False  # every line applied, or the watch ended
+        self._lines: deque[tuple[int, str]] = deque()  # read, not applied yet
+        self._eof_at: float | None = None  # when stdin ended (monotonic)
+        for target, args in ((self._read, (lines,)), (self._apply_lines, ())):
+            threading.Thread(target=target, args=args, daemon=True).start()
 
     def delivered(self, d: Delivery) -> None:
         with self._cond:
@@ -120,11 +134,28 @@ class _ManualAcks:
 
     def _read(self, lines: IO[str]) -> None:
         for n, line in enumerate(lines, 1):
+            with self._cond:
+                self._lines.append((n, line))
+                self._cond.notify_all()
+        with self._cond:
+            self._eof_at = time.monotonic()
+            self._cond.notify_all()
+
+    def _apply_lines(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines and self._eof_at is None and not self._done:
+                    self._cond.wait()
+                if self._done:
+                    return
+                if not self._lines:  # the input ended and every line is applied
+                    break
+                n, line = self._lines.popleft()
             if not line.strip():
                 continue
             try:
                 verb, did = _command(line, n)
-                if not self._apply(verb, did):
+                if not self._apply(verb, did, n):
                     return
             except MsgboardError as e:
                 self.rejected += 1
@@ -134,11 +165,21 @@ class _ManualAcks:
             self._cond.notify_all()
         self.sub.end()  # no more acks can come: the watch ends
 
-    def _apply(self, verb: str, did: int) -> bool:
-        """Acks or nacks delivery ``did``; False once the watch has ended."""
+    def _apply(self, verb: str, did: int, n: int) -> bool:
+        """Acks or nacks delivery ``did`` (of stdin line ``n``), once it is
+        printed; False once the watch has ended."""
         with self._cond:
             while did > self._seen and not self._done:
-                self._cond.wait()
+                if self._eof_at is None:
+                    self._cond.wait()
+                    continue
+                left = self._eof_at + EOF_GRACE - time.monotonic()
+                if left <= 0:
+                    raise NotFound(
+                        f"stdin line {n}: delivery {did} had not come {EOF_GRACE:g} s after "
+                        "the end of input"
+                    )
+                self._cond.wait(left)
             if self._done:
                 return False
             if did not in self._open:

@@ -21,6 +21,7 @@ from msgboard import codec
 from msgboard.details import DETAILS_KEY, DOMAIN
 from msgboard.errors import MsgboardError, from_wire
 from msgboard.results import ConsumerView, SelectorView
+from msgboard.tls import connect_hint
 from msgboard.v1 import board_pb2 as pb
 
 
@@ -28,6 +29,8 @@ def rpc_error(e: grpc.RpcError) -> MsgboardError:
     call: Any = e if isinstance(e, grpc.Call | grpc.aio.AioRpcError) else None
     code = call.code() if call is not None else None
     text = (call.details() if call is not None else None) or str(e)
+    if code == grpc.StatusCode.UNAVAILABLE and (hint := connect_hint(text)):
+        text = f"{hint} ({text})"
     details: list[AnyPb] = []
     if call is not None:
         for key, value in call.trailing_metadata() or ():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -23,7 +24,7 @@ from msgboard.errors import ConfigError, Exposed, ListenFailed, MsgboardError
 from msgboard.security.auth import Users
 from msgboard.security.guard import Guard, Quota
 from msgboard.security.snapshot_dir import SnapshotDir
-from msgboard.tls import ServerCerts, is_loopback
+from msgboard.tls import AUTH_KEY, ServerCerts, is_loopback
 
 log = logging.getLogger("msgboard.security")
 
@@ -41,8 +42,10 @@ class Security:
 
     @classmethod
     def build(cls, c: ServeConfig) -> Security:
-        """Raises Exposed, ConfigError: the server must not start."""
-        check_listen(c.listen)
+        """Raises Exposed, ConfigError, ListenFailed: the server must not
+        start. The files are read before the port is tried, so that a bad
+        users file is named even when the port is taken (a second board)."""
+        listen_parts(c.listen)
         if not is_loopback(c.listen) and not c.insecure:
             missing = [
                 what
@@ -58,6 +61,7 @@ class Security:
         certs = ServerCerts(c.tls_cert, c.tls_key, c.tls_client_ca) if c.tls else None
         users = Users.load(c.users) if c.users else None
         snapshots = SnapshotDir(c.snapshot_dir, required=users is not None)
+        check_listen(c.listen)
         quota = Quota(c.max_streams, c.max_waits, c.max_consumers)
         return cls(c.listen, certs, users, snapshots, quota, c.insecure, c.users)
 
@@ -67,7 +71,7 @@ class Security:
 
     def interceptors(self, board: Board) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
         if self.users is None:
-            return []
+            return [TokensIgnored()]
         self.guard = Guard(self.users, board, self.quota)
         return [self.guard]
 
@@ -115,16 +119,48 @@ class Security:
         log.info("reloaded: %s", self.describe())
 
 
-def check_listen(listen: str) -> None:
-    """HOST:PORT with a host and a port; ListenFailed if something already
-    listens there (before gRPC tries, so the error is one clear line)."""
+class TokensIgnored(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """An open board's interceptor: the first call that carries a token
+    (``authorization`` metadata) is logged, once, as ignored, so that an
+    operator who meant to check tokens learns it from the log rather than
+    from a breach; later calls pass with one flag tested."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]
+        ],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        if not self.warned and any(k == AUTH_KEY for k, _ in details.invocation_metadata or ()):
+            self.warned = True
+            log.warning(
+                "WARNING: open board (no users file): tokens are ignored and every call is "
+                "allowed; a call to %s carried one. Serve with --users FILE to check them "
+                "(logged once)",
+                details.method,
+            )
+        return await continuation(details)
+
+
+def listen_parts(listen: str) -> tuple[str, int]:
+    """HOST and PORT of HOST:PORT; ConfigError if it is not one."""
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
         raise ConfigError(
             f"listen: {listen!r} is not HOST:PORT (e.g. 127.0.0.1:7878, or 0.0.0.0:7878 "
             "for every interface)"
         )
-    port = int(port_text)
+    return host, int(port_text)
+
+
+def check_listen(listen: str) -> None:
+    """HOST:PORT with a host and a port; ListenFailed if something already
+    listens there (before gRPC tries, so the error is one clear line)."""
+    host, port = listen_parts(listen)
     if port == 0:
         return
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 from collections.abc import Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -173,18 +174,40 @@ class Metrics:
         self.commit_seconds.observe(seconds)
         self.commit_messages.observe(messages)
 
-    def serve(self, c: ServeConfig) -> str:
-        """Starts the listener at ``c.metrics_listen``; returns HOST:PORT it
-        bound. Raises Exposed (outside loopback without TLS or --insecure),
-        ListenFailed."""
+    @staticmethod
+    def check(c: ServeConfig) -> None:
+        """Raises what ``serve`` would for ``c.metrics_listen``, without
+        serving: Exposed, or ListenFailed if its port is taken (tried with a
+        socket bound and closed at once), so that a board that cannot serve
+        its metrics stops before it opens (and makes) its data directory."""
         host, _, port = c.metrics_listen.rpartition(":")
-        exposed = not is_loopback(c.metrics_listen)
-        if exposed and not c.tls and not c.insecure:
+        if not is_loopback(c.metrics_listen) and not c.tls and not c.insecure:
             raise Exposed(
                 f"refusing to serve metrics on {c.metrics_listen} outside loopback without "
                 "TLS (--tls-cert, --tls-key): they name every queue; add them, or "
                 "--insecure to serve them to anyone who can reach it"
             )
+        if int(port) == 0:
+            return
+        bare = host[1:-1] if host.startswith("[") else host
+        try:
+            infos = socket.getaddrinfo(bare or None, int(port), type=socket.SOCK_STREAM)
+            family, kind, proto, _, addr = infos[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(addr)
+        except OSError as e:
+            raise ListenFailed(
+                f"cannot serve metrics on {c.metrics_listen}: {e.strerror or e}"
+            ) from None
+
+    def serve(self, c: ServeConfig) -> str:
+        """Starts the listener at ``c.metrics_listen``; returns HOST:PORT it
+        bound. Raises Exposed (outside loopback without TLS or --insecure),
+        ListenFailed."""
+        self.check(c)
+        host, _, port = c.metrics_listen.rpartition(":")
+        exposed = not is_loopback(c.metrics_listen)
         bare = host[1:-1] if host.startswith("[") else host
         tls: dict[str, Any] = {}
         if c.tls:

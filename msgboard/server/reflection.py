@@ -7,7 +7,11 @@ the loaded modules, which keep no comments. This servicer answers both
 the wire) from the descriptor set ``scripts/gen-proto`` writes with the
 proto's source info (``msgboard/v1/board.binpb``), so a ``describe`` shows the
 documentation of every service, method, message and field. The health and
-reflection services' own files come from their modules, without comments.
+reflection services' own files come from their modules, without comments, and
+so do ``google/rpc/status.proto`` and ``google/rpc/error_details.proto``: every
+failed call carries their messages (msgboard/details.py), and a client that
+knows only reflection (grpcurl) decodes them from these. A method's full name
+(``msgboard.v1.Board.Post``) resolves to its service's file.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2 as rpb
 
@@ -27,11 +32,12 @@ SERVICES = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.Serv
 
 def _files() -> list[descriptor_pb2.FileDescriptorProto]:
     """Every file served: board.proto and its imports with their comments,
-    the health proto, and the reflection protos (v1 made from v1alpha's,
-    which differs only in its package)."""
+    google.rpc's status and error details, the health proto, and the
+    reflection protos (v1 made from v1alpha's, which differs only in its
+    package; it stays last)."""
     data = resources.files("msgboard.v1").joinpath("board.binpb").read_bytes()
     files = list(descriptor_pb2.FileDescriptorSet.FromString(data).file)
-    for module in (health_pb2, rpb):
+    for module in (status_pb2, error_details_pb2, health_pb2, rpb):
         files.append(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
     v1 = descriptor_pb2.FileDescriptorProto()
     v1.CopyFrom(files[-1])
@@ -57,7 +63,7 @@ class Reflection:
         self._bytes: dict[str, bytes] = {}
         seen: set[str] = set()
         for f in _files():
-            if f.name in seen:  # health and reflection import nothing shared
+            if f.name in seen:  # a well-known type imported by two files
                 continue
             seen.add(f.name)
             self._pool.Add(f)
@@ -75,6 +81,22 @@ class Reflection:
             todo += [d.name for d in self._pool.FindFileByName(n).dependencies]
         return out
 
+    def _file_containing(self, symbol: str) -> Any:
+        """The file declaring ``symbol``: a service, message, enum, field or
+        value, as the pool finds them, or a method ``Service.Method``, which
+        it does not. KeyError when there is none."""
+        try:
+            return self._pool.FindFileContainingSymbol(symbol)
+        except KeyError:
+            service, _, method = symbol.rpartition(".")
+            try:
+                found = self._pool.FindServiceByName(service)
+            except KeyError:
+                found = None
+            if found is None or method not in found.methods_by_name:
+                raise KeyError(symbol) from None
+            return found.file
+
     def answer(self, request: rpb.ServerReflectionRequest) -> rpb.ServerReflectionResponse:
         r = rpb.ServerReflectionResponse(original_request=request)
         kind = request.WhichOneof("message_request")
@@ -87,7 +109,7 @@ class Reflection:
                 files = self._file_with_deps(request.file_by_filename)
                 r.file_descriptor_response.file_descriptor_proto.extend(files)
             elif kind == "file_containing_symbol":
-                f = self._pool.FindFileContainingSymbol(request.file_containing_symbol)
+                f = self._file_containing(request.file_containing_symbol)
                 r.file_descriptor_response.file_descriptor_proto.extend(
                     self._file_with_deps(f.name)
                 )

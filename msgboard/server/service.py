@@ -374,7 +374,12 @@ async def serve(
     """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
+    # Everything that can refuse the start is checked before the board is
+    # opened, so that a refused start leaves no new data directory behind:
+    # the files (certificates, users), then the ports.
     security = Security.build(config)
+    if config.metrics_listen:
+        Metrics.check(config)
     sync = config.sync == "fsync"
     # Threads hand the GIL over every 0.5 ms, not 5: a Post needs a few
     # handovers (event loop, writer, back), and a listing building its

@@ -108,10 +108,23 @@ def _tokens(text: str) -> list[_Tok]:
         elif c in "0123456789." and (m := _NUMBER.match(text, pos)):
             end = m.end()
             if end < n and (text[end].isalnum() or text[end] in "_$."):
-                _fail(text, pos, f"bad number {text[pos : end + 1]!r}")
+                # Quote the whole literal (0x1F, 1L, 12abc), not its first bad character.
+                j = end
+                while j < n and (text[j].isalnum() or text[j] in "_$."):
+                    j += 1
+                _fail(text, pos, f"bad number {text[pos:j]!r}")
             digits = m.group()
             value: int | float
             if m.group(1) is None and m.group(2) is None and m.group(3) is None:
+                if len(digits) > 1 and digits[0] == "0":
+                    # JMS (Java) reads 017 as octal 15 and refuses 08; reading
+                    # either as decimal would be a silent difference.
+                    _fail(
+                        text,
+                        pos,
+                        f"integer {digits!r} has a leading zero: octal is not supported,"
+                        f" write {digits.lstrip('0') or '0'}",
+                    )
                 value = int(digits)
                 if value > 2**63:
                     _fail(text, pos, "integer literal outside the 64-bit range")
