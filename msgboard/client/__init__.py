@@ -15,40 +15,34 @@ generated ``v1``; never the engine, the store or the server.
 
 from __future__ import annotations
 
-from msgboard.client.client import (
-    ALL,
-    ANY,
-    DEFAULT_SERVER,
-    AsyncSubscription,
+from msgboard.associative import ALL, ANY, Prefix, Range, Template
+from msgboard.client.admin import Snapshot
+from msgboard.client.client import DEFAULT_SERVER, Client
+from msgboard.client.patterns import TemplateLike, Templates, make_pattern
+from msgboard.client.publisher import Publisher
+from msgboard.client.subscription import AsyncSubscription, Subscription
+from msgboard.message import Message
+from msgboard.results import (
     BoardStats,
-    Client,
     ConsumerView,
-    Delivery,
-    Disposition,
-    Message,
-    Op,
-    OverflowPolicy,
     Page,
-    Position,
-    Prefix,
-    Publisher,
-    QueueSpec,
     QueueStats,
     QueueView,
-    Range,
+    SelectorView,
+    Start,
+    StoreInfo,
+)
+from msgboard.spec import (
+    Delivery,
+    Disposition,
+    Op,
+    OverflowPolicy,
+    Position,
+    QueueSpec,
     Receipt,
     Role,
     SelectorSpec,
-    SelectorView,
-    Snapshot,
-    Start,
-    StoreInfo,
-    Subscription,
-    Template,
-    TemplateLike,
-    Templates,
     UnmatchedPolicy,
-    make_pattern,
 )
 
 __all__ = [

@@ -27,75 +27,26 @@ from typing import Any
 import grpc
 
 from msgboard import codec
-from msgboard.associative import ALL, ANY, AddressPattern, Pattern, Prefix, Range, Template
-from msgboard.client.admin import Admin, Snapshot
-from msgboard.client.patterns import TemplateLike, Templates, make_pattern, start_position
+from msgboard.associative import AddressPattern, Pattern
+from msgboard.client.admin import Admin
+from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.publisher import Poster, Publisher
 from msgboard.client.subscription import AsyncSubscription, Subscription
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
 from msgboard.results import (
-    BoardStats,
-    ConsumerView,
     Page,
-    QueueStats,
-    QueueView,
-    SelectorView,
     Start,
-    StoreInfo,
 )
 from msgboard.spec import (
     Delivery,
-    Disposition,
-    Op,
-    OverflowPolicy,
     Position,
-    QueueSpec,
     Receipt,
-    Role,
-    SelectorSpec,
-    UnmatchedPolicy,
 )
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-
-__all__ = [
-    "ALL",
-    "ANY",
-    "DEFAULT_SERVER",
-    "AsyncSubscription",
-    "BoardStats",
-    "Client",
-    "ConsumerView",
-    "Delivery",
-    "Disposition",
-    "Message",
-    "Op",
-    "OverflowPolicy",
-    "Page",
-    "Position",
-    "Prefix",
-    "Publisher",
-    "QueueSpec",
-    "QueueStats",
-    "QueueView",
-    "Range",
-    "Receipt",
-    "Role",
-    "SelectorSpec",
-    "SelectorView",
-    "Snapshot",
-    "Start",
-    "StoreInfo",
-    "Subscription",
-    "Template",
-    "TemplateLike",
-    "Templates",
-    "UnmatchedPolicy",
-    "make_pattern",
-]
 
 DEFAULT_SERVER = "127.0.0.1:7878"
 #: Extra seconds a blocking call's gRPC deadline gets beyond its timeout, so
