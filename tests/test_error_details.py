@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.any_pb2 import Any as AnyPb
+from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
@@ -134,3 +135,53 @@ def test_a_status_without_msgboard_details_gets_the_class_of_its_code() -> None:
     foreign.Pack(error_details_pb2.ErrorInfo(reason="QueueNotFound", domain="example.com"))
     e = _rebuilt("NOT_FOUND", "gone", [foreign])
     assert type(e).__name__ == "NotFound" and str(e) == "gone"
+
+
+def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
+    server: ServerThread,
+) -> None:
+    """Given an Ack of a lease never given and of a lease of another queue, a
+    Subscribe nack of an unknown id and an ack of one, I expect each
+    INVALID_ARGUMENT to carry a BadRequest naming the id's place in the
+    request: lease_ids[i], nack.ids[i], ack.ids[i]."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    one = pb.Message(tuple=[pb.FieldValue(int=1)])
+    for name in ("q", "other"):
+        stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name=name)))
+        stub.Post(pb.PostRequest(queue=name, messages=[one]))
+    lease = Duration(seconds=60)
+    [mine] = stub.Take(pb.TakeRequest(queue="q", lease=lease)).lease_ids
+    [theirs] = stub.Take(pb.TakeRequest(queue="other", lease=lease)).lease_ids
+
+    for ids, field, text in (
+        ([mine, 123456789], "lease_ids[1]", "lease 123456789 was never given"),
+        ([theirs], "lease_ids[0]", f"lease {theirs} is on queue 'other', not 'q'"),
+    ):
+        err, st = _status(lambda ids=ids: stub.Ack(pb.AckRequest(queue="q", lease_ids=ids)))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        info, violations = _unpacked(st.details)
+        assert (info.reason, dict(info.metadata)) == ("InvalidArgument", {"field": field})
+        assert violations == [(field, text)]
+        assert err.details() == f"{field}: {text}"
+    stub.Ack(pb.AckRequest(queue="q", lease_ids=[mine]))  # nothing was changed
+
+    stub.Post(pb.PostRequest(queue="q", messages=[one]))
+    reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])
+    call = stub.Subscribe(reqs)
+    assert next(call).WhichOneof("kind") == "subscribed"
+    assert [d.id for d in next(call).deliveries.items] == [1]
+    reqs.put(pb.SubscribeRequest(nack=pb.Nacks(ids=[1, 42]), ref=1))
+    nacked = next(call)
+    reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[1, 99]), ref=2))
+    acked = next(call)
+    reqs.put(None)
+    list(call)
+    assert (nacked.WhichOneof("kind"), nacked.ref) == ("error", 1)
+    info, violations = _unpacked(nacked.error.details)
+    assert (info.reason, dict(info.metadata)) == ("InvalidArgument", {"field": "nack.ids[1]"})
+    assert violations == [("nack.ids[1]", "delivery 42 was never delivered on this subscription")]
+    assert (acked.WhichOneof("kind"), acked.ref, list(acked.acked.ids)) == ("acked", 2, [1])
+    [rejected] = acked.acked.rejected
+    info, violations = _unpacked(rejected.error.details)
+    assert (rejected.id, dict(info.metadata)) == (99, {"field": "ack.ids[1]"})
+    assert violations == [("ack.ids[1]", "delivery 99 was never delivered on this subscription")]
