@@ -118,8 +118,11 @@ class NotFound(MsgboardError):
 
 
 class QueueNotFound(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"queue {name!r} does not exist")
+    """No queue ``name`` (the bare name); ``message`` may say what was tried
+    with it (default: ``queue 'name' does not exist``)."""
+
+    def __init__(self, name: str, message: str = "") -> None:
+        super().__init__(message or f"queue {name!r} does not exist")
         self.name = name
 
     def info(self) -> dict[str, str]:

@@ -185,3 +185,38 @@ def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
     info, violations = _unpacked(rejected.error.details)
     assert (rejected.id, dict(info.metadata)) == (99, {"field": "ack.ids[1]"})
     assert violations == [("ack.ids[1]", "delivery 99 was never delivered on this subscription")]
+
+
+def test_a_missing_queue_is_named_bare_and_the_text_says_what_was_tried(
+    server: ServerThread,
+) -> None:
+    """Given a Subscribe to a missing queue, and a CreateSelector whose source
+    or destination is missing, I expect NOT_FOUND whose ErrorInfo metadata
+    `queue` is the bare name (so QueueNotFound.name is) and whose text says
+    what was tried."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    err, st = _status(
+        lambda: list(
+            stub.Subscribe(iter([pb.SubscribeRequest(open=pb.Subscription(queue="nosuch"))]))
+        )
+    )
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    assert err.details() == 'cannot subscribe to queue "nosuch": it does not exist'
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueNotFound", {"queue": "nosuch"})
+    with Client(server.address) as c:
+        with pytest.raises(QueueNotFound) as nf:
+            c.subscribe("nosuch")
+        assert nf.value.name == "nosuch"
+
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="here")))
+    for source, dest, missing, text in (
+        ("gone", "here", "gone", 'the selector\'s source queue "gone" does not exist'),
+        ("here", "away", "away", 'the selector\'s destination queue "away" does not exist'),
+    ):
+        spec = pb.SelectorSpec(source=source, destination=dest)
+        err, st = _status(
+            lambda spec=spec: stub.CreateSelector(pb.CreateSelectorRequest(spec=spec))
+        )
+        assert (err.code(), err.details()) == (grpc.StatusCode.NOT_FOUND, text)
+        assert dict(_unpacked(st.details)[0].metadata) == {"queue": missing}
