@@ -137,7 +137,19 @@ class AlreadyExists(MsgboardError):
 
 
 class QueueExists(AlreadyExists):
-    pass
+    """Queue ``queue`` exists with other properties than those asked for."""
+
+    queue = ""
+
+    def __init__(self, queue: str, message: str) -> None:
+        super().__init__(message)
+        self.queue = queue
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
 
 
 class ResourceExhausted(MsgboardError):
@@ -145,7 +157,20 @@ class ResourceExhausted(MsgboardError):
 
 
 class QueueFull(ResourceExhausted):
-    pass
+    """A post does not fit in ``queue``: over its max_unprocessed, with the
+    reject policy."""
+
+    queue = ""
+
+    def __init__(self, queue: str, message: str) -> None:
+        super().__init__(message)
+        self.queue = queue
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
 
 
 class MessageTooLarge(ResourceExhausted):

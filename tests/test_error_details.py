@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
 from msgboard.client.wire import _rebuilt
-from msgboard.errors import InvalidArgument, QueueNotFound
+from msgboard.errors import InvalidArgument, QueueExists, QueueFull, QueueNotFound
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -220,3 +220,31 @@ def test_a_missing_queue_is_named_bare_and_the_text_says_what_was_tried(
         )
         assert (err.code(), err.details()) == (grpc.StatusCode.NOT_FOUND, text)
         assert dict(_unpacked(st.details)[0].metadata) == {"queue": missing}
+
+
+def test_queue_full_and_queue_exists_name_their_queue(server: ServerThread) -> None:
+    """Given a CreateQueue of an existing name with other properties, and a
+    Post over a rejecting queue's max_unprocessed, I expect ErrorInfo
+    QueueExists and QueueFull with metadata `queue`, and the Python client's
+    errors to hold it in `.queue`."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="small", max_unprocessed=1)))
+    err, st = _status(
+        lambda: stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="small")))
+    )
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueExists", {"queue": "small"})
+    one = pb.Message(tuple=[pb.FieldValue(int=1)])
+    err, st = _status(lambda: stub.Post(pb.PostRequest(queue="small", messages=[one, one])))
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueFull", {"queue": "small"})
+
+    with Client(server.address) as c:
+        with pytest.raises(QueueExists) as exists:
+            c.create_queue("small")
+        assert exists.value.queue == "small"
+        with pytest.raises(QueueFull) as full:
+            c.post_many("small", [("a",), ("b",)])
+        assert full.value.queue == "small"
