@@ -118,8 +118,11 @@ class NotFound(MsgboardError):
 
 
 class QueueNotFound(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"queue {name!r} does not exist")
+    """No queue ``name`` (the bare name); ``message`` may say what was tried
+    with it (default: ``queue 'name' does not exist``)."""
+
+    def __init__(self, name: str, message: str = "") -> None:
+        super().__init__(message or f"queue {name!r} does not exist")
         self.name = name
 
     def info(self) -> dict[str, str]:
@@ -134,7 +137,19 @@ class AlreadyExists(MsgboardError):
 
 
 class QueueExists(AlreadyExists):
-    pass
+    """Queue ``queue`` exists with other properties than those asked for."""
+
+    queue = ""
+
+    def __init__(self, queue: str, message: str) -> None:
+        super().__init__(message)
+        self.queue = queue
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
 
 
 class ResourceExhausted(MsgboardError):
@@ -142,7 +157,20 @@ class ResourceExhausted(MsgboardError):
 
 
 class QueueFull(ResourceExhausted):
-    pass
+    """A post does not fit in ``queue``: over its max_unprocessed, with the
+    reject policy."""
+
+    queue = ""
+
+    def __init__(self, queue: str, message: str) -> None:
+        super().__init__(message)
+        self.queue = queue
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
 
 
 class MessageTooLarge(ResourceExhausted):

@@ -11,11 +11,12 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.any_pb2 import Any as AnyPb
+from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.client import Client
 from msgboard.client.wire import _rebuilt
-from msgboard.errors import InvalidArgument, QueueNotFound
+from msgboard.errors import InvalidArgument, QueueExists, QueueFull, QueueNotFound
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -134,3 +135,116 @@ def test_a_status_without_msgboard_details_gets_the_class_of_its_code() -> None:
     foreign.Pack(error_details_pb2.ErrorInfo(reason="QueueNotFound", domain="example.com"))
     e = _rebuilt("NOT_FOUND", "gone", [foreign])
     assert type(e).__name__ == "NotFound" and str(e) == "gone"
+
+
+def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
+    server: ServerThread,
+) -> None:
+    """Given an Ack of a lease never given and of a lease of another queue, a
+    Subscribe nack of an unknown id and an ack of one, I expect each
+    INVALID_ARGUMENT to carry a BadRequest naming the id's place in the
+    request: lease_ids[i], nack.ids[i], ack.ids[i]."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    one = pb.Message(tuple=[pb.FieldValue(int=1)])
+    for name in ("q", "other"):
+        stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name=name)))
+        stub.Post(pb.PostRequest(queue=name, messages=[one]))
+    lease = Duration(seconds=60)
+    [mine] = stub.Take(pb.TakeRequest(queue="q", lease=lease)).lease_ids
+    [theirs] = stub.Take(pb.TakeRequest(queue="other", lease=lease)).lease_ids
+
+    for ids, field, text in (
+        ([mine, 123456789], "lease_ids[1]", "lease 123456789 was never given"),
+        ([theirs], "lease_ids[0]", f"lease {theirs} is on queue 'other', not 'q'"),
+    ):
+        err, st = _status(lambda ids=ids: stub.Ack(pb.AckRequest(queue="q", lease_ids=ids)))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        info, violations = _unpacked(st.details)
+        assert (info.reason, dict(info.metadata)) == ("InvalidArgument", {"field": field})
+        assert violations == [(field, text)]
+        assert err.details() == f"{field}: {text}"
+    stub.Ack(pb.AckRequest(queue="q", lease_ids=[mine]))  # nothing was changed
+
+    stub.Post(pb.PostRequest(queue="q", messages=[one]))
+    reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])
+    call = stub.Subscribe(reqs)
+    assert next(call).WhichOneof("kind") == "subscribed"
+    assert [d.id for d in next(call).deliveries.items] == [1]
+    reqs.put(pb.SubscribeRequest(nack=pb.Nacks(ids=[1, 42]), ref=1))
+    nacked = next(call)
+    reqs.put(pb.SubscribeRequest(ack=pb.Acks(ids=[1, 99]), ref=2))
+    acked = next(call)
+    reqs.put(None)
+    list(call)
+    assert (nacked.WhichOneof("kind"), nacked.ref) == ("error", 1)
+    info, violations = _unpacked(nacked.error.details)
+    assert (info.reason, dict(info.metadata)) == ("InvalidArgument", {"field": "nack.ids[1]"})
+    assert violations == [("nack.ids[1]", "delivery 42 was never delivered on this subscription")]
+    assert (acked.WhichOneof("kind"), acked.ref, list(acked.acked.ids)) == ("acked", 2, [1])
+    [rejected] = acked.acked.rejected
+    info, violations = _unpacked(rejected.error.details)
+    assert (rejected.id, dict(info.metadata)) == (99, {"field": "ack.ids[1]"})
+    assert violations == [("ack.ids[1]", "delivery 99 was never delivered on this subscription")]
+
+
+def test_a_missing_queue_is_named_bare_and_the_text_says_what_was_tried(
+    server: ServerThread,
+) -> None:
+    """Given a Subscribe to a missing queue, and a CreateSelector whose source
+    or destination is missing, I expect NOT_FOUND whose ErrorInfo metadata
+    `queue` is the bare name (so QueueNotFound.name is) and whose text says
+    what was tried."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    err, st = _status(
+        lambda: list(
+            stub.Subscribe(iter([pb.SubscribeRequest(open=pb.Subscription(queue="nosuch"))]))
+        )
+    )
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    assert err.details() == 'cannot subscribe to queue "nosuch": it does not exist'
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueNotFound", {"queue": "nosuch"})
+    with Client(server.address) as c:
+        with pytest.raises(QueueNotFound) as nf:
+            c.subscribe("nosuch")
+        assert nf.value.name == "nosuch"
+
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="here")))
+    for source, dest, missing, text in (
+        ("gone", "here", "gone", 'the selector\'s source queue "gone" does not exist'),
+        ("here", "away", "away", 'the selector\'s destination queue "away" does not exist'),
+    ):
+        spec = pb.SelectorSpec(source=source, destination=dest)
+        err, st = _status(
+            lambda spec=spec: stub.CreateSelector(pb.CreateSelectorRequest(spec=spec))
+        )
+        assert (err.code(), err.details()) == (grpc.StatusCode.NOT_FOUND, text)
+        assert dict(_unpacked(st.details)[0].metadata) == {"queue": missing}
+
+
+def test_queue_full_and_queue_exists_name_their_queue(server: ServerThread) -> None:
+    """Given a CreateQueue of an existing name with other properties, and a
+    Post over a rejecting queue's max_unprocessed, I expect ErrorInfo
+    QueueExists and QueueFull with metadata `queue`, and the Python client's
+    errors to hold it in `.queue`."""
+    stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
+    stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="small", max_unprocessed=1)))
+    err, st = _status(
+        lambda: stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="small")))
+    )
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueExists", {"queue": "small"})
+    one = pb.Message(tuple=[pb.FieldValue(int=1)])
+    err, st = _status(lambda: stub.Post(pb.PostRequest(queue="small", messages=[one, one])))
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    info, _ = _unpacked(st.details)
+    assert (info.reason, dict(info.metadata)) == ("QueueFull", {"queue": "small"})
+
+    with Client(server.address) as c:
+        with pytest.raises(QueueExists) as exists:
+            c.create_queue("small")
+        assert exists.value.queue == "small"
+        with pytest.raises(QueueFull) as full:
+            c.post_many("small", [("a",), ("b",)])
+        assert full.value.queue == "small"

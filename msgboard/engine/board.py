@@ -176,7 +176,7 @@ class Board:
                 txn, info = found
                 if info.spec != spec:
                     raise QueueExists(
-                        f'queue "{spec.name}" exists with {differences(info.spec, spec)}'
+                        spec.name, f'queue "{spec.name}" exists with {differences(info.spec, spec)}'
                     )
                 return self._view(txn, info)
             txn = b.txn(not spec.transient)
@@ -271,8 +271,9 @@ class Board:
             if room < n:
                 b.count(queue, overflowed=n)
                 raise QueueFull(
+                    queue,
                     f"queue {queue!r} is full: max_unprocessed is {limit}; "
-                    f"{n - room} of {n} message(s) do not fit"
+                    f"{n - room} of {n} message(s) do not fit",
                 )
         out = []
         arrive = net.arrive

@@ -40,11 +40,12 @@ Finish = Callable[[Batch, Txn, QueueInfo, list[Message]], None]
 Requeue = Callable[[Batch, Txn, QueueInfo, Message], None]
 
 
-def _refused(c: Consumer, i: int) -> MsgboardError:
-    """Why delivery ``i`` is not outstanding on ``c``."""
+def _refused(c: Consumer, i: int, where: str) -> MsgboardError:
+    """Why delivery ``i`` (at ``where`` in the request) is not outstanding
+    on ``c``."""
     if 0 < i < c.next_id:
         return NotFound(f"delivery {i} was already acked or given back")
-    return InvalidArgument(f"delivery {i} was never delivered on this subscription")
+    return InvalidArgument(f"{where}: delivery {i} was never delivered on this subscription")
 
 
 def delivered(m: Message) -> Message:
@@ -100,11 +101,11 @@ class Holders:
         outstanding = c.outstanding
         chosen: dict[int, None] = {}
         rejected: dict[int, MsgboardError] = {}
-        for i in ids:
+        for k, i in enumerate(ids):
             if i in outstanding:
                 chosen[i] = None
-            elif i not in chosen:
-                rejected[i] = _refused(c, i)
+            elif i not in chosen and i not in rejected:
+                rejected[i] = _refused(c, i, f"ack.ids[{k}]")
         if up_to:
             if up_to >= c.next_id:
                 rejected[up_to] = InvalidArgument(f"up_to: delivery {up_to} was never delivered")
@@ -142,9 +143,9 @@ class Holders:
 
     @staticmethod
     def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
-        for i in ids:
+        for k, i in enumerate(ids):
             if i not in c.outstanding:
-                raise _refused(c, i)
+                raise _refused(c, i, f"nack.ids[{k}]")
         if up_to >= c.next_id:
             raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
         chosen = dict.fromkeys(ids)
@@ -233,14 +234,16 @@ class Holders:
     def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
         """Processes leased messages (or, with ``nack``, gives them back);
         nothing changes unless every lease is good."""
-        for lid in ids:
+        for k, lid in enumerate(ids):
             lease = self._leases.get(lid)
             if lease is None:
                 if 0 < lid < self._next_lease:
                     raise NotFound(f"lease {lid}: already acked or ran out")
-                raise InvalidArgument(f"lease {lid} was never given")
+                raise InvalidArgument(f"lease_ids[{k}]: lease {lid} was never given")
             if lease.queue != queue:
-                raise InvalidArgument(f"lease {lid} is on queue {lease.queue!r}, not {queue!r}")
+                raise InvalidArgument(
+                    f"lease_ids[{k}]: lease {lid} is on queue {lease.queue!r}, not {queue!r}"
+                )
         found = b.lookup(queue)
         for lid in dict.fromkeys(ids):
             lease = self._leases.pop(lid)

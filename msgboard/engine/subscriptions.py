@@ -83,14 +83,19 @@ class Subscriptions:
             raise InvalidArgument(f"{where}.start_seq: must be 1 or more")
         return spec
 
-    def _find_source(self, b: Batch, spec: SelectorSpec) -> Found:
+    def _find_source(self, b: Batch, spec: SelectorSpec, subscribing: bool = False) -> Found:
         found = b.lookup(spec.source)
         if found is None:
-            raise QueueNotFound(f"{spec.source} (the selector's source)")
+            q = spec.source
+            if subscribing:
+                raise QueueNotFound(q, f'cannot subscribe to queue "{q}": it does not exist')
+            raise QueueNotFound(q, f'the selector\'s source queue "{q}" does not exist')
         dest = spec.destination
         if dest:
             if b.lookup(dest) is None:
-                raise QueueNotFound(f"{dest} (the selector's destination)")
+                raise QueueNotFound(
+                    dest, f'the selector\'s destination queue "{dest}" does not exist'
+                )
             if self._net.table.reaches(dest, spec.source):
                 raise FailedPrecondition(
                     f"a selector from {spec.source!r} to {dest!r} would close a cycle: "
@@ -209,7 +214,7 @@ class Subscriptions:
                 if credit or unlimited_credit:
                     window = math.inf if unlimited_credit else credit
             else:
-                txn, _ = self._find_source(b, spec)
+                txn, _ = self._find_source(b, spec, subscribing=True)
                 s = Selector(f"sub-{next(self._sessions)}", spec, durable=False, session=True)
                 self._net.table.start(txn, s)
                 self._net.add(b, s)
