@@ -301,3 +301,18 @@ def test_version_and_a_commands_own_usage_on_a_bad_option(
     assert main(["check", str(tmp_path / "b"), "--json"]) == 0
     [report] = lines(capsys.readouterr().out)
     assert report["ok"] is True and report["queues"] == [] and report["path"] == str(tmp_path / "b")
+
+
+def test_start_oldest_replays_from_the_oldest_message(
+    server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a message already on a queue, a COPY watch with --start oldest
+    (the proto's POSITION_OLDEST; `head` stays accepted) replays it."""
+    assert run(server, capsys, "queue", "create", "news")[0] == 0
+    assert run(server, capsys, "post", "news", "--tuple", '["first"]')[0] == 0
+    for start in ("oldest", "head"):
+        code, out = run(
+            server, capsys, "watch", "news", "--copy", "--start", start, "--max", "1", "--json"
+        )
+        assert code == 0
+        assert [d["tuple"] for d in lines(out)] == [["first"]]

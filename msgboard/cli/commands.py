@@ -220,9 +220,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start(text: str) -> tuple[str | int, int]:
-    """--start: a position name, a seq, or an ISO time (then µs)."""
+    """--start: a position name (``oldest``, or ``head`` as before), a seq,
+    or an ISO time (then µs)."""
     if text in ("current", "head"):
         return text, 0
+    if text == "oldest":
+        return "head", 0
     if text.isdigit():
         return int(text), 0
     return "time", time_us(text, "--start")

@@ -303,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="a terminal selector's deliveries in flight: N or unlimited (0: 100)",
     )
-    p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
+    p.add_argument(
+        "--start", default="current", help="current, oldest (also: head), a SEQ or an ISO time"
+    )
     p.add_argument(
         "--role",
         choices=["normal", "default", "overflow"],
@@ -338,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="deliveries in flight at most (unacked)",
     )
     p.add_argument("--selector", default="", metavar="ID", help="attach to a durable selector")
-    p.add_argument("--start", default="current", help="current, head, a SEQ or an ISO time")
+    p.add_argument(
+        "--start", default="current", help="current, oldest (also: head), a SEQ or an ISO time"
+    )
     p.add_argument(
         "--max", type=int, default=0, metavar="N", help="exit after N deliveries (0: never)"
     )

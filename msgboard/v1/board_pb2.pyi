@@ -195,8 +195,8 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     """
     DISPOSITION_DROPPED: _Disposition.ValueType  # 4
     """The queue was full: discarded (the drop-new policy, an overflow DELETE
-    selector, or every queue it could go to full as well). Counted in
-    QueueStats.overflowed.
+    selector, or every queue it could go to full as well). Like OVERFLOWED
+    and DEAD_LETTERED, counted in QueueStats.overflowed.
     """
 
 class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
@@ -217,8 +217,8 @@ dead-letter overflow policy).
 """
 DISPOSITION_DROPPED: Disposition.ValueType  # 4
 """The queue was full: discarded (the drop-new policy, an overflow DELETE
-selector, or every queue it could go to full as well). Counted in
-QueueStats.overflowed.
+selector, or every queue it could go to full as well). Like OVERFLOWED
+and DEAD_LETTERED, counted in QueueStats.overflowed.
 """
 Global___Disposition: _TypeAlias = Disposition  # noqa: Y015
 
@@ -487,8 +487,9 @@ class Message(_message.Message):
 
     @_builtins.property
     def expires_at(self) -> _timestamp_pb2.Timestamp:
-        """A lease on the message: once this time passes it is never delivered.
-        Unset: it never expires.
+        """A time to live: once this time passes the message is never delivered
+        (it is dead-lettered as `expired`). Not a lease: leases belong to Take
+        (TakeRequest.lease). Unset: it never expires.
         """
 
     @_builtins.property
@@ -742,7 +743,11 @@ class QueueSpec(_message.Message):
     MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
     UNLIMITED_HISTORY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """1-255 bytes of letters, digits and `._:-`."""
+    """1-255 bytes of letters, digits and `._:-`. Names starting with `$` are
+    reserved for the board: `$sys` (its events) may be read but never
+    posted to, created or deleted (PERMISSION_DENIED); any other `$` name
+    is INVALID_ARGUMENT wherever a queue name is given.
+    """
     transient: _builtins.bool
     """Transient queues live in memory and vanish when the server stops.
     Default (false): durable, stored in LMDB.
@@ -1540,7 +1545,11 @@ class QueueStats(_message.Message):
     taken: _builtins.int
     """Messages taken since the server started."""
     overflowed: _builtins.int
-    """Posts refused or dropped because the queue was full."""
+    """Messages posted while the queue was full (max_unprocessed), since the
+    server started, whatever became of them: moved by an overflow selector,
+    dead-lettered (also counted in dead_lettered), dropped, or refused with
+    the whole post under the reject policy (every message of that post).
+    """
     ready: _builtins.int
     """Waiting messages visible to takers: unprocessed less outstanding."""
     outstanding: _builtins.int
@@ -1870,7 +1879,9 @@ class SubscribeRequest(_message.Message):
     """Raises the consumer's credit by this many messages."""
     ref: _builtins.int
     """A number the client chooses to match answers to this request: the
-    board echoes it on the `acked` or `error` response that answers it.
+    board echoes it on the `acked` or `error` response that answers it. It
+    is not echoed on `subscribed`: `open` is always the first request and
+    `subscribed` its answer.
     Requests are answered in the order they were sent.
     """
     @_builtins.property
@@ -1969,7 +1980,8 @@ class Acks(_message.Message):
     """Acks of deliveries. Acks are per delivery: the board applies every id it
     can; an id it cannot (never delivered, already acked or given back) does
     not stop the others and comes back in `rejected` of the answer. Acking an
-    acked delivery again is harmless.
+    acked delivery again changes nothing: that id comes back in `rejected` as
+    NOT_FOUND.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -2077,7 +2089,8 @@ class SubscribeResponse(_message.Message):
     MAX_OUTSTANDING_BYTES_FIELD_NUMBER: _builtins.int
     ref: _builtins.int
     """On `acked` and `error`: the `ref` of the request answered (0 when that
-    request set none, or for an error the board found itself).
+    request set none, or for an error the board found itself). Always 0 on
+    `subscribed` and `deliveries`: `open.ref` is not echoed.
     """
     credit: _builtins.int
     """On `subscribed`: the consumer's effective credit, the most deliveries it
