@@ -306,8 +306,8 @@ const (
 	// dead-letter overflow policy).
 	Disposition_DISPOSITION_DEAD_LETTERED Disposition = 3
 	// The queue was full: discarded (the drop-new policy, an overflow DELETE
-	// selector, or every queue it could go to full as well). Counted in
-	// QueueStats.overflowed.
+	// selector, or every queue it could go to full as well). Like OVERFLOWED
+	// and DEAD_LETTERED, counted in QueueStats.overflowed.
 	Disposition_DISPOSITION_DROPPED Disposition = 4
 )
 
@@ -762,8 +762,9 @@ type Message struct {
 	Headers map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
 	// A queue name for replies, or empty.
 	ReplyTo string `protobuf:"bytes,6,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
-	// A lease on the message: once this time passes it is never delivered.
-	// Unset: it never expires.
+	// A time to live: once this time passes the message is never delivered
+	// (it is dead-lettered as `expired`). Not a lease: leases belong to Take
+	// (TakeRequest.lease). Unset: it never expires.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// The tuple: ordered typed fields, matched by templates. At most 64 fields.
 	Tuple []*FieldValue `protobuf:"bytes,8,rep,name=tuple,proto3" json:"tuple,omitempty"`
@@ -1345,7 +1346,10 @@ type QueueSpec struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// 1-255 bytes of letters, digits and `._:-`.
+	// 1-255 bytes of letters, digits and `._:-`. Names starting with `$` are
+	// reserved for the board: `$sys` (its events) may be read but never
+	// posted to, created or deleted (PERMISSION_DENIED); any other `$` name
+	// is INVALID_ARGUMENT wherever a queue name is given.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Transient queues live in memory and vanish when the server stops.
 	// Default (false): durable, stored in LMDB.
@@ -2902,7 +2906,10 @@ type QueueStats struct {
 	Posted uint64 `protobuf:"varint,6,opt,name=posted,proto3" json:"posted,omitempty"`
 	// Messages taken since the server started.
 	Taken uint64 `protobuf:"varint,7,opt,name=taken,proto3" json:"taken,omitempty"`
-	// Posts refused or dropped because the queue was full.
+	// Messages posted while the queue was full (max_unprocessed), since the
+	// server started, whatever became of them: moved by an overflow selector,
+	// dead-lettered (also counted in dead_lettered), dropped, or refused with
+	// the whole post under the reject policy (every message of that post).
 	Overflowed uint64 `protobuf:"varint,8,opt,name=overflowed,proto3" json:"overflowed,omitempty"`
 	// Waiting messages visible to takers: unprocessed less outstanding.
 	Ready uint64 `protobuf:"varint,9,opt,name=ready,proto3" json:"ready,omitempty"`
@@ -3621,7 +3628,9 @@ type SubscribeRequest struct {
 	//	*SubscribeRequest_Credit
 	Kind isSubscribeRequest_Kind `protobuf_oneof:"kind"`
 	// A number the client chooses to match answers to this request: the
-	// board echoes it on the `acked` or `error` response that answers it.
+	// board echoes it on the `acked` or `error` response that answers it. It
+	// is not echoed on `subscribed`: `open` is always the first request and
+	// `subscribed` its answer.
 	// Requests are answered in the order they were sent.
 	Ref uint64 `protobuf:"varint,5,opt,name=ref,proto3" json:"ref,omitempty"`
 }
@@ -3850,7 +3859,8 @@ func (x *Subscription) GetSelectorId() string {
 // Acks of deliveries. Acks are per delivery: the board applies every id it
 // can; an id it cannot (never delivered, already acked or given back) does
 // not stop the others and comes back in `rejected` of the answer. Acking an
-// acked delivery again is harmless.
+// acked delivery again changes nothing: that id comes back in `rejected` as
+// NOT_FOUND.
 type Acks struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -4052,7 +4062,8 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Acked
 	Kind isSubscribeResponse_Kind `protobuf_oneof:"kind"`
 	// On `acked` and `error`: the `ref` of the request answered (0 when that
-	// request set none, or for an error the board found itself).
+	// request set none, or for an error the board found itself). Always 0 on
+	// `subscribed` and `deliveries`: `open.ref` is not echoed.
 	Ref uint64 `protobuf:"varint,5,opt,name=ref,proto3" json:"ref,omitempty"`
 	// On `subscribed`: the consumer's effective credit, the most deliveries it
 	// may have unacked: the credit it asked for (or the selector's), capped by
