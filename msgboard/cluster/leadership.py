@@ -273,8 +273,10 @@ class Leadership:
 
     def _hold(self, etcd: Etcd, term: Term) -> None:
         """Renews the term's lease until it lapses, is lost or is resigned."""
+        wait = self.every
         while not self._stopping:
-            self._pause(self.every)
+            self._pause(wait)
+            wait = self.every
             if self._term is not term:
                 return  # resigned: _round revokes
             sent = time.monotonic()
@@ -291,7 +293,8 @@ class Leadership:
                     reason = "the leader key is no longer its own"
             except TRANSIENT as e:
                 if term.valid():
-                    continue  # the next renewal may get through in time
+                    wait = self.every / 4  # the next try may get through in time
+                    continue
                 reason = f"it could not renew ({e})"
             now = time.monotonic()
             if not reason and not term.valid(now):
