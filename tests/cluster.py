@@ -156,6 +156,16 @@ class EtcdCluster:
             m.kill()
 
 
+def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """A three-member etcd for one test module, made a fixture there with
+    ``etcd = pytest.fixture(scope="module")(etcd_cluster)``."""
+    cluster = EtcdCluster(tmp_path_factory.mktemp("etcd")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 # -- what the campaigners print, and the checker ---------------------------
 
 

@@ -14,25 +14,25 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
 import pytest
 
 from msgboard.cluster import Etcd, Keys, Leadership, PrimaryWatch, Term, write_sync
-from tests.cluster import Campaigner, EtcdCluster, History, Record, campaigners, violations
+from tests.cluster import (
+    Campaigner,
+    EtcdCluster,
+    History,
+    Record,
+    campaigners,
+    etcd_cluster,
+    violations,
+)
+
+etcd = pytest.fixture(scope="module")(etcd_cluster)
 
 TTL = 3
 names = (f"c{i}" for i in itertools.count())
-
-
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path_factory.mktemp("etcd")).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -158,6 +158,9 @@ class Etcd:
                 return answer
             except (gw.ConnectionFailedError, gw.ConnectionTimeoutError) as e:
                 errors.append(f"{self.urls[self.at]}: {type(e).__name__}")
+            except (requests.RequestException, ValueError) as e:
+                # Cut off mid-answer (a member dying), or not JSON.
+                errors.append(f"{self.urls[self.at]}: {e!r}")
             except gw.InternalServerError as e:
                 # A member without a leader ("etcdserver: no leader", "request
                 # timed out") answers 500: another member may do better.
@@ -234,7 +237,7 @@ class Etcd:
                     if result.get("canceled"):
                         # A compacted start revision: the caller reads again.
                         return True
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+        except (requests.RequestException, ValueError) as e:
             if _timed_out(e):
                 return False
             self.at = (self.at + 1) % len(self.urls)

@@ -203,6 +203,11 @@ class Leadership:
                 except TRANSIENT as e:
                     log.info("leadership %s: etcd: %s", self.me.name, e)
                     self._pause(self.every / 2)
+                except Exception:
+                    # An answer we did not expect must not end the thread:
+                    # the clock still fences a term it held; campaign again.
+                    log.exception("leadership %s: unexpected error", self.me.name)
+                    self._pause(self.every)
         finally:
             self._resigned(etcd)
             etcd.close()

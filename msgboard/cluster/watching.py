@@ -73,8 +73,11 @@ class PrimaryWatch:
                     entry, revision = etcd.get(self.keys.leader)
                     self._see(Primary.of(entry) if entry else None)
                     etcd.watch(self.keys.leader, revision + 1, self.every)
-                except TRANSIENT as e:
-                    log.info("primary watch: etcd: %s", e)
+                except Exception as e:
+                    if isinstance(e, TRANSIENT):
+                        log.info("primary watch: etcd: %s", e)
+                    else:
+                        log.exception("primary watch: unexpected error")
                     with self._changed:
                         self._known = False
                     self._stopping.wait(self.every / 2)
