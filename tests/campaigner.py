@@ -12,8 +12,8 @@ It prints one JSON line per event on its standard output, flushed at once:
   claim is the board saying "I may answer writes now": the checker
   (tests/cluster.py) holds every claim against every other board's terms.
 
-All times are ``time.monotonic()``, one clock for every process of the
-machine (CLOCK_MONOTONIC), so the lines of several children compare.
+All times are on ``msgboard.cluster.clock()`` (CLOCK_BOOTTIME), one clock
+for every process of the machine, so the lines of several children compare.
 With ``--eligible`` it campaigns only while the in-sync set names it.
 """
 
@@ -24,9 +24,8 @@ import json
 import signal
 import sys
 import threading
-import time
 
-from msgboard.cluster import Change, Leadership, SyncSet
+from msgboard.cluster import Change, Leadership, SyncSet, clock
 
 lock = threading.Lock()
 
@@ -64,14 +63,14 @@ def main() -> None:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     leadership.start()
-    say(board=a.name, kind="started", at=time.monotonic())
+    say(board=a.name, kind="started", at=clock())
     while not done.wait(0.025):
-        asked = time.monotonic()
+        asked = clock()
         t = leadership.term()
         if t is not None:
             say(board=a.name, kind="claim", epoch=t.epoch, until=t.until, at=asked)
     leadership.stop()
-    say(board=a.name, kind="stopped", at=time.monotonic())
+    say(board=a.name, kind="stopped", at=clock())
 
 
 if __name__ == "__main__":

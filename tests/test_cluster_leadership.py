@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from msgboard.cluster import Etcd, Keys, Leadership, PrimaryWatch, Term, write_sync
+from msgboard.cluster import Etcd, Keys, Leadership, PrimaryWatch, Term, clock, write_sync
 from tests.cluster import (
     Campaigner,
     EtcdCluster,
@@ -163,7 +163,7 @@ def test_a_killed_leader_is_replaced_by_a_higher_epoch_after_its_term(
     with three(etcd, history, next(names)) as children:
         first = leader_of(history)
         history.wait("a claim", lambda r: r.kind == "claim" and r.board == first.board)
-        killed = time.monotonic()
+        killed = clock()
         next(c for c in children if c.name == first.board).kill()
         second = leader_of(history, first.epoch, timeout=TTL + 30)
         assert second.board != first.board
@@ -185,7 +185,7 @@ def test_a_paused_leader_fences_itself_before_the_next_is_elected(
             second = leader_of(history, first.epoch, timeout=TTL + 30)
         finally:
             paused.resume()
-        resumed = time.monotonic()
+        resumed = clock()
         fenced = history.wait(
             "the paused leader fences itself",
             lambda r: r.kind == "fenced" and r.board == first.board and r.epoch == first.epoch,
@@ -207,7 +207,7 @@ def test_without_an_etcd_quorum_the_leader_fences_and_none_follows(
     quorum is gone; when they come back, a leader with a higher epoch."""
     with three(etcd, history, next(names)):
         first = leader_of(history)
-        lost = time.monotonic()
+        lost = clock()
         etcd.kill(1, 2)
         try:
             fenced = history.wait(

@@ -21,7 +21,7 @@ board with no cluster settings never loads it.
 
 from msgboard.cluster.etcd import TRANSIENT, Entry, Etcd, EtcdUnavailable, Grant, endpoints
 from msgboard.cluster.keys import Keys, Primary, SyncSet
-from msgboard.cluster.leadership import Change, Eligible, Leadership, Listener, Term
+from msgboard.cluster.leadership import Change, Eligible, Leadership, Listener, Term, clock
 from msgboard.cluster.standbys import read_sync, write_sync
 from msgboard.cluster.watching import PrimaryWatch
 
@@ -40,6 +40,7 @@ __all__ = [
     "PrimaryWatch",
     "SyncSet",
     "Term",
+    "clock",
     "endpoints",
     "read_sync",
     "write_sync",

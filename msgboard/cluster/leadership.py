@@ -4,7 +4,7 @@ A board campaigns by creating the cluster's leader key (``Keys.leader``)
 under a fresh lease, in a transaction that succeeds only if the key is
 absent; the key's revision is the term's **epoch**. While it leads it renews
 the lease every ``ttl / 3`` seconds and reads the key back. It leads only
-until ``until``, a ``time.monotonic()`` deadline:
+until ``until``, a deadline on ``clock()``:
 
     until = (when the last successful renewal request was *sent*) + TTL - guard
 
@@ -18,6 +18,12 @@ etcd's lease by exactly that delay. ``guard`` covers the drift of two
 monotonic clocks over one TTL and the time between asking ``term()`` and
 acting on its answer. (An etcd leader change only lengthens leases: the new
 etcd leader renews every lease in full.)
+
+``clock()`` is Linux's CLOCK_BOOTTIME: monotonic like CLOCK_MONOTONIC, but it
+also counts the time the machine spent suspended, which CLOCK_MONOTONIC does
+not, so a laptop or virtual machine resumed from suspend does not believe
+its term still runs while etcd's clock went on (CLOCK_MONOTONIC where there
+is no CLOCK_BOOTTIME). It is one clock for every process of the machine.
 
 ``term()`` compares ``until`` with the clock *when it is asked*, so a board
 fences itself even when this thread is starved or the whole process was
@@ -47,11 +53,19 @@ from msgboard.cluster.standbys import read_sync, write_sync
 
 log = logging.getLogger("msgboard.cluster")
 
+#: The clock of terms (see above).
+CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def clock() -> float:
+    """Seconds on the clock every term's deadline is measured on."""
+    return time.clock_gettime(CLOCK)
+
 
 @dataclass(frozen=True)
 class Term:
-    """One term of leadership: its epoch, its lease, and the monotonic
-    deadline past which the board must not act as the leader."""
+    """One term of leadership: its epoch, its lease, and the deadline (on
+    ``clock()``) past which the board must not act as the leader."""
 
     epoch: int
     lease: int
@@ -59,7 +73,7 @@ class Term:
     until: float
 
     def valid(self, now: float | None = None) -> bool:
-        return (time.monotonic() if now is None else now) < self.until
+        return (clock() if now is None else now) < self.until
 
 
 @dataclass(frozen=True)
@@ -71,7 +85,7 @@ class Change:
     kind: Literal["elected", "renewed", "fenced", "resigned"]
     epoch: int
     until: float
-    #: time.monotonic() when it happened (for ``elected``: once etcd's
+    #: clock() when it happened (for ``elected``: once etcd's
     #: answer was in hand, so after the key was created).
     at: float
     reason: str = ""
@@ -133,10 +147,10 @@ class Leadership:
 
     def wait(self, timeout: float) -> Term | None:
         """The current term, waiting up to ``timeout`` seconds for one."""
-        deadline = time.monotonic() + timeout
+        deadline = clock() + timeout
         with self._changed:
             while (t := self.term()) is None:
-                left = deadline - time.monotonic()
+                left = deadline - clock()
                 if left <= 0:
                     return None
                 self._changed.wait(min(left, self.every))
@@ -149,7 +163,7 @@ class Leadership:
         the leadership thread right after, which frees the key at once."""
         with self._changed:
             t = self._term
-            self._hold_until = time.monotonic() + hold
+            self._hold_until = clock() + hold
             if t is None or not t.valid():
                 return False
             self._term = None
@@ -221,7 +235,7 @@ class Leadership:
         it to change (a watch, re-read at least every ``ttl / 3``)."""
         self._resigned(etcd)
         self._revoke_lapsed(etcd)
-        held = self._hold_until - time.monotonic()
+        held = self._hold_until - clock()
         if held > 0:
             self._pause(held)
             return
@@ -247,7 +261,7 @@ class Leadership:
                 {"key": encode(self.keys.sync), "result": "EQUAL", "target": "MOD",
                  "mod_revision": sync.revision if sync else 0}
             )  # fmt: skip
-        sent = time.monotonic()
+        sent = clock()
         grant = etcd.grant(self.ttl)
         until = sent + grant.ttl - self.guard
         try:
@@ -262,7 +276,7 @@ class Leadership:
         except TRANSIENT:
             self._revoke(etcd, grant.id)
             raise
-        now = time.monotonic()
+        now = clock()
         entry = outcome.read(0)
         if not outcome.succeeded or entry is None or now >= until:
             # Lost the race, or won it too slowly to vouch for the term.
@@ -284,7 +298,7 @@ class Leadership:
             wait = self.every
             if self._term is not term:
                 return  # resigned: _round revokes
-            sent = time.monotonic()
+            sent = clock()
             reason = ""
             try:
                 ttl = etcd.keepalive(term.lease)
@@ -301,7 +315,7 @@ class Leadership:
                     wait = self.every / 4  # the next try may get through in time
                     continue
                 reason = f"it could not renew ({e})"
-            now = time.monotonic()
+            now = clock()
             if not reason and not term.valid(now):
                 reason = "its renewal came back after the term's deadline"
             if reason:
@@ -319,7 +333,7 @@ class Leadership:
             if self._term is term:
                 self._term = None
         log.warning("leadership %s: fenced, epoch %d: %s", self.me.name, term.epoch, reason)
-        self._tell(Change("fenced", term.epoch, term.until, min(term.until, time.monotonic()),
+        self._tell(Change("fenced", term.epoch, term.until, min(term.until, clock()),
                           reason))  # fmt: skip
         self._revoke(etcd, term.lease)
 
@@ -328,7 +342,7 @@ class Leadership:
         with self._changed:
             t, self._resign = self._resign, None
         if t is not None:
-            self._tell(Change("resigned", t.epoch, t.until, time.monotonic()))
+            self._tell(Change("resigned", t.epoch, t.until, clock()))
             self._revoke(etcd, t.lease)
 
     def _revoke(self, etcd: Etcd, lease: int) -> None:
