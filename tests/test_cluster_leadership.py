@@ -1,7 +1,8 @@
 """Leadership through a real three-member etcd (tests/cluster.py): one
-leader at a time, a dead or paused leader replaced by a higher epoch only
-after it has fenced itself, no leader at all while etcd has lost its quorum,
-switchover, and the in-sync set that only the current primary can write.
+leader at a time, a dead, paused or cut-off leader replaced by a higher
+epoch only after it has fenced itself, no leader at all while etcd has lost
+its quorum, switchover, and the in-sync set that only the current primary
+can write.
 
 Each fault test runs three campaigners (tests/campaigner.py) as child
 processes and holds everything they printed to the checker,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 
 import pytest
 
@@ -28,6 +29,7 @@ from tests.cluster import (
     etcd_cluster,
     violations,
 )
+from tests.proxy import Proxy
 
 etcd = pytest.fixture(scope="module")(etcd_cluster)
 
@@ -224,6 +226,50 @@ def test_without_an_etcd_quorum_the_leader_fences_and_none_follows(
             etcd.restart(1, 2)
         etcd.wait_quorum()
         leader_of(history, fenced.epoch, timeout=TTL + 60)
+    assert violations(history.records) == []
+
+
+def test_a_leader_cut_off_from_etcd_fences_before_another_is_elected(
+    etcd: EtcdCluster, history: History
+) -> None:
+    """Given a leader that reaches etcd only through proxies, and two
+    campaigners that reach it directly, when I cut the proxies (a black
+    hole: the leader's requests go unanswered) I expect the others to elect
+    a higher epoch only after the leader's term ended, the leader fenced
+    within its TTL of the cut, and, healed, the leader following again."""
+    proxies = [Proxy(m.client_url.removeprefix("http://")) for m in etcd.members]
+    cluster = next(names)
+    behind = ",".join(p.address for p in proxies)
+    with ExitStack() as stack:
+        for p in proxies:
+            stack.callback(p.close)
+        a = Campaigner(history, behind, cluster, "a", "--ttl", str(TTL))
+        stack.callback(a.stop)
+        first = leader_of(history)
+        assert first.board == "a"
+        for name in ("b", "c"):
+            other = Campaigner(history, etcd.endpoints, cluster, name, "--ttl", str(TTL))
+            stack.callback(other.stop)
+            history.wait(f"{name} started", lambda r, n=name: r.kind == "started" and r.board == n)
+        cut = clock()
+        for p in proxies:
+            p.cut()
+        second = leader_of(history, first.epoch, timeout=TTL + 30)
+        assert second.board in ("b", "c")
+        fenced = history.wait(
+            "the cut-off leader fences itself",
+            lambda r: r.kind == "fenced" and r.board == "a" and r.epoch == first.epoch,
+            timeout=TTL + 30,
+        )
+        assert fenced.until <= cut + TTL
+        for p in proxies:
+            p.heal()
+        healed = clock()
+        history.wait(
+            "the new leader renews after the heal",
+            lambda r: r.board == second.board and r.kind == "renewed" and r.at > healed + TTL,
+        )
+        assert [r.board for r in history.elected()] == ["a", second.board]
     assert violations(history.records) == []
 
 
