@@ -19,8 +19,11 @@ cluster's tests do it again on every run):
   has run out answers no TTL;
 - a transaction's success branch may put the key and range it back, so one
   round trip both creates the leader key and reads its revision;
-- a member that has lost its quorum neither renews leases nor answers
-  linearizable reads: the call times out.
+- a member that has lost its quorum answers no linearizable read (the
+  call times out or answers an error), and renews no lease once it knows it
+  has no leader; an etcd leader cut off from its followers may still renew
+  until it steps down (an election timeout), which is why ``Leadership``
+  reads its key back after every renewal.
 """
 
 from __future__ import annotations
