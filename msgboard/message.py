@@ -51,6 +51,9 @@ class Message:
     expires_at: int = 0
     content_type: str = ""
     body: bytes = b""
+    #: An idempotency key, at most 256 bytes: a queue holds one message per
+    #: key (a second post of it is a DUPLICATE); "": none.
+    key: str = ""
     # Set by the board.
     queue: str = ""
     seq: int = 0
@@ -72,13 +75,13 @@ class Message:
 
 
 def size(m: Message) -> int:
-    """About how many bytes ``m`` holds: its body, address, headers and
+    """About how many bytes ``m`` holds: its body, address, key, headers and
     tuple (a str or bytes field its length, any other field 9). The one
     measure of a message's size: ``Limits.max_message_bytes`` bounds it; a
     consumer's outstanding bytes count it plus a fixed overhead per
     message (``selectors.Outstanding``); a post reserves disk for it plus
     its keys (``Board``'s posting)."""
-    n = len(m.body) + len(m.address)
+    n = len(m.body) + len(m.address) + len(m.key)
     for f in m.tuple:
         n += len(f) if isinstance(f, str | bytes) else 9
     for k, v in m.headers.items():
@@ -118,11 +121,13 @@ def build(
     section: Section,
     wire: bytes | None = None,
     pure: bool = False,
+    key: str = "",
 ) -> Message:
     """A Message from every field, in field order, unchecked. Fills its
     slots directly (``_Blank``): a fraction of the cost of its
     ``__init__``, on the hot path of decoding records and protobufs.
-    ``wire`` and ``pure`` are as ``wire`` tells."""
+    ``wire`` and ``pure`` are as ``wire`` tells; ``key`` is the message's
+    idempotency key (last, as the newest field)."""
     r: Any = _new(_Blank)
     r.tuple = fields
     r.address = address
@@ -132,6 +137,7 @@ def build(
     r.expires_at = expires_at
     r.content_type = content_type
     r.body = body
+    r.key = key
     r.queue = queue
     r.seq = seq
     r.posted_at = posted_at
@@ -153,7 +159,7 @@ def wire(m: Message) -> tuple[bytes | None, bool]:
     Kept so that storing and delivering a message is a concatenation, not a
     field-by-field encoding (``codec.encode_record``, ``codec.message_to_pb``).
     The bytes parse to ``m``'s own fields (tuple, address, priority,
-    headers, reply_to, expires_at, content_type, body) exactly, and never
+    headers, reply_to, expires_at, content_type, body, key) exactly, and never
     carry queue, seq, section or processed_at. They may carry a posted_at and
     a delivery_count, possibly stale, unless pure: the encoders write the
     board's fields after them (protobuf lets a later field win). Only the
@@ -214,4 +220,5 @@ def stamp(
         section,
         m._wire,
         m._pure,
+        m.key,
     )

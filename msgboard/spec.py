@@ -12,6 +12,12 @@ from msgboard.message import Message
 
 #: ``max_history`` value meaning "keep every taken message".
 UNLIMITED = 2**64 - 1
+#: A queue's ``dedup_window`` when none is given: 2 minutes, in µs.
+DEDUP_WINDOW = 120_000_000
+#: The longest ``dedup_window``: 30 days, in µs.
+MAX_DEDUP_WINDOW = 30 * 86_400_000_000
+#: The longest idempotency key, in UTF-8 bytes.
+MAX_KEY_BYTES = 256
 
 
 class OverflowPolicy(enum.Enum):
@@ -49,6 +55,9 @@ class QueueSpec:
     auto_delete: bool = False
     #: Deliveries of one message before it is dead-lettered; 0: no limit.
     max_deliveries: int = 0
+    #: How long (µs) a message's idempotency key is still held once the
+    #: message has left the board; 0: only while it is on the board.
+    dedup_window: int = DEDUP_WINDOW
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -173,6 +182,7 @@ class Disposition(enum.Enum):
     OVERFLOWED = "overflowed"  # the queue was full: moved to its overflow selector's queue
     DEAD_LETTERED = "dead-lettered"  # the queue was full: stored on its dead-letter queue
     DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room)
+    DUPLICATE = "duplicate"  # its key is held: nothing stored, the seq is the first message's
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,17 @@ def _env(path: Path) -> lmdb.Environment:
 
 
 def downgrade(path: Path, schema: bytes) -> None:
-    """Makes a schema-3 board one of ``schema`` (b"2", or b"1": no index
-    either): every record without its framing, as those schemas stored it."""
+    """Makes a schema-4 board one of ``schema`` (b"3": no key sub-databases;
+    b"2": every record without its framing, as that schema stored it; or
+    b"1": no index either). The board must hold no idempotency keys."""
     env = _env(path)
     try:
         with env.begin(write=True) as txn:
+            for name in (b"keys", b"keyends"):
+                txn.drop(env.open_db(name, txn=txn), delete=True)
             for name in (b"unprocessed", b"history"):
+                if schema == b"3":
+                    break
                 cur = txn.cursor(env.open_db(name, txn=txn))
                 for k, v in list(cur):
                     cur.put(k, record.unseal(k, v))

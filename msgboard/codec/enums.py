@@ -69,6 +69,7 @@ DISPOSITION = EnumTable(
         Disposition.OVERFLOWED: pb.DISPOSITION_OVERFLOWED,
         Disposition.DEAD_LETTERED: pb.DISPOSITION_DEAD_LETTERED,
         Disposition.DROPPED: pb.DISPOSITION_DROPPED,
+        Disposition.DUPLICATE: pb.DISPOSITION_DUPLICATE,
     },
 )
 

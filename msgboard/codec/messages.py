@@ -131,6 +131,8 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         p.content_type = m.content_type
     if m.body:
         p.body = m.body
+    if m.key:
+        p.key = m.key
     if m.processed_at:
         us_to_ts(m.processed_at, p.processed_at)
     if m.delivery_count:
@@ -165,6 +167,9 @@ def message_from_pb(
         ts_to_us(p.processed_at) if has("processed_at") else 0,
         p.delivery_count,
         section if section is not None else SECTION.from_pb.get(p.section, Section.UNPROCESSED),
+        None,
+        False,
+        p.key,
     )
 
 

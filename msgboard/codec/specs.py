@@ -9,13 +9,15 @@ operation, role or position this version does not know (``enums``), both
 
 from __future__ import annotations
 
+from google.protobuf.duration_pb2 import Duration
+
 from msgboard import results
 from msgboard.codec.enums import OP, OVERFLOW, POSITION, ROLE, START, UNMATCHED
 from msgboard.codec.messages import ts_to_us, us_to_ts
 from msgboard.codec.patterns import pattern_from_pb, pattern_to_pb
 from msgboard.errors import InvalidArgument
+from msgboard.spec import DEDUP_WINDOW, Op, Position, QueueSpec, SelectorSpec
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
-from msgboard.spec import Op, Position, QueueSpec, SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 
 
@@ -36,6 +38,9 @@ def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
         unmatched=UNMATCHED.value(p.unmatched, "spec.unmatched"),
         auto_delete=p.auto_delete,
         max_deliveries=p.max_deliveries,
+        dedup_window=(
+            duration_to_us(p.dedup_window) if p.HasField("dedup_window") else DEDUP_WINDOW
+        ),
     )
 
 
@@ -51,7 +56,17 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         unmatched=UNMATCHED.to_pb[s.unmatched],
         auto_delete=s.auto_delete,
         max_deliveries=s.max_deliveries,
+        dedup_window=us_to_duration(s.dedup_window),
     )
+
+
+def duration_to_us(d: Duration) -> int:
+    return d.seconds * 1_000_000 + d.nanos // 1000
+
+
+def us_to_duration(us: int) -> Duration:
+    seconds, rest = divmod(us, 1_000_000)
+    return Duration(seconds=seconds, nanos=rest * 1000)
 
 
 # ---------------------------------------------------------------- selectors

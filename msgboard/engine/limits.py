@@ -14,7 +14,7 @@ from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
 from msgboard.message import Message, Section, size, stamp
-from msgboard.spec import QueueSpec
+from msgboard.spec import MAX_DEDUP_WINDOW, MAX_KEY_BYTES, QueueSpec
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
 UINT64_MAX = 2**64 - 1
@@ -77,6 +77,11 @@ class Limits:
                 )
         if not 0 <= spec.max_deliveries <= 0xFFFFFFFF:
             raise InvalidArgument("spec.max_deliveries: must be 0 (no limit) to 2^32-1")
+        if not 0 <= spec.dedup_window <= MAX_DEDUP_WINDOW:
+            raise InvalidArgument(
+                f"spec.dedup_window: must be 0 (only while on the board) to 30 days "
+                f"(got {spec.dedup_window} µs)"
+            )
         # A policy that sends messages to a dead-letter queue needs one: without
         # it they would be discarded while the policy said otherwise. (Past
         # max_deliveries a message is dead-lettered too, but there discarding
@@ -107,6 +112,10 @@ class Limits:
                 raise InvalidArgument(f"{where}.headers[{k!r}]: value must be a string")
         if m.reply_to:
             self.check_name(m.reply_to, f"{where}.reply_to", write=True)
+        if m.key and len(m.key.encode()) > MAX_KEY_BYTES:
+            raise InvalidArgument(
+                f"{where}.key: {len(m.key.encode())} bytes is over the limit of {MAX_KEY_BYTES}"
+            )
         if m.expires_at < 0:
             raise InvalidArgument(f"{where}.expires_at: before 1970")
         if m.expires_at > MAX_TIME_US:  # nanoseconds by mistake, or past year 9999

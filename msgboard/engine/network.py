@@ -355,11 +355,17 @@ class Network:
     def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
         """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,
         COPY, BOUNCE or dead letter) and routes it there; 0 if the queue is
-        gone."""
+        gone. A message whose key the queue holds is not stored again:
+        the holder's seq."""
         found = b.lookup(name)
         if found is None:
             return 0
         txn, info = found
+        if msg.key:
+            seq = txn.keyed(name, msg.key, b.now)
+            if seq:
+                b.count(name, duplicates=1)
+                return seq
         stored = txn.append(name, msg, b.now)
         b.stored += 1
         b.count(name, posted=1)

@@ -44,6 +44,7 @@ class _Queue:
         "history",
         "index",
         "info",
+        "keys",
         "last_posted",
         "last_second",
         "next_seq",
@@ -60,6 +61,7 @@ class _Queue:
         self.history: SortedDict = SortedDict()  # seq -> Message
         self.times: SortedDict = SortedDict()  # second -> first seq posted in it
         self.index: SortedDict = SortedDict()  # index key -> SortedList of seqs
+        self.keys: dict[str, tuple[int, int]] = {}  # idempotency key -> (seq, until)
 
     def file(self, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
@@ -101,6 +103,8 @@ class MemoryStore(Store):
         self._queues: dict[str, _Queue] = {}
         self._selectors: dict[str, SelectorSpec] = {}
         self._next_sid = 1
+        #: (until, queue, key): keys whose message has left, by when they end.
+        self._keyends: SortedList = SortedList()
         self._txn: MemoryTxn | None = None
         self._commits = 0
         self._closed = False
@@ -220,6 +224,8 @@ class MemoryTxn(Txn):
         q.file(m)
         self._log.append((q.unprocessed.__delitem__, (seq,)))
         self._log.append((q.unfile, (m,)))
+        if m.key:
+            self._hold(name, q, m.key, seq)
         second = posted // _US
         if second != q.last_second:
             q.times[second] = seq
@@ -251,8 +257,73 @@ class MemoryTxn(Txn):
             history[seq] = m
             log.append((history.__delitem__, (seq,)))
             while len(history) > max_history:
-                log.append((history.__setitem__, history.popitem(0)))
+                gone = history.popitem(0)
+                log.append((history.__setitem__, gone))
+                if gone[1].key:
+                    self._left(name, q, gone[1].key, gone[0], now)
+        elif old.key:
+            self._left(name, q, old.key, seq, now)
         return m
+
+    # -- idempotency keys -------------------------------------------------
+
+    def _set_key(self, q: _Queue, key: str, held: tuple[int, int] | None) -> None:
+        """Sets (None: removes) the queue's entry for ``key``, and its end."""
+        old = q.keys.pop(key, None)
+        ends = self._store._keyends
+        name = q.info.spec.name
+        if old is not None and old[1]:
+            ends.discard((old[1], name, key))
+        if held is not None:
+            q.keys[key] = held
+            if held[1]:
+                ends.add((held[1], name, key))
+        self._log.append((self._put_back, (q, key, old)))
+
+    def _put_back(self, q: _Queue, key: str, old: tuple[int, int] | None) -> None:
+        now = q.keys.pop(key, None)
+        ends, name = self._store._keyends, q.info.spec.name
+        if now is not None and now[1]:
+            ends.discard((now[1], name, key))
+        if old is not None:
+            q.keys[key] = old
+            if old[1]:
+                ends.add((old[1], name, key))
+
+    def _hold(self, name: str, q: _Queue, key: str, seq: int) -> None:
+        self._set_key(q, key, (seq, 0))
+
+    def _left(self, name: str, q: _Queue, key: str, seq: int, now: int) -> None:
+        held = q.keys.get(key)
+        if held is None or held[0] != seq:
+            return
+        window = q.info.spec.dedup_window
+        self._set_key(q, key, (seq, now + window) if window > 0 else None)
+
+    def keyed(self, name: str, key: str, now: int) -> int:
+        held = self._get(name).keys.get(key)
+        if held is None:
+            return 0
+        seq, until = held
+        return seq if until == 0 or until > now else 0
+
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        ends = self._store._keyends
+        dropped = 0
+        while ends:
+            until, name, key = ends[0]
+            if until > now:
+                return dropped, until
+            if dropped >= budget:
+                return dropped, now
+            q = self._queues.get(name)
+            if q is None or q.keys.get(key, (0, 0))[1] != until:
+                ends.remove((until, name, key))  # its queue is gone
+                self._log.append((ends.add, ((until, name, key),)))
+            else:
+                self._set_key(q, key, None)
+            dropped += 1
+        return dropped, 0
 
     def restore(self, name: str, msg: Message) -> None:
         q = self._get(name)
@@ -270,6 +341,8 @@ class MemoryTxn(Txn):
         q.unprocessed[seq] = m
         q.file(m)
         self._log.append((q.unfile, (m,)))
+        if m.key:
+            self._hold(name, q, m.key, seq)
         if old is None:
             self._log.append((q.unprocessed.__delitem__, (seq,)))
         else:

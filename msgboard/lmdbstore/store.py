@@ -179,6 +179,24 @@ class Txn(abc.ABC):
         that direction), from one section or, with None, from both merged by
         seq. Lazy: the caller stops when it has enough."""
 
+    # -- idempotency keys -------------------------------------------------
+
+    @abc.abstractmethod
+    def keyed(self, name: str, key: str, now: int) -> int:
+        """The seq of the message that holds idempotency ``key`` on the
+        queue at ``now`` (µs), 0 if none: one lookup. A key is held from the
+        append of its message (``append`` files ``msg.key``; a queue holds
+        one message per key, the engine checks first) while the message is
+        on the queue, and for the queue's ``dedup_window`` after it has
+        left (processed with no history kept, or trimmed from history);
+        ``restore`` holds it again. KeyError if no such queue."""
+
+    @abc.abstractmethod
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        """Forgets up to ``budget`` keys whose window ended at or before
+        ``now``, reading only those; returns how many, and when the next
+        one ends (``now`` if the budget ran out first, 0 if none)."""
+
     # -- selectors ------------------------------------------------------
 
     @abc.abstractmethod

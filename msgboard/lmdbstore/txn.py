@@ -29,6 +29,7 @@ from msgboard.codec import encode_record, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
 from msgboard.lmdbstore import record
 from msgboard.lmdbstore.cache import Cache, QueueState
+from msgboard.lmdbstore.dedup import Dedup
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
     KEY,
@@ -107,6 +108,7 @@ class DurableTxn(Txn):
         self._history = dbs.history
         self._times = dbs.times
         self._index = dbs.index
+        self._dedup = Dedup(txn, dbs.keys, dbs.keyends)
 
     # -- ending -----------------------------------------------------------
 
@@ -244,6 +246,7 @@ class DurableTxn(Txn):
         with self._guard:
             self._txn.delete(name.encode(), db=self._dbs.queues)
             self._txn.delete(q.prefix, db=self._dbs.state)
+            self._dedup.drop(q.prefix)
             for db in (self._unprocessed, self._history, self._times, self._index):
                 cur = self._txn.cursor(db)
                 if cur.set_range(q.prefix):
@@ -295,6 +298,8 @@ class DurableTxn(Txn):
             key = KEY.pack(q.qid, seq)
             self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
             self._file(q.prefix, m)
+            if m.key:
+                self._dedup.hold(q.prefix, m.key, seq)
             second = posted // _US
             if second != q.last_second:
                 key = KEY.pack(q.qid, second)
@@ -350,6 +355,8 @@ class DurableTxn(Txn):
             self._unfile(q.prefix, old)
             q.unprocessed -= 1
             self._wrote = True
+            if old.key and max_history <= 0:
+                self._left(q, old.key, seq, now)
             if max_history > 0:
                 # The unprocessed record never has processed_at, and a later
                 # field wins when protobuf parses: appending the two changed
@@ -358,17 +365,47 @@ class DurableTxn(Txn):
                 self._txn.put(key, record.append(raw, suffix), db=self._history)
                 q.history += 1
                 if q.history > max_history:
-                    self._trim(q, q.history - max_history)
+                    self._trim(q, q.history - max_history, name, now)
         return old
 
-    def _trim(self, q: QueueState, n: int) -> None:
-        """Drops the queue's ``n`` oldest history messages."""
+    def _trim(self, q: QueueState, n: int, name: str, now: int) -> None:
+        """Drops the queue's ``n`` oldest history messages; their keys, if
+        the queue holds any, start their window."""
         cur = self._txn.cursor(self._history)
         if not cur.set_range(q.prefix):
             return
-        while n > 0 and cur.key()[:4] == q.prefix and cur.delete():
+        keyed = self._dedup.any(q.prefix)
+        while n > 0 and cur.key()[:4] == q.prefix:
+            if keyed:
+                k = cur.key()
+                seq = U64.unpack_from(k, 4)[0]
+                try:
+                    m = decode(k, cur.value(), name, seq, _HISTORY)
+                except RecordDamaged as e:
+                    self._cache.met(e)  # its key, unknown, is left to check
+                else:
+                    if m.key:
+                        self._left(q, m.key, seq, now)
+            if not cur.delete():
+                break
             q.history -= 1
             n -= 1
+
+    # -- idempotency keys -------------------------------------------------
+
+    def _left(self, q: QueueState, key: str, seq: int, now: int) -> None:
+        self._dedup.left(q.prefix, key, seq, now, q.info.spec.dedup_window)
+
+    def keyed(self, name: str, key: str, now: int) -> int:
+        q = self._get(name)
+        with self._guard:
+            return self._dedup.held(q.prefix, key, now)
+
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        with self._guard:
+            dropped, after = self._dedup.sweep(now, budget)
+        self._wrote = self._wrote or dropped > 0
+        return dropped, after
 
     def restore(self, name: str, msg: Message) -> None:
         q = self._q.get(name) or self._touch(name)
@@ -387,6 +424,8 @@ class DurableTxn(Txn):
                 with contextlib.suppress(RecordDamaged):  # its keys are unknown: left
                     self._unfile(q.prefix, decode(key, old, name, seq, _UNPROCESSED))
             self._file(q.prefix, m)
+            if m.key:
+                self._dedup.hold(q.prefix, m.key, seq)
         self._wrote = True
 
     def _file(self, prefix: bytes, m: Message) -> None:

@@ -60,6 +60,11 @@ _COUNTERS = (
         "Held messages given back to be delivered again (nack, consumer gone, lease out)",
     ),
     ("expired", "msgboard_messages_expired", "Messages whose expires_at passed (dead-lettered)"),
+    (
+        "duplicates",
+        "msgboard_messages_duplicate",
+        "Messages not stored because the queue held their idempotency key",
+    ),
 )
 #: Stats figure -> (gauge name, help).
 _GAUGES = (

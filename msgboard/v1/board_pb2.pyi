@@ -198,6 +198,11 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     selector, or every queue it could go to full as well). Like OVERFLOWED
     and DEAD_LETTERED, counted in QueueStats.overflowed.
     """
+    DISPOSITION_DUPLICATE: _Disposition.ValueType  # 5
+    """Its key (Message.key) is held by a message the queue has, or had
+    within its dedup_window: nothing was stored, and the seq is that
+    message's. Not counted in QueueStats.overflowed.
+    """
 
 class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
     """What became of one posted message. A message that finds its queue full
@@ -219,6 +224,11 @@ DISPOSITION_DROPPED: Disposition.ValueType  # 4
 """The queue was full: discarded (the drop-new policy, an overflow DELETE
 selector, or every queue it could go to full as well). Like OVERFLOWED
 and DEAD_LETTERED, counted in QueueStats.overflowed.
+"""
+DISPOSITION_DUPLICATE: Disposition.ValueType  # 5
+"""Its key (Message.key) is held by a message the queue has, or had
+within its dedup_window: nothing was stored, and the seq is that
+message's. Not counted in QueueStats.overflowed.
 """
 Global___Disposition: _TypeAlias = Disposition  # noqa: Y015
 
@@ -459,6 +469,7 @@ class Message(_message.Message):
     SECTION_FIELD_NUMBER: _builtins.int
     PROCESSED_AT_FIELD_NUMBER: _builtins.int
     DELIVERY_COUNT_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """Set by the board: the queue the message is on."""
     seq: _builtins.int
@@ -481,6 +492,14 @@ class Message(_message.Message):
     """Set by the board: which part of the queue the message is in."""
     delivery_count: _builtins.int
     """Set by the board: how many times the message has been handed out."""
+    key: _builtins.str
+    """An idempotency key chosen by the producer, at most 256 bytes (UTF-8).
+    A post of a key the queue already holds stores nothing and answers the
+    first message's seq with DISPOSITION_DUPLICATE: while that message is
+    on the board (waiting or in history) and for the queue's dedup_window
+    after it has left. A selector forwarding the message keeps its key, so
+    a queue never holds two messages with one key. Empty: no key.
+    """
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Application headers. Keys are 1-255 bytes."""
@@ -523,10 +542,11 @@ class Message(_message.Message):
         section: Global___Section.ValueType = ...,
         processed_at: _timestamp_pb2.Timestamp | None = ...,
         delivery_count: _builtins.int = ...,
+        key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "posted_at", b"posted_at", "processed_at", b"processed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -742,6 +762,7 @@ class QueueSpec(_message.Message):
     AUTO_DELETE_FIELD_NUMBER: _builtins.int
     MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
     UNLIMITED_HISTORY_FIELD_NUMBER: _builtins.int
+    DEDUP_WINDOW_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1-255 bytes of letters, digits and `._:-`. Names starting with `$` are
     reserved for the board: `$sys` (its events) may be read but never
@@ -776,6 +797,15 @@ class QueueSpec(_message.Message):
     """
     unlimited_history: _builtins.bool
     """Keep every taken message in history (max_history must then be 0)."""
+    @_builtins.property
+    def dedup_window(self) -> _duration_pb2.Duration:
+        """How long a message's idempotency key (Message.key) is still held after
+        the message has left the board (taken with no history kept, dropped
+        from history, dead-lettered or moved away). Unset: 2 minutes; zero:
+        only while the message is on the board. At most 30 days, microsecond
+        precision.
+        """
+
     def __init__(
         self,
         *,
@@ -789,10 +819,11 @@ class QueueSpec(_message.Message):
         auto_delete: _builtins.bool = ...,
         max_deliveries: _builtins.int = ...,
         unlimited_history: _builtins.bool = ...,
+        dedup_window: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dedup_window", b"dedup_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "dedup_window", b"dedup_window", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
