@@ -25,7 +25,7 @@ from msgboard.cli.lines import (
 )
 from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, Disposition
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
                     unmatched=args.unmatched,
                     auto_delete=args.auto_delete,
                     max_deliveries=args.max_deliveries,
+                    dedup_window=args.dedup_window,
                 )
                 _print_queue(v, args.json)
             elif args.action == "get":
@@ -324,6 +325,7 @@ def _post(c: Any, args: argparse.Namespace) -> int:
                 ("--priority", args.priority),
                 ("--reply-to", args.reply_to),
                 ("--content-type", args.content_type),
+                ("--key", args.key),
             )
             if value
         ]
@@ -361,11 +363,14 @@ def _post(c: Any, args: argparse.Namespace) -> int:
         expires_at=_expires_at(args),
         content_type=args.content_type,
         body=body,
+        key=args.key,
     )
     [got] = c.post_receipts(args.queue, [m])
     fate = got.disposition.value
     if args.json:
         print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
+    elif got.disposition is Disposition.DUPLICATE:  # the seq first: the one holding the key
+        print(f"{got.seq} duplicate (key {args.key!r} is held by seq {got.seq})")
     else:  # the seq first, so that scripts can keep it; 0 says why
         print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
     return 0

@@ -34,7 +34,7 @@ BOARD_KEYS = frozenset(
         "lease",
     }
 )
-_STRINGS = ("address", "reply_to", "content_type")
+_STRINGS = ("address", "reply_to", "content_type", "key")
 
 
 def when(us: int) -> str | None:
@@ -71,6 +71,7 @@ def message_json(m: Message) -> dict[str, Any]:
     for key, value in (
         ("content_type", m.content_type),
         ("reply_to", m.reply_to),
+        ("key", m.key),
         ("posted_at", when(m.posted_at)),
         ("processed_at", when(m.processed_at)),
         ("expires_at", when(m.expires_at)),

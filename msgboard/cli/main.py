@@ -206,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="then dead-letter; 0: no limit",
     )
+    p.add_argument(
+        "--dedup-window",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a message's key is held after it has left the queue (default 120; "
+        "0: only while it is on the board)",
+    )
     for action in ("get", "delete"):
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
         p.add_argument("name", help="the queue's name")
@@ -227,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reply-to", default="", metavar="QUEUE", help="where an answer should go")
     p.add_argument("--content-type", default="", metavar="TYPE", help="the body's media type")
+    p.add_argument(
+        "--key",
+        default="",
+        metavar="KEY",
+        help="an idempotency key: if the queue holds it, nothing is stored and the seq "
+        "printed is the first message's (then 'duplicate')",
+    )
     p.add_argument(
         "--expires-in",
         type=float,

@@ -25,6 +25,7 @@ from msgboard.results import (
     StoreInfo,
 )
 from msgboard.spec import (
+    DEDUP_WINDOW,
     Op,
     OverflowPolicy,
     Position,
@@ -85,8 +86,13 @@ class Admin:
         unmatched: UnmatchedPolicy | str = UnmatchedPolicy.HOLD,
         auto_delete: bool = False,
         max_deliveries: int = 0,
+        dedup_window: float | None = None,
     ) -> QueueView:
-        """Creates a queue (idempotent for the same properties)."""
+        """Creates a queue (idempotent for the same properties).
+        ``dedup_window``: seconds a message's idempotency key is held after
+        the message has left the queue (None: 2 minutes; 0: only while it
+        is on the board)."""
+        window = DEDUP_WINDOW if dedup_window is None else round(dedup_window * 1_000_000)
         spec = QueueSpec(
             name,
             transient,
@@ -97,6 +103,7 @@ class Admin:
             UnmatchedPolicy(unmatched),
             auto_delete,
             max_deliveries,
+            window,
         )
         with mapped():
             q = self._stub.CreateQueue(

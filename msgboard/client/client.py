@@ -163,7 +163,7 @@ class Client(Admin, Poster):
             raise bad[0]
         return seqs
 
-    def publisher(self) -> Publisher:
+    def publisher(self, *, idempotent: bool = False, retry_for: float = 60.0) -> Publisher:
         """Opens a PostStream for posting one batch at a time, each answered
         once durable before the next is sent: a producer that needs every
         message confirmed keeps one open rather than pay a call's set-up per
@@ -172,8 +172,12 @@ class Client(Admin, Poster):
             with client.publisher() as pub:
                 for job in jobs:
                     pub.post("jobs", ("job", job.id), body=job.data)
+
+        ``idempotent``: each message gets a key if it has none, and a batch
+        whose answer is lost is sent again with the same keys, for up to
+        ``retry_for`` seconds (``Publisher``): stored once, whatever fails.
         """
-        return Publisher(self._stub)
+        return Publisher(self._stub, idempotent=idempotent, retry_for=retry_for)
 
     # -- taking, reading, browsing --------------------------------------
 
