@@ -22,10 +22,12 @@ Fields = tuple[Value, ...]
 
 
 class Section(enum.Enum):
-    """The two parts of a queue."""
+    """The parts of a queue."""
 
     UNPROCESSED = "unprocessed"
     HISTORY = "history"
+    #: Posted with a ``not_before`` still to come: stored, not yet visible.
+    SCHEDULED = "scheduled"
 
 
 def now_us() -> int:
@@ -54,6 +56,8 @@ class Message:
     #: An idempotency key, at most 256 bytes: a queue holds one message per
     #: key (a second post of it is a DUPLICATE); "": none.
     key: str = ""
+    #: Microseconds since the epoch before which it is not visible; 0: none.
+    not_before: int = 0
     # Set by the board.
     queue: str = ""
     seq: int = 0
@@ -122,12 +126,13 @@ def build(
     wire: bytes | None = None,
     pure: bool = False,
     key: str = "",
+    not_before: int = 0,
 ) -> Message:
     """A Message from every field, in field order, unchecked. Fills its
     slots directly (``_Blank``): a fraction of the cost of its
     ``__init__``, on the hot path of decoding records and protobufs.
     ``wire`` and ``pure`` are as ``wire`` tells; ``key`` is the message's
-    idempotency key (last, as the newest field)."""
+    idempotency key and ``not_before`` its time (last, as the newest fields)."""
     r: Any = _new(_Blank)
     r.tuple = fields
     r.address = address
@@ -138,6 +143,7 @@ def build(
     r.content_type = content_type
     r.body = body
     r.key = key
+    r.not_before = not_before
     r.queue = queue
     r.seq = seq
     r.posted_at = posted_at
@@ -159,7 +165,8 @@ def wire(m: Message) -> tuple[bytes | None, bool]:
     Kept so that storing and delivering a message is a concatenation, not a
     field-by-field encoding (``codec.encode_record``, ``codec.message_to_pb``).
     The bytes parse to ``m``'s own fields (tuple, address, priority,
-    headers, reply_to, expires_at, content_type, body, key) exactly, and never
+    headers, reply_to, expires_at, content_type, body, key,
+    not_before) exactly, and never
     carry queue, seq, section or processed_at. They may carry a posted_at and
     a delivery_count, possibly stale, unless pure: the encoders write the
     board's fields after them (protobuf lets a later field win). Only the
@@ -221,4 +228,5 @@ def stamp(
         m._wire,
         m._pure,
         m.key,
+        m.not_before,
     )

@@ -20,13 +20,13 @@ def _env(path: Path) -> lmdb.Environment:
 
 
 def downgrade(path: Path, schema: bytes) -> None:
-    """Makes a schema-4 board one of ``schema`` (b"3": no key sub-databases;
+    """Makes a schema-4 board one of ``schema`` (b"3": no key or schedule sub-databases;
     b"2": every record without its framing, as that schema stored it; or
     b"1": no index either). The board must hold no idempotency keys."""
     env = _env(path)
     try:
         with env.begin(write=True) as txn:
-            for name in (b"keys", b"keyends"):
+            for name in (b"keys", b"keyends", b"scheduled", b"due"):
                 txn.drop(env.open_db(name, txn=txn), delete=True)
             for name in (b"unprocessed", b"history"):
                 if schema == b"3":

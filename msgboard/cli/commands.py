@@ -312,6 +312,17 @@ def _expires_at(args: argparse.Namespace) -> int:
     return now_us() + int(args.expires_in * 1_000_000)
 
 
+def _not_before(args: argparse.Namespace) -> int:
+    """--delay SECONDS or --not-before TIME as a time (µs); 0: none."""
+    if args.not_before:
+        return time_us(args.not_before, "--not-before")
+    if args.delay is None:
+        return 0
+    if args.delay < 0:
+        raise InvalidArgument(f"--delay: must not be negative seconds (got {args.delay})")
+    return now_us() + int(args.delay * 1_000_000)
+
+
 def _post(c: Any, args: argparse.Namespace) -> int:
     if args.ndjson:
         from msgboard.cli.bulk import post_ndjson
@@ -326,6 +337,8 @@ def _post(c: Any, args: argparse.Namespace) -> int:
                 ("--reply-to", args.reply_to),
                 ("--content-type", args.content_type),
                 ("--key", args.key),
+                ("--delay", args.delay),
+                ("--not-before", args.not_before),
             )
             if value
         ]
@@ -364,6 +377,7 @@ def _post(c: Any, args: argparse.Namespace) -> int:
         content_type=args.content_type,
         body=body,
         key=args.key,
+        not_before=_not_before(args),
     )
     [got] = c.post_receipts(args.queue, [m])
     fate = got.disposition.value

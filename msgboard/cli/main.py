@@ -235,6 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reply-to", default="", metavar="QUEUE", help="where an answer should go")
     p.add_argument("--content-type", default="", metavar="TYPE", help="the body's media type")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument(
+        "--delay",
+        type=float,
+        metavar="SECONDS",
+        help="stored now, visible (taken, read, routed) only after this many seconds",
+    )
+    when.add_argument(
+        "--not-before",
+        metavar="TIME",
+        help="stored now, visible only from this ISO time (e.g. 2026-12-01T09:00:00Z)",
+    )
     p.add_argument(
         "--key",
         default="",
@@ -296,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=100, metavar="N", help="messages on the page at most"
     )
     p.add_argument(
-        "--section", choices=["unprocessed", "history"], help="only this section (default both)"
+        "--section",
+        choices=["unprocessed", "history", "scheduled"],
+        help="only this section (default all three)",
     )
     _pattern_args(p)
 

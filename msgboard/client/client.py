@@ -245,11 +245,7 @@ class Client(Admin, Poster):
         if since:
             codec.us_to_ts(since, req.start_time)
         if section is not None:
-            req.section = (
-                pb.SECTION_HISTORY
-                if Section(section) is Section.HISTORY
-                else pb.SECTION_UNPROCESSED
-            )
+            req.section = codec.SECTION.to_pb[Section(section)]
         with mapped():
             r = self._stub.Browse(req, timeout=self.timeout)
         return Page([codec.message_from_pb(m) for m in r.messages], r.next_seq)

@@ -21,7 +21,7 @@ import grpc
 from msgboard import codec
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import Unavailable
-from msgboard.message import Message, Value
+from msgboard.message import Message, Value, now_us
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -44,11 +44,17 @@ class Poster(abc.ABC):
         reply_to: str = "",
         expires_at: int = 0,
         key: str = "",
+        not_before: int = 0,
+        delay: float = 0.0,
     ) -> int:
         """Posts one message and returns its seq once it is durable.
         ``key``: an idempotency key (at most 256 bytes): if the queue holds
         it (on the board, or within the queue's dedup window after), nothing
-        is stored and the seq is the first message's."""
+        is stored and the seq is the first message's. ``not_before`` (µs
+        since the epoch) or ``delay`` (seconds from now): the message is
+        stored at once but seen (taken, read, routed) only from then."""
+        if delay:
+            not_before = now_us() + round(delay * 1_000_000)
         m = Message(
             tuple=builtins.tuple(tuple),
             address=address,
@@ -59,6 +65,7 @@ class Poster(abc.ABC):
             content_type=content_type,
             body=body.encode() if isinstance(body, str) else body,
             key=key,
+            not_before=not_before,
         )
         return self.post_messages(queue, [m])[0]
 

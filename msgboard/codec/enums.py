@@ -59,6 +59,7 @@ SECTION = EnumTable(
     {
         Section.UNPROCESSED: pb.SECTION_UNPROCESSED,
         Section.HISTORY: pb.SECTION_HISTORY,
+        Section.SCHEDULED: pb.SECTION_SCHEDULED,
     },
 )
 

@@ -133,6 +133,8 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         p.body = m.body
     if m.key:
         p.key = m.key
+    if m.not_before:
+        us_to_ts(m.not_before, p.not_before)
     if m.processed_at:
         us_to_ts(m.processed_at, p.processed_at)
     if m.delivery_count:
@@ -170,6 +172,7 @@ def message_from_pb(
         None,
         False,
         p.key,
+        ts_to_us(p.not_before) if has("not_before") else 0,
     )
 
 

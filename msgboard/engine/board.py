@@ -49,6 +49,7 @@ from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
+from msgboard.engine.releases import Releases
 from msgboard.engine.selectors import Selector
 from msgboard.engine.subscriptions import Subscriptions
 from msgboard.engine.taking import Taking
@@ -103,6 +104,7 @@ class Board:
         )
         self._consumers = Consumers(writer, net, self._teardown)
         self._keys = KeySweep(writer)
+        self._releases = Releases(writer, net.release, net.pulls.settle)
         try:
             writer.submit(self._load).result()
         except BaseException:
@@ -157,6 +159,7 @@ class Board:
         self._net.pulls.settle(b)
         self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
         self._keys.sweep(b)
+        self._releases.start(b)
         self._open_sys(b)
 
     def _end_all(self, b: Batch) -> None:
@@ -292,6 +295,14 @@ class Board:
                     out.append(Receipt(seq, Disposition.DUPLICATE))
                     duplicates += 1
                     continue
+            if m.not_before > b.now:
+                # Stored now, seen at its time (``Releases``); not counted
+                # against max_unprocessed until then.
+                stored = txn.schedule(queue, m, b.now)
+                out.append(Receipt(stored.seq, Disposition.STORED))
+                posted += 1
+                self._releases.add(m.not_before)
+                continue
             if limit and txn.counts(queue).unprocessed >= limit:
                 out.append(Receipt(0, net.overflow.route(b, info, m)))
                 continue

@@ -123,6 +123,17 @@ class Limits:
                 f"{where}.expires_at: {m.expires_at} µs is after 9999-12-31, the last time "
                 "a timestamp can hold (microseconds since 1970 expected)"
             )
+        if m.not_before:
+            if not 0 <= m.not_before <= MAX_TIME_US:
+                raise InvalidArgument(
+                    f"{where}.not_before: {m.not_before} µs is not between 1970 and "
+                    "9999-12-31 (microseconds since 1970 expected)"
+                )
+            if m.expires_at and m.expires_at < m.not_before:
+                raise InvalidArgument(
+                    f"{where}.expires_at: before not_before: the message would expire "
+                    "before it is visible"
+                )
         n = size(m)
         if n > self.max_message_bytes:
             raise MessageTooLarge(

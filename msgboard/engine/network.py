@@ -393,6 +393,16 @@ class Network:
             finish(q, m.seq, now, most, m)
         self.pulls.drained(q)
 
+    def release(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:
+        """Routes a scheduled message now due (moved to the waiting ones,
+        under its seq) as if it had just arrived; the selectors that could
+        take it and have gone past its seq are rewound to it."""
+        for s in self.table.match(info.spec.name, m):
+            if s.spec.op is not Op.COPY and s.cursor > m.seq:
+                b.set(s, "cursor", m.seq)
+                self.pulls.wake(s)
+        self.arrive(b, txn, info, m)
+
     # -- a message comes back ---------------------------------------------
 
     def requeue(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:

@@ -14,6 +14,9 @@ queue:
   filed under its key, no key held for a message that is not there or
   has another key, and each ended key filed under its end (and no end
   beyond those);
+- ``scheduled`` and ``due`` (schema 4 on): every scheduled record whole
+  and filed in ``due`` under its not_before, every ``due`` entry pointing
+  at one, and the queue's scheduled count;
 - ``state``: the counters against the records counted;
 - ``queues`` and ``selectors``: each value parses (a selector's pattern
   too), and a selector's source queue exists;
@@ -44,12 +47,14 @@ from msgboard.associative.keys import message_keys
 from msgboard.errors import MsgboardError
 from msgboard.lmdbstore import datafile, record
 from msgboard.lmdbstore.layout import (
+    DUE,
     HOLD,
     INDEXED,
     KEY,
     MAX_DBS,
     NAMES,
     QID,
+    SCHEDULED,
     SCHEMAS,
     STATE,
     U64,
@@ -265,6 +270,8 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                 break
     if index is not None and indexed:
         _check_index(txn, index, dbs[b"unprocessed"], of, filed)
+    if dbs[b"scheduled"] is not None:
+        _check_scheduled(txn, dbs, of, keyed)
     if dbs[b"keys"] is not None:
         _check_keys(txn, dbs[b"keys"], dbs[b"keyends"], of, keyed)
     for q in by_qid.values():
@@ -316,6 +323,51 @@ def _check_index(
         have, want = entries.get(qid, 0), filed.get(qid, 0)
         if want >= 0 and have > want:
             of(qid).add(f"{have} index entries where its records call for {want}")
+
+
+def _check_scheduled(
+    txn: lmdb.Transaction[bytes],
+    dbs: dict[bytes, Any],
+    of: Callable[[int], QueueReport],
+    keyed: dict[bytes, int],
+) -> None:
+    """Each scheduled record whole and filed in ``due``; each ``due``
+    entry pointing at a scheduled record; the scheduled counts."""
+    counted: dict[int, int] = {}
+    due = dbs[b"due"]
+    for k, v in _items(txn, dbs[b"scheduled"]):
+        if len(k) != KEY.size:
+            of(-1).add(f"scheduled: a key of {len(k)} bytes")
+            continue
+        qid, seq = KEY.unpack(k)
+        q = of(qid)
+        counted[qid] = counted.get(qid, 0) + 1
+        try:
+            m = codec.decode_record(record.unseal(k, v), q.name, seq, Section.SCHEDULED)
+        except (record.Damaged, MsgboardError, ValueError) as e:
+            q.damaged += 1
+            q.add(f"seq {seq} (scheduled): damaged record ({e or 'undecodable'})")
+            continue
+        if m.key:
+            keyed[k[:4] + m.key.encode()] = seq
+        if due is None or txn.get(U64.pack(m.not_before) + k, db=due) is None:
+            q.add(f"seq {seq} (scheduled) is not filed in due under its not_before")
+    for k, _ in _items(txn, due):
+        if len(k) != DUE.size:
+            of(-1).add(f"due: a key of {len(k)} bytes")
+            continue
+        _, qid, seq = DUE.unpack(k)
+        if txn.get(k[8:], db=dbs[b"scheduled"]) is None:
+            of(qid).add(f"due points at seq {seq}, which is not a scheduled record")
+    state = dbs[b"state"]
+    for k, _ in _items(txn, state):
+        if len(k) == QID.size + len(SCHEDULED):
+            counted.setdefault(QID.unpack_from(k)[0], 0)
+    for qid, n in counted.items():
+        raw = None if state is None else txn.get(QID.pack(qid) + SCHEDULED, db=state)
+        have = 0 if raw is None or len(raw) != U64.size else U64.unpack(raw)[0]
+        if have != n:
+            of(qid).add(f"its scheduled count says {have}; the scheduled records are {n}")
 
 
 def _check_keys(

@@ -7,7 +7,7 @@ upgrades (``upgrade.py``), snapshots (``snapshot.py``) and the Spark reader
 (``spark/pyspark_msgboard/snapshot.py``, which decodes these files directly)
 all import it; change the layout here, together with ``SCHEMA``.
 
-One environment (a directory), ten named sub-databases. Integers are
+One environment (a directory), twelve named sub-databases. Integers are
 big-endian, so keys sort by queue, then seq::
 
     sub-database  key                            value
@@ -20,6 +20,7 @@ big-endian, so keys sort by queue, then seq::
                                                    "created_at": µs}
     state         qid u32                        ">QQQ": next_seq, unprocessed
                                                    count, history count
+                  qid u32 + b"s"                 u64: scheduled count (if any)
     unprocessed   qid u32 + seq u64 (12 bytes)   record.seal(key, payload), the
                                                    payload encode_record(msg)
     history       qid u32 + seq u64 (12 bytes)   the same
@@ -31,6 +32,9 @@ big-endian, so keys sort by queue, then seq::
                   (UTF-8, 1-256 bytes)             the message is on the board)
     keyends       until u64 + qid u32 + key      b"" (one per key whose
                                                    message has left)
+    scheduled     qid u32 + seq u64 (12 bytes)   a record, as unprocessed
+    due           not_before u64 + qid u32 +     b"" (one per scheduled
+                  seq u64 (20 bytes)               message)
 
 A record is a format byte and a CRC32C of its key and payload
 (``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
@@ -66,12 +70,19 @@ time, so that the sweep that drops ended keys reads only those. A queue
 holds one message per key: the engine answers a post of a held key with
 the holder's seq (DUPLICATE) and stores nothing.
 
+``scheduled`` holds the messages posted with a ``not_before`` still to
+come, under the seq they got when posted: invisible to takes, reads and
+selectors, which read ``unprocessed``. ``due`` files each under its time,
+so that releasing what is due reads from its start, and nothing at all
+when nothing is due (also after a restart). Releasing moves the record,
+bytes unchanged (its checksum covers the same key), to ``unprocessed``.
+
 Schemas. ``2`` added ``index``; ``3`` framed every record with its
-checksum; ``4`` added ``keys`` and ``keyends``. An older directory is
+checksum; ``4`` added ``keys``, ``keyends``, ``scheduled`` and ``due``. An older directory is
 upgraded when it is opened (``upgrade.py``), once, in one transaction,
 with a log line (the one time opening reads messages): from schema 1 the
 index is built from the unprocessed records; from 1 or 2 every record is
-sealed; to 4 the two (empty) key sub-databases are created, as opening
+sealed; to 4 the four (empty) new sub-databases are created, as opening
 does. A directory of any other schema is
 refused with StoreError.
 """
@@ -99,7 +110,7 @@ SCHEMAS = (b"1", b"2", b"3", b"4")
 #: The first schema with ``index``, and the first whose records are sealed.
 INDEXED = b"2"
 SEALED = b"3"
-#: The first schema with ``keys`` and ``keyends``.
+#: The first schema with ``keys``, ``keyends``, ``scheduled`` and ``due``.
 KEYED = b"4"
 
 
@@ -121,6 +132,10 @@ STATE = struct.Struct(">QQQ")
 #: A ``keys`` value: the seq holding the key, and when the key ends (0: not
 #: while the message is on the board).
 HOLD = struct.Struct(">QQ")
+#: A ``due`` key: not_before, then the record's key (qid, seq).
+DUE = struct.Struct(">QIQ")
+#: Appended to a queue id: the ``state`` key of its scheduled count.
+SCHEDULED = b"s"
 #: Sorts after every seq of a queue: ``prefix + LAST``.
 LAST = b"\xff" * 8
 MAX_U64 = 2**64 - 1
@@ -137,8 +152,10 @@ NAMES = (
     "index",
     "keys",
     "keyends",
+    "scheduled",
+    "due",
 )
-#: Room for named sub-databases when an environment is opened (ten used).
+#: Room for named sub-databases when an environment is opened (twelve used).
 MAX_DBS = 16
 
 
@@ -149,10 +166,11 @@ def dupsort(name: str) -> bool:
 
 class Dbs:
     """An opened environment (``path``, its page size ``psize``) and its
-    ten sub-databases, by the names of the table above. A DurableStore
+    twelve sub-databases, by the names of the table above. A DurableStore
     opens them once and hands them to each of its transactions."""
 
     __slots__ = (
+        "due",
         "env",
         "history",
         "index",
@@ -162,6 +180,7 @@ class Dbs:
         "path",
         "psize",
         "queues",
+        "scheduled",
         "selectors",
         "state",
         "times",
@@ -190,6 +209,8 @@ class Dbs:
         self.index = db("index")
         self.keys = db("keys")
         self.keyends = db("keyends")
+        self.scheduled = db("scheduled")
+        self.due = db("due")
 
     def pages(self, txn: lmdb.Transaction[bytes]) -> int:
         """The pages the environment's data uses: its meta pages, the main

@@ -33,6 +33,7 @@ from msgboard.spec import QueueSpec, SelectorSpec
 _US = 1_000_000
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
+_SCHEDULED = Section.SCHEDULED
 _seq = attrgetter("seq")
 
 #: One undo step: a function and its arguments.
@@ -48,6 +49,7 @@ class _Queue:
         "last_posted",
         "last_second",
         "next_seq",
+        "scheduled",
         "times",
         "unprocessed",
     )
@@ -62,6 +64,7 @@ class _Queue:
         self.times: SortedDict = SortedDict()  # second -> first seq posted in it
         self.index: SortedDict = SortedDict()  # index key -> SortedList of seqs
         self.keys: dict[str, tuple[int, int]] = {}  # idempotency key -> (seq, until)
+        self.scheduled: SortedDict = SortedDict()  # seq -> Message, not yet due
 
     def file(self, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
@@ -105,6 +108,8 @@ class MemoryStore(Store):
         self._next_sid = 1
         #: (until, queue, key): keys whose message has left, by when they end.
         self._keyends: SortedList = SortedList()
+        #: (not_before, queue, seq): the scheduled messages, by when they are due.
+        self._due: SortedList = SortedList()
         self._txn: MemoryTxn | None = None
         self._commits = 0
         self._closed = False
@@ -211,19 +216,32 @@ class MemoryTxn(Txn):
 
     def counts(self, name: str) -> Counts:
         q = self._get(name)
-        return Counts(len(q.unprocessed), len(q.history), q.next_seq)
+        return Counts(len(q.unprocessed), len(q.history), q.next_seq, len(q.scheduled))
 
     # -- messages ---------------------------------------------------------
 
     def append(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _UNPROCESSED)
+
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _SCHEDULED)
+
+    def _add(self, name: str, msg: Message, now: int, section: Section) -> Message:
         q = self._touch(name)
         posted = now if now > q.last_posted else q.last_posted
         seq = q.next_seq
-        m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
-        q.unprocessed[seq] = m
-        q.file(m)
-        self._log.append((q.unprocessed.__delitem__, (seq,)))
-        self._log.append((q.unfile, (m,)))
+        m = stamp(msg, name, seq, posted, 0, msg.delivery_count, section)
+        if section is _UNPROCESSED:
+            q.unprocessed[seq] = m
+            q.file(m)
+            self._log.append((q.unprocessed.__delitem__, (seq,)))
+            self._log.append((q.unfile, (m,)))
+        else:
+            q.scheduled[seq] = m
+            entry = (m.not_before, name, seq)
+            self._store._due.add(entry)
+            self._log.append((q.scheduled.__delitem__, (seq,)))
+            self._log.append((self._store._due.discard, (entry,)))
         if m.key:
             self._hold(name, q, m.key, seq)
         second = posted // _US
@@ -235,10 +253,44 @@ class MemoryTxn(Txn):
         q.last_posted = posted
         return m
 
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        out: list[tuple[str, int, int]] = []
+        for at, name, seq in self._store._due:
+            if at > now:
+                return out, at
+            if len(out) >= budget:
+                return out, now
+            out.append((name, seq, at))
+        return out, 0
+
+    def next_due(self) -> int:
+        due = self._store._due
+        return int(due[0][0]) if due else 0
+
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        due = self._store._due
+        entry = (at, name, seq)
+        if entry in due:
+            due.remove(entry)
+            self._log.append((due.add, (entry,)))
+        q = self._queues.get(name)
+        old: Message | None = None if q is None else q.scheduled.pop(seq, None)
+        if q is None or old is None:
+            return None
+        self._log.append((q.scheduled.__setitem__, (seq, old)))
+        m = stamp(old, name, seq, old.posted_at, 0, old.delivery_count, _UNPROCESSED)
+        q.unprocessed[seq] = m
+        q.file(m)
+        self._log.append((q.unprocessed.__delitem__, (seq,)))
+        self._log.append((q.unfile, (m,)))
+        return m
+
     def fetch(self, name: str, seq: int) -> Message | None:
         q = self._get(name)
         m: Message | None = q.unprocessed.get(seq)
-        return q.history.get(seq) if m is None else m
+        if m is None:
+            m = q.history.get(seq)
+        return q.scheduled.get(seq) if m is None else m
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -360,8 +412,10 @@ class MemoryTxn(Txn):
             return _walk(q.unprocessed, start, reverse)
         if section is _HISTORY:
             return _walk(q.history, start, reverse)
-        both = (_walk(q.unprocessed, start, reverse), _walk(q.history, start, reverse))
-        return heapq.merge(*both, key=_seq, reverse=reverse)
+        if section is _SCHEDULED:
+            return _walk(q.scheduled, start, reverse)
+        every = (_walk(sd, start, reverse) for sd in (q.unprocessed, q.history, q.scheduled))
+        return heapq.merge(*every, key=_seq, reverse=reverse)
 
     # -- selectors --------------------------------------------------------
 

@@ -70,6 +70,8 @@ class Counts:
     unprocessed: int
     history: int
     next_seq: int
+    #: Posted with a not_before still to come (section SCHEDULED).
+    scheduled: int = 0
 
 
 class Txn(abc.ABC):
@@ -138,6 +140,29 @@ class Txn(abc.ABC):
         returns it as stored: ``queue``, the next ``seq``, ``posted_at`` (``now``,
         or the queue's previous posted_at if that is later), section
         UNPROCESSED; processed_at 0 and delivery_count as given."""
+
+    @abc.abstractmethod
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        """As ``append``, into the SCHEDULED section: kept, under the next
+        seq, until ``release``; not seen by ``find``, nor by ``scan`` of
+        UNPROCESSED, and filed under ``msg.not_before`` for ``due``."""
+
+    @abc.abstractmethod
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        """Up to ``budget`` scheduled messages due at ``now`` (µs), as
+        (queue, seq, not_before), by time then seq, read from an index of
+        their times (nothing else is read); and when the next one is due
+        (``now`` if the budget ran out first, 0 if none is left)."""
+
+    @abc.abstractmethod
+    def next_due(self) -> int:
+        """When the first scheduled message is due (µs); 0 if none is."""
+
+    @abc.abstractmethod
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        """Moves a scheduled message (due at ``at``) to the unprocessed
+        section under its seq and returns it there; None if it is not
+        there any more (or its record is damaged: kept, never released)."""
 
     @abc.abstractmethod
     def fetch(self, name: str, seq: int) -> Message | None:

@@ -35,6 +35,7 @@ from msgboard.lmdbstore.layout import (
     KEY,
     LAST,
     MAX_U64,
+    SCHEDULED,
     STATE,
     U64,
     Dbs,
@@ -45,6 +46,7 @@ from msgboard.lmdbstore.layout import (
     walk,
 )
 from msgboard.lmdbstore.reserve import DiskReserve
+from msgboard.lmdbstore.schedule import Schedule
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
@@ -52,6 +54,7 @@ from msgboard.spec import QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
+_SCHEDULED = Section.SCHEDULED
 _US = 1_000_000
 
 #: The index keys of a message with neither address nor tuple (a bare
@@ -109,6 +112,7 @@ class DurableTxn(Txn):
         self._times = dbs.times
         self._index = dbs.index
         self._dedup = Dedup(txn, dbs.keys, dbs.keyends)
+        self._schedule = Schedule(txn, dbs.scheduled, dbs.due)
 
     # -- ending -----------------------------------------------------------
 
@@ -126,10 +130,13 @@ class DurableTxn(Txn):
         try:
             with self._guard:
                 put = self._txn.put
-                for q in self._q.values():
+                for name, q in self._q.items():
                     if q is not None:
                         state = STATE.pack(q.next_seq, q.unprocessed, q.history)
                         put(q.prefix, state, db=dbs.state)
+                        was = cache.queues.get(name)
+                        if q.scheduled != (0 if was is None else was.scheduled):
+                            put(q.prefix + SCHEDULED, U64.pack(q.scheduled), db=dbs.state)
                 if self._next_qid != cache.next_qid:
                     put(b"next_qid", U64.pack(self._next_qid), db=dbs.meta)
                 if self._next_sid != cache.next_sid:
@@ -247,6 +254,8 @@ class DurableTxn(Txn):
             self._txn.delete(name.encode(), db=self._dbs.queues)
             self._txn.delete(q.prefix, db=self._dbs.state)
             self._dedup.drop(q.prefix)
+            self._schedule.drop(q.prefix, self._when)
+            self._txn.delete(q.prefix + SCHEDULED, db=self._dbs.state)
             for db in (self._unprocessed, self._history, self._times, self._index):
                 cur = self._txn.cursor(db)
                 if cur.set_range(q.prefix):
@@ -256,9 +265,16 @@ class DurableTxn(Txn):
         self._wrote = True
         return True
 
+    def _when(self, key: bytes, raw: bytes) -> int:
+        """A scheduled record's not_before; 0 if it does not read."""
+        try:
+            return decode(key, raw, "", 0, _SCHEDULED).not_before
+        except RecordDamaged:
+            return 0
+
     def counts(self, name: str) -> Counts:
         q = self._get(name)
-        return Counts(q.unprocessed, q.history, q.next_seq)
+        return Counts(q.unprocessed, q.history, q.next_seq, q.scheduled)
 
     # -- messages ---------------------------------------------------------
 
@@ -288,16 +304,29 @@ class DurableTxn(Txn):
         q.known = True
 
     def append(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _UNPROCESSED)
+
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _SCHEDULED)
+
+    def _add(self, name: str, msg: Message, now: int, section: Section) -> Message:
+        """A new message, waiting or (``_SCHEDULED``) scheduled."""
         q = self._q.get(name) or self._touch(name)
         with self._guard:
             if not q.known:
                 self._derive(q, name)
             posted = now if now > q.last_posted else q.last_posted
             seq = q.next_seq
-            m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+            m = stamp(msg, name, seq, posted, 0, msg.delivery_count, section)
             key = KEY.pack(q.qid, seq)
-            self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
-            self._file(q.prefix, m)
+            raw = record.seal(key, encode_record(m))
+            if section is _UNPROCESSED:
+                self._txn.put(key, raw, db=self._unprocessed)
+                self._file(q.prefix, m)
+                q.unprocessed += 1
+            else:
+                self._schedule.put(key, raw, m.not_before)
+                q.scheduled += 1
             if m.key:
                 self._dedup.hold(q.prefix, m.key, seq)
             second = posted // _US
@@ -306,8 +335,51 @@ class DurableTxn(Txn):
                 self._txn.put(key, U64.pack(seq), overwrite=False, db=self._times)
                 q.last_second = second
         q.next_seq = seq + 1
-        q.unprocessed += 1
         q.last_posted = posted
+        self._wrote = True
+        return m
+
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        with self._guard:
+            found, after = self._schedule.due(now, budget)
+        names = {q.qid: name for name, q in self._base.items()}
+        names.update((q.qid, name) for name, q in self._q.items() if q is not None)
+        out = []
+        for at, qid, seq in found:
+            name = names.get(qid)
+            if name is None:  # its queue went while a record could not be read
+                with self._guard:
+                    self._schedule.stale(qid, seq, at)
+                self._wrote = True
+                continue
+            out.append((name, seq, at))
+        return out, after
+
+    def next_due(self) -> int:
+        with self._guard:
+            return self._schedule.first()
+
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        q = self._q.get(name) or self._touch(name)
+        key = KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._schedule.get(key)
+            if raw is None:
+                self._schedule.stale(q.qid, seq, at)
+                self._wrote = True
+                return None
+            try:
+                m = decode(key, raw, name, seq, _UNPROCESSED)
+            except RecordDamaged as e:
+                self._cache.met(e)
+                self._schedule.stale(q.qid, seq, at)  # kept, never released
+                self._wrote = True
+                return None
+            self._schedule.pop(key, m.not_before)
+            self._txn.put(key, raw, db=self._unprocessed)
+            self._file(q.prefix, m)
+        q.scheduled -= 1
+        q.unprocessed += 1
         self._wrote = True
         return m
 
@@ -321,7 +393,10 @@ class DurableTxn(Txn):
             if raw is not None:
                 return decode(key, raw, name, seq, _UNPROCESSED)
             raw = self._txn.get(key, db=self._history)
-        return None if raw is None else decode(key, raw, name, seq, _HISTORY)
+            if raw is not None:
+                return decode(key, raw, name, seq, _HISTORY)
+            raw = self._schedule.get(key)
+        return None if raw is None else decode(key, raw, name, seq, _SCHEDULED)
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -468,7 +543,9 @@ class DurableTxn(Txn):
     ) -> Iterator[Message]:
         met, unpack = self._cache.met, U64.unpack_from
         with self._guard:
-            db = self._unprocessed if section is _UNPROCESSED else self._history
+            db = self._dbs.scheduled if section is _SCHEDULED else self._history
+            if section is _UNPROCESSED:
+                db = self._unprocessed
             # As ``_whole`` does, without a generator per layer: a pull reads here.
             for k, v in walk(self._txn.cursor(db), prefix, key, reverse):
                 try:
@@ -482,10 +559,12 @@ class DurableTxn(Txn):
         with self._guard:
             u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
             h = walk(self._txn.cursor(self._history), prefix, key, reverse)
+            s = walk(self._txn.cursor(self._dbs.scheduled), prefix, key, reverse)
             # Keys share the prefix, so they compare as seqs do.
             both = heapq.merge(
                 ((k, v, _UNPROCESSED) for k, v in u),
                 ((k, v, _HISTORY) for k, v in h),
+                ((k, v, _SCHEDULED) for k, v in s),
                 key=_first,
                 reverse=reverse,
             )

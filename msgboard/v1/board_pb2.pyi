@@ -96,6 +96,8 @@ class _SectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Section.Value
     """Waiting to be taken."""
     SECTION_HISTORY: _Section.ValueType  # 2
     """Taken, kept for browsing (bounded by the queue's max_history)."""
+    SECTION_SCHEDULED: _Section.ValueType  # 3
+    """Posted with a not_before still to come: stored, not yet visible."""
 
 class Section(_Section, metaclass=_SectionEnumTypeWrapper):
     """The two parts of a queue."""
@@ -105,6 +107,8 @@ SECTION_UNPROCESSED: Section.ValueType  # 1
 """Waiting to be taken."""
 SECTION_HISTORY: Section.ValueType  # 2
 """Taken, kept for browsing (bounded by the queue's max_history)."""
+SECTION_SCHEDULED: Section.ValueType  # 3
+"""Posted with a not_before still to come: stored, not yet visible."""
 Global___Section: _TypeAlias = Section  # noqa: Y015
 
 class _OverflowPolicy:
@@ -470,6 +474,7 @@ class Message(_message.Message):
     PROCESSED_AT_FIELD_NUMBER: _builtins.int
     DELIVERY_COUNT_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
+    NOT_BEFORE_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """Set by the board: the queue the message is on."""
     seq: _builtins.int
@@ -525,6 +530,16 @@ class Message(_message.Message):
         it waits.
         """
 
+    @_builtins.property
+    def not_before(self) -> _timestamp_pb2.Timestamp:
+        """Not visible before this time: the message is stored at once (the post
+        is answered once it is durable, with its seq) in section SCHEDULED,
+        where takes, reads, selectors and subscribers do not see it; at this
+        time (within about a second) it is routed as if it had just arrived,
+        keeping its seq. Browse shows it with this time. Unset or past: the
+        message is routed at once. An expires_at before it is INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
@@ -543,10 +558,11 @@ class Message(_message.Message):
         processed_at: _timestamp_pb2.Timestamp | None = ...,
         delivery_count: _builtins.int = ...,
         key: _builtins.str = ...,
+        not_before: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "posted_at", b"posted_at", "processed_at", b"processed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1407,7 +1423,9 @@ class BrowseRequest(_message.Message):
     limit: _builtins.int
     """Most messages per page; 0 means 100. At most 10000."""
     section: Global___Section.ValueType
-    """Unspecified: both sections, merged in seq order."""
+    """Unspecified: every section (scheduled, waiting and history), merged in
+    seq order.
+    """
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """With POSITION_TIME: the page starts at the first message posted at or
@@ -1561,6 +1579,7 @@ class QueueStats(_message.Message):
     SELECTORS_FIELD_NUMBER: _builtins.int
     EXPIRED_FIELD_NUMBER: _builtins.int
     DAMAGED_FIELD_NUMBER: _builtins.int
+    SCHEDULED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
     transient: _builtins.bool
@@ -1607,6 +1626,10 @@ class QueueStats(_message.Message):
     """Damaged records (failed checksum, DATA_LOSS) met and skipped since the
     server started; `msgboard check` lists every one, offline.
     """
+    scheduled: _builtins.int
+    """Messages stored with a not_before still to come (section SCHEDULED):
+    not counted in unprocessed until they are due.
+    """
     def __init__(
         self,
         *,
@@ -1626,10 +1649,11 @@ class QueueStats(_message.Message):
         selectors: _builtins.int = ...,
         expired: _builtins.int = ...,
         damaged: _builtins.int = ...,
+        scheduled: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "scheduled", b"scheduled", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
