@@ -20,6 +20,7 @@ import heapq
 import json
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 import lmdb
 
@@ -45,9 +46,10 @@ from msgboard.lmdbstore.layout import (
     seek_last,
     walk,
 )
+from msgboard.lmdbstore.queuereader import QueueReader, seq_at
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.schedule import Schedule
-from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
+from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec, SelectorSpec
@@ -520,7 +522,18 @@ class DurableTxn(Txn):
     ) -> Search:
         q = self._get(name)
         with self._guard:
-            return Search(_Reader(self, name, q), pattern, start, budget)
+            reader = QueueReader(
+                self._txn,
+                self._index,
+                self._unprocessed,
+                self._guard,
+                self._cache.met,
+                partial(self._scan, name, _UNPROCESSED, q.prefix, reverse=False),
+                name,
+                q.prefix,
+                q.unprocessed,
+            )
+            return Search(reader, pattern, start, budget)
 
     def scan(
         self,
@@ -609,107 +622,10 @@ class DurableTxn(Txn):
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
-        second = min(max(time_us, 0) // _US, MAX_U64)
+        sections = [(self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)]
         with self._guard:
-            cur = self._txn.cursor(self._times)
-            if not cur.set_range(KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
-                return None  # nothing was posted in that second or later
-            lo = U64.unpack(cur.value())[0]
-            if U64.unpack_from(cur.key(), 4)[0] > second:
-                hi = lo  # lo is the first seq posted after that second
-            elif cur.next() and cur.key()[:4] == q.prefix:
-                hi = U64.unpack(cur.value())[0]
-            else:
-                hi = q.next_seq
-            # Binary search within [lo, hi]: posted_at rises with seq.
-            first = self._first_from(name, q.prefix)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                found = first(mid)
-                if found is None or found.posted_at >= time_us:
-                    hi = mid
-                else:
-                    lo = found.seq + 1
-            found = first(lo)
-        return None if found is None else found.seq
-
-    def _first_from(self, name: str, prefix: bytes) -> Callable[[int], Message | None]:
-        """A function giving the first message (either section) at or after a seq."""
-        curs = [(self._txn.cursor(self._unprocessed), _UNPROCESSED)]
-        curs.append((self._txn.cursor(self._history), _HISTORY))
-
-        def first(seq: int) -> Message | None:
-            while True:
-                key = prefix + U64.pack(seq)
-                best: tuple[bytes, bytes, Section] | None = None
-                for cur, section in curs:
-                    if cur.set_range(key):
-                        k = cur.key()
-                        if k[:4] == prefix and (best is None or k < best[0]):
-                            best = (k, cur.value(), section)
-                if best is None:
-                    return None
-                k, raw, section = best
-                seq = U64.unpack_from(k, 4)[0]
-                try:
-                    return decode(k, raw, name, seq, section)
-                except RecordDamaged as e:
-                    self._cache.met(e)
-                    seq += 1  # the next one, as if it were not there
-
-        return first
+            return seq_at(self._txn, self._times, sections, self._cache.met, name, q, time_us)
 
 
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:
     return item[0]
-
-
-class _Reader(Reader):
-    """One LMDB queue's unprocessed section and index, for ``Search``."""
-
-    def __init__(self, t: DurableTxn, name: str, q: QueueState) -> None:
-        self._t, self._name, self._prefix = t, name, q.prefix
-        self._txn = t._txn
-        self.unprocessed = q.unprocessed
-
-    def count(self, key: bytes) -> int:
-        cur = self._txn.cursor(self._t._index)
-        return cur.count() if cur.set_key(self._prefix + key) else 0
-
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
-        full = self._prefix + prefix
-        with self._t._guard:
-            cur = self._txn.cursor(self._t._index)
-            if not cur.set_range(full):
-                return
-            while True:
-                key = cur.key()
-                if not key.startswith(full):
-                    return
-                yield key[4:], cur.count()
-                if not cur.next_nodup():
-                    return
-
-    def seqs(self, key: bytes, start: int) -> Iterator[int]:
-        unpack = U64.unpack
-        with self._t._guard:
-            cur = self._txn.cursor(self._t._index)
-            if cur.set_range_dup(self._prefix + key, U64.pack(min(start, MAX_U64))):
-                for v in cur.iternext_dup(keys=False):
-                    yield unpack(v)[0]
-
-    def get(self, seq: int) -> Message | None:
-        key = self._prefix + U64.pack(seq)
-        with self._t._guard:
-            raw = self._txn.get(key, db=self._t._unprocessed)
-        if raw is None:
-            return None
-        try:
-            return decode(key, raw, self._name, seq, _UNPROCESSED)
-        except RecordDamaged as e:
-            self._t._cache.met(e)
-            return None
-
-    def scan(self, start: int) -> Iterator[Message]:
-        key = self._prefix + U64.pack(min(start, MAX_U64))
-        return self._t._scan(self._name, _UNPROCESSED, self._prefix, key, False)
