@@ -65,6 +65,9 @@ class Message:
     processed_at: int = 0
     delivery_count: int = 0
     section: Section = Section.UNPROCESSED
+    #: In a Browse page only: when a message held back after a nack or a
+    #: lost consumer is routed again (µs); 0 otherwise.
+    redeliver_at: int = 0
     # The board's own: the bytes the message was posted or stored as (see
     # ``wire``). Not compared, not copied by ``dataclasses.replace``.
     _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -150,6 +153,7 @@ def build(
     r.processed_at = processed_at
     r.delivery_count = delivery_count
     r.section = section
+    r.redeliver_at = 0
     r._wire = wire
     r._pure = pure
     r._frame = None

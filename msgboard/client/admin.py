@@ -30,6 +30,7 @@ from msgboard.spec import (
     OverflowPolicy,
     Position,
     QueueSpec,
+    Redelivery,
     Role,
     SelectorSpec,
     UnmatchedPolicy,
@@ -87,11 +88,14 @@ class Admin:
         auto_delete: bool = False,
         max_deliveries: int = 0,
         dedup_window: float | None = None,
+        redelivery: Redelivery | None = None,
     ) -> QueueView:
         """Creates a queue (idempotent for the same properties).
         ``dedup_window``: seconds a message's idempotency key is held after
         the message has left the queue (None: 2 minutes; 0: only while it
-        is on the board)."""
+        is on the board). ``redelivery``: how messages given back (nacked,
+        their consumer gone, their lease run out) are delayed before they
+        are delivered again (``Redelivery(initial, multiplier, most)``, µs)."""
         window = DEDUP_WINDOW if dedup_window is None else round(dedup_window * 1_000_000)
         spec = QueueSpec(
             name,
@@ -104,6 +108,7 @@ class Admin:
             auto_delete,
             max_deliveries,
             window,
+            redelivery,
         )
         with mapped():
             q = self._stub.CreateQueue(

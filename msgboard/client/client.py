@@ -43,6 +43,7 @@ from msgboard.spec import (
     Delivery,
     Position,
     Receipt,
+    Redelivery,
 )
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
@@ -300,6 +301,7 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        redelivery: Redelivery | None = None,
     ) -> Subscription:
         """Opens a subscription: a session MOVE (or ``copy``) selector on
         ``queue``, or attaches to the durable terminal selector ``selector``.
@@ -309,6 +311,9 @@ class Client(Admin, Poster):
                 for d in sub:
                     work(d.message)
                     sub.ack(d)
+
+        ``redelivery``: how its nacked or lost deliveries are delayed
+        before they are delivered again (default: the queue's policy).
         """
         return Subscription(
             self._stub,
@@ -320,6 +325,7 @@ class Client(Admin, Poster):
                 start,
                 start_time,
                 selector,
+                redelivery,
             ),
         )
 
@@ -368,6 +374,7 @@ def _open(
     start: Position | str | int,
     start_time: int,
     selector: str,
+    redelivery: Redelivery | None = None,
 ) -> pb.Subscription:
     position, seq = start_position(start)
     o = pb.Subscription(
@@ -381,6 +388,8 @@ def _open(
         o.start = codec.position_to_pb(position)
     if start_time:
         codec.us_to_ts(start_time, o.start_time)
+    if redelivery is not None:
+        o.redelivery.CopyFrom(codec.redelivery_to_pb(redelivery))
     if not pat.matches_all:
         codec.pattern_to_pb(pat, o.pattern)
     return o

@@ -16,7 +16,15 @@ from msgboard.codec.enums import OP, OVERFLOW, POSITION, ROLE, START, UNMATCHED
 from msgboard.codec.messages import ts_to_us, us_to_ts
 from msgboard.codec.patterns import pattern_from_pb, pattern_to_pb
 from msgboard.errors import InvalidArgument
-from msgboard.spec import DEDUP_WINDOW, Op, Position, QueueSpec, SelectorSpec
+from msgboard.spec import (
+    DEDUP_WINDOW,
+    MAX_REDELIVERY,
+    Op,
+    Position,
+    QueueSpec,
+    Redelivery,
+    SelectorSpec,
+)
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
 from msgboard.v1 import board_pb2 as pb
 
@@ -41,6 +49,7 @@ def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
         dedup_window=(
             duration_to_us(p.dedup_window) if p.HasField("dedup_window") else DEDUP_WINDOW
         ),
+        redelivery=redelivery_from_pb(p.redelivery) if p.HasField("redelivery") else None,
     )
 
 
@@ -57,6 +66,23 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         auto_delete=s.auto_delete,
         max_deliveries=s.max_deliveries,
         dedup_window=us_to_duration(s.dedup_window),
+        redelivery=None if s.redelivery is None else redelivery_to_pb(s.redelivery),
+    )
+
+
+def redelivery_from_pb(p: pb.Redelivery) -> Redelivery:
+    """A redelivery policy; a multiplier of 0 (unset) is 1, an unset max the
+    longest (1 day). The engine checks the values."""
+    return Redelivery(
+        duration_to_us(p.initial),
+        p.multiplier or 1.0,
+        duration_to_us(p.max) if p.HasField("max") else MAX_REDELIVERY,
+    )
+
+
+def redelivery_to_pb(r: Redelivery) -> pb.Redelivery:
+    return pb.Redelivery(
+        initial=us_to_duration(r.initial), multiplier=r.multiplier, max=us_to_duration(r.most)
     )
 
 

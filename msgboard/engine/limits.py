@@ -6,6 +6,7 @@ bad input is refused before it can touch the store.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -14,7 +15,13 @@ from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
 from msgboard.message import Message, Section, size, stamp
-from msgboard.spec import MAX_DEDUP_WINDOW, MAX_KEY_BYTES, QueueSpec
+from msgboard.spec import (
+    MAX_DEDUP_WINDOW,
+    MAX_KEY_BYTES,
+    MAX_REDELIVERY,
+    QueueSpec,
+    Redelivery,
+)
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
 UINT64_MAX = 2**64 - 1
@@ -77,6 +84,8 @@ class Limits:
                 )
         if not 0 <= spec.max_deliveries <= 0xFFFFFFFF:
             raise InvalidArgument("spec.max_deliveries: must be 0 (no limit) to 2^32-1")
+        if spec.redelivery is not None:
+            check_redelivery(spec.redelivery, "spec.redelivery")
         if not 0 <= spec.dedup_window <= MAX_DEDUP_WINDOW:
             raise InvalidArgument(
                 f"spec.dedup_window: must be 0 (only while on the board) to 30 days "
@@ -157,3 +166,25 @@ class Limits:
         if seconds > self.max_timeout:
             raise InvalidArgument(f"{where}: at most {self.max_timeout:.0f} seconds")
         return seconds
+
+
+def check_redelivery(r: Redelivery, where: str) -> None:
+    """InvalidArgument, naming the field under ``where``, for a redelivery
+    policy out of bounds: delays from 0 to 1 day, ``most`` at least
+    ``initial``, a multiplier of at least 1."""
+    if not 0 <= r.initial <= MAX_REDELIVERY:
+        raise InvalidArgument(f"{where}.initial: must be 0 to 1 day (got {r.initial} µs)")
+    if not (r.multiplier >= 1 and math.isfinite(r.multiplier)):
+        raise InvalidArgument(
+            f"{where}.multiplier: must be at least 1 (got {r.multiplier}): a delay never shrinks"
+        )
+    if not r.initial <= r.most <= MAX_REDELIVERY:
+        raise InvalidArgument(
+            f"{where}.max: must be from initial ({r.initial} µs) to 1 day (got {r.most} µs)"
+        )
+
+
+def check_delay(us: int, where: str) -> None:
+    """A nack's own delay: 0 to 1 day."""
+    if not 0 <= us <= MAX_REDELIVERY:
+        raise InvalidArgument(f"{where}: must be 0 to 1 day (got {us} µs)")

@@ -475,6 +475,7 @@ class Message(_message.Message):
     DELIVERY_COUNT_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     NOT_BEFORE_FIELD_NUMBER: _builtins.int
+    REDELIVER_AT_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """Set by the board: the queue the message is on."""
     seq: _builtins.int
@@ -540,6 +541,13 @@ class Message(_message.Message):
         message is routed at once. An expires_at before it is INVALID_ARGUMENT.
         """
 
+    @_builtins.property
+    def redeliver_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by the board, in Browse only: when a message held back after a nack
+        or a lost consumer (its redelivery backoff) is routed again; unset
+        otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -559,14 +567,53 @@ class Message(_message.Message):
         delivery_count: _builtins.int = ...,
         key: _builtins.str = ...,
         not_before: _timestamp_pb2.Timestamp | None = ...,
+        redeliver_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at", "redeliver_at", b"redeliver_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "redeliver_at", b"redeliver_at", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class Redelivery(_message.Message):
+    """When a message given back (nacked, its consumer gone, its lease run out)
+    is delivered again: `initial` after it first comes back, then each time
+    `multiplier` times the delay before, at most `max`. For example 1 s x 2 up
+    to 5 min: 1 s, 2 s, 4 s ... 300 s.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INITIAL_FIELD_NUMBER: _builtins.int
+    MULTIPLIER_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    multiplier: _builtins.float
+    """At least 1; 0 (unset) means 1: the same delay each time."""
+    @_builtins.property
+    def initial(self) -> _duration_pb2.Duration:
+        """The first delay; at most 1 day."""
+
+    @_builtins.property
+    def max(self) -> _duration_pb2.Duration:
+        """The longest delay, at least `initial`, at most 1 day; unset: 1 day."""
+
+    def __init__(
+        self,
+        *,
+        initial: _duration_pb2.Duration | None = ...,
+        multiplier: _builtins.float = ...,
+        max: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["initial", b"initial", "max", b"max"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial", b"initial", "max", b"max", "multiplier", b"multiplier"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Redelivery: _TypeAlias = Redelivery  # noqa: Y015
 
 @_typing.final
 class FieldPattern(_message.Message):
@@ -779,6 +826,7 @@ class QueueSpec(_message.Message):
     MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
     UNLIMITED_HISTORY_FIELD_NUMBER: _builtins.int
     DEDUP_WINDOW_FIELD_NUMBER: _builtins.int
+    REDELIVERY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1-255 bytes of letters, digits and `._:-`. Names starting with `$` are
     reserved for the board: `$sys` (its events) may be read but never
@@ -822,6 +870,14 @@ class QueueSpec(_message.Message):
         precision.
         """
 
+    @_builtins.property
+    def redelivery(self) -> Global___Redelivery:
+        """How messages given back are delayed before they are delivered again
+        (nacked, their consumer gone, their lease run out). Unset: a nack
+        delays them 0.1 s doubling up to 5 s; a lost consumer or lease gives
+        them back at once. A Subscribe's own policy wins for its deliveries.
+        """
+
     def __init__(
         self,
         *,
@@ -836,10 +892,11 @@ class QueueSpec(_message.Message):
         max_deliveries: _builtins.int = ...,
         unlimited_history: _builtins.bool = ...,
         dedup_window: _duration_pb2.Duration | None = ...,
+        redelivery: Global___Redelivery | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dedup_window", b"dedup_window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dedup_window", b"dedup_window", "redelivery", b"redelivery"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "dedup_window", b"dedup_window", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "dedup_window", b"dedup_window", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "redelivery", b"redelivery", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1984,6 +2041,7 @@ class Subscription(_message.Message):
     START_SEQ_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     SELECTOR_ID_FIELD_NUMBER: _builtins.int
+    REDELIVERY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """The queue to read (with a session selector)."""
     op: Global___Operation.ValueType
@@ -2010,6 +2068,12 @@ class Subscription(_message.Message):
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """With POSITION_TIME."""
 
+    @_builtins.property
+    def redelivery(self) -> Global___Redelivery:
+        """How this consumer's nacked or lost deliveries are delayed before they
+        are delivered again; unset: the queue's (QueueSpec.redelivery).
+        """
+
     def __init__(
         self,
         *,
@@ -2021,10 +2085,11 @@ class Subscription(_message.Message):
         start_seq: _builtins.int = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         selector_id: _builtins.str = ...,
+        redelivery: Global___Redelivery | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "redelivery", b"redelivery", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "op", b"op", "pattern", b"pattern", "queue", b"queue", "selector_id", b"selector_id", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "op", b"op", "pattern", b"pattern", "queue", b"queue", "redelivery", b"redelivery", "selector_id", b"selector_id", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2109,21 +2174,29 @@ class Nacks(_message.Message):
 
     IDS_FIELD_NUMBER: _builtins.int
     REJECT_FIELD_NUMBER: _builtins.int
+    DELAY_FIELD_NUMBER: _builtins.int
     reject: _builtins.bool
     """Dead-letter them instead of giving them back for redelivery."""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Delivery ids."""
 
+    @_builtins.property
+    def delay(self) -> _duration_pb2.Duration:
+        """Deliver them again after this delay (at most 1 day) rather than the
+        redelivery policy's next step.
+        """
+
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.int] | None = ...,
         reject: _builtins.bool = ...,
+        delay: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "reject", b"reject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay", "ids", b"ids", "reject", b"reject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
