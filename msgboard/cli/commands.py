@@ -25,7 +25,7 @@ from msgboard.cli.lines import (
 )
 from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED, Disposition
+from msgboard.spec import UNLIMITED, Disposition, Redelivery
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
                     auto_delete=args.auto_delete,
                     max_deliveries=args.max_deliveries,
                     dedup_window=args.dedup_window,
+                    redelivery=_redelivery(args.redelivery),
                 )
                 _print_queue(v, args.json)
             elif args.action == "get":
@@ -310,6 +311,20 @@ def _expires_at(args: argparse.Namespace) -> int:
     if args.expires_in <= 0:
         raise InvalidArgument(f"--expires-in: must be positive seconds (got {args.expires_in})")
     return now_us() + int(args.expires_in * 1_000_000)
+
+
+def _redelivery(text: str | None) -> Redelivery | None:
+    """--redelivery INITIAL,MULTIPLIER,MAX (seconds) as a policy."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        initial, multiplier, most = (float(p) for p in parts)
+    except ValueError:
+        raise InvalidArgument(
+            f"--redelivery: {text!r} is not INITIAL,MULTIPLIER,MAX (e.g. 1,2,300)"
+        ) from None
+    return Redelivery(round(initial * 1_000_000), multiplier, round(most * 1_000_000))
 
 
 def _not_before(args: argparse.Namespace) -> int:

@@ -214,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a message's key is held after it has left the queue (default 120; "
         "0: only while it is on the board)",
     )
+    p.add_argument(
+        "--redelivery",
+        metavar="INITIAL,MULTIPLIER,MAX",
+        help="delay messages given back (nacked, consumer gone) by INITIAL seconds, times "
+        "MULTIPLIER each time, at most MAX seconds, e.g. 1,2,300 (default: a nack waits "
+        "0.1 s doubling to 5 s, a lost consumer not at all)",
+    )
     for action in ("get", "delete"):
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
         p.add_argument("name", help="the queue's name")
