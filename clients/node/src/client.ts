@@ -28,6 +28,7 @@ import {
   queueFrom,
   queueSpecTo,
   receiptsFrom,
+  redeliveryTo,
   selectorFrom,
   selectorSpecTo,
   startTo,
@@ -38,6 +39,7 @@ import {
   type Queue,
   type QueueSpec,
   type Receipt,
+  type Redelivery,
   type Selector,
   type SelectorOptions,
   type StartOptions,
@@ -67,8 +69,8 @@ export interface BrowseOptions extends PatternOptions {
   reverse?: boolean;
   /** Most messages per page (default 100). */
   limit?: number;
-  /** Only "unprocessed" or "history"; default both. */
-  section?: "unprocessed" | "history";
+  /** Only "unprocessed", "history" or "scheduled"; default all. */
+  section?: "unprocessed" | "history" | "scheduled";
 }
 
 /** One page of a queue. */
@@ -86,6 +88,8 @@ export interface SubscribeOptions extends PatternOptions, StartOptions {
   credit?: number;
   /** Attach to this durable terminal selector instead (no queue or pattern then). */
   selector?: string;
+  /** How this consumer's nacked or lost deliveries are delayed (default: the queue's). */
+  redelivery?: Redelivery;
 }
 
 /** A message taken with a lease: `await lease.ack()`, or `client.ack(queue, [lease])`. */
@@ -416,6 +420,7 @@ export class Client {
       credit: String(options.credit ?? 0),
       selectorId: options.selector ?? "",
     };
+    if (options.redelivery) open.redelivery = redeliveryTo(options.redelivery);
     startTo(options.start, open);
     return new Subscription(this.connection.duplex("Subscribe"), open);
   }

@@ -169,6 +169,56 @@ describe("posting", () => {
   });
 });
 
+describe("keys, schedules and retries", () => {
+  it("answers a repeated key with the first seq, as a duplicate", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    assert.equal(await board.post(q, ["a"], { key: "k1" }), 1);
+    const [r] = await board.postReceipts(q, [{ tuple: ["b"], key: "k1" }]);
+    assert.deepEqual([r.seq, r.disposition], [1, "duplicate"]);
+    const [m] = (await board.browse(q)).messages;
+    assert.equal(m.key, "k1");
+  });
+
+  it("keeps a delayed message unseen, then hands it out under its seq", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    assert.equal(await board.post(q, ["later"], { delayMs: 500 }), 1);
+    assert.deepEqual((await board.read(q, { max: 10 })).length, 0);
+    const [s] = (await board.browse(q, { section: "scheduled" })).messages;
+    assert.equal(s.section, "scheduled");
+    assert.ok(s.notBefore instanceof Date);
+    const [m] = await board.take(q, { timeout: 30000 });
+    assert.equal(m.seq, 1);
+    assert.ok(Date.now() >= s.notBefore!.getTime() - 5);
+  });
+
+  it("creates a queue with a dedup window and a redelivery policy, and reads them back", async () => {
+    const q = fresh();
+    const made = await board.createQueue(q, { dedupWindowMs: 0, redelivery: { initialMs: 1000, multiplier: 2, maxMs: 300000 } });
+    assert.equal(made.spec.dedupWindowMs, 0);
+    assert.deepEqual(made.spec.redelivery, { initialMs: 1000, multiplier: 2, maxMs: 300000 });
+    const bad = await board.createQueue(fresh(), { redelivery: { initialMs: 1000, multiplier: 0.5, maxMs: 2000 } }).catch((e: unknown) => e);
+    assert.ok(bad instanceof InvalidArgument);
+    assert.equal(bad.field, "spec.redelivery.multiplier");
+  });
+
+  it("holds a message nacked with a delay back, and Browse says until when", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    await board.post(q, ["x"]);
+    const sub = board.subscribe(q, { credit: 1 });
+    for await (const d of sub) {
+      d.nack({ delayMs: 3_600_000 });
+      break;
+    }
+    await sub.close();
+    const [m] = (await board.browse(q)).messages;
+    assert.equal(m.deliveryCount, 1);
+    assert.ok(m.redeliverAt instanceof Date && m.redeliverAt.getTime() > Date.now() + 3_000_000);
+  });
+});
+
 describe("leases", () => {
   it("a leased take stays invisible until acked; a nack gives it back", async () => {
     const q = fresh();
