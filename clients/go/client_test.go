@@ -13,6 +13,7 @@ import (
 	msgboard "github.com/msgboard/msgboard/clients/go"
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func mustQueue(t *testing.T, c *msgboard.Client, spec *pb.QueueSpec) string {
@@ -449,5 +450,45 @@ func TestSnapshotWritesACopyOfTheBoard(t *testing.T) {
 	}
 	if _, err := c.Snapshot(ctx(t), dir); !errors.Is(err, msgboard.ErrFailedPrecondition) {
 		t.Fatalf("a snapshot over a non-empty directory gave %v", err)
+	}
+}
+
+func TestKeysDelaysAndANackWithItsOwnDelay(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, &pb.QueueSpec{
+		DedupWindow: durationpb.New(0),
+		Redelivery:  &pb.Redelivery{Initial: durationpb.New(time.Second), Multiplier: 2, Max: durationpb.New(time.Minute)},
+	})
+	rs, err := c.PostReceipts(ctx(t), q, msgboard.Message{Key: "k1"}, msgboard.Message{Key: "k1"})
+	if err != nil || len(rs) != 2 || rs[1].Seq != 1 || rs[1].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("a repeated key gave %+v, %v", rs, err)
+	}
+	seqs, err := c.Post(ctx(t), q, msgboard.Message{Tuple: []any{"later"}, Delay: 300 * time.Millisecond})
+	if err != nil || len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("a delayed post gave %v, %v", seqs, err)
+	}
+	page, err := c.Browse(ctx(t), q, msgboard.Browse{Section: pb.Section_SECTION_SCHEDULED})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].NotBefore.IsZero() {
+		t.Fatalf("browsing the scheduled section gave %+v, %v", page, err)
+	}
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q, Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(5 * time.Second)
+	d, err := sub.Next(ctx(t))
+	if err != nil || d.Message.Key != "k1" {
+		t.Fatalf("first delivery %+v, %v", d, err)
+	}
+	if _, err := sub.NackAfter(time.Hour, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	d, err = sub.Next(ctx(t)) // the delayed one, once due
+	if err != nil || d.Message.Seq != 2 || time.Now().Before(d.Message.NotBefore) {
+		t.Fatalf("second delivery %+v, %v", d, err)
+	}
+	page, err = c.Browse(ctx(t), q, msgboard.Browse{})
+	if err != nil || len(page.Messages) != 2 || page.Messages[0].RedeliverAt.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("the nacked message browsed as %+v, %v", page.Messages[0], err)
 	}
 }

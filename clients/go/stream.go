@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -197,6 +198,9 @@ type Subscribe struct {
 	StartSeq   uint64
 	StartTime  time.Time
 	SelectorID string
+	// Redelivery delays this consumer's nacked or lost deliveries before
+	// they are delivered again; nil: the queue's policy.
+	Redelivery *pb.Redelivery
 }
 
 // Delivery is one delivered message, acked or nacked by its ID.
@@ -248,7 +252,7 @@ func (c *Client) Subscribe(ctx context.Context, s Subscribe) (*Subscription, err
 	}
 	open := &pb.Subscription{
 		Queue: s.Queue, Pattern: pp, Op: s.Op, Credit: s.Credit, Start: s.Start,
-		StartSeq: s.StartSeq, SelectorId: s.SelectorID,
+		StartSeq: s.StartSeq, SelectorId: s.SelectorID, Redelivery: s.Redelivery,
 	}
 	if s.Pattern.Address == "" && s.Pattern.Filter == "" && len(s.Pattern.Templates) == 0 {
 		open.Pattern = nil
@@ -386,6 +390,13 @@ func (s *Subscription) ack(ids []uint64, upTo uint64) (uint64, error) {
 // Nack gives deliveries back for redelivery. It returns the request's ref.
 func (s *Subscription) Nack(ids ...uint64) (uint64, error) {
 	return s.request(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Nack{Nack: &pb.Nacks{Ids: ids}}})
+}
+
+// NackAfter gives deliveries back to be delivered again after delay rather
+// than the redelivery policy's next step. It returns the request's ref.
+func (s *Subscription) NackAfter(delay time.Duration, ids ...uint64) (uint64, error) {
+	n := &pb.Nacks{Ids: ids, Delay: durationpb.New(delay)}
+	return s.request(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Nack{Nack: n}})
 }
 
 // Reject dead-letters deliveries instead of giving them back.
