@@ -24,6 +24,7 @@ from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
 from msgboard.lmdbstore.store import Store
 from msgboard.message import Message, Section, now_us
+from msgboard.server.metrics import gauges
 from msgboard.spec import Op, QueueSpec, SelectorSpec
 from msgboard.testing import ServerThread
 
@@ -106,6 +107,8 @@ def test_a_scheduled_message_is_unseen_then_routed_keeping_its_seq(board: Board)
     ]
     [st] = board.stats("in").queues
     assert (st.unprocessed, st.scheduled) == (1, 1)
+    [family] = [f for f in gauges(board.stats()) if f.name == "msgboard_queue_messages_scheduled"]
+    assert [(s.labels["queue"], s.value) for s in family.samples] == [("in", 1), ("out", 0)]
     page = board.browse("in", section=Section.SCHEDULED)
     assert [(m.seq, m.not_before) for m in page.messages] == [(1, at)]
     board.create_selector(SelectorSpec(source="in", destination="out", op=Op.MOVE))

@@ -71,6 +71,11 @@ _GAUGES = (
     ("ready", "msgboard_queue_messages_ready", "Waiting messages visible to takers"),
     ("outstanding", "msgboard_queue_messages_unacked", "Messages delivered or leased, not acked"),
     ("history", "msgboard_queue_messages_history", "Messages in the queue's history"),
+    (
+        "scheduled",
+        "msgboard_queue_messages_scheduled",
+        "Messages posted with a not_before still to come",
+    ),
     ("consumers", "msgboard_queue_consumers", "Consumers attached to the queue's selectors"),
 )
 
