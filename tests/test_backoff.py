@@ -8,13 +8,18 @@ bounded from below (a timer never fires early) and generously from above."""
 from __future__ import annotations
 
 import itertools
+import queue
 import time
+from collections.abc import Callable
 
 import pytest
 
 from msgboard.client import Client, Redelivery
+from msgboard.engine import Board, holders
+from msgboard.engine.writer import Batch
 from msgboard.errors import InvalidArgument
-from msgboard.message import now_us
+from msgboard.message import Message, now_us
+from msgboard.spec import Delivery, QueueSpec
 
 S = 1_000_000
 
@@ -125,3 +130,46 @@ def test_bad_policies_and_delays_are_invalid_argument(client: Client) -> None:
         with pytest.raises(InvalidArgument) as e:
             next(iter(sub))
     assert e.value.field == "nack.delay"
+
+
+class FakeClock:
+    """A monotonic clock that stands still at ``now`` (seconds)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_engine_arms_each_step_on_a_fake_clock(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a queue redelivering after 1 s x 2 up to 5 min, with the
+    holders' clock standing still, when a consumer nacks the same message
+    ten times, I expect the engine to arm its redelivery 1, 2, 4 ... 256,
+    then 300 s ahead (the timer itself is run at once, so no time passes),
+    and a nack's own delay to win."""
+    clock = FakeClock(1000.0)
+    monkeypatch.setattr(holders, "time", clock)
+    writer = board._writer
+    armed: list[float] = []
+    real_at = writer.at
+
+    def at(deadline: float, run: Callable[[Batch], object]) -> object:
+        if getattr(getattr(run, "func", None), "__name__", "") == "_release":
+            armed.append(deadline - clock.now)
+            deadline = 0.0  # due at once: the test does not wait
+        return real_at(deadline, run)
+
+    monkeypatch.setattr(writer, "at", at)
+    board.create_queue(QueueSpec("jobs", redelivery=Redelivery(S, 2.0, 300 * S)))
+    board.post("jobs", [Message(body=b"x")])
+    got: queue.SimpleQueue[list[Delivery]] = queue.SimpleQueue()
+    c, _ = board.subscribe("jobs", deliver=got.put, end=lambda why: None, credit=1)
+    for n in range(11):
+        [d] = got.get(timeout=30)
+        assert d.message.delivery_count == n + 1
+        board.nack(c, [d.id], delay=7 * S if n == 10 else None)
+    assert armed == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 7]
+    board.unsubscribe(c)
