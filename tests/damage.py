@@ -56,6 +56,37 @@ def put(path: Path, db: bytes, key: bytes, value: bytes | None, dup: bytes = b""
         env.close()
 
 
+def swap(path: Path, db: bytes, key: bytes, value: bytes | None) -> bytes | None:
+    """Puts (or, with None, deletes) one entry of a sub-database that is
+    not dupsort; returns what it held (None: nothing), to put it back."""
+    env = _env(path)
+    try:
+        with env.begin(write=True) as txn:
+            d = env.open_db(db, txn=txn)
+            old = txn.get(key, db=d)
+            if value is None:
+                txn.delete(key, db=d)
+            else:
+                txn.put(key, value, db=d)
+            return None if old is None else bytes(old)
+    finally:
+        env.close()
+
+
+def caught_alone(path: Path, cases: list[tuple[bytes, bytes, bytes | None, str]]) -> None:
+    """For each (sub-database, key, value or None, problem): swaps that one
+    entry in, expects ``msgboard check`` to report the problem, puts the
+    entry back and expects the board clean again."""
+    from msgboard.lmdbstore.check import check
+
+    for db, key, value, problem in cases:
+        saved = swap(path, db, key, value)
+        text = "\n".join(check(path).lines())
+        assert problem in text, text
+        swap(path, db, key, saved)
+        assert check(path).ok
+
+
 def get(path: Path, db: bytes, key: bytes) -> bytes:
     env = _env(path)
     try:

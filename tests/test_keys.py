@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from msgboard.associative import EVERYTHING
@@ -182,28 +181,7 @@ def test_check_catches_each_kind_of_key_damage(tmp_path: Path) -> None:
         (b"keys", qid + b"zz", HOLD.pack(9, 5), "key 'zz' has ended but is not filed"),
         (b"keyends", U64.pack(7) + qid + b"b", b"", "keyends has an entry for key b'b'"),
     ]
-    for db, key, value, problem in cases:
-        saved = _swap(path, db, key, value)
-        text = "\n".join(check(path).lines())
-        assert problem in text, text
-        _swap(path, db, key, saved)
-        assert check(path).ok
-
-
-def _swap(path: Path, db: bytes, key: bytes, value: bytes | None) -> bytes | None:
-    """Puts (None: deletes) one entry; returns what it held."""
-    env = lmdb.open(str(path), max_dbs=16)
-    try:
-        with env.begin(write=True) as txn:
-            d = env.open_db(db, txn=txn)
-            old = txn.get(key, db=d)
-            if value is None:
-                txn.delete(key, db=d)
-            else:
-                txn.put(key, value, db=d)
-            return None if old is None else bytes(old)
-    finally:
-        env.close()
+    damage.caught_alone(path, cases)
 
 
 def test_a_schema_3_board_is_upgraded_to_4(tmp_path: Path) -> None:

@@ -22,11 +22,13 @@ from msgboard.engine import Board
 from msgboard.errors import InvalidArgument
 from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
+from msgboard.lmdbstore.layout import QID, SCHEDULED, U64
 from msgboard.lmdbstore.store import Store
 from msgboard.message import Message, Section, now_us
 from msgboard.server.metrics import gauges
 from msgboard.spec import Op, QueueSpec, SelectorSpec
 from msgboard.testing import ServerThread
+from tests import damage
 
 S = 1_000_000
 
@@ -208,3 +210,22 @@ def test_delay_through_the_client_subscriber_and_cli(
             if len(got) == 2:
                 break
     assert got == [(1, ("a",), True), (2, ("b",), True)]
+
+
+def test_check_catches_each_kind_of_schedule_damage(tmp_path: Path) -> None:
+    """Given a clean board with a scheduled message, I expect check to
+    report its due entry missing, a due entry with no record, and a wrong
+    scheduled count; each alone, and clean again once put back."""
+    path = tmp_path / "board"
+    at = now_us() + 3600 * S
+    with Board(path) as b:
+        b.create_queue(QueueSpec("jobs"))
+        b.post("jobs", [Message(not_before=at)])
+    assert check(path).ok
+    rec = QID.pack(1) + U64.pack(1)
+    cases = [
+        (b"due", U64.pack(at) + rec, None, "seq 1 (scheduled) is not filed in due"),
+        (b"due", U64.pack(at) + QID.pack(1) + U64.pack(9), b"", "due points at seq 9"),
+        (b"state", QID.pack(1) + SCHEDULED, U64.pack(2), "its scheduled count says 2"),
+    ]
+    damage.caught_alone(path, cases)
