@@ -492,3 +492,59 @@ func TestKeysDelaysAndANackWithItsOwnDelay(t *testing.T) {
 		t.Fatalf("the nacked message browsed as %+v, %v", page.Messages[0], err)
 	}
 }
+
+func TestPostIdempotentKeysItsPostsAndWaitsForTheBoard(t *testing.T) {
+	data := t.TempDir()
+	first, err := startServer("--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.address
+	c, err := msgboard.Dial(addr)
+	if err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx(t), &pb.QueueSpec{Name: "jobs"}); err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Tuple: []any{"a"}})
+	if err != nil || len(rs) != 1 || rs[0].Seq != 1 {
+		first.stop()
+		t.Fatalf("first post %+v, %v", rs, err)
+	}
+	first.stop() // the board is down: the next post waits for it
+	answered := make(chan []msgboard.Receipt, 1)
+	failed := make(chan error, 1)
+	go func() {
+		rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+		if err != nil {
+			failed <- err
+			return
+		}
+		answered <- rs
+	}()
+	time.Sleep(300 * time.Millisecond) // let it try the board while it is down
+	second, err := startServer("--data", data, "--listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.stop()
+	select {
+	case rs := <-answered:
+		if len(rs) != 1 || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_STORED {
+			t.Fatalf("the post once back %+v", rs)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the post never came through")
+	}
+	// A retry of the same keyed post (its answer lost) is stored once.
+	rs, err = c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+	if err != nil || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("the retry %+v, %v", rs, err)
+	}
+}
