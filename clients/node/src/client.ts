@@ -13,7 +13,8 @@
  */
 
 import { Connection, type ConnectOptions } from "./connection.js";
-import { InvalidArgument } from "./errors.js";
+import { randomUUID } from "node:crypto";
+import { InvalidArgument, Unavailable } from "./errors.js";
 import { messageType } from "./proto.js";
 import { streamError, Subscription } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
@@ -250,6 +251,31 @@ export class Client {
   async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
     const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
     return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
+  }
+
+  /**
+   * Posts as postReceipts does, safe to retry: every message without a
+   * `key` gets one (a random UUID), and a post whose answer is lost (the
+   * board or the connection down: Unavailable) is sent again with the same
+   * keys for up to `retryForMs` (default 60000). The board stores what it
+   * had not and answers "duplicate", with the first seq, for what it had.
+   */
+  async postIdempotent(queue: string, messages: readonly Postable[], options: { retryForMs?: number } = {}): Promise<Receipt[]> {
+    const keyed = messages.map((m) => {
+      const n = asMessage(m);
+      return n.key ? n : { ...n, key: randomUUID() };
+    });
+    const deadline = Date.now() + (options.retryForMs ?? 60_000);
+    let pause = 100;
+    for (;;) {
+      try {
+        return await this.postReceipts(queue, keyed);
+      } catch (e) {
+        if (!(e instanceof Unavailable) || Date.now() + pause > deadline) throw e;
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause * 2, 2000);
+    }
   }
 
   /**

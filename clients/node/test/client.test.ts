@@ -20,6 +20,9 @@ import {
   Str,
   tpl,
 } from "../src/index.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Server } from "./server.js";
 
 let server: Server;
@@ -201,6 +204,34 @@ describe("keys, schedules and retries", () => {
     const bad = await board.createQueue(fresh(), { redelivery: { initialMs: 1000, multiplier: 0.5, maxMs: 2000 } }).catch((e: unknown) => e);
     assert.ok(bad instanceof InvalidArgument);
     assert.equal(bad.field, "spec.redelivery.multiplier");
+  });
+
+  it("postIdempotent keys its posts and waits for a board that went down", async () => {
+    const data = mkdtempSync(join(tmpdir(), "msgboard-node-data-"));
+    const first = new Server(["--data", data]);
+    const addr = await first.start();
+    const c = await connect(addr);
+    try {
+      await c.createQueue("jobs");
+      const [r1] = await c.postIdempotent("jobs", [["a"]]);
+      assert.equal(r1.seq, 1);
+      assert.equal((await c.browse("jobs")).messages[0].key.length, 36); // its UUID
+      await first.stop();
+      const pending = c.postIdempotent("jobs", [{ tuple: ["b"], key: "k" }]);
+      const second = new Server(["--data", data, "--listen", addr]);
+      await second.start();
+      try {
+        const [r2] = await pending;
+        assert.deepEqual([r2.seq, r2.disposition], [2, "stored"]);
+        const [again] = await c.postIdempotent("jobs", [{ tuple: ["b"], key: "k" }]); // an answer lost, retried
+        assert.deepEqual([again.seq, again.disposition], [2, "duplicate"]);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      c.close();
+      rmSync(data, { recursive: true, force: true });
+    }
   });
 
   it("holds a message nacked with a delay back, and Browse says until when", async () => {
