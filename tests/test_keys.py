@@ -9,6 +9,9 @@ kill -9 between a post and its answer is in test_keys_crash.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -239,3 +242,35 @@ def test_keys_through_the_client_and_the_cli(
     assert keys[0] == "k1" and keys[2:] == ["k2", "k4"]
     assert len(keys[1]) == 32 and int(keys[1], 16) >= 0  # the publisher's own key for ("c",)
     assert all(m.section is Section.UNPROCESSED for m in msgs)
+
+
+def test_the_sweep_forgets_keys_once_their_window_is_over(tmp_path: Path) -> None:
+    """Given a queue with a window of 0.5 s and no history, when a keyed
+    message is taken, I expect its key (and its end) gone from LMDB soon
+    after the window (the sweep comes at most 10 s apart), as another
+    process reading the board sees it."""
+    path = tmp_path / "board"
+    with Board(path) as b:
+        b.create_queue(QueueSpec("jobs", dedup_window=500_000))
+        b.post("jobs", [Message(key="k")])
+        assert _entries(path) == (1, 0)
+        b.take("jobs", EVERYTHING)
+        assert _entries(path) in ((1, 1), (0, 0))  # ended (swept only if 10 s went by)
+        deadline = time.monotonic() + 60
+        while _entries(path) != (0, 0):
+            assert time.monotonic() < deadline, "the sweep never came"
+            time.sleep(0.1)
+
+
+def _entries(path: Path) -> tuple[int, int]:
+    """The entries of ``keys`` and ``keyends``, read by another process."""
+    code = (
+        "import lmdb, sys; e = lmdb.open(sys.argv[1], readonly=True, max_dbs=16); "
+        "t = e.begin(); print(*(t.stat(e.open_db(n, txn=t, create=False))['entries'] "
+        "for n in (b'keys', b'keyends')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    keys, ends = out.stdout.split()
+    return int(keys), int(ends)
