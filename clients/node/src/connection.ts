@@ -141,12 +141,37 @@ export class Connection {
     this.stub = new BoardClient(this.address, creds, options.channelOptions) as any;
   }
 
-  /** Waits until the board answers (or `ms` pass: Unavailable). */
+  /**
+   * Waits until the board answers. Fails fast, with Unavailable naming the
+   * address, once the first attempt to connect fails (nothing listens: a
+   * refused connection fails in milliseconds), or after `ms` when attempts
+   * neither succeed nor fail (a host that drops packets).
+   */
   ready(ms = 10_000): Promise<void> {
+    const channel = this.stub.getChannel();
+    const deadline = Date.now() + ms;
+    const { READY, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
     return new Promise((resolve, reject) => {
-      this.stub.waitForReady(Date.now() + ms, (e?: Error) =>
-        e ? reject(new Unavailable(`no board answers at ${this.address}: ${e.message}`)) : resolve(),
-      );
+      // grpc-js's own timers and sockets do not keep Node running: this does,
+      // until the answer.
+      const keep = setTimeout(() => undefined, ms + 1000);
+      const fail = (why: string) => {
+        clearTimeout(keep);
+        reject(new Unavailable(`no board answers at ${this.address}: ${why} (is \`msgboard serve\` running there?)`));
+      };
+      const check = (): void => {
+        const state = channel.getConnectivityState(true);
+        if (state === READY) {
+          clearTimeout(keep);
+          return resolve();
+        }
+        if (state === TRANSIENT_FAILURE) return fail("the connection failed");
+        if (state === SHUTDOWN) return fail("the client is closed");
+        channel.watchConnectivityState(state, deadline, (e?: Error) =>
+          e ? fail(`no connection within ${ms} ms`) : check(),
+        );
+      };
+      check();
     });
   }
 
