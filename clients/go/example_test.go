@@ -37,5 +37,5 @@ func ExampleDial() {
 	c.Post(ctx, "jobs", msgboard.Message{Address: "rec.pets.cats", Tuple: []any{"job", 8}})
 	d, err := sub.Next(ctx)
 	fmt.Println(d.Message.Tuple, err)
-	sub.Ack(d.ID)
+	d.Ack()
 }
