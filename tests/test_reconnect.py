@@ -5,6 +5,7 @@ acked again. Errors that are no outage (the queue gone) still end it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -54,6 +55,9 @@ def test_the_checker_catches_each_violation() -> None:
     assert again == ["1 acked, then delivered again"]
     assert violations({1, 2, 3}, {1}, before, [_d(4, 3)]) == ["2 not acked, not delivered again"]
     assert violations({1, 2}, {1}, before, [_d(2, 2)]) == ["delivery id 2 reused"]
+
+
+WATCH = (sys.executable, "-m", "msgboard", "watch", "jobs")
 
 
 class Board:
@@ -133,6 +137,37 @@ def test_a_subscription_subscribes_again_when_the_board_restarts(board: Board) -
         assert q.unprocessed == 0
 
 
+def test_an_async_subscription_subscribes_again_when_the_board_restarts(board: Board) -> None:
+    """The same story with ``subscribe_async``."""
+    heard: list[MsgboardError | None] = []
+
+    async def story(c: Client) -> tuple[list[Delivery], list[Delivery]]:
+        async with c.subscribe_async("jobs", credit=10, on_reconnect=heard.append) as sub:
+            for n in (1, 2, 3):
+                post(c, n)
+            before = [await anext(sub) for _ in range(3)]
+            await sub.ack(before[0])
+            deadline = time.monotonic() + 60
+            while c.get_queue("jobs").history < 1:  # the ack is durable
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            board.restart()
+            post(c, 4)
+            after = []
+            while len(after) < 3:
+                d = await anext(sub)
+                after.append(d)
+                await sub.ack(d)
+            return before, after
+
+    with Client(board.address, timeout=30) as c:
+        c.create_queue("jobs", max_history=10)
+        before, after = asyncio.run(story(c))
+    acked = {int(before[0].message.tuple[1])}  # type: ignore[call-overload]
+    assert violations({1, 2, 3, 4}, acked, before, after) == []
+    assert [type(e) for e in heard] == [Unavailable, type(None)]
+
+
 def test_the_queue_gone_after_a_restart_ends_the_subscription(board: Board, tmp_path: Path) -> None:
     with Client(board.address, timeout=30) as c:
         c.create_queue("jobs")
@@ -160,7 +195,7 @@ def test_watch_says_when_the_board_goes_and_comes_back(board: Board) -> None:
         c.create_queue("jobs", max_history=10)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "msgboard", "watch", "jobs", "--json", "--server", board.address],
+        [*WATCH, "--json", "--server", board.address],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -191,3 +226,40 @@ def test_watch_says_when_the_board_goes_and_comes_back(board: Board) -> None:
     assert len(said) == 2, err
     assert said[0].startswith(f"# lost the board at {board.address} (UNAVAILABLE"), err
     assert said[1].startswith(f"# subscribed again to {board.address} after "), err
+
+
+def test_watch_with_manual_acks_reports_an_ack_of_a_lost_delivery(board: Board) -> None:
+    """Given `watch --manual-ack` that printed delivery 1 before the board
+    was killed and started again, I expect the message printed again under
+    a new id, an `ack` of the old id reported as not outstanding (status
+    1), and the `ack` of the new id applied."""
+    with Client(board.address, timeout=30) as c:
+        c.create_queue("jobs", max_history=10)
+        post(c, 1)
+    proc = subprocess.Popen(
+        [*WATCH, "--json", "--manual-ack", "--server", board.address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        first = json.loads(proc.stdout.readline())
+        board.restart()
+        again = json.loads(proc.stdout.readline())
+        assert first["tuple"] == again["tuple"] == ["job", 1]
+        assert again["delivery"] > first["delivery"]
+        _, err = proc.communicate(f"ack {first['delivery']}\nack {again['delivery']}\n", timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    [error] = [json.loads(x)["error"] for x in err.splitlines() if x.startswith("{")]
+    assert error["code"] == "NOT_FOUND" and f"delivery {first['delivery']}" in error["message"]
+    with Client(board.address, timeout=30) as c:
+        deadline = time.monotonic() + 60
+        while (q := c.get_queue("jobs")).history < 1:
+            assert time.monotonic() < deadline, q
+            time.sleep(0.05)
+        assert q.unprocessed == 0

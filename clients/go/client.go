@@ -23,6 +23,7 @@ import (
 
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -103,7 +104,12 @@ func Dial(address string, opts ...Option) (*Client, error) {
 		}
 		o.tls = c
 	}
-	dial := []grpc.DialOption{grpc.WithInsecure()}
+	// A board that comes back is found within 5 s (grpc-go waits up to 120 s
+	// between attempts to connect by default).
+	reconnect := backoff.DefaultConfig
+	reconnect.MaxDelay = 5 * time.Second
+	dial := []grpc.DialOption{grpc.WithInsecure(), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: reconnect, MinConnectTimeout: 20 * time.Second})}
 	if o.tls != nil {
 		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
 	}

@@ -169,6 +169,10 @@ func (s *Subscription) opening(stream pb.Board_SubscribeClient, first *pb.Subscr
 	s.stream, s.closed, s.base = stream, false, s.last
 	s.Selector, s.Credit = first.GetSubscribed(), first.Credit
 	s.MaxOutstandingBytes = first.MaxOutstandingBytes
+	if s.ended { // End came while this stream was being opened
+		s.closed = true
+		_ = stream.CloseSend()
+	}
 }
 
 // receive reads the stream until it ends, and opens it again when it is

@@ -69,6 +69,7 @@ def watch(
         _CtrlC.installed(sub) as ctrl_c,
     ):
         acks = _ManualAcks(sub, sys.stdin, args.json) if args.manual_ack else None
+        outages.acks = acks
         while (d := ctrl_c.next()) is not None:
             # The delivery id leads where it is needed: to ack by hand, and in JSON.
             shown = args.json or args.manual_ack
@@ -95,11 +96,14 @@ class _Outages:
 
     def __init__(self, address: str) -> None:
         self.address = address
+        self.acks: _ManualAcks | None = None
         self._since = 0.0
 
     def note(self, error: MsgboardError | None) -> None:
         if error is not None:
             self._since = time.monotonic()
+            if self.acks is not None:
+                self.acks.lost()
             print(
                 f"# lost the board at {self.address} ({error.code}: {error}); subscribing again",
                 file=sys.stderr,
@@ -150,6 +154,11 @@ class _ManualAcks:
             self._seen = max(self._seen, d.id)
             self._open[d.id] = None
             self._cond.notify_all()
+
+    def lost(self) -> None:
+        """The stream was lost: what was printed comes again, under new ids."""
+        with self._cond:
+            self._open.clear()
 
     def outstanding(self) -> list[int]:
         with self._cond:
@@ -215,7 +224,10 @@ class _ManualAcks:
             if self._done:
                 return False
             if did not in self._open:
-                raise NotFound(f"delivery {did}: not outstanding (already acked or nacked)")
+                raise NotFound(
+                    f"delivery {did}: not outstanding (already acked or nacked, or lost "
+                    "with a stream the board ended)"
+                )
             del self._open[did]
             if verb == "ack":
                 self.sub.ack(did)

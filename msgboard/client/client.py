@@ -345,8 +345,11 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
     ) -> AsyncSubscription:
-        """``subscribe`` for asyncio::
+        """``subscribe`` for asyncio (it subscribes again after a lost
+        stream in the same way)::
 
         async with client.subscribe_async("jobs") as sub:
             async for d in sub:
@@ -363,6 +366,8 @@ class Client(Admin, Poster):
                 start_time,
                 selector,
             ),
+            reconnect=reconnect,
+            on_reconnect=on_reconnect,
         )
 
     def _deadline(self, timeout: float) -> float | None:

@@ -3,8 +3,8 @@
 ``Client.subscribe_async`` open. Deliveries come in batches; acks made
 while an ack request is in flight are held and go as one request.
 
-A blocking ``Subscription`` whose stream is lost to UNAVAILABLE (the board
-stopped or restarted) subscribes again by itself, waiting between attempts
+A subscription (either kind) whose stream is lost to UNAVAILABLE (the
+board stopped or restarted) subscribes again by itself, waiting between attempts
 (``RECONNECT_WAIT`` doubling up to ``MAX_RECONNECT_WAIT``, jittered), and
 its iteration carries on: the deliveries left unacked come again, under new
 ids. Delivery ids keep increasing across streams, so an id of a lost stream
@@ -273,6 +273,8 @@ class Subscription(_Stream):
                 self._start()
             except Unavailable:
                 continue
+            if self._ended:  # end() came while this stream was being opened
+                self._half_close()
             if self._on_reconnect is not None:
                 self._on_reconnect(None)
             return
@@ -377,18 +379,34 @@ class Subscription(_Stream):
 
 
 class AsyncSubscription(_Stream):
-    """``Subscription`` for asyncio, over its own channel."""
+    """``Subscription`` for asyncio, over its own channel; it subscribes
+    again after a lost stream as ``Subscription`` does."""
 
-    def __init__(self, connection: Connection, open_: pb.Subscription) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        open_: pb.Subscription,
+        *,
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
+    ) -> None:
         super().__init__()
         self._connection = connection
         self._open = open_
+        self._reconnect = reconnect
+        self._on_reconnect = on_reconnect
         self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._call: Any = None
 
     async def __aenter__(self) -> AsyncSubscription:
         self._channel = self._connection.aio_channel()
+        await self._start()
+        return self
+
+    async def _start(self) -> None:
+        """Opens a stream and reads the board's answer to the opening."""
+        assert self._channel is not None
         requests: asyncio.Queue[pb.SubscribeRequest | None] = asyncio.Queue()
         self._requests = requests
         await requests.put(pb.SubscribeRequest(open=self._open))
@@ -401,7 +419,27 @@ class AsyncSubscription(_Stream):
         self._call = stub.Subscribe(gen())
         with mapped():
             self._take(await self._call.read())
-        return self
+
+    async def _reopen(self, cause: MsgboardError) -> None:
+        """``Subscription._reopen`` for asyncio: raises StopAsyncIteration
+        once closed, or the error of an attempt that is no outage."""
+        self._call.cancel()
+        self._forget()
+        if self._on_reconnect is not None:
+            self._on_reconnect(cause)
+        attempt = 0
+        while True:
+            await asyncio.sleep(backoff(attempt))
+            if self._channel is None:  # closed meanwhile
+                raise StopAsyncIteration
+            attempt += 1
+            try:
+                await self._start()
+            except Unavailable:
+                continue
+            if self._on_reconnect is not None:
+                self._on_reconnect(None)
+            return
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
@@ -411,8 +449,14 @@ class AsyncSubscription(_Stream):
 
     async def __anext__(self) -> Delivery:
         while not self._buffer:
-            with mapped():
-                r = await self._call.read()
+            try:
+                with mapped():
+                    r = await self._call.read()
+            except Unavailable as e:
+                if not self._reconnect or self._channel is None:
+                    raise
+                await self._reopen(e)
+                continue
             if r is grpc.aio.EOF:  # type: ignore[attr-defined]
                 raise StopAsyncIteration
             self._take(r)

@@ -138,7 +138,10 @@ export class Connection {
     }
     this.metadata = new grpc.Metadata();
     if (token) this.metadata.set("authorization", `Bearer ${token}`);
-    this.stub = new BoardClient(this.address, creds, options.channelOptions) as any;
+    // A board that comes back is found within 5 s (grpc-js waits up to 120 s
+    // between attempts to connect by default).
+    const channel = { "grpc.max_reconnect_backoff_ms": 5000, ...options.channelOptions };
+    this.stub = new BoardClient(this.address, creds, channel) as any;
   }
 
   /**
