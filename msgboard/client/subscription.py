@@ -70,7 +70,10 @@ class _Stream(abc.ABC):
     (so requests keep their order). A cumulative ack (``up_to``) is never
     held: it goes at once, carrying what was held."""
 
-    def __init__(self) -> None:
+    def __init__(self, reconnect: bool, on_reconnect: OnReconnect | None) -> None:
+        self._reconnect = reconnect
+        self._on_reconnect = on_reconnect
+        self._call: Any = None
         self._buffer: collections.deque[Delivery] = collections.deque()
         #: Delivery ids whose acks the board has made durable.
         self.acked: set[int] = set()
@@ -151,6 +154,13 @@ class _Stream(abc.ABC):
                 )
         return out
 
+    def _lose(self, cause: MsgboardError) -> None:
+        """Ends the lost call, forgets its stream, and says so."""
+        self._call.cancel()
+        self._forget()
+        if self._on_reconnect is not None:
+            self._on_reconnect(cause)
+
     def _forget(self) -> None:
         """Forgets a lost stream: its acks in flight or held are rejected
         (Unavailable), its deliveries not yet read dropped (they come again),
@@ -230,11 +240,9 @@ class Subscription(_Stream):
         reconnect: bool = True,
         on_reconnect: OnReconnect | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(reconnect, on_reconnect)
         self._stub = stub
         self._open = open_
-        self._reconnect = reconnect
-        self._on_reconnect = on_reconnect
         self._closed = False
         self._ended = False
         #: Set by ``end``: wakes a wait between attempts to subscribe again.
@@ -259,10 +267,7 @@ class Subscription(_Stream):
         attempts; raises StopIteration once ended, or the error of an
         attempt that is no outage (NotFound, PermissionDenied...)."""
         self._requests.put(None)  # lets gRPC's thread of the lost call go
-        self._call.cancel()
-        self._forget()
-        if self._on_reconnect is not None:
-            self._on_reconnect(cause)
+        self._lose(cause)
         attempt = 0
         while True:
             self._woken.wait(backoff(attempt))
@@ -390,14 +395,11 @@ class AsyncSubscription(_Stream):
         reconnect: bool = True,
         on_reconnect: OnReconnect | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(reconnect, on_reconnect)
         self._connection = connection
         self._open = open_
-        self._reconnect = reconnect
-        self._on_reconnect = on_reconnect
         self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._call: Any = None
 
     async def __aenter__(self) -> AsyncSubscription:
         self._channel = self._connection.aio_channel()
@@ -423,10 +425,7 @@ class AsyncSubscription(_Stream):
     async def _reopen(self, cause: MsgboardError) -> None:
         """``Subscription._reopen`` for asyncio: raises StopAsyncIteration
         once closed, or the error of an attempt that is no outage."""
-        self._call.cancel()
-        self._forget()
-        if self._on_reconnect is not None:
-            self._on_reconnect(cause)
+        self._lose(cause)
         attempt = 0
         while True:
             await asyncio.sleep(backoff(attempt))
