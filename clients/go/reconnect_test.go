@@ -10,6 +10,8 @@ import (
 	"time"
 
 	msgboard "github.com/msgboard/msgboard/clients/go"
+	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
+	"google.golang.org/grpc/codes"
 )
 
 // A board of its own on a fixed loopback port, restarted on the same port
@@ -215,5 +217,27 @@ func TestNoReconnectEndsTheSubscriptionWithUnavailable(t *testing.T) {
 	defer cancel()
 	if _, err := sub.Next(ctx); !errors.Is(err, msgboard.ErrUnavailable) {
 		t.Fatalf("Next after the board died: %v, want Unavailable", err)
+	}
+}
+
+func TestAKickedSubscriptionEndsWithAbortedAndDoesNotComeBack(t *testing.T) {
+	c := open(t)
+	q := mustQueue(t, c, msgboard.QueueSpec{})
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q, OnReconnect: func(err error) {
+		t.Errorf("OnReconnect(%v) after a kick", err)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(time.Second)
+	var list pb.ListConsumersResponse
+	if err := c.Invoke(ctx(t), "ListConsumers", &pb.ListConsumersRequest{Queue: q}, &list); err != nil || len(list.Consumers) != 1 {
+		t.Fatalf("consumers of %s: %v, %v", q, list.Consumers, err)
+	}
+	if err := c.Invoke(ctx(t), "KickConsumer", &pb.KickConsumerRequest{Id: list.Consumers[0].Id}, &pb.KickConsumerResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(ctx(t)); !msgboard.IsReason(err, "Kicked") || !msgboard.IsCode(err, codes.Aborted) {
+		t.Fatalf("Next after a kick: %v, want ABORTED (Kicked)", err)
 	}
 }

@@ -6,7 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { connect, QueueNotFound, Unavailable, type Client, type Delivery, type MsgboardError } from "../src/index.js";
+import { connect, MsgboardError, QueueNotFound, Unavailable, type Client, type Delivery } from "../src/index.js";
 import { freeAddress, Server } from "./server.js";
 
 /** A board on a fixed port, killed and started again on it. */
@@ -113,6 +113,32 @@ describe("a subscription across a board restart", () => {
     } finally {
       c.close();
       await b.stop();
+    }
+  });
+});
+
+describe("a kicked subscription", () => {
+  it("ends with Kicked (ABORTED) and does not subscribe again", async () => {
+    const server = new Server();
+    const c = await connect(await server.start());
+    try {
+      await c.createQueue("jobs");
+      const heard: unknown[] = [];
+      const sub = c.subscribe("jobs", { onReconnect: (e) => heard.push(e) });
+      await sub.ready();
+      const { consumers } = await c.connection.unary("ListConsumers", { queue: "jobs" });
+      assert.equal(consumers.length, 1);
+      await c.connection.unary("KickConsumer", { id: consumers[0].id });
+      await assert.rejects(sub.next(), (e: unknown) => {
+        assert.ok(e instanceof MsgboardError);
+        assert.equal(e.code, "ABORTED");
+        assert.equal(e.reason, "Kicked");
+        return true;
+      });
+      assert.deepEqual(heard, []);
+    } finally {
+      c.close();
+      await server.stop();
     }
   });
 });
