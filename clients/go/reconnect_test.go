@@ -96,6 +96,66 @@ func (e *events) list() []string {
 	return append([]string(nil), e.got...)
 }
 
+// seen is a delivery as the restart checker sees it: its id and its job.
+type seen struct {
+	id  uint64
+	job int64
+}
+
+// violations says what a restart broke: each job posted seen at least
+// once; none acked before the restart seen after it; none seen before and
+// not acked missing after; no delivery id reused.
+func violations(posted, acked []int64, before, after []seen) []string {
+	var out []string
+	all, again, first, done := map[int64]bool{}, map[int64]bool{}, map[int64]bool{}, map[int64]bool{}
+	old := map[uint64]bool{}
+	for _, d := range before {
+		all[d.job], first[d.job], old[d.id] = true, true, true
+	}
+	for _, d := range after {
+		all[d.job], again[d.job] = true, true
+	}
+	for _, n := range acked {
+		done[n] = true
+	}
+	for _, n := range posted {
+		if !all[n] {
+			out = append(out, fmt.Sprintf("%d never seen", n))
+		}
+		if done[n] && again[n] {
+			out = append(out, fmt.Sprintf("%d acked, then delivered again", n))
+		}
+		if first[n] && !done[n] && !again[n] {
+			out = append(out, fmt.Sprintf("%d not acked, not delivered again", n))
+		}
+	}
+	for _, d := range after {
+		if old[d.id] {
+			out = append(out, fmt.Sprintf("delivery id %d reused", d.id))
+		}
+	}
+	return out
+}
+
+func TestTheRestartCheckerCatchesEachViolation(t *testing.T) {
+	before := []seen{{1, 1}, {2, 2}}
+	for _, c := range []struct {
+		posted []int64
+		after  []seen
+		want   string
+	}{
+		{[]int64{1, 2, 3}, []seen{{3, 2}, {4, 3}}, "[]"},
+		{[]int64{1, 2, 3}, []seen{{3, 2}}, "[3 never seen]"},
+		{[]int64{1, 2}, []seen{{3, 2}, {4, 1}}, "[1 acked, then delivered again]"},
+		{[]int64{1, 2, 3}, []seen{{4, 3}}, "[2 not acked, not delivered again]"},
+		{[]int64{1, 2}, []seen{{2, 2}}, "[delivery id 2 reused]"},
+	} {
+		if got := fmt.Sprint(violations(c.posted, []int64{1}, before, c.after)); got != c.want {
+			t.Errorf("violations(%v, after %v) = %s, want %s", c.posted, c.after, got, c.want)
+		}
+	}
+}
+
 func TestSubscriptionSubscribesAgainWhenTheBoardRestarts(t *testing.T) {
 	b := newRestartable(t)
 	c, err := msgboard.Dial(b.addr)
@@ -139,22 +199,20 @@ func TestSubscriptionSubscribesAgainWhenTheBoardRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the subscription ended across the restart: %v (seen %v)", err, again)
 		}
-		n := d.Message.Tuple[1].(int64)
-		if n == 1 {
-			t.Fatalf("job 1, acked before the restart, came again")
-		}
-		if d.ID <= first[3].ID && d.ID <= first[2].ID {
-			t.Fatalf("delivery id %d reused after the restart", d.ID)
-		}
-		again[n] = d
+		again[d.Message.Tuple[1].(int64)] = d
 		if _, err := d.Ack(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []int64{2, 3, 4} {
-		if again[n] == nil {
-			t.Fatalf("job %d not seen after the restart: %v", n, again)
-		}
+	var was, is []seen
+	for n, d := range first {
+		was = append(was, seen{d.ID, n})
+	}
+	for n, d := range again {
+		is = append(is, seen{d.ID, n})
+	}
+	if v := violations([]int64{1, 2, 3, 4}, []int64{1}, was, is); len(v) > 0 {
+		t.Fatalf("the restart broke: %v", v)
 	}
 	if err := sub.WaitAcked(ctx(t), again[2].ID, again[3].ID, again[4].ID); err != nil {
 		t.Fatal(err)
