@@ -31,7 +31,7 @@ from msgboard.associative import AddressPattern, Pattern
 from msgboard.client.admin import Admin
 from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.publisher import Poster, Publisher
-from msgboard.client.subscription import AsyncSubscription, Subscription
+from msgboard.client.subscription import AsyncSubscription, OnReconnect, Subscription
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
@@ -301,6 +301,8 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
         redelivery: Redelivery | None = None,
     ) -> Subscription:
         """Opens a subscription: a session MOVE (or ``copy``) selector on
@@ -312,8 +314,12 @@ class Client(Admin, Poster):
                     work(d.message)
                     sub.ack(d)
 
-        ``redelivery``: how its nacked or lost deliveries are delayed
-        before they are delivered again (default: the queue's policy).
+        A stream lost to UNAVAILABLE (the board restarted) is opened again
+        with backoff unless ``reconnect`` is False; ``on_reconnect`` is
+        called with the error when it is lost and with None once back (see
+        ``msgboard.client.subscription``). ``redelivery``: how its nacked or
+        lost deliveries are delayed before they are delivered again
+        (default: the queue's policy).
         """
         return Subscription(
             self._stub,
@@ -327,6 +333,8 @@ class Client(Admin, Poster):
                 selector,
                 redelivery,
             ),
+            reconnect=reconnect,
+            on_reconnect=on_reconnect,
         )
 
     def subscribe_async(
@@ -342,8 +350,11 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
     ) -> AsyncSubscription:
-        """``subscribe`` for asyncio::
+        """``subscribe`` for asyncio (it subscribes again after a lost
+        stream in the same way)::
 
         async with client.subscribe_async("jobs") as sub:
             async for d in sub:
@@ -360,6 +371,8 @@ class Client(Admin, Poster):
                 start_time,
                 selector,
             ),
+            reconnect=reconnect,
+            on_reconnect=on_reconnect,
         )
 
     def _deadline(self, timeout: float) -> float | None:

@@ -16,7 +16,7 @@ import { Connection, type ConnectOptions } from "./connection.js";
 import { randomUUID } from "node:crypto";
 import { InvalidArgument, Unavailable } from "./errors.js";
 import { messageType } from "./proto.js";
-import { streamError, Subscription } from "./subscription.js";
+import { streamError, Subscription, type ReconnectOptions } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
 import {
   date,
@@ -81,8 +81,8 @@ export interface Page {
   nextSeq: number;
 }
 
-/** Options of subscribe. */
-export interface SubscribeOptions extends PatternOptions, StartOptions {
+/** Options of subscribe (`reconnect`, `onReconnect`: see Subscription). */
+export interface SubscribeOptions extends PatternOptions, StartOptions, ReconnectOptions {
   /** Every subscriber gets every message (COPY) instead of one of them (MOVE). */
   copy?: boolean;
   /** Most deliveries not yet acked (0: the board's default, 100). */
@@ -448,7 +448,7 @@ export class Client {
     };
     if (options.redelivery) open.redelivery = redeliveryTo(options.redelivery);
     startTo(options.start, open);
-    return new Subscription(this.connection.duplex("Subscribe"), open);
+    return new Subscription(() => this.connection.duplex("Subscribe"), open, options);
   }
 
   // ---------------------------------------------------------------- snapshots

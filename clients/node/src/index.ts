@@ -8,8 +8,9 @@ export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";
 export { Subscription } from "./subscription.js";
-export type { Delivery } from "./subscription.js";
+export type { Delivery, ReconnectOptions } from "./subscription.js";
 export {
+  ActualField,
   Any,
   AnyField,
   Bool,
@@ -24,6 +25,7 @@ export {
   RangeField,
   Str,
   Template,
+  actual,
   float,
   int,
   prefix,

@@ -8,6 +8,7 @@
 import { InvalidArgument } from "./errors.js";
 import {
   Any,
+  ActualField,
   AnyField,
   Formal,
   FloatValue,
@@ -99,12 +100,20 @@ export function valueTo(v: Field, where: string): Wire {
       return { int: String(v) };
   }
   if (v instanceof Uint8Array) return { bytes: Buffer.from(v) };
-  throw new InvalidArgument(`${where}: a tuple field cannot be ${describe(v)}`);
+  throw new InvalidArgument(
+    `${where}: expected a tuple field (null, a boolean, a number, a bigint, int(), float(), ` +
+      `a string, a Buffer or Uint8Array), got ${describe(v)}`,
+  );
 }
 
-function describe(v: unknown): string {
+/** What a value is, in words: "an object", "an array", "a Date", "undefined". */
+export function describe(v: unknown): string {
   if (v === undefined) return "undefined";
-  if (typeof v === "object") return `a ${(v as object).constructor?.name ?? "object"}`;
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") {
+    const name = (v as object).constructor?.name;
+    return !name || name === "Object" ? "an object" : `a ${name}`;
+  }
   return `a ${typeof v}`;
 }
 
@@ -123,7 +132,26 @@ export function tupleTo(t: readonly Field[], where = "tuple"): Wire[] {
   return t.map((v, i) => valueTo(v, `${where}[${i}]`));
 }
 
+/** The CLI's formals, and what a Node template writes instead. */
+const CLI_FORMALS: Record<string, string> = {
+  "?int": "Int",
+  "?float": "Float",
+  "?str": "Str",
+  "?bytes": "Bytes",
+  "?bool": "Bool",
+  "?null": "Null",
+  "?": "Any",
+};
+
 function fieldTo(f: FieldPattern, where: string): Wire {
+  if (f instanceof ActualField) return { actual: valueTo(f.value, `${where}.actual`) };
+  if (typeof f === "string" && Object.hasOwn(CLI_FORMALS, f)) {
+    throw new InvalidArgument(
+      `${where}: ${JSON.stringify(f)} is how the CLI writes a formal; in a template write ` +
+        `${CLI_FORMALS[f]} (import { ${CLI_FORMALS[f]} } from "msgboard"), or actual(${JSON.stringify(f)}) ` +
+        "to match that string itself",
+    );
+  }
   if (f instanceof Formal) return { formal: TYPES[f.type] };
   if (f instanceof AnyField) return { any: {} };
   if (f instanceof RangeField) {
@@ -141,7 +169,8 @@ function fieldFrom(w: Wire): FieldPattern {
   if (w.any !== undefined) return Any;
   if (w.range) return new RangeField(valueFrom(w.range.lo ?? {}), valueFrom(w.range.hi ?? {}));
   if (w.prefix) return new PrefixField(valueFrom(w.prefix) as string | Buffer);
-  return valueFrom(w.actual ?? {});
+  const v = valueFrom(w.actual ?? {});
+  return typeof v === "string" && Object.hasOwn(CLI_FORMALS, v) ? new ActualField(v) : v;
 }
 
 // ---------------------------------------------------------------- patterns
