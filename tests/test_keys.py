@@ -21,7 +21,7 @@ from msgboard.associative import EVERYTHING
 from msgboard.cli.main import main
 from msgboard.client import Client
 from msgboard.engine import Board
-from msgboard.errors import InvalidArgument
+from msgboard.errors import InvalidArgument, QueueFull
 from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
 from msgboard.lmdbstore.layout import HOLD, QID, U64
@@ -274,3 +274,15 @@ def _entries(path: Path) -> tuple[int, int]:
     )
     keys, ends = out.stdout.split()
     return int(keys), int(ends)
+
+
+def test_a_retry_to_a_full_queue_is_a_duplicate_not_queue_full(board: Board) -> None:
+    """Given a queue of one message that refuses posts when full, when a
+    keyed post is retried after the queue filled, I expect DUPLICATE with
+    the first seq; a new message is still QueueFull."""
+    board.create_queue(QueueSpec("jobs", max_unprocessed=1))
+    assert board.post("jobs", [Message(key="k")]) == [1]
+    [r] = board.post_receipts("jobs", [Message(key="k")])
+    assert (r.seq, r.disposition) == (1, Disposition.DUPLICATE)
+    with pytest.raises(QueueFull):
+        board.post("jobs", [Message(key="other")])

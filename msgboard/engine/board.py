@@ -274,7 +274,10 @@ class Board:
         limit = spec.max_unprocessed
         n = len(msgs)
         if limit and spec.overflow is OverflowPolicy.REJECT and not net.table.has_overflow(queue):
-            # All or nothing, counted as if none of it were routed away.
+            # All or nothing, counted as if none of it were routed away; a
+            # duplicate or a scheduled message takes no room (so a retried
+            # post is answered DUPLICATE, not QueueFull).
+            n = self._waiting(b, txn, queue, msgs)
             room = max(0, limit - txn.counts(queue).unprocessed)
             if room < n:
                 b.count(queue, overflowed=n)
@@ -317,6 +320,22 @@ class Board:
             b.count(queue, posted=posted)
         net.pulls.settle(b)
         return out
+
+    @staticmethod
+    def _waiting(b: Batch, txn: Txn, queue: str, msgs: list[Message]) -> int:
+        """How many of ``msgs`` a post would add to the waiting messages:
+        not those whose key the queue holds (or an earlier one of the batch
+        has), nor those scheduled ahead."""
+        seen: set[str] = set()
+        n = 0
+        for m in msgs:
+            if m.key:
+                if m.key in seen or txn.keyed(queue, m.key, b.now):
+                    continue
+                seen.add(m.key)
+            if m.not_before <= b.now:
+                n += 1
+        return n
 
     # -- the system queue -----------------------------------------------
 
