@@ -5,11 +5,13 @@ its deliveries not yet acked, and a Take with a lease, its leases. Here
 they attach and detach (a consumer), ack and nack, lease and run out. An
 ack processes the message for good; a nack, a detach or a lease running
 out gives it back, its delivery count raised: dead-lettered past
-``max_deliveries``, else routed again, at once or (after a nack) after a
-short, growing backoff. ``Holders`` is a part of the ``Network``
-(network.py), which hands it the routing it needs (processing a waiting
-message, routing one that came back); network.py's docstring tells the
-rules.
+``max_deliveries``, else routed again after a backoff: a nack's own
+delay, or the step of the consumer's or the queue's redelivery policy
+(``spec.Redelivery``) for its delivery count, or with no policy
+``NACK_BACKOFF`` for a nack and none for a lost consumer or lease.
+``Holders`` is a part of the ``Network`` (network.py), which hands it the
+routing it needs (processing a waiting message, routing one that came
+back); network.py's docstring tells the rules.
 """
 
 from __future__ import annotations
