@@ -14,8 +14,11 @@ package msgboard
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -248,6 +251,50 @@ func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message
 		return nil, err
 	}
 	return receipts(r.Seqs, r.Dispositions), nil
+}
+
+// PostIdempotent posts as PostReceipts does, safe to retry: every message
+// without a Key gets a random one, and a post whose answer is lost (the
+// board or the connection down: codes.Unavailable) is sent again with the
+// same keys, waiting for the board to be back, until ctx is done. The board
+// stores what it had not and answers DISPOSITION_DUPLICATE, with the first
+// seq, for what it had: each message is stored once.
+func (c *Client) PostIdempotent(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
+	keyed := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if m.Key == "" {
+			var b [16]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			m.Key = hex.EncodeToString(b[:])
+		}
+		keyed[i] = m
+	}
+	ms, err := protoMessages(keyed)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	req := &pb.PostRequest{Queue: queue, Messages: ms}
+	pause := 100 * time.Millisecond
+	for {
+		r, err := c.stub.Post(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			return receipts(r.Seqs, r.Dispositions), nil
+		}
+		err = fromRPC(err)
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		if pause < 2*time.Second {
+			pause *= 2
+		}
+	}
 }
 
 func receipts(seqs []uint64, ds []pb.Disposition) []Receipt {

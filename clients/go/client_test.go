@@ -451,3 +451,100 @@ func TestSnapshotWritesACopyOfTheBoard(t *testing.T) {
 		t.Fatalf("a snapshot over a non-empty directory gave %v", err)
 	}
 }
+
+func TestKeysDelaysAndANackWithItsOwnDelay(t *testing.T) {
+	c := open(t)
+	none := time.Duration(0)
+	q := mustQueue(t, c, msgboard.QueueSpec{
+		DedupWindow: &none,
+		Redelivery:  &msgboard.Redelivery{Initial: time.Second, Multiplier: 2, Max: time.Minute},
+	})
+	rs, err := c.PostReceipts(ctx(t), q, msgboard.Message{Key: "k1"}, msgboard.Message{Key: "k1"})
+	if err != nil || len(rs) != 2 || rs[1].Seq != 1 || rs[1].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("a repeated key gave %+v, %v", rs, err)
+	}
+	seqs, err := c.Post(ctx(t), q, msgboard.Message{Tuple: []any{"later"}, Delay: 300 * time.Millisecond})
+	if err != nil || len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("a delayed post gave %v, %v", seqs, err)
+	}
+	page, err := c.Browse(ctx(t), q, msgboard.Browse{Section: msgboard.Scheduled})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].NotBefore.IsZero() {
+		t.Fatalf("browsing the scheduled section gave %+v, %v", page, err)
+	}
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q, Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(5 * time.Second)
+	d, err := sub.Next(ctx(t))
+	if err != nil || d.Message.Key != "k1" {
+		t.Fatalf("first delivery %+v, %v", d, err)
+	}
+	if _, err := sub.NackAfter(time.Hour, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	d, err = sub.Next(ctx(t)) // the delayed one, once due
+	if err != nil || d.Message.Seq != 2 || time.Now().Before(d.Message.NotBefore) {
+		t.Fatalf("second delivery %+v, %v", d, err)
+	}
+	page, err = c.Browse(ctx(t), q, msgboard.Browse{})
+	if err != nil || len(page.Messages) != 2 || page.Messages[0].RedeliverAt.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("the nacked message browsed as %+v, %v", page.Messages[0], err)
+	}
+}
+
+func TestPostIdempotentKeysItsPostsAndWaitsForTheBoard(t *testing.T) {
+	data := t.TempDir()
+	first, err := startServer("--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.address
+	c, err := msgboard.Dial(addr)
+	if err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx(t), msgboard.QueueSpec{Name: "jobs"}); err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Tuple: []any{"a"}})
+	if err != nil || len(rs) != 1 || rs[0].Seq != 1 {
+		first.stop()
+		t.Fatalf("first post %+v, %v", rs, err)
+	}
+	first.stop() // the board is down: the next post waits for it
+	answered := make(chan []msgboard.Receipt, 1)
+	failed := make(chan error, 1)
+	go func() {
+		rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+		if err != nil {
+			failed <- err
+			return
+		}
+		answered <- rs
+	}()
+	time.Sleep(300 * time.Millisecond) // let it try the board while it is down
+	second, err := startServer("--data", data, "--listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.stop()
+	select {
+	case rs := <-answered:
+		if len(rs) != 1 || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_STORED {
+			t.Fatalf("the post once back %+v", rs)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the post never came through")
+	}
+	// A retry of the same keyed post (its answer lost) is stored once.
+	rs, err = c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+	if err != nil || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("the retry %+v, %v", rs, err)
+	}
+}

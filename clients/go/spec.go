@@ -4,6 +4,7 @@ import (
 	"time"
 
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The words of board.proto's enums, named here so that a program needs no
@@ -49,6 +50,7 @@ const (
 	Backward    = pb.Direction_DIRECTION_BACKWARD
 	Unprocessed = pb.Section_SECTION_UNPROCESSED
 	History     = pb.Section_SECTION_HISTORY
+	Scheduled   = pb.Section_SECTION_SCHEDULED
 
 	// Selector roles (SelectorSpec.Role).
 	RoleNormal   = pb.Role_ROLE_NORMAL
@@ -78,15 +80,44 @@ type QueueSpec struct {
 	// MaxDeliveries is the most deliveries of one message before it is
 	// dead-lettered (0: no limit).
 	MaxDeliveries uint32
+	// DedupWindow is how long a message's idempotency key (Message.Key) is
+	// held after the message has left the queue: nil, 2 minutes; 0, only
+	// while it is on the board.
+	DedupWindow *time.Duration
+	// Redelivery delays messages given back (nacked, their consumer gone)
+	// before they are delivered again; nil: a nack waits 0.1 s doubling to
+	// 5 s, a lost consumer not at all.
+	Redelivery *Redelivery
+}
+
+// Redelivery is a redelivery backoff: Initial, then Multiplier (at least
+// 1) times the delay before each time, at most Max.
+type Redelivery struct {
+	Initial    time.Duration
+	Multiplier float64
+	Max        time.Duration
+}
+
+func (r *Redelivery) proto() *pb.Redelivery {
+	if r == nil {
+		return nil
+	}
+	return &pb.Redelivery{
+		Initial: durationpb.New(r.Initial), Multiplier: r.Multiplier, Max: durationpb.New(r.Max),
+	}
 }
 
 func (s QueueSpec) proto() *pb.QueueSpec {
-	return &pb.QueueSpec{
+	out := &pb.QueueSpec{
 		Name: s.Name, Transient: s.Transient, MaxUnprocessed: s.MaxUnprocessed,
 		Overflow: s.Overflow, MaxHistory: s.MaxHistory, UnlimitedHistory: s.UnlimitedHistory,
 		DeadLetter: s.DeadLetter, Unmatched: s.Unmatched, AutoDelete: s.AutoDelete,
-		MaxDeliveries: s.MaxDeliveries,
+		MaxDeliveries: s.MaxDeliveries, Redelivery: s.Redelivery.proto(),
 	}
+	if s.DedupWindow != nil {
+		out.DedupWindow = durationpb.New(*s.DedupWindow)
+	}
+	return out
 }
 
 // WaitOption sets how Take, TakeLeased and Read wait and how much they

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -34,6 +35,9 @@ type Subscribe struct {
 	// OnReconnect, if set, is called with the error when the stream is
 	// lost and a new one is sought, and with nil once it is open again.
 	OnReconnect func(err error)
+	// Redelivery delays this consumer's nacked or lost deliveries before
+	// they are delivered again; nil: the queue's policy.
+	Redelivery *Redelivery
 }
 
 // Delivery is one delivered message: d.Ack(), d.Nack() or d.Reject(), or
@@ -109,7 +113,7 @@ func (c *Client) Subscribe(ctx context.Context, s Subscribe) (*Subscription, err
 	}
 	open := &pb.Subscription{
 		Queue: s.Queue, Pattern: pp, Op: s.Op, Credit: s.Credit, Start: s.Start,
-		StartSeq: s.StartSeq, SelectorId: s.SelectorID,
+		StartSeq: s.StartSeq, SelectorId: s.SelectorID, Redelivery: s.Redelivery.proto(),
 	}
 	if s.Pattern.Address == "" && s.Pattern.Filter == "" && len(s.Pattern.Templates) == 0 {
 		open.Pattern = nil
@@ -295,12 +299,18 @@ func (s *Subscription) ack(ids []uint64, upTo uint64) (uint64, error) {
 
 // Nack gives deliveries back for redelivery. It returns the request's ref
 // (0 when every delivery came on a lost stream: they come again anyway).
-func (s *Subscription) Nack(ids ...uint64) (uint64, error) { return s.nack(ids, false) }
+func (s *Subscription) Nack(ids ...uint64) (uint64, error) { return s.nack(ids, false, nil) }
+
+// NackAfter gives deliveries back to be delivered again after delay rather
+// than the redelivery policy's next step. It returns the request's ref.
+func (s *Subscription) NackAfter(delay time.Duration, ids ...uint64) (uint64, error) {
+	return s.nack(ids, false, durationpb.New(delay))
+}
 
 // Reject dead-letters deliveries instead of giving them back.
-func (s *Subscription) Reject(ids ...uint64) (uint64, error) { return s.nack(ids, true) }
+func (s *Subscription) Reject(ids ...uint64) (uint64, error) { return s.nack(ids, true, nil) }
 
-func (s *Subscription) nack(ids []uint64, reject bool) (uint64, error) {
+func (s *Subscription) nack(ids []uint64, reject bool, delay *durationpb.Duration) (uint64, error) {
 	s.mu.Lock()
 	n := len(ids)
 	ids = s.board(ids, false)
@@ -308,7 +318,8 @@ func (s *Subscription) nack(ids []uint64, reject bool) (uint64, error) {
 	if n > 0 && len(ids) == 0 {
 		return 0, nil
 	}
-	return s.request(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Nack{Nack: &pb.Nacks{Ids: ids, Reject: reject}}})
+	r := &pb.Nacks{Ids: ids, Reject: reject, Delay: delay}
+	return s.request(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Nack{Nack: r}})
 }
 
 // AddCredit raises the consumer's credit by n messages (capped by the server).

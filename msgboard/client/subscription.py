@@ -208,12 +208,15 @@ class _Stream(abc.ABC):
             self._send(r)
         return 0 if r is None else r.ref
 
-    def _nack(self, items: Iterable[Delivery | int], reject: bool) -> int:
+    def _nack(self, items: Iterable[Delivery | int], reject: bool, delay: float | None) -> int:
         asked = _ids(items)
         ids = self._board(asked, False)
         if asked and not ids:
             return 0  # deliveries of a lost stream come again anyway
-        return self._request(pb.SubscribeRequest(nack=pb.Nacks(ids=ids, reject=reject)))
+        n = pb.Nacks(ids=ids, reject=reject)
+        if delay is not None:
+            n.delay.CopyFrom(codec.us_to_duration(round(delay * 1_000_000)))
+        return self._request(pb.SubscribeRequest(nack=n))
 
     def _credit(self, n: int) -> int:
         return self._request(pb.SubscribeRequest(credit=n))
@@ -322,10 +325,11 @@ class Subscription(_Stream):
         through."""
         return self._ack(items, up_to)
 
-    def nack(self, *items: Delivery | int, reject: bool = False) -> int:
-        """Gives deliveries back for redelivery, or dead-letters them.
-        Returns the request's ref."""
-        return self._nack(items, reject)
+    def nack(self, *items: Delivery | int, reject: bool = False, delay: float | None = None) -> int:
+        """Gives deliveries back for redelivery, or dead-letters them;
+        ``delay``: seconds before they are delivered again (default: the
+        redelivery policy's next step). Returns the request's ref."""
+        return self._nack(items, reject, delay)
 
     def credit(self, n: int) -> int:
         """Raises the credit by ``n`` messages (the board's cap still
@@ -468,8 +472,10 @@ class AsyncSubscription(_Stream):
     async def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> int:
         return self._ack(items, up_to)
 
-    async def nack(self, *items: Delivery | int, reject: bool = False) -> int:
-        return self._nack(items, reject)
+    async def nack(
+        self, *items: Delivery | int, reject: bool = False, delay: float | None = None
+    ) -> int:
+        return self._nack(items, reject, delay)
 
     async def credit(self, n: int) -> int:
         return self._credit(n)

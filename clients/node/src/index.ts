@@ -33,4 +33,4 @@ export {
   tpl,
 } from "./values.js";
 export type { Field, FieldPattern, Templates, TypeName, Value } from "./values.js";
-export type { Message, NewMessage, Pattern, PatternOptions, Position, Queue, QueueSpec, Receipt, Selector, SelectorOptions, StartOptions } from "./wire.js";
+export type { Message, NewMessage, Pattern, PatternOptions, Position, Queue, QueueSpec, Receipt, Redelivery, Selector, SelectorOptions, StartOptions } from "./wire.js";

@@ -33,7 +33,7 @@
 import type { Duplex } from "./connection.js";
 import { InvalidArgument, makeError, NotFound, Unavailable, type MsgboardError } from "./errors.js";
 import { codeName, partsOf } from "./status.js";
-import { messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
+import { duration, messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
 
 /** One delivered message: `d.ack()`, or `sub.ack(d)`, or by `id`. */
 export interface Delivery {
@@ -41,8 +41,9 @@ export interface Delivery {
   message: Message;
   /** Acks this delivery (coalesced with others); returns the request's ref. */
   ack(): number;
-  /** Gives it back for redelivery, or with `reject` dead-letters it; returns the ref. */
-  nack(options?: { reject?: boolean }): number;
+  /** Gives it back for redelivery (after `delayMs`, else the redelivery
+   * policy's next step), or with `reject` dead-letters it; returns the ref. */
+  nack(options?: { reject?: boolean; delayMs?: number }): number;
 }
 
 /** The typed error of an in-stream `Error` message (its details as a Status's). */
@@ -133,11 +134,14 @@ export class Subscription implements AsyncIterable<Delivery> {
     return this.queueAck([], idOf(last));
   }
 
-  /** Gives deliveries back (redelivered later), or with `reject` dead-letters them. */
-  nack(items: (Delivery | number)[], options: { reject?: boolean } = {}): number {
+  /** Gives deliveries back (redelivered after `delayMs`, else the
+   * redelivery policy's next step), or with `reject` dead-letters them. */
+  nack(items: (Delivery | number)[], options: { reject?: boolean; delayMs?: number } = {}): number {
     const ids = this.board(items.map(idOf), false);
     if (items.length && !ids.length) return 0; // deliveries of a lost stream come again anyway
-    return this.request({ nack: { ids: ids.map(String), reject: options.reject ?? false } });
+    const nack: Record<string, unknown> = { ids: ids.map(String), reject: options.reject ?? false };
+    if (options.delayMs !== undefined) nack.delay = duration(options.delayMs);
+    return this.request({ nack });
   }
 
   /** Raises the consumer's credit by `n` messages. */
