@@ -205,6 +205,10 @@ class Leadership:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.ttl + 5 * self.timeout)
+        etcd: Etcd | None = getattr(self._local, "etcd", None)
+        if etcd is not None:  # the calling thread's, from write_sync/read_sync
+            etcd.close()
+            self._local.etcd = None
 
     # -- the leadership thread ----------------------------------------------
 
