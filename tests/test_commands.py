@@ -221,6 +221,7 @@ def test_take_with_a_lease_then_ack_and_nack(
         server, capsys, "ack", "jobs", str(first["lease"]), "999", lease3, "--json"
     )
     assert code == 1 and lines(out) == [{"lease": int(lease3), "acked": True}]
+    assert [x["lease"] for x in lines(err)] == [first["lease"], 999]
     used, never = (x["error"] for x in lines(err))
     assert used["code"] == "NOT_FOUND" and f"lease {first['lease']}" in used["message"]  # type: ignore[index]
     assert never["code"] == "INVALID_ARGUMENT" and "lease 999" in never["message"]  # type: ignore[index]

@@ -23,7 +23,7 @@ from msgboard.cli.lines import (
     time_us,
     when,
 )
-from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
+from msgboard.errors import InvalidArgument, RelativePath
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import UNLIMITED
 
@@ -400,20 +400,17 @@ def _found_nothing(args: argparse.Namespace) -> None:
 
 
 def _ack(c: Any, args: argparse.Namespace) -> int:
-    """ack and nack: one Ack call per lease id, so that each id is answered
-    on its own (an unknown one does not stop the others); 1 if any was
-    rejected."""
-    nack = args.command == "nack"
-    rejected = 0
-    for lid in args.ids:
-        try:
-            c.ack(args.queue, [lid], nack=nack)
-        except MsgboardError as e:
-            rejected += 1
-            report_error(e, args.json)
-            continue
-        if args.json:
-            print(json.dumps({"lease": lid, args.command + "ed": True}), flush=True)
-        else:
-            print(f"{args.command}ed {lid}", flush=True)
-    return 1 if rejected else 0
+    """ack and nack: one Ack call; acks are per lease, so each id is
+    answered on its own, in the order given (a line per lease applied on
+    stdout, an error per lease refused on stderr); 1 if any was refused."""
+    acked = c.ack(args.queue, args.ids, nack=args.command == "nack")
+    done = set(acked.ids)
+    for lid in dict.fromkeys(args.ids):  # a lease given twice is answered once
+        if lid in acked.rejected:
+            report_error(acked.rejected[lid], args.json, about={"lease": lid})
+        elif lid in done:
+            if args.json:
+                print(json.dumps({"lease": lid, args.command + "ed": True}), flush=True)
+            else:
+                print(f"{args.command}ed {lid}", flush=True)
+    return 1 if acked.rejected else 0

@@ -107,9 +107,11 @@ class BoardStub:
     Ack: _grpc.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
@@ -203,9 +205,11 @@ class BoardAsyncStub(BoardStub):
     Ack: _aio.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]  # type: ignore[assignment]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
@@ -356,9 +360,11 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.AckResponse, _abc.Awaitable[_board_pb2.AckResponse]]:
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        Nothing is changed unless every lease in the request is good:
-        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-        another queue; NOT_FOUND for a lease already acked or run out.
+        Acks are per lease, by the rule of a Subscribe stream's acks: the board
+        applies every lease it can; one it cannot does not stop the others and
+        comes back in `rejected` of the answer. The call itself fails only for
+        a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+        NOT_FOUND for a queue that does not exist.
         """
 
     @_abc_1.abstractmethod

@@ -50,9 +50,11 @@ type BoardClient interface {
 	Browse(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -357,9 +359,11 @@ type BoardServer interface {
 	Browse(context.Context, *BrowseRequest) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
