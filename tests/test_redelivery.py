@@ -82,7 +82,7 @@ def test_deleting_a_selector_gives_back_its_messages(board: Board) -> None:
 
 def test_acks_are_per_delivery(board: Board) -> None:
     """An ack applies every id it can and answers the others one by one; a
-    repeated ack is harmless."""
+    repeated ack changes nothing and is answered NOT_FOUND."""
     board.create_queue(QueueSpec("q"))
     c, sink = subscribe(board, "q")
     post(board, "q", ("x",), ("y",))

@@ -52,7 +52,8 @@ def test_subscribe_delivers_and_acks_are_confirmed(client: Client) -> None:
 def test_a_bad_ack_is_information_and_the_other_acks_go_through(client: Client) -> None:
     """Given an ack of a delivery never made, then two acks of a real one,
     I expect the real one acked, the bad id in ``rejected`` (not raised),
-    the repeated ack harmless, and the stream carrying on."""
+    the repeated ack answered NOT_FOUND in ``rejected`` (nothing changed),
+    and the stream carrying on."""
     client.create_queue("q")
     with client.subscribe("q") as sub:
         client.post("q", ("a",))

@@ -7,6 +7,7 @@ with ``--json``). ``msgboard.cli.main`` parses the command line and calls
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import os
 import sys
@@ -23,9 +24,9 @@ from msgboard.cli.lines import (
     time_us,
     when,
 )
-from msgboard.errors import InvalidArgument, RelativePath
+from msgboard.errors import InvalidArgument, MsgboardError, QueueExists, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec, UnmatchedPolicy, differences
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -106,6 +107,51 @@ def connect(args: argparse.Namespace) -> Client:
     )
 
 
+def _create_queue(c: Client, args: argparse.Namespace) -> Any:
+    """queue create. The board names the properties that differ from an
+    existing queue's as the proto does (``max_history 1000 (asked: 500)``);
+    said here as the flags that set them (``--max-history 1000``)."""
+    asked = QueueSpec(
+        args.name,
+        transient=args.transient,
+        max_unprocessed=args.max_unprocessed,
+        overflow=OverflowPolicy(args.overflow),
+        max_history=args.max_history,
+        dead_letter=args.dead_letter,
+        unmatched=UnmatchedPolicy(args.unmatched),
+        auto_delete=args.auto_delete,
+        max_deliveries=args.max_deliveries,
+    )
+    kw = {f: getattr(asked, f) for f in QueueSpec.__dataclass_fields__ if f != "name"}
+    try:
+        return c.create_queue(args.name, **kw)
+    except QueueExists as e:
+        try:
+            have = c.get_queue(args.name).spec
+        except MsgboardError:
+            raise e from None  # gone meanwhile: the board's words stand
+        said = differences(have, asked, flag_words)
+        raise QueueExists(e.queue, f'queue "{args.name}" exists with {said}') from None
+
+
+def flag_words(field: str, have: object, asked: object) -> str:
+    """One property that differs, as the ``queue create`` flag that sets
+    it: ``--max-history 1000 (asked: 500)``, ``no --transient (asked:
+    --transient)``, ``--dead-letter dlq (asked: none)``."""
+    flag = "--" + field.replace("_", "-")
+    if isinstance(have, bool):
+        return f"{flag if have else 'no ' + flag} (asked: {flag if asked else 'no ' + flag})"
+
+    def value(v: object) -> object:
+        if isinstance(v, enum.Enum):
+            return v.value
+        if v == UNLIMITED:
+            return "unlimited"
+        return "none" if v == "" else v
+
+    return f"{flag} {value(have)} (asked: {value(asked)})"
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs a client command (every command but serve, user, check, export,
     report and nightly) against ``args.server``."""
@@ -116,18 +162,7 @@ def run(args: argparse.Namespace) -> int:
         cmd = args.command
         if cmd == "queue":
             if args.action == "create":
-                v = c.create_queue(
-                    args.name,
-                    transient=args.transient,
-                    max_unprocessed=args.max_unprocessed,
-                    overflow=args.overflow,
-                    max_history=args.max_history,
-                    dead_letter=args.dead_letter,
-                    unmatched=args.unmatched,
-                    auto_delete=args.auto_delete,
-                    max_deliveries=args.max_deliveries,
-                )
-                _print_queue(v, args.json)
+                _print_queue(_create_queue(c, args), args.json)
             elif args.action == "get":
                 _print_queue(c.get_queue(args.name), args.json)
             elif args.action == "list":

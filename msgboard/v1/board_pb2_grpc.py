@@ -139,7 +139,9 @@ class BoardServicer:
     def CreateQueue(self, request, context):
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

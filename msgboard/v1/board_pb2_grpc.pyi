@@ -71,7 +71,9 @@ class BoardStub:
     CreateQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]
@@ -169,7 +171,9 @@ class BoardAsyncStub(BoardStub):
     CreateQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
@@ -270,7 +274,9 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.Queue, _abc.Awaitable[_board_pb2.Queue]]:
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
 

@@ -19,7 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 type BoardClient interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(ctx context.Context, in *CreateQueueRequest, opts ...grpc.CallOption) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
@@ -328,7 +330,9 @@ func (c *boardClient) KickConsumer(ctx context.Context, in *KickConsumerRequest,
 type BoardServer interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(context.Context, *CreateQueueRequest) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
