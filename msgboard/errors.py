@@ -6,7 +6,7 @@
     ├── InvalidArgument           bad input; .field: the path of the bad part
     │   ├── ConfigError           a bad setting, users file or certificate (start-up)
     │   └── RelativePath          a relative snapshot path, and no snapshot dir
-    ├── NotFound
+    ├── NotFound                  .field: the part that named it (a rejected ack)
     │   └── QueueNotFound
     ├── AlreadyExists
     │   └── QueueExists           same name, other properties
