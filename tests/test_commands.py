@@ -224,6 +224,13 @@ def test_queue_create_says_a_conflict_in_its_own_flags(
         'queue "all" exists with --overflow drop-new (asked: reject), --max-history '
         "unlimited (asked: 0), --dead-letter dlq (asked: none)",
     )
+    code, _, err = run(
+        server, capsys, "queue", "create", "r", "--dedup-window", "0", "--redelivery", "1,2,300"
+    )
+    code, _, err = run(server, capsys, "queue", "create", "r")
+    assert code == 1 and err.endswith(
+        "--dedup-window 0 (asked: 120), --redelivery 1,2,300 (asked: none)\n"
+    )
 
 
 def test_take_with_a_lease_then_ack_and_nack(

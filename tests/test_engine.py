@@ -20,7 +20,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import FIND_BUDGET
 from msgboard.results import Start
-from msgboard.spec import UNLIMITED, OverflowPolicy
+from msgboard.spec import UNLIMITED, OverflowPolicy, Redelivery
 
 
 def tpl(*fields: object) -> Pattern:
@@ -197,6 +197,13 @@ def test_a_conflict_names_the_properties_that_differ_in_the_words_of_the_proto(
         board.create_queue(QueueSpec("all"))
     with pytest.raises(QueueExists, match=r'dead_letter "dlq" \(asked: ""\)$'):
         board.create_queue(QueueSpec("all", max_history=UNLIMITED))
+    board.create_queue(QueueSpec("r", dedup_window=0, redelivery=Redelivery(10**6, 2.0, 3 * 10**8)))
+    with pytest.raises(QueueExists) as e:
+        board.create_queue(QueueSpec("r"))
+    assert str(e.value).endswith(
+        "dedup_window 0s (asked: 120s), "
+        "redelivery {initial: 1s, multiplier: 2, max: 300s} (asked: unset)"
+    )
 
 
 def test_a_full_queue_rejects_or_drops(board: Board) -> None:

@@ -26,7 +26,16 @@ from msgboard.cli.lines import (
 )
 from msgboard.errors import InvalidArgument, MsgboardError, QueueExists, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec, UnmatchedPolicy, differences
+from msgboard.spec import (
+    DEDUP_WINDOW,
+    UNLIMITED,
+    Disposition,
+    OverflowPolicy,
+    QueueSpec,
+    Redelivery,
+    UnmatchedPolicy,
+    differences,
+)
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -111,25 +120,40 @@ def _create_queue(c: Client, args: argparse.Namespace) -> Any:
     """queue create. The board names the properties that differ from an
     existing queue's as the proto does (``max_history 1000 (asked: 500)``);
     said here as the flags that set them (``--max-history 1000``)."""
-    asked = QueueSpec(
-        args.name,
-        transient=args.transient,
-        max_unprocessed=args.max_unprocessed,
-        overflow=OverflowPolicy(args.overflow),
-        max_history=args.max_history,
-        dead_letter=args.dead_letter,
-        unmatched=UnmatchedPolicy(args.unmatched),
-        auto_delete=args.auto_delete,
-        max_deliveries=args.max_deliveries,
-    )
-    kw = {f: getattr(asked, f) for f in QueueSpec.__dataclass_fields__ if f != "name"}
+    redelivery = _redelivery(args.redelivery)
     try:
-        return c.create_queue(args.name, **kw)
+        return c.create_queue(
+            args.name,
+            transient=args.transient,
+            max_unprocessed=args.max_unprocessed,
+            overflow=args.overflow,
+            max_history=args.max_history,
+            dead_letter=args.dead_letter,
+            unmatched=args.unmatched,
+            auto_delete=args.auto_delete,
+            max_deliveries=args.max_deliveries,
+            dedup_window=args.dedup_window,
+            redelivery=redelivery,
+        )
     except QueueExists as e:
         try:
             have = c.get_queue(args.name).spec
         except MsgboardError:
             raise e from None  # gone meanwhile: the board's words stand
+        window = args.dedup_window
+        asked = QueueSpec(
+            args.name,
+            args.transient,
+            args.max_unprocessed,
+            OverflowPolicy(args.overflow),
+            args.max_history,
+            args.dead_letter,
+            UnmatchedPolicy(args.unmatched),
+            args.auto_delete,
+            args.max_deliveries,
+            DEDUP_WINDOW if window is None else round(window * 1_000_000),
+            redelivery,
+        )
         said = differences(have, asked, flag_words)
         raise QueueExists(e.queue, f'queue "{args.name}" exists with {said}') from None
 
@@ -145,9 +169,13 @@ def flag_words(field: str, have: object, asked: object) -> str:
     def value(v: object) -> object:
         if isinstance(v, enum.Enum):
             return v.value
+        if isinstance(v, Redelivery):  # as --redelivery takes it: seconds
+            return f"{v.initial / 1e6:g},{v.multiplier:g},{v.most / 1e6:g}"
+        if field == "dedup_window" and isinstance(v, int):
+            return f"{v / 1e6:g}"
         if v == UNLIMITED:
             return "unlimited"
-        return "none" if v == "" else v
+        return "none" if v in ("", None) else v
 
     return f"{flag} {value(have)} (asked: {value(asked)})"
 
@@ -346,6 +374,31 @@ def _expires_at(args: argparse.Namespace) -> int:
     return now_us() + int(args.expires_in * 1_000_000)
 
 
+def _redelivery(text: str | None) -> Redelivery | None:
+    """--redelivery INITIAL,MULTIPLIER,MAX (seconds) as a policy."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        initial, multiplier, most = (float(p) for p in parts)
+    except ValueError:
+        raise InvalidArgument(
+            f"--redelivery: {text!r} is not INITIAL,MULTIPLIER,MAX (e.g. 1,2,300)"
+        ) from None
+    return Redelivery(round(initial * 1_000_000), multiplier, round(most * 1_000_000))
+
+
+def _not_before(args: argparse.Namespace) -> int:
+    """--delay SECONDS or --not-before TIME as a time (µs); 0: none."""
+    if args.not_before:
+        return time_us(args.not_before, "--not-before")
+    if args.delay is None:
+        return 0
+    if args.delay < 0:
+        raise InvalidArgument(f"--delay: must not be negative seconds (got {args.delay})")
+    return now_us() + int(args.delay * 1_000_000)
+
+
 def _post(c: Any, args: argparse.Namespace) -> int:
     if args.ndjson:
         from msgboard.cli.bulk import post_ndjson
@@ -359,6 +412,9 @@ def _post(c: Any, args: argparse.Namespace) -> int:
                 ("--priority", args.priority),
                 ("--reply-to", args.reply_to),
                 ("--content-type", args.content_type),
+                ("--key", args.key),
+                ("--delay", args.delay),
+                ("--not-before", args.not_before),
             )
             if value
         ]
@@ -396,11 +452,15 @@ def _post(c: Any, args: argparse.Namespace) -> int:
         expires_at=_expires_at(args),
         content_type=args.content_type,
         body=body,
+        key=args.key,
+        not_before=_not_before(args),
     )
     [got] = c.post_receipts(args.queue, [m])
     fate = got.disposition.value
     if args.json:
         print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
+    elif got.disposition is Disposition.DUPLICATE:  # the seq first: the one holding the key
+        print(f"{got.seq} duplicate (key {args.key!r} is held by seq {got.seq})")
     else:  # the seq first, so that scripts can keep it; 0 says why
         print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
     return 0
