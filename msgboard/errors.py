@@ -6,7 +6,7 @@
     ├── InvalidArgument           bad input; .field: the path of the bad part
     │   ├── ConfigError           a bad setting, users file or certificate (start-up)
     │   └── RelativePath          a relative snapshot path, and no snapshot dir
-    ├── NotFound
+    ├── NotFound                  .field: the part that named it (a rejected ack)
     │   └── QueueNotFound
     ├── AlreadyExists
     │   └── QueueExists           same name, other properties
@@ -114,7 +114,22 @@ class RelativePath(InvalidArgument):
 
 
 class NotFound(MsgboardError):
+    """Something named in the request is not there. ``field``: the path of
+    the request's part that named it, when one part is to blame (an ack of
+    ``lease_ids[1]``), "" otherwise."""
+
     code = "NOT_FOUND"
+    field = ""
+
+    def __init__(self, message: str = "", *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+    def info(self) -> dict[str, str]:
+        return {"field": self.field} if self.field else {}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.field = info.get("field", "")
 
 
 class QueueNotFound(NotFound):

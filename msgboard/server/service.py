@@ -205,10 +205,10 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Ack(self, request: pb.AckRequest, context: Any) -> pb.AckResponse:
-        await wait(
+        acked = await wait(
             self.board.ack_leases_async(request.queue, list(request.lease_ids), request.nack)
         )
-        return pb.AckResponse()
+        return pb.AckResponse(lease_ids=acked.ids, rejected=streams.rejected_to_pb(acked))
 
     @_mapped
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:

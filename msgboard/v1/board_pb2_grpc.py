@@ -139,7 +139,9 @@ class BoardServicer:
     def CreateQueue(self, request, context):
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -215,9 +217,11 @@ class BoardServicer:
     def Ack(self, request, context):
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        Nothing is changed unless every lease in the request is good:
-        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-        another queue; NOT_FOUND for a lease already acked or run out.
+        Acks are per lease, by the rule of a Subscribe stream's acks: the board
+        applies every lease it can; one it cannot does not stop the others and
+        comes back in `rejected` of the answer. The call itself fails only for
+        a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+        NOT_FOUND for a queue that does not exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -71,7 +71,9 @@ class BoardStub:
     CreateQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]
@@ -107,9 +109,11 @@ class BoardStub:
     Ack: _grpc.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
@@ -167,7 +171,9 @@ class BoardAsyncStub(BoardStub):
     CreateQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
@@ -203,9 +209,11 @@ class BoardAsyncStub(BoardStub):
     Ack: _aio.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]  # type: ignore[assignment]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
@@ -266,7 +274,9 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.Queue, _abc.Awaitable[_board_pb2.Queue]]:
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
 
@@ -356,9 +366,11 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.AckResponse, _abc.Awaitable[_board_pb2.AckResponse]]:
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        Nothing is changed unless every lease in the request is good:
-        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-        another queue; NOT_FOUND for a lease already acked or run out.
+        Acks are per lease, by the rule of a Subscribe stream's acks: the board
+        applies every lease it can; one it cannot does not stop the others and
+        comes back in `rejected` of the answer. The call itself fails only for
+        a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+        NOT_FOUND for a queue that does not exist.
         """
 
     @_abc_1.abstractmethod

@@ -19,7 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 type BoardClient interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(ctx context.Context, in *CreateQueueRequest, opts ...grpc.CallOption) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
@@ -50,9 +52,11 @@ type BoardClient interface {
 	Browse(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -326,7 +330,9 @@ func (c *boardClient) KickConsumer(ctx context.Context, in *KickConsumerRequest,
 type BoardServer interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(context.Context, *CreateQueueRequest) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
@@ -357,9 +363,11 @@ type BoardServer interface {
 	Browse(context.Context, *BrowseRequest) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
