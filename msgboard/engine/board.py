@@ -83,10 +83,14 @@ class Board:
         sync: bool = True,
         limits: Limits | None = None,
         map_size: int = 256 * 1024 * 1024,
+        init: bool = False,
+        accept_rollback: bool = False,
     ) -> None:
         self.limits = limits or Limits()
         self.path = os.fspath(path)
-        self._durable = DurableStore(self.path, sync=sync, map_size=map_size)
+        self._durable = DurableStore(
+            self.path, sync=sync, map_size=map_size, init=init, accept_rollback=accept_rollback
+        )
         self._memory = MemoryStore()
         self._waiters = Waiters()
         self._writer = writer = Writer(self._durable, self._memory, self._waiters)

@@ -80,8 +80,12 @@ class DurableTxn(Txn):
         reserve: int = 0,
         free: int = 0,
         frozen: dict[str, QueueState] | None = None,
+        committed: Callable[[int], None] | None = None,
     ) -> None:
         self._dbs = dbs
+        #: Told the txn id after each commit, before anyone is answered:
+        #: the commit sidecar (``sidecar.py``).
+        self._committed = committed
         self._cache = cache
         self._disk = disk
         self._ended = ended
@@ -132,6 +136,7 @@ class DurableTxn(Txn):
                     put(b"next_qid", U64.pack(self._next_qid), db=dbs.meta)
                 if self._next_sid != cache.next_sid:
                     put(b"next_sid", U64.pack(self._next_sid), db=dbs.meta)
+                txnid = self._txn.id()
                 self._txn.commit()
         except StoreError as e:
             # A full disk shows as ENOSPC, or as EIO where a write came up
@@ -143,6 +148,8 @@ class DurableTxn(Txn):
                 ) from e
             raise
         self._done = True
+        if self._committed is not None:
+            self._committed(txnid)
         cache.publish(self._q, self._next_qid, self._next_sid)
         self._ended()
 

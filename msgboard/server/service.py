@@ -385,7 +385,13 @@ async def serve(
     # handovers (event loop, writer, back), and a listing building its
     # answer on a reader thread would otherwise add up to 5 ms to each.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    board = Board(config.data, sync=sync, limits=limits)
+    board = Board(
+        config.data,
+        sync=sync,
+        limits=limits,
+        init=config.init,
+        accept_rollback=config.accept_rollback,
+    )
     # What opening loaded (one object set per queue) lives as long as the
     # board: out of the collector's full passes, which would otherwise walk
     # it all, the GIL held, some 100 ms per 100,000 queues.

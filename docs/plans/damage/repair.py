@@ -40,7 +40,7 @@ from msgboard.codec import decode_record
 from msgboard.lmdbstore import DurableStore, record
 from msgboard.message import Section, now_us
 
-import pageverify
+from msgboard.lmdbstore import verify as pageverify
 
 _KEY = struct.Struct(">IQ")
 _QID = struct.Struct(">I")
