@@ -304,8 +304,8 @@ class DurableStore(Store):
         return self._reserve.size
 
     def damaged(self, name: str) -> int:
-        return len(self._cache.damaged.get(name, ()))
+        return sum(self._cache.damaged.get(name, {}).values())
 
     def damaged_counts(self) -> dict[str, int]:
         """Damaged records met so far, per queue (a copy)."""
-        return {name: len(seqs) for name, seqs in list(self._cache.damaged.items())}
+        return {name: sum(found.values()) for name, found in list(self._cache.damaged.items())}

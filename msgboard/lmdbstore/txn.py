@@ -195,6 +195,7 @@ class DurableTxn(Txn):
     # -- queues -----------------------------------------------------------
 
     def _find(self, name: str) -> QueueState | None:
+        self._guard.queue = name
         if name in self._q:
             return self._q[name]
         return self._base.get(name)
@@ -339,6 +340,7 @@ class DurableTxn(Txn):
     ) -> Message:
         """Moves the record to history; returns it as it was (unprocessed)."""
         q = self._q.get(name) or self._touch(name)
+        self._guard.queue = name
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
         key = KEY.pack(q.qid, seq)
@@ -434,42 +436,65 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
+        q = self._get(name)
+        db = self._unprocessed if section is _UNPROCESSED else self._history
+        want = -1
+        if key == prefix and not reverse:
+            want = q.unprocessed if section is _UNPROCESSED else q.history
         met, unpack = self._cache.met, U64.unpack_from
+        seen = prev = 0
         with self._guard:
-            db = self._unprocessed if section is _UNPROCESSED else self._history
             # As ``_whole`` does, without a generator per layer: a pull reads here.
             for k, v in walk(self._txn.cursor(db), prefix, key, reverse):
+                seen += 1
+                seq = unpack(k, 4)[0]
                 try:
-                    m = decode(k, v, name, unpack(k, 4)[0], section)
+                    m = decode(k, v, name, seq, section)
                 except RecordDamaged as e:
-                    met(e)
+                    met(placed(e, seq, prev, q.next_seq, want >= 0))
                     continue
+                prev = seq
                 yield m
+        if seen < want:
+            self._cache.short(name, section.value, want, seen)
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
-        with self._guard:
-            u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
-            h = walk(self._txn.cursor(self._history), prefix, key, reverse)
-            # Keys share the prefix, so they compare as seqs do.
-            both = heapq.merge(
-                ((k, v, _UNPROCESSED) for k, v in u),
-                ((k, v, _HISTORY) for k, v in h),
-                key=_first,
-                reverse=reverse,
-            )
-            yield from self._whole(name, both)
+        q = self._get(name)
+        u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
+        h = walk(self._txn.cursor(self._history), prefix, key, reverse)
+        # Keys share the prefix, so they compare as seqs do.
+        both = heapq.merge(
+            ((k, v, _UNPROCESSED) for k, v in u),
+            ((k, v, _HISTORY) for k, v in h),
+            key=_first,
+            reverse=reverse,
+        )
+        want = q.unprocessed + q.history if key == prefix and not reverse else -1
+        return self._whole(name, both, q, want)
 
-    def _whole(self, name: str, rows: Iterable[tuple[bytes, bytes, Section]]) -> Iterator[Message]:
+    def _whole(
+        self, name: str, rows: Iterable[tuple[bytes, bytes, Section]], q: QueueState, want: int
+    ) -> Iterator[Message]:
         """The messages of ``rows`` (key, record, section) whose records pass
-        their check; a damaged one is counted and logged, and skipped."""
-        met = self._cache.met
-        for k, v, section in rows:
-            try:
-                m = decode(k, v, name, U64.unpack_from(k, 4)[0], section)
-            except RecordDamaged as e:
-                met(e)
-                continue
-            yield m
+        their check; a damaged one is counted and logged, and skipped, named
+        by its place when its key's seq cannot be trusted (not between the
+        last good seq and the next seq). ``want`` (-1: none): the records a
+        walk of the whole queue must meet; fewer is counted and logged."""
+        met, unpack = self._cache.met, U64.unpack_from
+        seen = prev = 0
+        with self._guard:
+            for k, v, section in rows:
+                seen += 1
+                seq = unpack(k, 4)[0]
+                try:
+                    m = decode(k, v, name, seq, section)
+                except RecordDamaged as e:
+                    met(placed(e, seq, prev, q.next_seq, want >= 0))
+                    continue
+                prev = seq
+                yield m
+        if seen < want:
+            self._cache.short(name, "records", want, seen)
 
     # -- selectors --------------------------------------------------------
 
@@ -549,6 +574,15 @@ class DurableTxn(Txn):
         return first
 
 
+def placed(e: RecordDamaged, seq: int, prev: int, next_seq: int, forward: bool) -> RecordDamaged:
+    """``e``, or (its key's seq not to be trusted: not below the queue's
+    next seq, or in a forward walk not past ``prev``, the last good seq)
+    the same damage named by its place, after ``prev``."""
+    if seq < next_seq and (not forward or seq > prev):
+        return e
+    return RecordDamaged(e.queue, 0, e.why, after=prev)
+
+
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:
     return item[0]
 
@@ -591,7 +625,8 @@ class _Reader(Reader):
         key = self._prefix + U64.pack(seq)
         with self._t._guard:
             raw = self._txn.get(key, db=self._t._unprocessed)
-        if raw is None:
+        if raw is None:  # the index said it waits: index damage
+            self._t._cache.stale(self._name, seq)
             return None
         try:
             return decode(key, raw, self._name, seq, _UNPROCESSED)

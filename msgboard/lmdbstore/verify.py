@@ -261,8 +261,10 @@ class DataFile:
                 yield from self._leaf(w, page, pgno, low, high)
             except Bad as e:
                 self._problem(w.name, pgno, str(e), low, high)
+                w.last = None  # the next page's keys are compared afresh
             except struct.error as e:  # a field past the page: never expected
                 self._problem(w.name, pgno, f"unreadable ({e})", low, high)
+                w.last = None
         if self.deep and not any(p.tree == w.name for p in self.report.problems):
             self._counters(w)
 
