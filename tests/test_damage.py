@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+from msgboard import Message
 from msgboard.engine import Board
-from msgboard.errors import DataFileDamaged
+from msgboard.errors import DataFileDamaged, StoreDamaged
 from msgboard.message import Section
-from tests import sweep
+from tests import damage, sweep
 
 # -- the judge catches what it looks for -------------------------------------
 
@@ -192,3 +193,53 @@ def test_a_key_whose_seq_is_damaged_is_named_by_its_place(
         assert {q.name: q.damaged for q in b.stats().queues}["jobs"] >= 1
     assert "queue 'jobs' the record after seq 873: the stored record is damaged" in caplog.text
     assert str(874 + 2**36) not in caplog.text
+
+
+def test_a_walk_that_ends_short_of_the_counters_is_counted_and_logged(
+    board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given the last record of logs (qid 2) under a key whose queue id lost
+    # a bit (qid 3): it sorts past the queue's end
+    copy = sweep.copy(board, tmp_path / "b")
+    damage.flip(copy, damage.key(2, 900), offset=3)
+    with Board(copy) as b:
+        # When whole walks of the queue end one short of its counters
+        for _ in range(2):
+            assert len(b.browse("logs", section=Section.UNPROCESSED, limit=1000).messages) == 899
+        # I expect the gap counted and logged once
+        assert {q.name: q.damaged for q in b.stats().queues}["logs"] == 1
+    assert caplog.text.count("found 899 of the 900 records its counters say") == 1
+
+
+def test_a_stray_key_inside_a_queue_is_walked_over_and_named_by_place(
+    board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given logs seq 500 under a key of queue id 3, between seqs 499 and 501
+    copy = sweep.copy(board, tmp_path / "b")
+    damage.flip(copy, damage.key(2, 500), offset=3)
+    with Board(copy) as b:
+        # When the queue is walked, I expect the rest of it served and the
+        # one record counted as damaged, named by its place
+        page = b.browse("logs", section=Section.UNPROCESSED, limit=1000)
+        assert [m.seq for m in page.messages] == [s for s in range(1, 901) if s != 500]
+        assert {q.name: q.damaged for q in b.stats().queues}["logs"] == 1
+    assert "queue 'logs' seq 500: the stored record is damaged" in caplog.text
+
+
+def test_damage_met_while_serving_is_data_loss_for_that_call_only(
+    board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a served board whose last unprocessed leaf (logs' newest
+    # records, where posts to logs go) is zeroed under it
+    copy = sweep.copy(board, tmp_path / "b")
+    with Board(copy) as b:
+        pages = sweep.kinds(copy)
+        sweep.zero(copy, max(p for p, k in pages.items() if k == "unprocessed leaf"))
+        # When a post to logs meets it
+        with pytest.raises(StoreDamaged) as e:
+            b.post("logs", [Message(tuple=("log", 1), body=b"after")])
+        # I expect DATA_LOSS naming the queue, logged; and the rest served
+        assert (e.value.code, e.value.queue) == ("DATA_LOSS", "logs")
+        assert "LMDB met damage in queue 'logs'" in caplog.text
+        assert b.post("jobs", [Message(tuple=("job", 1, "x"), body=b"after")])
+        assert b.take("jobs")

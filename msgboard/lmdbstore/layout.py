@@ -204,12 +204,19 @@ def walk(
     cur: lmdb.Cursor[bytes], prefix: bytes, key: bytes, reverse: bool
 ) -> Iterator[tuple[bytes, bytes]]:
     """Yields the items from ``key`` on (down, if ``reverse``) while their keys
-    start with ``prefix`` (a queue's 4 bytes)."""
+    start with ``prefix`` (a queue's 4 bytes). A key of another queue between
+    two of this one is damage (a bit of its queue id gone bad): it is
+    yielded too, for its record to fail its check, and the walk goes on."""
     if not (seek_last(cur, key) if reverse else cur.set_range(key)):
         return
     step = cur.prev if reverse else cur.next
     k, v = cur.item()
-    while k[:4] == prefix:
+    while True:
+        if k[:4] != prefix:
+            if not step() or cur.key()[:4] != prefix:
+                return
+            yield k, v
+            k, v = cur.item()
         yield k, v
         if not step():
             return
