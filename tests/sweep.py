@@ -63,7 +63,7 @@ def build(path: Path, jobs: int = 2100, logs: int = 1200, take: int = 500, body:
                     Message(
                         tuple=("job", i, f"file-{i}.png"),
                         address=f"img.resize.{i % 7}",
-                        body=b"j%06d" % i + b"j" * body,
+                        body=body_of("jobs", i) + b"j" * body,
                     )
                     for i in range(start, min(jobs, start + 250))
                 ],
@@ -72,12 +72,19 @@ def build(path: Path, jobs: int = 2100, logs: int = 1200, take: int = 500, body:
             board.post(
                 "logs",
                 [
-                    Message(tuple=("log", i), address="app.log", body=b"l%06d" % i + b"l" * body)
+                    Message(
+                        tuple=("log", i), address="app.log", body=body_of("logs", i) + b"l" * body
+                    )
                     for i in range(start, min(logs, start + 250))
                 ],
             )
         for _ in range(take // 50):
             board.take("jobs", max=50)
+
+
+def body_of(queue: str, i: int) -> bytes:
+    """The start of the body of message ``i`` (from 0) of ``queue``."""
+    return (b"j%06d" if queue == "jobs" else b"l%06d") % i
 
 
 def kinds(path: Path) -> dict[int, str]:

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from msgboard import Message
+from msgboard.associative import Pattern, template
+from msgboard.cli import main
 from msgboard.engine import Board
 from msgboard.errors import DataFileDamaged, StoreDamaged
 from msgboard.message import Section
@@ -243,3 +245,37 @@ def test_damage_met_while_serving_is_data_loss_for_that_call_only(
         assert "LMDB met damage in queue 'logs'" in caplog.text
         assert b.post("jobs", [Message(tuple=("job", 1, "x"), body=b"after")])
         assert b.take("jobs")
+
+
+# -- repair ------------------------------------------------------------------
+
+
+def test_check_repair_sets_the_damage_aside_and_the_rest_serves(
+    board: Path, pages: dict[int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a board with a zeroed unprocessed leaf of jobs and a damaged record of logs
+    copy = sweep.copy(board, tmp_path / "b")
+    leaf = min(p for p, k in pages.items() if k == "unprocessed leaf")
+    sweep.zero(copy, leaf)
+    damage.flip(copy, sweep.body_of("logs", 7))
+    with pytest.raises(DataFileDamaged):
+        Board(copy)
+    # When it is repaired offline
+    assert main(["check", "--repair", str(copy)]) == 0
+    out = capsys.readouterr().out
+    # I expect the damaged file kept, the check clean, and the board served
+    # with the damage in $damaged: the lost range, and the record's raw bytes
+    assert "lost: queue 'jobs' unprocessed seqs" in out and out.rstrip().endswith("clean")
+    assert list(copy.glob("data.mdb.damaged-*"))
+    with Board(copy) as b:
+        aside = b.browse("$damaged", limit=100).messages
+        assert {m.headers.get("tree", m.headers.get("db")) for m in aside} == {"unprocessed"}
+        record = next(m for m in aside if "db" in m.headers)
+        assert record.headers["queue"] == "logs" and record.headers["after_seq"] == "7"
+        assert sweep.body_of("logs", 7)[:7] not in record.body  # one bit flipped
+        logs = b.get_queue("logs")
+        assert (logs.unprocessed, logs.next_seq) == (899, 901)
+        jobs = b.get_queue("jobs")
+        assert jobs.unprocessed < 1000 and jobs.next_seq == 1501
+        pattern = Pattern(templates=(template("log", int),))
+        assert b.take("logs", pattern)  # the rebuilt index serves

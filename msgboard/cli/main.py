@@ -165,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", help="a board's --data directory or a snapshot")
     p.add_argument("--json", action="store_true", help="the report as one JSON object")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="on a stopped board: copy what is readable into a new data.mdb, rebuild the "
+        "indexes and counters, set damaged records aside in the queue $damaged, keep the old "
+        "file as data.mdb.damaged-TIME; then check again",
+    )
 
     q = sub.add_parser("queue", help="create, get, list or delete queues")
     qs = q.add_subparsers(dest="action", required=True)
@@ -497,6 +504,16 @@ def _user(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from msgboard.lmdbstore.check import check
 
+    if args.repair:
+        from msgboard.lmdbstore.pages import NotLmdb
+        from msgboard.lmdbstore.repair import repair
+
+        try:
+            summary = repair(args.dir)
+        except (OSError, NotLmdb) as e:
+            raise FailedPrecondition(f"{args.dir}: cannot repair: {e}") from None
+        for line in summary.lines():
+            print(line, file=sys.stderr if args.json else sys.stdout)
     try:
         report = check(args.dir)
     except OSError as e:

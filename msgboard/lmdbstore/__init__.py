@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from msgboard.lmdbstore.durable import DurableStore
 from msgboard.lmdbstore.memory import MemoryStore
+from msgboard.lmdbstore.repair import DAMAGED
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 
 __all__ = [
+    "DAMAGED",
     "FIND_BUDGET",
     "Counts",
     "DurableStore",
