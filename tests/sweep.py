@@ -171,7 +171,7 @@ def flip_nodes(path: Path, pgno: int, n: int = 64) -> None:
 
 def flip_key(path: Path, qid: int, seq: int) -> None:
     """Flips one bit high in the seq of record (qid, seq)'s key, where it
-    sits in a leaf of ``unprocessed``: the key now reads seq + 2**36."""
+    sits in a leaf of ``unprocessed``: the key now reads seq + 2**32."""
     from tests import damage
 
     damage.flip(path, damage.key(qid, seq), offset=7)

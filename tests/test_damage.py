@@ -22,9 +22,11 @@ import pytest
 from msgboard import Message
 from msgboard.associative import Pattern, template
 from msgboard.cli import main
+from msgboard.client import Client
 from msgboard.engine import Board
-from msgboard.errors import DataFileDamaged, StoreDamaged
+from msgboard.errors import DataFileDamaged, FailedPrecondition, NotFound, StoreDamaged
 from msgboard.message import Section
+from msgboard.testing import ServerThread
 from tests import damage, sweep
 
 # -- the judge catches what it looks for -------------------------------------
@@ -188,13 +190,13 @@ def test_a_key_whose_seq_is_damaged_is_named_by_its_place(
     board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     copy = sweep.copy(board, tmp_path / "b")
-    sweep.flip_key(copy, 1, 874)  # the key now reads seq 874 + 2**36
+    sweep.flip_key(copy, 1, 874)  # the key now reads seq 874 + 2**32
     with Board(copy) as b:
         seqs = [m.seq for m in b.browse("jobs", section=Section.UNPROCESSED, limit=1000).messages]
         assert 874 not in seqs and 873 in seqs
         assert {q.name: q.damaged for q in b.stats().queues}["jobs"] >= 1
     assert "queue 'jobs' the record after seq 873: the stored record is damaged" in caplog.text
-    assert str(874 + 2**36) not in caplog.text
+    assert str(874 + 2**32) not in caplog.text
 
 
 def test_a_walk_that_ends_short_of_the_counters_is_counted_and_logged(
@@ -279,3 +281,28 @@ def test_check_repair_sets_the_damage_aside_and_the_rest_serves(
         assert jobs.unprocessed < 1000 and jobs.next_seq == 1501
         pattern = Pattern(templates=(template("log", int),))
         assert b.take("logs", pattern)  # the rebuilt index serves
+
+
+def test_an_admin_drops_a_damaged_record_through_the_board(board: Path, tmp_path: Path) -> None:
+    # Given a served board with a record of logs that fails its check (seq
+    # 8) and one of jobs whose key is damaged too (seq 874, named by place)
+    copy = sweep.copy(board, tmp_path / "b")
+    damage.flip(copy, sweep.body_of("logs", 7))
+    sweep.flip_key(copy, 1, 874)
+    server = ServerThread(copy).start()
+    try:
+        with Client(server.address, timeout=30) as c:
+            # When an admin drops them, by seq and by place
+            with pytest.raises(FailedPrecondition, match="passes its check"):
+                c.drop_damaged("logs", 9)
+            assert c.drop_damaged("logs", 8) == 8
+            assert c.drop_damaged("jobs", 873, after=True) == 874 + 2**32
+            with pytest.raises(NotFound):
+                c.drop_damaged("jobs", 873, after=True)
+            # I expect the counters to follow and every walk whole again
+            assert c.get_queue("logs").unprocessed == 899
+            assert c.get_queue("jobs").unprocessed == 999
+            got = c.browse("logs", limit=1000, section="unprocessed").messages
+            assert len(got) == 899 and 8 not in [m.seq for m in got]
+    finally:
+        server.stop()

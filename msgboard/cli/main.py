@@ -336,6 +336,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", help="its id, as consumer list shows it (con-N)")
 
+    q = sub.add_parser("damaged", help="drop a damaged record (admin)")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser(
+        "drop",
+        parents=[common],
+        help="drop a record that fails its check (DATA_LOSS), without decoding it",
+    )
+    p.add_argument("queue", help="its queue")
+    p.add_argument("seq", type=int, help="its seq (with --after: the good record's before it)")
+    p.add_argument(
+        "--after",
+        action="store_true",
+        help="drop the first damaged record after seq SEQ, as a DATA_LOSS line names it",
+    )
+
     p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
     p.add_argument("queue", nargs="?", default="", help="the queue to watch (or --selector)")
     p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")

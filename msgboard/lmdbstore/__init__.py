@@ -11,8 +11,8 @@ and the Spark reader alike.
 from __future__ import annotations
 
 from msgboard.lmdbstore.durable import DurableStore
+from msgboard.lmdbstore.layout import DAMAGED
 from msgboard.lmdbstore.memory import MemoryStore
-from msgboard.lmdbstore.repair import DAMAGED
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 

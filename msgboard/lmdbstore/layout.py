@@ -98,6 +98,10 @@ STATE = struct.Struct(">QQQ")
 LAST = b"\xff" * 8
 MAX_U64 = 2**64 - 1
 
+#: The board's own queue where ``msgboard check --repair`` sets damaged
+#: records aside (users may read it, as ``$sys``).
+DAMAGED = "$damaged"
+
 #: The named sub-databases, in the order of the table above.
 NAMES = ("meta", "queues", "state", "unprocessed", "history", "times", "selectors", "index")
 #: Room for named sub-databases when an environment is opened (eight used).
@@ -167,6 +171,24 @@ def decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Mes
         raise RecordDamaged(name, seq, str(e)) from None
     except Exception as e:  # a payload that passed its checksum but does not parse
         raise RecordDamaged(name, seq, f"undecodable: {e}") from None
+
+
+def placed(e: RecordDamaged, seq: int, prev: int, next_seq: int, forward: bool) -> RecordDamaged:
+    """``e``, or (its key's seq not to be trusted: not below the queue's
+    next seq, or in a forward walk not past ``prev``, the last good seq)
+    the same damage named by its place, after ``prev``."""
+    if seq < next_seq and (not forward or seq > prev):
+        return e
+    return RecordDamaged(e.queue, 0, e.why, after=prev)
+
+
+def intact(key: bytes, raw: bytes) -> bool:
+    """Whether the record ``raw`` under ``key`` passes its check."""
+    try:
+        decode(key, raw, "", 0, Section.UNPROCESSED)
+    except RecordDamaged:
+        return False
+    return True
 
 
 def encode_selector(spec: SelectorSpec) -> bytes:

@@ -40,14 +40,13 @@ from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record
 from msgboard.lmdbstore import record, sidecar
 from msgboard.lmdbstore.durable import DurableStore
-from msgboard.lmdbstore.layout import KEY, MAX_DBS, NAMES, QID, SCHEMA, STATE, U64, dupsort
+from msgboard.lmdbstore.layout import DAMAGED, KEY, MAX_DBS, NAMES, QID, SCHEMA, STATE, U64, dupsort
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.salvage import SECTIONS, Salvage, salvage
 from msgboard.lmdbstore.verify import DataFile
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import QueueSpec
 
-DAMAGED = "$damaged"
 #: The seqs of one second share a ``times`` entry (µs per second).
 _US = 1_000_000
 

@@ -27,7 +27,7 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import record
+from msgboard.lmdbstore import damage, record
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
@@ -40,6 +40,7 @@ from msgboard.lmdbstore.layout import (
     decode,
     encode_selector,
     load_selector,
+    placed,
     seek_last,
     walk,
 )
@@ -496,6 +497,18 @@ class DurableTxn(Txn):
         if seen < want:
             self._cache.short(name, "records", want, seen)
 
+    def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
+        q = self._touch(name)
+        with self._guard:
+            dbs = ((_UNPROCESSED, self._unprocessed), (_HISTORY, self._history))
+            seq, section = damage.drop(self._txn, dbs, name, q.prefix, seq, after)
+        if section is _UNPROCESSED:
+            q.unprocessed -= 1
+        else:
+            q.history -= 1
+        self._wrote = True
+        return seq, section
+
     # -- selectors --------------------------------------------------------
 
     def new_selector_id(self) -> int:
@@ -572,15 +585,6 @@ class DurableTxn(Txn):
                     seq += 1  # the next one, as if it were not there
 
         return first
-
-
-def placed(e: RecordDamaged, seq: int, prev: int, next_seq: int, forward: bool) -> RecordDamaged:
-    """``e``, or (its key's seq not to be trusted: not below the queue's
-    next seq, or in a forward walk not past ``prev``, the last good seq)
-    the same damage named by its place, after ``prev``."""
-    if seq < next_seq and (not forward or seq > prev):
-        return e
-    return RecordDamaged(e.queue, 0, e.why, after=prev)
 
 
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:

@@ -310,6 +310,14 @@ class BoardService(pb_grpc.BoardServicer):
         view = await wait(self.board.kick_consumer_async(request.id))
         return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
 
+    @_mapped
+    async def DropDamaged(
+        self, request: pb.DropDamagedRequest, context: Any
+    ) -> pb.DropDamagedResponse:
+        fut = self.board.drop_damaged_async(request.queue, request.seq, request.after)
+        seq, section = await wait(fut)
+        return pb.DropDamagedResponse(seq=seq, section=codec.SECTION.to_pb[section])
+
 
 #: Answers of more items than this are built on a worker thread, so that one
 #: big listing does not hold the event loop, and every other call, for long.
