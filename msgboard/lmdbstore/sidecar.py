@@ -108,19 +108,21 @@ class Sidecar:
     def __init__(self, directory: str, board: int) -> None:
         self.path = os.path.join(directory, SIDECAR)
         self.board = board
-        self._data = os.path.join(directory, DATA)
+        self._data = os.open(os.path.join(directory, DATA), os.O_RDONLY)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def write(self, txnid: int) -> None:
         """Records commit ``txnid`` and the data file's stat after it."""
-        at = time.time_ns() // 1000
-        os.pwrite(self._fd, pack(Commit(txnid, self.board, at, data_stat(self._data))), 0)
+        st = os.fstat(self._data)
+        stat = (st.st_ino, st.st_size, st.st_ctime_ns)
+        os.pwrite(self._fd, pack(Commit(txnid, self.board, time.time_ns() // 1000, stat)), 0)
 
     def close(self) -> None:
         try:
             os.fsync(self._fd)
         finally:
             os.close(self._fd)
+            os.close(self._data)
 
 
 def write_marker(directory: str, board: int, created_at: int) -> None:
