@@ -161,14 +161,15 @@ def check(path: str | os.PathLike[str]) -> Report:
         return report
     try:
         datafile.check(path)
-        pages = verify(path, deep=True)
+        side = sidecar.read(path)  # before the meta pages: never newer than they are
+        pages = _verify(path)
         if not pages.ok:  # name the damage by queue: the salvage walk
             _damaged(report, salvage.salvage(path, deep=True))
             return report
     except (MsgboardError, NotLmdb, OSError) as e:
         report.problems.append(str(e))
         return report
-    behind = _behind(path, pages)
+    behind = _behind(side, pages)
     out = child.run(lambda: _logical(path, Report(path)))
     if out.result is not None:
         report = out.result
@@ -180,9 +181,32 @@ def check(path: str | os.PathLike[str]) -> Report:
     return report
 
 
-def _behind(path: str, pages: PageReport) -> list[str]:
+def _verify(path: str) -> PageReport:
+    """The deep page verification of the commit a reader pins: beside a live
+    board, the pages of that commit stay as they are while they are walked
+    (LMDB reuses no page a reader may see). Opening LMDB and beginning a
+    reader read the meta pages only, never a tree page. A snapshot on
+    read-only storage (no writable lock file) is walked as it is."""
+    if not os.access(os.path.join(path, "lock.mdb"), os.W_OK):
+        return verify(path, deep=True)
+    try:
+        env = lmdb.open(path, readonly=True, lock=True, max_dbs=MAX_DBS, subdir=True)
+    except lmdb.Error:
+        return verify(path, deep=True)  # meta pages LMDB refuses: the walk says which
+    try:
+        for _ in range(10):  # the board may commit between begin and the walk
+            with env.begin() as txn:
+                try:
+                    return verify(path, deep=True, txnid=txn.id())
+                except LookupError:
+                    continue
+        return verify(path, deep=True)
+    finally:
+        env.close()
+
+
+def _behind(side: sidecar.Commit | None, pages: PageReport) -> list[str]:
     """The commit sidecar against the newest meta page: a rollback."""
-    side = sidecar.read(path)
     metas = [m for m in pages.metas if m.valid]
     if side is None or not metas:
         return []

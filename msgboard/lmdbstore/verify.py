@@ -74,9 +74,12 @@ class DataFile:
     ``deep`` adds what ``msgboard check`` wants: every key in order, each
     tree's counters, and the free list against the pages in use."""
 
-    def __init__(self, path: str, *, deep: bool = True) -> None:
+    def __init__(self, path: str, *, deep: bool = True, txnid: int | None = None) -> None:
+        """``txnid``: walk the commit of that id (a reader pinned by the
+        caller keeps its pages), LookupError if neither meta page holds it."""
         self.path = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
         self.deep = deep
+        self._txnid = txnid
         self.report = Report(self.path)
         #: When a dict: each page read, with its tree and kind (the sweep's map).
         self.trace: dict[int, str] | None = None
@@ -122,6 +125,11 @@ class DataFile:
         if not valid:
             raise NotLmdb(f"{self.path}: no valid LMDB meta page ({self._size} bytes)")
         meta = max(valid, key=lambda m: m.txnid)
+        if self._txnid is not None:
+            pinned = [m for m in valid if m.txnid == self._txnid]
+            if not pinned:
+                raise LookupError(f"commit {self._txnid} is no longer on a meta page")
+            meta = pinned[0]
         self.report.meta = meta
         self.report.psize = meta.psize
         for m in metas:
@@ -597,11 +605,14 @@ class DataFile:
             self._problem("free", leaked[0], f"{len(leaked)} page(s) neither in use nor free")
 
 
-def verify(path: str, *, deep: bool = True, names: Iterable[bytes] | None = None) -> Report:
+def verify(
+    path: str, *, deep: bool = True, names: Iterable[bytes] | None = None, txnid: int | None = None
+) -> Report:
     """Checks the data file at ``path`` (a directory: its ``data.mdb``):
     every page of the free list, the main tree and the named databases
     (``names``: only those); ``deep=False`` checks only what LMDB needs to
-    walk the trees without crashing. Raises NotLmdb (and OSError) only when
-    nothing can be checked."""
-    with DataFile(path, deep=deep) as f:
+    walk the trees without crashing; ``txnid``: the commit to walk (see
+    ``DataFile``). Raises NotLmdb (and OSError) only when nothing can be
+    checked."""
+    with DataFile(path, deep=deep, txnid=txnid) as f:
         return f.verify(names)
