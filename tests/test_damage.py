@@ -333,3 +333,24 @@ def test_check_beside_a_live_board_that_writes_finds_nothing(tmp_path: Path) -> 
         finally:
             stop.set()
             t.join(60)
+
+
+def test_a_rollback_is_refused_and_served_when_accepted(
+    board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given an older data.mdb put back (5 commits behind the board's last)
+    copy = sweep.copy(board, tmp_path / "b")
+    sweep.older_copy(copy)
+    # I expect it refused, saying by how much, then served once accepted
+    # (logged), and from then on the board's own again
+    with pytest.raises(DataFileDamaged, match=r"is 5 commit\(s\) behind .* --accept-rollback"):
+        Board(copy)
+    with Board(copy, accept_rollback=True) as b:
+        assert b.get_queue("logs").unprocessed == 900
+    assert "5 commit(s) behind" in caplog.text and "accepted" in caplog.text
+    Board(copy).close()
+    # A board that commits without fsync may lose its last commits in a
+    # machine crash: behind is a warning there, not a refusal
+    sweep.older_copy(copy)
+    with Board(copy, sync=False) as b:
+        assert b.get_queue("logs").unprocessed == 900

@@ -221,7 +221,7 @@ def _behind(side: sidecar.Commit | None, pages: PageReport) -> list[str]:
 
 def _damaged(report: Report, found: salvage.Salvage) -> None:
     """Fills ``report`` from the salvage walk of a file with damaged pages."""
-    report.schema = "?"
+    report.schema = found.schema
     for qid, gap in found.gaps.items():
         q = QueueReport(gap.name, qid, state=gap.counters)
         q.unprocessed, q.history = gap.readable["unprocessed"], gap.readable["history"]

@@ -71,6 +71,7 @@ class Salvage:
     """What the salvage walk of a damaged file found."""
 
     report: Report
+    schema: str = "?"
     names: dict[int, str] = field(default_factory=dict)
     gaps: dict[int, Gap] = field(default_factory=dict)
     #: Lines of damage outside any known queue.
@@ -115,6 +116,9 @@ def salvage(path: str, *, deep: bool = True) -> Salvage:
     when nothing can be read."""
     with DataFile(path, deep=deep) as f:
         s = Salvage(f.verify())
+        for key, value in f.items(b"meta"):
+            if key == b"schema":
+                s.schema = value.decode(errors="replace")
         for key, value in f.items(b"queues"):
             try:
                 s.names[int(json.loads(value)["id"])] = key.decode(errors="replace")
