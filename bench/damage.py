@@ -18,10 +18,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import sweep
+
+
+def _said(served: dict[str, Any], path: str) -> str:
+    """The server's refusal line (cut short), or the damage it counted."""
+    if "refused" in served:
+        line = str(served["refused"]).replace(path, "DIR")
+        return "`" + (line if len(line) < 110 else line[:107] + "...") + "`"
+    counted = {n: q.get("damaged", 0) for n, q in served.get("queues", {}).items()}
+    return ", ".join(f"{n}: damaged {d}" for n, d in counted.items() if d) or "-"
 
 
 def main(argv: list[str]) -> int:
@@ -53,18 +63,22 @@ def main(argv: list[str]) -> int:
             print()
             print("\n".join(sweep.rows(pages, results)))
         else:
-            print("| damage | msgboard check | server | violations |")
-            print("| --- | --- | --- | --- |")
+            print("| damage | msgboard check | server | what the server said | violations |")
+            print("| --- | --- | --- | --- | --- |")
             for name, damage, allowed in sweep.TABLE:
                 copy = sweep.copy(board, Path(tmp) / "copy")
                 damage(copy, pages)
                 checked = sweep.run_check(copy)
-                verdict = sweep.judge(clean, sweep.run_serve(copy), checked)
+                served = sweep.run_serve(copy)
+                verdict = sweep.judge(clean, served, checked)
                 check = checked.signal or f"exit {checked.rc}"
                 if verdict.outcome not in allowed:
                     verdict.violations.append(f"{verdict.outcome}, allowed {sorted(allowed)}")
                 broken += [f"{name}: {v}" for v in verdict.violations]
-                print(f"| {name} | {check} | {verdict.outcome} | {len(verdict.violations)} |")
+                said = _said(served, str(copy))
+                print(
+                    f"| {name} | {check} | {verdict.outcome} | {said} | {len(verdict.violations)} |"
+                )
     print()
     print(f"{len(broken)} violation(s); {time.monotonic() - started:.0f} s")
     print("\n".join(broken))
