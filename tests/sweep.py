@@ -115,6 +115,22 @@ def pick(pages: dict[int, str], per_kind: int, seed: int = 1) -> list[int]:
     return sorted(p for ps in by.values() for p in rng.sample(ps, min(per_kind, len(ps))))
 
 
+def leaves_of(path: Path, kind: str, qid: int) -> list[int]:
+    """The pages of ``kind`` (e.g. "unprocessed leaf") whose first key is
+    queue ``qid``'s."""
+    size, found = psize(path), []
+    with open(path / "data.mdb", "rb") as f:
+        for pgno, k in kinds(path).items():
+            if k != kind:
+                continue
+            f.seek(pgno * size)
+            page = f.read(size)
+            first = int.from_bytes(page[16:18], sys.byteorder)  # node 0's offset
+            if page[first + 8 : first + 12] == qid.to_bytes(4, "big"):
+                found.append(pgno)
+    return found
+
+
 def copy(board: Path, to: Path) -> Path:
     """A copy of the closed board (its data.mdb, lock.mdb, marker and
     sidecar): damage lands on the copy."""

@@ -234,12 +234,12 @@ def test_a_stray_key_inside_a_queue_is_walked_over_and_named_by_place(
 def test_damage_met_while_serving_is_data_loss_for_that_call_only(
     board: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Given a served board whose last unprocessed leaf (logs' newest
-    # records, where posts to logs go) is zeroed under it
+    # Given a served board whose unprocessed leaves of logs (where posts to
+    # logs go) are zeroed under it
     copy = sweep.copy(board, tmp_path / "b")
     with Board(copy) as b:
-        pages = sweep.kinds(copy)
-        sweep.zero(copy, max(p for p, k in pages.items() if k == "unprocessed leaf"))
+        for pgno in sweep.leaves_of(copy, "unprocessed leaf", 2):
+            sweep.zero(copy, pgno)
         # When a post to logs meets it
         with pytest.raises(StoreDamaged) as e:
             b.post("logs", [Message(tuple=("log", 1), body=b"after")])

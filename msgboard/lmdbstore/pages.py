@@ -221,3 +221,44 @@ class Walk:
     dup_pages: int = 0
     #: The last key met (its sort key), for the deep order check.
     last: bytes | None = None
+
+
+def uniform(page: bytes, h: memoryview, offs: tuple[int, ...], upper: int) -> bool:
+    """True for a leaf whose nodes are all alike, with no flags, and
+    tile the page from ``upper`` (a duplicates sub-tree of 8-byte seqs:
+    hundreds of nodes): checked in a few C-speed steps, not node by
+    node. False: not such a page (check it the long way)."""
+    o = offs[0]
+    i = o >> 1
+    if o & 1 or h[i + 2]:
+        return False
+    size = NODE_HEADER + h[i + 3] + (h[i] | h[i + 1] << 16)
+    size += size & 1  # LMDB keeps nodes 2-byte aligned (EVEN)
+    psize = len(page)
+    if size & 7 or len(offs) * size != psize - upper:
+        return False
+    heads = memoryview(page)[upper:].cast("Q")[:: size >> 3].tolist()
+    return heads.count(heads[0]) == len(offs) and sorted(offs) == list(range(upper, psize, size))
+
+
+def plain_subpage(page: bytes, at: int, size: int) -> int:
+    """The shallow check of a duplicates sub-page in as few steps as it
+    takes (an index of many small keys has one per key): the number of
+    its values if it is sound; 0 sends it to the long check (``DataFile._subpage``), which says
+    what is wrong (or checks one of more than 15 values)."""
+    if size < PAGE_HEADER:
+        return 0
+    flags, lower, upper = SUBHEAD.unpack_from(page, at + 10)
+    n: int = (lower - PAGE_HEADER) >> 1
+    if flags | P_DIRTY != P_LEAF | P_SUBP | P_DIRTY or not 0 < n < 16:
+        return 0
+    if lower > upper or upper > size:
+        return 0
+    offs = OFFSETS[n].unpack_from(page, at + PAGE_HEADER)
+    if min(offs) < upper or max(offs) > size - NODE_HEADER:
+        return 0
+    u16 = U16.unpack_from
+    for o in offs:
+        if o + NODE_HEADER + u16(page, at + o + 6)[0] > size:
+            return 0
+    return n

@@ -27,7 +27,7 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import damage, record
+from msgboard.lmdbstore import damage, record, times
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
@@ -536,55 +536,10 @@ class DurableTxn(Txn):
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
-        second = min(max(time_us, 0) // _US, MAX_U64)
+        dbs = ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY))
         with self._guard:
-            cur = self._txn.cursor(self._times)
-            if not cur.set_range(KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
-                return None  # nothing was posted in that second or later
-            lo = U64.unpack(cur.value())[0]
-            if U64.unpack_from(cur.key(), 4)[0] > second:
-                hi = lo  # lo is the first seq posted after that second
-            elif cur.next() and cur.key()[:4] == q.prefix:
-                hi = U64.unpack(cur.value())[0]
-            else:
-                hi = q.next_seq
-            # Binary search within [lo, hi]: posted_at rises with seq.
-            first = self._first_from(name, q.prefix)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                found = first(mid)
-                if found is None or found.posted_at >= time_us:
-                    hi = mid
-                else:
-                    lo = found.seq + 1
-            found = first(lo)
-        return None if found is None else found.seq
-
-    def _first_from(self, name: str, prefix: bytes) -> Callable[[int], Message | None]:
-        """A function giving the first message (either section) at or after a seq."""
-        curs = [(self._txn.cursor(self._unprocessed), _UNPROCESSED)]
-        curs.append((self._txn.cursor(self._history), _HISTORY))
-
-        def first(seq: int) -> Message | None:
-            while True:
-                key = prefix + U64.pack(seq)
-                best: tuple[bytes, bytes, Section] | None = None
-                for cur, section in curs:
-                    if cur.set_range(key):
-                        k = cur.key()
-                        if k[:4] == prefix and (best is None or k < best[0]):
-                            best = (k, cur.value(), section)
-                if best is None:
-                    return None
-                k, raw, section = best
-                seq = U64.unpack_from(k, 4)[0]
-                try:
-                    return decode(k, raw, name, seq, section)
-                except RecordDamaged as e:
-                    self._cache.met(e)
-                    seq += 1  # the next one, as if it were not there
-
-        return first
+            found = times.seq_at(self._txn, self._times, dbs, self._cache.met, name, q, time_us)
+        return found
 
 
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:

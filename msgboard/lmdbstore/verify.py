@@ -34,7 +34,6 @@ from msgboard.lmdbstore.pages import (
     NODE,
     NODE_HEADER,
     NUM_METAS,
-    OFFSETS,
     P_BRANCH,
     P_DIRTY,
     P_INVALID,
@@ -44,7 +43,6 @@ from msgboard.lmdbstore.pages import (
     P_OVERFLOW,
     P_SUBP,
     PAGE_HEADER,
-    SUBHEAD,
     U16,
     U32,
     U64,
@@ -58,6 +56,8 @@ from msgboard.lmdbstore.pages import (
     dup_order,
     order,
     ovpages,
+    plain_subpage,
+    uniform,
 )
 
 
@@ -345,7 +345,7 @@ class DataFile:
             self._bounded(w, page[o + NODE_HEADER : end], low, high)
         w.entries += n
         keep = w.keep or self.deep
-        if not keep and self._uniform(page, h, offs, upper):
+        if not keep and uniform(page, h, offs, upper):
             return []
         if not keep:
             # One pass for aligned nodes whose data (or duplicates sub-page)
@@ -362,7 +362,7 @@ class DataFile:
             )
             if worst <= psize:
                 dups = [
-                    self._plain_subpage(
+                    plain_subpage(
                         page, o + NODE_HEADER + h[(i := o >> 1) + 3], h[i] | h[i + 1] << 16
                     )
                     for o in offs
@@ -417,25 +417,6 @@ class DataFile:
                 out.append((page[o + NODE_HEADER : at], sub))  # a named database
         return out if w.keep else []
 
-    def _uniform(self, page: bytes, h: memoryview, offs: tuple[int, ...], upper: int) -> bool:
-        """True for a leaf whose nodes are all alike, with no flags, and
-        tile the page from ``upper`` (a duplicates sub-tree of 8-byte seqs:
-        hundreds of nodes): checked in a few C-speed steps, not node by
-        node. False: not such a page (check it the long way)."""
-        o = offs[0]
-        i = o >> 1
-        if o & 1 or h[i + 2]:
-            return False
-        size = NODE_HEADER + h[i + 3] + (h[i] | h[i + 1] << 16)
-        size += size & 1  # LMDB keeps nodes 2-byte aligned (EVEN)
-        psize = len(page)
-        if size & 7 or len(offs) * size != psize - upper:
-            return False
-        heads = memoryview(page)[upper:].cast("Q")[:: size >> 3].tolist()
-        return heads.count(heads[0]) == len(offs) and sorted(offs) == list(
-            range(upper, psize, size)
-        )
-
     def _leaf2(
         self, w: Walk, page: bytes, n: int, low: bytes | None, high: bytes | None
     ) -> list[tuple[bytes, bytes | Tree]]:
@@ -486,28 +467,6 @@ class DataFile:
         if not w.keep:
             return b""
         return os.pread(self._fd, size, first * self.psize + PAGE_HEADER)
-
-    def _plain_subpage(self, page: bytes, at: int, size: int) -> int:
-        """The shallow check of a duplicates sub-page in as few steps as it
-        takes (an index of many small keys has one per key): the number of
-        its values if it is sound; 0 sends it to ``_subpage``, which says
-        what is wrong (or checks one of more than 15 values)."""
-        if size < PAGE_HEADER:
-            return 0
-        flags, lower, upper = SUBHEAD.unpack_from(page, at + 10)
-        n: int = (lower - PAGE_HEADER) >> 1
-        if flags | P_DIRTY != P_LEAF | P_SUBP | P_DIRTY or not 0 < n < 16:
-            return 0
-        if lower > upper or upper > size:
-            return 0
-        offs = OFFSETS[n].unpack_from(page, at + PAGE_HEADER)
-        if min(offs) < upper or max(offs) > size - NODE_HEADER:
-            return 0
-        u16 = U16.unpack_from
-        for o in offs:
-            if o + NODE_HEADER + u16(page, at + o + 6)[0] > size:
-                return 0
-        return n
 
     def _subpage(self, w: Walk, page: bytes, at: int, size: int) -> list[bytes]:
         """Checks the inline duplicates sub-page of ``size`` bytes at ``at``
