@@ -103,19 +103,27 @@ class Sidecar:
     """The open sidecar of a data directory, for the store's life: ``write``
     after each commit (one ``pwrite``), ``close`` fsyncs it."""
 
-    __slots__ = ("_data", "_fd", "board", "path")
+    __slots__ = ("_data", "_failed", "_fd", "board", "path")
 
     def __init__(self, directory: str, board: int) -> None:
         self.path = os.path.join(directory, SIDECAR)
         self.board = board
         self._data = os.open(os.path.join(directory, DATA), os.O_RDONLY)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._failed = False
 
     def write(self, txnid: int) -> None:
-        """Records commit ``txnid`` and the data file's stat after it."""
-        st = os.fstat(self._data)
-        stat = (st.st_ino, st.st_size, st.st_ctime_ns)
-        os.pwrite(self._fd, pack(Commit(txnid, self.board, time.time_ns() // 1000, stat)), 0)
+        """Records commit ``txnid`` and the data file's stat after it. The
+        commit is made: a sidecar the disk refuses is logged, never raised
+        (the next start then finds it behind, and catches up)."""
+        try:
+            st = os.fstat(self._data)
+            stat = (st.st_ino, st.st_size, st.st_ctime_ns)
+            os.pwrite(self._fd, pack(Commit(txnid, self.board, time.time_ns() // 1000, stat)), 0)
+        except OSError as e:
+            if not self._failed:
+                log.error("%s: the commit sidecar could not be written: %s", self.path, e)
+            self._failed = True
 
     def close(self) -> None:
         try:
