@@ -22,10 +22,12 @@ Fields = tuple[Value, ...]
 
 
 class Section(enum.Enum):
-    """The two parts of a queue."""
+    """The parts of a queue."""
 
     UNPROCESSED = "unprocessed"
     HISTORY = "history"
+    #: Posted with a ``not_before`` still to come: stored, not yet visible.
+    SCHEDULED = "scheduled"
 
 
 def now_us() -> int:
@@ -51,6 +53,11 @@ class Message:
     expires_at: int = 0
     content_type: str = ""
     body: bytes = b""
+    #: An idempotency key, at most 256 bytes: a queue holds one message per
+    #: key (a second post of it is a DUPLICATE); "": none.
+    key: str = ""
+    #: Microseconds since the epoch before which it is not visible; 0: none.
+    not_before: int = 0
     # Set by the board.
     queue: str = ""
     seq: int = 0
@@ -58,6 +65,9 @@ class Message:
     processed_at: int = 0
     delivery_count: int = 0
     section: Section = Section.UNPROCESSED
+    #: In a Browse page only: when a message held back after a nack or a
+    #: lost consumer is routed again (µs); 0 otherwise.
+    redeliver_at: int = 0
     # The board's own: the bytes the message was posted or stored as (see
     # ``wire``). Not compared, not copied by ``dataclasses.replace``.
     _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -72,13 +82,13 @@ class Message:
 
 
 def size(m: Message) -> int:
-    """About how many bytes ``m`` holds: its body, address, headers and
+    """About how many bytes ``m`` holds: its body, address, key, headers and
     tuple (a str or bytes field its length, any other field 9). The one
     measure of a message's size: ``Limits.max_message_bytes`` bounds it; a
     consumer's outstanding bytes count it plus a fixed overhead per
     message (``selectors.Outstanding``); a post reserves disk for it plus
     its keys (``Board``'s posting)."""
-    n = len(m.body) + len(m.address)
+    n = len(m.body) + len(m.address) + len(m.key)
     for f in m.tuple:
         n += len(f) if isinstance(f, str | bytes) else 9
     for k, v in m.headers.items():
@@ -118,11 +128,14 @@ def build(
     section: Section,
     wire: bytes | None = None,
     pure: bool = False,
+    key: str = "",
+    not_before: int = 0,
 ) -> Message:
     """A Message from every field, in field order, unchecked. Fills its
     slots directly (``_Blank``): a fraction of the cost of its
     ``__init__``, on the hot path of decoding records and protobufs.
-    ``wire`` and ``pure`` are as ``wire`` tells."""
+    ``wire`` and ``pure`` are as ``wire`` tells; ``key`` is the message's
+    idempotency key and ``not_before`` its time (last, as the newest fields)."""
     r: Any = _new(_Blank)
     r.tuple = fields
     r.address = address
@@ -132,12 +145,15 @@ def build(
     r.expires_at = expires_at
     r.content_type = content_type
     r.body = body
+    r.key = key
+    r.not_before = not_before
     r.queue = queue
     r.seq = seq
     r.posted_at = posted_at
     r.processed_at = processed_at
     r.delivery_count = delivery_count
     r.section = section
+    r.redeliver_at = 0
     r._wire = wire
     r._pure = pure
     r._frame = None
@@ -153,7 +169,8 @@ def wire(m: Message) -> tuple[bytes | None, bool]:
     Kept so that storing and delivering a message is a concatenation, not a
     field-by-field encoding (``codec.encode_record``, ``codec.message_to_pb``).
     The bytes parse to ``m``'s own fields (tuple, address, priority,
-    headers, reply_to, expires_at, content_type, body) exactly, and never
+    headers, reply_to, expires_at, content_type, body, key,
+    not_before) exactly, and never
     carry queue, seq, section or processed_at. They may carry a posted_at and
     a delivery_count, possibly stale, unless pure: the encoders write the
     board's fields after them (protobuf lets a later field win). Only the
@@ -214,4 +231,6 @@ def stamp(
         section,
         m._wire,
         m._pure,
+        m.key,
+        m.not_before,
     )

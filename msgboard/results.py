@@ -39,6 +39,8 @@ class QueueView:
     history: int
     next_seq: int
     waiting: int
+    #: Posted with a not_before still to come: stored, not yet visible.
+    scheduled: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ class QueueStats:
     expired: int
     #: Damaged records met (and skipped) since the board started.
     damaged: int = 0
+    scheduled: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,34 @@ from msgboard.message import Message
 
 #: ``max_history`` value meaning "keep every taken message".
 UNLIMITED = 2**64 - 1
+#: A queue's ``dedup_window`` when none is given: 2 minutes, in µs.
+DEDUP_WINDOW = 120_000_000
+#: The longest ``dedup_window``: 30 days, in µs.
+MAX_DEDUP_WINDOW = 30 * 86_400_000_000
+#: The longest idempotency key, in UTF-8 bytes.
+MAX_KEY_BYTES = 256
+#: The longest redelivery delay: 1 day, in µs.
+MAX_REDELIVERY = 86_400_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Redelivery:
+    """When a message given back (nacked, its consumer gone, its lease run
+    out) is delivered again: ``initial`` µs after it first comes back, then
+    ``multiplier`` times the delay before each time, at most ``most`` µs."""
+
+    initial: int = 1_000_000
+    multiplier: float = 2.0
+    most: int = MAX_REDELIVERY
+
+    def delay(self, returns: int) -> int:
+        """The delay (µs) after the message's ``returns``-th return (1 on)."""
+        step = self.initial * self.multiplier ** max(0, returns - 1)
+        return int(min(self.most, step))
+
+
+#: A nack's delays when no policy is set: 0.1 s, doubling, up to 5 s.
+NACK_BACKOFF = Redelivery(100_000, 2.0, 5_000_000)
 
 
 class OverflowPolicy(enum.Enum):
@@ -49,6 +77,12 @@ class QueueSpec:
     auto_delete: bool = False
     #: Deliveries of one message before it is dead-lettered; 0: no limit.
     max_deliveries: int = 0
+    #: How long (µs) a message's idempotency key is still held once the
+    #: message has left the board; 0: only while it is on the board.
+    dedup_window: int = DEDUP_WINDOW
+    #: How messages given back wait before they are delivered again; None:
+    #: a nack waits ``NACK_BACKOFF``, a lost consumer or lease not at all.
+    redelivery: Redelivery | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -60,11 +94,13 @@ class QueueSpec:
     def from_json(cls, d: dict[str, Any]) -> QueueSpec:
         """The spec stored by ``to_json``; fields added since take their
         defaults."""
+        r = d.get("redelivery")
         return cls(
             **{
                 **d,
                 "overflow": OverflowPolicy(d["overflow"]),
                 "unmatched": UnmatchedPolicy(d.get("unmatched", "hold")),
+                "redelivery": None if r is None else Redelivery(**r),
             }
         )
 
@@ -173,6 +209,7 @@ class Disposition(enum.Enum):
     OVERFLOWED = "overflowed"  # the queue was full: moved to its overflow selector's queue
     DEAD_LETTERED = "dead-lettered"  # the queue was full: stored on its dead-letter queue
     DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room)
+    DUPLICATE = "duplicate"  # its key is held: nothing stored, the seq is the first message's
 
 
 @dataclass(frozen=True, slots=True)

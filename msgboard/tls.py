@@ -33,7 +33,13 @@ log = logging.getLogger("msgboard.tls")
 AUTH_KEY = "authorization"
 BEARER = "Bearer "
 
-_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    # A board that comes back is found within 5 s (gRPC's default waits up
+    # to 120 s between attempts to connect).
+    ("grpc.max_reconnect_backoff_ms", 5000),
+]
 
 
 def host_of(address: str) -> str:

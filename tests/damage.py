@@ -20,12 +20,17 @@ def _env(path: Path) -> lmdb.Environment:
 
 
 def downgrade(path: Path, schema: bytes) -> None:
-    """Makes a schema-3 board one of ``schema`` (b"2", or b"1": no index
-    either): every record without its framing, as those schemas stored it."""
+    """Makes a schema-4 board one of ``schema`` (b"3": no key or schedule sub-databases;
+    b"2": every record without its framing, as that schema stored it; or
+    b"1": no index either). The board must hold no idempotency keys."""
     env = _env(path)
     try:
         with env.begin(write=True) as txn:
+            for name in (b"keys", b"keyends", b"scheduled", b"due"):
+                txn.drop(env.open_db(name, txn=txn), delete=True)
             for name in (b"unprocessed", b"history"):
+                if schema == b"3":
+                    break
                 cur = txn.cursor(env.open_db(name, txn=txn))
                 for k, v in list(cur):
                     cur.put(k, record.unseal(k, v))
@@ -49,6 +54,37 @@ def put(path: Path, db: bytes, key: bytes, value: bytes | None, dup: bytes = b""
                 txn.put(key, value, db=d)
     finally:
         env.close()
+
+
+def swap(path: Path, db: bytes, key: bytes, value: bytes | None) -> bytes | None:
+    """Puts (or, with None, deletes) one entry of a sub-database that is
+    not dupsort; returns what it held (None: nothing), to put it back."""
+    env = _env(path)
+    try:
+        with env.begin(write=True) as txn:
+            d = env.open_db(db, txn=txn)
+            old = txn.get(key, db=d)
+            if value is None:
+                txn.delete(key, db=d)
+            else:
+                txn.put(key, value, db=d)
+            return None if old is None else bytes(old)
+    finally:
+        env.close()
+
+
+def caught_alone(path: Path, cases: list[tuple[bytes, bytes, bytes | None, str]]) -> None:
+    """For each (sub-database, key, value or None, problem): swaps that one
+    entry in, expects ``msgboard check`` to report the problem, puts the
+    entry back and expects the board clean again."""
+    from msgboard.lmdbstore.check import check
+
+    for db, key, value, problem in cases:
+        saved = swap(path, db, key, value)
+        text = "\n".join(check(path).lines())
+        assert problem in text, text
+        swap(path, db, key, saved)
+        assert check(path).ok
 
 
 def get(path: Path, db: bytes, key: bytes) -> bytes:

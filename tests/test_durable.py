@@ -102,7 +102,7 @@ def test_key_layout(tmp_path: Path) -> None:
                 return list(txn.cursor(env.open_db(name, txn=txn, create=False)))
 
             meta = dict(items(b"meta"))
-            assert meta[b"schema"] == b"3" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
+            assert meta[b"schema"] == b"4" and struct.unpack(">Q", meta[b"next_qid"]) == (2,)
             ((name, raw),) = items(b"queues")
             d = json.loads(raw)
             assert name == b"jobs" and d["id"] == 1 and d["created_at"] == 1

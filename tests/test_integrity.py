@@ -267,13 +267,13 @@ def test_a_schema_2_directory_is_sealed_once_when_opened(
     filled: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Given a schema-2 board (records without checksums), when I open it, I
-    expect one log line, every record sealed, schema 3 on disk, and the
+    expect one log line, every record sealed, schema 4 on disk, and the
     board whole; a second open upgrades nothing."""
     damage.downgrade(filled, b"2")
     assert check(filled).notes == ["schema 2 has no checksums; opening it as a board upgrades it"]
     with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.upgrade"):
         DurableStore(filled).close()
-        assert "upgraded schema 2 to 3: indexed 0 unprocessed messages, sealed 10 records" in (
+        assert "upgraded schema 2 to 4: indexed 0 unprocessed messages, sealed 10 records" in (
             caplog.text
         )
         caplog.clear()
@@ -282,7 +282,7 @@ def test_a_schema_2_directory_is_sealed_once_when_opened(
             assert [m.seq for m in b.browse("jobs", section=Section.HISTORY).messages] == [1]
         assert "upgraded" not in caplog.text
     report = check(filled)
-    assert report.ok and report.schema == "3"
+    assert report.ok and report.schema == "4"
     raw = damage.get(filled, b"unprocessed", damage.key(1, 2))
     assert record.unseal(damage.key(1, 2), raw)
 

@@ -276,7 +276,7 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Given a schema-1 board (no index, no checksums), when I open it, I
-    expect one log line, the index built, and search exact; then schema 3 on
+    expect one log line, the index built, and search exact; then schema 4 on
     disk."""
     path = tmp_path / "board"
     s = DurableStore(path)
@@ -289,7 +289,7 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
     with caplog.at_level(logging.WARNING, logger="msgboard.lmdbstore.upgrade"):
         s = DurableStore(path)
     try:
-        assert "upgraded schema 1 to 3: indexed 49 unprocessed messages" in caplog.text
+        assert "upgraded schema 1 to 4: indexed 49 unprocessed messages" in caplog.text
         assert index_entries(s, "q") == expected_entries(s, "q") == 49 * 5
         p = Pattern(templates=(template("item", 3, str), template("item", 2, str)))
         assert found(s, p) == [4]  # item 2 (seq 3) was taken
@@ -297,7 +297,7 @@ def test_a_schema_1_directory_is_indexed_once_when_opened(
         s.close()
     env = lmdb.open(str(path), max_dbs=16)
     with env.begin() as txn:
-        assert txn.get(b"schema", db=env.open_db(b"meta", txn=txn)) == b"3"
+        assert txn.get(b"schema", db=env.open_db(b"meta", txn=txn)) == b"4"
     env.close()
 
 
@@ -308,7 +308,7 @@ def test_an_unknown_schema_is_refused(tmp_path: Path) -> None:
     with env.begin(write=True) as txn:
         txn.put(b"schema", b"9", db=env.open_db(b"meta", txn=txn))
     env.close()
-    with pytest.raises(StoreError, match=r"schema b'9', this version reads b'3'"):
+    with pytest.raises(StoreError, match=r"schema b'9', this version reads b'4'"):
         DurableStore(path)
 
 

@@ -200,7 +200,8 @@ def test_kill_9_while_consuming_loses_nothing_and_redelivers_no_acked(
     def consume(address: str, until: float) -> None:
         with Client(address, timeout=10) as c:
             try:
-                with c.subscribe("work", credit=50) as sub:
+                # This consumer dies with the board (a new one drains after).
+                with c.subscribe("work", credit=50, reconnect=False) as sub:
                     by_id: dict[int, tuple[object, ...]] = {}
                     for d in sub:
                         t = d.message.tuple

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	msgboard "github.com/msgboard/msgboard/clients/go"
-	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 )
 
 // go test -run - -bench . -benchtime 20000x: time per message posted over
@@ -14,7 +13,7 @@ import (
 func BenchmarkPostMany(b *testing.B) {
 	c := open(b)
 	q := queue(b)
-	if _, err := c.CreateQueue(ctx(b), &pb.QueueSpec{Name: q}); err != nil {
+	if _, err := c.CreateQueue(ctx(b), msgboard.QueueSpec{Name: q}); err != nil {
 		b.Fatal(err)
 	}
 	ms := make([]msgboard.Message, b.N)
@@ -30,7 +29,7 @@ func BenchmarkPostMany(b *testing.B) {
 func BenchmarkPostTake(b *testing.B) {
 	c := open(b)
 	q := queue(b)
-	if _, err := c.CreateQueue(ctx(b), &pb.QueueSpec{Name: q}); err != nil {
+	if _, err := c.CreateQueue(ctx(b), msgboard.QueueSpec{Name: q}); err != nil {
 		b.Fatal(err)
 	}
 	tpl := msgboard.Match(msgboard.Tpl("job", msgboard.IntType))
@@ -39,7 +38,7 @@ func BenchmarkPostTake(b *testing.B) {
 		if _, err := c.Post(ctx(b), q, msgboard.Message{Tuple: []any{"job", i}}); err != nil {
 			b.Fatal(err)
 		}
-		if ms, err := c.Take(ctx(b), q, tpl, 0, 1); err != nil || len(ms) != 1 {
+		if ms, err := c.Take(ctx(b), q, tpl); err != nil || len(ms) != 1 {
 			b.Fatal(ms, err)
 		}
 	}

@@ -3,9 +3,10 @@
 //
 //	c, err := msgboard.Dial("127.0.0.1:7878")
 //	defer c.Close()
-//	_, err = c.CreateQueue(ctx, &msgboardpb.QueueSpec{Name: "jobs"})
+//	_, err = c.CreateQueue(ctx, msgboard.QueueSpec{Name: "jobs"})
 //	seqs, err := c.Post(ctx, "jobs", msgboard.Message{Tuple: []any{"job", 7, "resize"}})
-//	ms, err := c.Take(ctx, "jobs", msgboard.Match(msgboard.Tpl("job", msgboard.IntType, msgboard.Any)), 5*time.Second, 1)
+//	tpl := msgboard.Tpl("job", msgboard.IntType, msgboard.Any)
+//	ms, err := c.Take(ctx, "jobs", msgboard.Match(tpl), msgboard.WithTimeout(5*time.Second))
 //
 // Every error the board answers is an *Error carrying the google.rpc.Status
 // details (reason, field path).
@@ -13,8 +14,11 @@ package msgboard
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -22,6 +26,7 @@ import (
 
 	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -102,7 +107,12 @@ func Dial(address string, opts ...Option) (*Client, error) {
 		}
 		o.tls = c
 	}
-	dial := []grpc.DialOption{grpc.WithInsecure()}
+	// A board that comes back is found within 5 s (grpc-go waits up to 120 s
+	// between attempts to connect by default).
+	reconnect := backoff.DefaultConfig
+	reconnect.MaxDelay = 5 * time.Second
+	dial := []grpc.DialOption{grpc.WithInsecure(), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: reconnect, MinConnectTimeout: 20 * time.Second})}
 	if o.tls != nil {
 		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
 	}
@@ -193,8 +203,8 @@ func unary[Req, Resp any](ctx context.Context, call func(context.Context, Req, .
 
 // CreateQueue creates a queue (only Name is required); creating one that
 // exists with the same properties returns it.
-func (c *Client) CreateQueue(ctx context.Context, spec *pb.QueueSpec) (*pb.Queue, error) {
-	return unary(ctx, c.stub.CreateQueue, &pb.CreateQueueRequest{Spec: spec})
+func (c *Client) CreateQueue(ctx context.Context, spec QueueSpec) (*pb.Queue, error) {
+	return unary(ctx, c.stub.CreateQueue, &pb.CreateQueueRequest{Spec: spec.proto()})
 }
 
 // GetQueue returns one queue with its counts.
@@ -243,6 +253,50 @@ func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message
 	return receipts(r.Seqs, r.Dispositions), nil
 }
 
+// PostIdempotent posts as PostReceipts does, safe to retry: every message
+// without a Key gets a random one, and a post whose answer is lost (the
+// board or the connection down: codes.Unavailable) is sent again with the
+// same keys, waiting for the board to be back, until ctx is done. The board
+// stores what it had not and answers DISPOSITION_DUPLICATE, with the first
+// seq, for what it had: each message is stored once.
+func (c *Client) PostIdempotent(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
+	keyed := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if m.Key == "" {
+			var b [16]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			m.Key = hex.EncodeToString(b[:])
+		}
+		keyed[i] = m
+	}
+	ms, err := protoMessages(keyed)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	req := &pb.PostRequest{Queue: queue, Messages: ms}
+	pause := 100 * time.Millisecond
+	for {
+		r, err := c.stub.Post(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			return receipts(r.Seqs, r.Dispositions), nil
+		}
+		err = fromRPC(err)
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		if pause < 2*time.Second {
+			pause *= 2
+		}
+	}
+}
+
 func receipts(seqs []uint64, ds []pb.Disposition) []Receipt {
 	out := make([]Receipt, len(seqs))
 	for i, s := range seqs {
@@ -268,14 +322,16 @@ func seqs(rs []Receipt) []uint64 {
 // ------------------------------------------------------------------ matching
 
 // Take removes and returns the oldest waiting messages that match (Linda
-// in/inp): at most max (0: 1), waiting up to timeout for a first match (0:
-// try once). Nothing in time is an empty answer, not an error.
-func (c *Client) Take(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int) ([]*Message, error) {
-	req, err := takeRequest(queue, p, timeout, max, 0)
+// in/inp): at most WithMax (default 1), waiting up to WithTimeout for a
+// first match (default: try once). Nothing in time is an empty answer, not
+// an error.
+func (c *Client) Take(ctx context.Context, queue string, p Pattern, opts ...WaitOption) ([]*Message, error) {
+	o := waitFor(opts)
+	req, err := takeRequest(queue, p, o, 0)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := wait(ctx, timeout)
+	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
 	r, err := unary(ctx, c.stub.Take, req)
 	return messages(r.GetMessages()), err
@@ -289,16 +345,17 @@ type Leased struct {
 
 // TakeLeased takes messages with a lease: they stay on the queue, invisible
 // to others, until acked (Ack) or given back (Nack); when the lease runs
-// out first they come back.
-func (c *Client) TakeLeased(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int, lease time.Duration) ([]Leased, error) {
+// out first they come back. Options as for Take.
+func (c *Client) TakeLeased(ctx context.Context, queue string, p Pattern, lease time.Duration, opts ...WaitOption) ([]Leased, error) {
 	if lease <= 0 {
 		return nil, invalid(fmt.Errorf("lease: must be positive, got %s", lease))
 	}
-	req, err := takeRequest(queue, p, timeout, max, lease)
+	o := waitFor(opts)
+	req, err := takeRequest(queue, p, o, lease)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := wait(ctx, timeout)
+	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
 	r, err := unary(ctx, c.stub.Take, req)
 	if err != nil {
@@ -324,26 +381,27 @@ func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) error
 }
 
 // Read is Take that leaves the messages where they are (Linda rd/rdp).
-func (c *Client) Read(ctx context.Context, queue string, p Pattern, timeout time.Duration, max int) ([]*Message, error) {
+func (c *Client) Read(ctx context.Context, queue string, p Pattern, opts ...WaitOption) ([]*Message, error) {
+	o := waitFor(opts)
 	pp, err := p.Proto()
 	if err != nil {
 		return nil, invalid(err)
 	}
-	ctx, cancel := wait(ctx, timeout)
+	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
 	r, err := unary(ctx, c.stub.Read, &pb.ReadRequest{
-		Queue: queue, Pattern: pp, Timeout: duration(timeout), Max: int32(max),
+		Queue: queue, Pattern: pp, Timeout: duration(o.timeout), Max: int32(o.max),
 	})
 	return messages(r.GetMessages()), err
 }
 
-func takeRequest(queue string, p Pattern, timeout time.Duration, max int, lease time.Duration) (*pb.TakeRequest, error) {
+func takeRequest(queue string, p Pattern, o waitOptions, lease time.Duration) (*pb.TakeRequest, error) {
 	pp, err := p.Proto()
 	if err != nil {
 		return nil, invalid(err)
 	}
 	return &pb.TakeRequest{
-		Queue: queue, Pattern: pp, Timeout: duration(timeout), Max: int32(max), Lease: duration(lease),
+		Queue: queue, Pattern: pp, Timeout: duration(o.timeout), Max: int32(o.max), Lease: duration(lease),
 	}, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-func mustQueue(t *testing.T, c *msgboard.Client, spec *pb.QueueSpec) string {
+func mustQueue(t *testing.T, c *msgboard.Client, spec msgboard.QueueSpec) string {
 	t.Helper()
 	if spec.Name == "" {
 		spec.Name = queue(t)
@@ -49,24 +49,24 @@ func tuples(ms []*msgboard.Message) [][]any {
 
 func TestTuplesKeepTheirTypesAndIntIsNotFloat(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	mustPost(t, c, q, []any{"n", 7}, []any{"n", 7.0}, []any{"x", nil, true, []byte{0, 1}, math.NaN()})
 
-	got, err := c.Read(ctx(t), q, msgboard.Match(msgboard.Tpl("n", 7.0)), 0, 10)
+	got, err := c.Read(ctx(t), q, msgboard.Match(msgboard.Tpl("n", 7.0)), msgboard.WithMax(10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := [][]any{{"n", 7.0}}; !reflect.DeepEqual(tuples(got), want) {
 		t.Fatalf("float 7.0 matched %v, want %v", tuples(got), want)
 	}
-	got, err = c.Take(ctx(t), q, msgboard.Match(msgboard.Tpl("n", msgboard.IntType)), 0, 10)
+	got, err = c.Take(ctx(t), q, msgboard.Match(msgboard.Tpl("n", msgboard.IntType)), msgboard.WithMax(10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := [][]any{{"n", int64(7)}}; !reflect.DeepEqual(tuples(got), want) {
 		t.Fatalf("formal int took %v, want %v", tuples(got), want)
 	}
-	got, err = c.Take(ctx(t), q, msgboard.Match(msgboard.Tpl("x", nil, msgboard.Any, msgboard.Prefix([]byte{0}), msgboard.FloatType)), 0, 1)
+	got, err = c.Take(ctx(t), q, msgboard.Match(msgboard.Tpl("x", nil, msgboard.Any, msgboard.Prefix([]byte{0}), msgboard.FloatType)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestTuplesKeepTheirTypesAndIntIsNotFloat(t *testing.T) {
 
 func TestTemplatesAlternativesRangesAddressesAndFilters(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	for i, a := range []string{"rec.pets.cats", "rec.pets.dogs", "rec.cars"} {
 		if _, err := c.Post(ctx(t), q, msgboard.Message{Address: a, Priority: int64(i), Tuple: []any{"job", i, "s" + a}}); err != nil {
 			t.Fatal(err)
@@ -85,7 +85,7 @@ func TestTemplatesAlternativesRangesAddressesAndFilters(t *testing.T) {
 	}
 	read := func(p msgboard.Pattern) [][]any {
 		t.Helper()
-		ms, err := c.Read(ctx(t), q, p, 0, 100)
+		ms, err := c.Read(ctx(t), q, p, msgboard.WithMax(100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,13 +113,13 @@ func TestTemplatesAlternativesRangesAddressesAndFilters(t *testing.T) {
 
 func TestTakeRemovesAndAnEmptyWaitIsNoError(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{MaxHistory: 10})
+	q := mustQueue(t, c, msgboard.QueueSpec{MaxHistory: 10})
 	mustPost(t, c, q, []any{1}, []any{2})
-	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, 0, 5)
+	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(5))
 	if err != nil || len(got) != 2 || got[0].Seq != 1 || got[0].Section != pb.Section_SECTION_HISTORY {
 		t.Fatalf("took %v, %v", got, err)
 	}
-	got, err = c.Take(ctx(t), q, msgboard.Pattern{}, 50*time.Millisecond, 1)
+	got, err = c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithTimeout(50*time.Millisecond))
 	if err != nil || len(got) != 0 {
 		t.Fatalf("an empty queue gave %v, %v", got, err)
 	}
@@ -135,7 +135,7 @@ func TestTakeRemovesAndAnEmptyWaitIsNoError(t *testing.T) {
 
 func TestPostManyStreamsBatchesInOrder(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	ms := make([]msgboard.Message, 250)
 	for i := range ms {
 		ms[i] = msgboard.Message{Tuple: []any{i}}
@@ -157,13 +157,13 @@ func TestPostManyStreamsBatchesInOrder(t *testing.T) {
 
 func TestLeasedTakesAckAndNack(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	mustPost(t, c, q, []any{"a"}, []any{"b"})
-	ls, err := c.TakeLeased(ctx(t), q, msgboard.Pattern{}, 0, 2, time.Minute)
+	ls, err := c.TakeLeased(ctx(t), q, msgboard.Pattern{}, time.Minute, msgboard.WithMax(2))
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("leased take: %v, %v", ls, err)
 	}
-	if got, _ := c.Take(ctx(t), q, msgboard.Pattern{}, 0, 2); len(got) != 0 {
+	if got, _ := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2)); len(got) != 0 {
 		t.Fatalf("leased messages were visible: %v", tuples(got))
 	}
 	if err := c.Nack(ctx(t), q, ls[1].Lease); err != nil {
@@ -172,7 +172,7 @@ func TestLeasedTakesAckAndNack(t *testing.T) {
 	if err := c.Ack(ctx(t), q, ls[0].Lease); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, 0, 2)
+	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2))
 	if err != nil || len(got) != 1 || got[0].Tuple[0] != "b" || got[0].DeliveryCount != 2 {
 		t.Fatalf("after ack a, nack b: took %v (%v)", got, err)
 	}
@@ -184,9 +184,9 @@ func TestLeasedTakesAckAndNack(t *testing.T) {
 
 func TestSelectorsMoveAndCopy(t *testing.T) {
 	c := open(t)
-	src := mustQueue(t, c, &pb.QueueSpec{})
-	jobs := mustQueue(t, c, &pb.QueueSpec{})
-	audit := mustQueue(t, c, &pb.QueueSpec{})
+	src := mustQueue(t, c, msgboard.QueueSpec{})
+	jobs := mustQueue(t, c, msgboard.QueueSpec{})
+	audit := mustQueue(t, c, msgboard.QueueSpec{})
 	move, err := c.CreateSelector(ctx(t), msgboard.SelectorSpec{Source: src, Destination: jobs, Pattern: msgboard.Match(msgboard.Tpl("job", msgboard.Any))})
 	if err != nil {
 		t.Fatal(err)
@@ -195,11 +195,11 @@ func TestSelectorsMoveAndCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPost(t, c, src, []any{"job", 1}, []any{"other", 2})
-	got, err := c.Take(ctx(t), jobs, msgboard.Pattern{}, 10*time.Second, 5)
+	got, err := c.Take(ctx(t), jobs, msgboard.Pattern{}, msgboard.WithTimeout(10*time.Second), msgboard.WithMax(5))
 	if err != nil || len(got) != 1 || got[0].Tuple[0] != "job" {
 		t.Fatalf("the MOVE gave %v, %v", got, err)
 	}
-	got, err = c.Read(ctx(t), audit, msgboard.Pattern{}, 0, 5)
+	got, err = c.Read(ctx(t), audit, msgboard.Pattern{}, msgboard.WithMax(5))
 	if err != nil || len(got) != 2 {
 		t.Fatalf("the COPY gave %v, %v", got, err)
 	}
@@ -217,7 +217,7 @@ func TestSelectorsMoveAndCopy(t *testing.T) {
 
 func TestSubscribeWithCreditAcksRejectedAndNacks(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	mustPost(t, c, q, []any{1}, []any{2}, []any{3})
 	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q, Credit: 2})
 	if err != nil {
@@ -306,7 +306,7 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 	if !errors.Is(err, msgboard.ErrNotFound) || !errors.Is(err, msgboard.ErrQueueNotFound) || errors.Is(err, msgboard.ErrQueueExists) {
 		t.Fatalf("errors.Is does not follow the code and reason of %v", err)
 	}
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	// Sent raw through the stub: a value with no kind set is the board's
 	// INVALID_ARGUMENT, with the path of the bad field.
 	_, err = c.Stub().Post(ctx(t), &pb.PostRequest{Queue: q, Messages: []*pb.Message{{}, {Tuple: []*pb.FieldValue{{}, {}}}}})
@@ -329,7 +329,7 @@ func TestErrorsCarryReasonAndFieldPath(t *testing.T) {
 
 func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	mustPost(t, c, q, []any{1}, []any{2}, []any{3})
 	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q})
 	if err != nil {
@@ -370,7 +370,7 @@ func TestAcksMadeWhileOneIsInFlightGoAsOneRequest(t *testing.T) {
 
 func TestAPublisherTakesPostsFromManyGoroutines(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	p, err := c.Publisher(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestAPublisherTakesPostsFromManyGoroutines(t *testing.T) {
 
 func TestATerminalSelectorIsReadBySubscribingToIt(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	sel, err := c.CreateSelector(ctx(t), msgboard.SelectorSpec{Source: q, Pattern: msgboard.Pattern{Address: "topic:rec.#"}, Credit: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func TestATerminalSelectorIsReadBySubscribingToIt(t *testing.T) {
 
 func TestSnapshotWritesACopyOfTheBoard(t *testing.T) {
 	c := open(t)
-	q := mustQueue(t, c, &pb.QueueSpec{})
+	q := mustQueue(t, c, msgboard.QueueSpec{})
 	mustPost(t, c, q, []any{"kept"})
 	dir := filepath.Join(t.TempDir(), "snap")
 	s, err := c.Snapshot(ctx(t), dir)
@@ -449,5 +449,102 @@ func TestSnapshotWritesACopyOfTheBoard(t *testing.T) {
 	}
 	if _, err := c.Snapshot(ctx(t), dir); !errors.Is(err, msgboard.ErrFailedPrecondition) {
 		t.Fatalf("a snapshot over a non-empty directory gave %v", err)
+	}
+}
+
+func TestKeysDelaysAndANackWithItsOwnDelay(t *testing.T) {
+	c := open(t)
+	none := time.Duration(0)
+	q := mustQueue(t, c, msgboard.QueueSpec{
+		DedupWindow: &none,
+		Redelivery:  &msgboard.Redelivery{Initial: time.Second, Multiplier: 2, Max: time.Minute},
+	})
+	rs, err := c.PostReceipts(ctx(t), q, msgboard.Message{Key: "k1"}, msgboard.Message{Key: "k1"})
+	if err != nil || len(rs) != 2 || rs[1].Seq != 1 || rs[1].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("a repeated key gave %+v, %v", rs, err)
+	}
+	seqs, err := c.Post(ctx(t), q, msgboard.Message{Tuple: []any{"later"}, Delay: 300 * time.Millisecond})
+	if err != nil || len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("a delayed post gave %v, %v", seqs, err)
+	}
+	page, err := c.Browse(ctx(t), q, msgboard.Browse{Section: msgboard.Scheduled})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].NotBefore.IsZero() {
+		t.Fatalf("browsing the scheduled section gave %+v, %v", page, err)
+	}
+	sub, err := c.Subscribe(ctx(t), msgboard.Subscribe{Queue: q, Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(5 * time.Second)
+	d, err := sub.Next(ctx(t))
+	if err != nil || d.Message.Key != "k1" {
+		t.Fatalf("first delivery %+v, %v", d, err)
+	}
+	if _, err := sub.NackAfter(time.Hour, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	d, err = sub.Next(ctx(t)) // the delayed one, once due
+	if err != nil || d.Message.Seq != 2 || time.Now().Before(d.Message.NotBefore) {
+		t.Fatalf("second delivery %+v, %v", d, err)
+	}
+	page, err = c.Browse(ctx(t), q, msgboard.Browse{})
+	if err != nil || len(page.Messages) != 2 || page.Messages[0].RedeliverAt.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("the nacked message browsed as %+v, %v", page.Messages[0], err)
+	}
+}
+
+func TestPostIdempotentKeysItsPostsAndWaitsForTheBoard(t *testing.T) {
+	data := t.TempDir()
+	first, err := startServer("--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.address
+	c, err := msgboard.Dial(addr)
+	if err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx(t), msgboard.QueueSpec{Name: "jobs"}); err != nil {
+		first.stop()
+		t.Fatal(err)
+	}
+	rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Tuple: []any{"a"}})
+	if err != nil || len(rs) != 1 || rs[0].Seq != 1 {
+		first.stop()
+		t.Fatalf("first post %+v, %v", rs, err)
+	}
+	first.stop() // the board is down: the next post waits for it
+	answered := make(chan []msgboard.Receipt, 1)
+	failed := make(chan error, 1)
+	go func() {
+		rs, err := c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+		if err != nil {
+			failed <- err
+			return
+		}
+		answered <- rs
+	}()
+	time.Sleep(300 * time.Millisecond) // let it try the board while it is down
+	second, err := startServer("--data", data, "--listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.stop()
+	select {
+	case rs := <-answered:
+		if len(rs) != 1 || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_STORED {
+			t.Fatalf("the post once back %+v", rs)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the post never came through")
+	}
+	// A retry of the same keyed post (its answer lost) is stored once.
+	rs, err = c.PostIdempotent(ctx(t), "jobs", msgboard.Message{Key: "k", Tuple: []any{"b"}})
+	if err != nil || rs[0].Seq != 2 || rs[0].Disposition != pb.Disposition_DISPOSITION_DUPLICATE {
+		t.Fatalf("the retry %+v, %v", rs, err)
 	}
 }

@@ -38,8 +38,10 @@ type FieldViolation struct {
 	Description string
 }
 
+// Error reads "NotFound (QueueNotFound): queue \"x\" does not exist", the
+// reason left out when it only repeats the code ("InvalidArgument: ...").
 func (e *Error) Error() string {
-	if e.Reason != "" {
+	if e.Reason != "" && e.Reason != e.Code.String() {
 		return fmt.Sprintf("%s (%s): %s", e.Code, e.Reason, e.Message)
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	msgboard "github.com/msgboard/msgboard/clients/go"
-	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 )
 
 // The README's quickstart (compiled, not run: it needs a board on the
@@ -18,7 +17,7 @@ func ExampleDial() {
 		panic(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateQueue(ctx, &pb.QueueSpec{Name: "jobs"}); err != nil {
+	if _, err := c.CreateQueue(ctx, msgboard.QueueSpec{Name: "jobs"}); err != nil {
 		panic(err)
 	}
 	// Go keeps int and float apart as the board does: 7 is an int, 3.0 a float.
@@ -26,7 +25,7 @@ func ExampleDial() {
 	fmt.Println(seqs, err)
 	// A template: actuals, formal types, Any, Range, Prefix.
 	tpl := msgboard.Tpl("job", msgboard.IntType, msgboard.Any, msgboard.Range(1, 9))
-	ms, err := c.Take(ctx, "jobs", msgboard.Match(tpl), 5*time.Second, 1)
+	ms, err := c.Take(ctx, "jobs", msgboard.Match(tpl), msgboard.WithTimeout(5*time.Second))
 	fmt.Println(ms[0].Tuple, err) // [job 7 resize 3]: int64, string, float64
 
 	// A consumer: deliveries paced by credit, acks coalesced while one is in flight.
@@ -38,5 +37,5 @@ func ExampleDial() {
 	c.Post(ctx, "jobs", msgboard.Message{Address: "rec.pets.cats", Tuple: []any{"job", 8}})
 	d, err := sub.Next(ctx)
 	fmt.Println(d.Message.Tuple, err)
-	sub.Ack(d.ID)
+	d.Ack()
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,15 +39,20 @@ var servingOn = regexp.MustCompile(`serving on (\S+:\d+)`)
 
 // startServer runs `msgboard serve` with args in a new temporary directory.
 func startServer(args ...string) (*server, error) {
-	bin := os.Getenv("MSGBOARD_BIN")
-	if bin == "" {
-		bin = filepath.Join(repoRoot(), ".venv", "bin", "msgboard")
-	}
 	dir, err := os.MkdirTemp("", "msgboard-go-")
 	if err != nil {
 		return nil, err
 	}
-	all := append([]string{"serve", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
+	return startServerIn(dir, "127.0.0.1:0", args...)
+}
+
+// startServerIn runs `msgboard serve` over dir/data, listening on listen.
+func startServerIn(dir, listen string, args ...string) (*server, error) {
+	bin := os.Getenv("MSGBOARD_BIN")
+	if bin == "" {
+		bin = filepath.Join(repoRoot(), ".venv", "bin", "msgboard")
+	}
+	all := append([]string{"serve", "--data", filepath.Join(dir, "data"), "--listen", listen,
 		"--sync", "weaker-no-fsync"}, args...)
 	cmd := exec.Command(bin, all...)
 	stderr, err := cmd.StderrPipe()
@@ -91,7 +97,13 @@ func startServer(args ...string) (*server, error) {
 }
 
 func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	s.halt(syscall.SIGTERM)
+	os.RemoveAll(s.dir)
+}
+
+// halt ends the server with sig (SIGKILL after 20 s), leaving its directory.
+func (s *server) halt(sig os.Signal) {
+	_ = s.cmd.Process.Signal(sig)
 	done := make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(done) }()
 	select {
@@ -100,7 +112,17 @@ func (s *server) stop() {
 		_ = s.cmd.Process.Kill()
 		<-done
 	}
-	os.RemoveAll(s.dir)
+}
+
+// freePort is a loopback address free now, for a board restarted on it.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 var (

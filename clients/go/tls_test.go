@@ -18,7 +18,6 @@ import (
 	"time"
 
 	msgboard "github.com/msgboard/msgboard/clients/go"
-	pb "github.com/msgboard/msgboard/clients/go/msgboardpb"
 	"google.golang.org/grpc/codes"
 )
 
@@ -103,7 +102,7 @@ verbs = ["read", "write", "manage"]
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateQueue(ctx(t), &pb.QueueSpec{Name: "jobs"}); err != nil {
+	if _, err := c.CreateQueue(ctx(t), msgboard.QueueSpec{Name: "jobs"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Post(ctx(t), "jobs", msgboard.Message{Tuple: []any{"over TLS"}}); err != nil {
@@ -122,7 +121,7 @@ verbs = ["read", "write", "manage"]
 		t.Fatal(err)
 	}
 	// The rules still apply to a known user.
-	_, err = c.CreateQueue(ctx(t), &pb.QueueSpec{Name: "other"})
+	_, err = c.CreateQueue(ctx(t), msgboard.QueueSpec{Name: "other"})
 	var e *msgboard.Error
 	if !errors.As(err, &e) || e.Code != codes.PermissionDenied || e.Metadata["user"] != "gopher" || e.Metadata["queue"] != "other" {
 		t.Fatalf("a queue outside the user's rules gave %#v", err)

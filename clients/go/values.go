@@ -245,6 +245,15 @@ type Message struct {
 	Tuple       []any
 	ContentType string
 	Body        []byte
+	// Key is an idempotency key (at most 256 bytes): a post of a key the
+	// queue holds stores nothing and answers the first message's seq, with
+	// the disposition DISPOSITION_DUPLICATE.
+	Key string
+	// NotBefore stores the message at once but keeps it unseen (takes,
+	// reads, selectors, subscribers) until then; zero: none. Delay does the
+	// same from the time of the post (NotBefore wins when both are set).
+	NotBefore time.Time
+	Delay     time.Duration
 
 	Queue         string     // set by the board
 	Seq           uint64     // set by the board
@@ -252,6 +261,7 @@ type Message struct {
 	ProcessedAt   time.Time  // set by the board; zero while it waits
 	Section       pb.Section // set by the board
 	DeliveryCount uint32     // set by the board
+	RedeliverAt   time.Time  // in a Browse page: when a message backing off comes back
 }
 
 // Proto converts the message to its proto form (for posting).
@@ -267,6 +277,12 @@ func (m *Message) Proto() (*pb.Message, error) {
 	if !m.ExpiresAt.IsZero() {
 		out.ExpiresAt = timestamppb.New(m.ExpiresAt)
 	}
+	out.Key = m.Key
+	if !m.NotBefore.IsZero() {
+		out.NotBefore = timestamppb.New(m.NotBefore)
+	} else if m.Delay > 0 {
+		out.NotBefore = timestamppb.New(time.Now().Add(m.Delay))
+	}
 	return out, nil
 }
 
@@ -274,7 +290,8 @@ func (m *Message) Proto() (*pb.Message, error) {
 func FromProto(m *pb.Message) *Message {
 	out := &Message{
 		Address: m.Address, Priority: m.Priority, Headers: m.Headers, ReplyTo: m.ReplyTo,
-		ContentType: m.ContentType, Body: m.Body, Queue: m.Queue, Seq: m.Seq,
+		ContentType: m.ContentType, Body: m.Body, Queue: m.Queue, Seq: m.Seq, Key: m.Key,
+		NotBefore: when(m.NotBefore), RedeliverAt: when(m.RedeliverAt),
 		Section: m.Section, DeliveryCount: m.DeliveryCount,
 		ExpiresAt: when(m.ExpiresAt), PostedAt: when(m.PostedAt), ProcessedAt: when(m.ProcessedAt),
 	}

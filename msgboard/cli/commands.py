@@ -25,7 +25,7 @@ from msgboard.cli.lines import (
 )
 from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, Disposition, Redelivery
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
                     unmatched=args.unmatched,
                     auto_delete=args.auto_delete,
                     max_deliveries=args.max_deliveries,
+                    dedup_window=args.dedup_window,
+                    redelivery=_redelivery(args.redelivery),
                 )
                 _print_queue(v, args.json)
             elif args.action == "get":
@@ -315,6 +317,31 @@ def _expires_at(args: argparse.Namespace) -> int:
     return now_us() + int(args.expires_in * 1_000_000)
 
 
+def _redelivery(text: str | None) -> Redelivery | None:
+    """--redelivery INITIAL,MULTIPLIER,MAX (seconds) as a policy."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        initial, multiplier, most = (float(p) for p in parts)
+    except ValueError:
+        raise InvalidArgument(
+            f"--redelivery: {text!r} is not INITIAL,MULTIPLIER,MAX (e.g. 1,2,300)"
+        ) from None
+    return Redelivery(round(initial * 1_000_000), multiplier, round(most * 1_000_000))
+
+
+def _not_before(args: argparse.Namespace) -> int:
+    """--delay SECONDS or --not-before TIME as a time (µs); 0: none."""
+    if args.not_before:
+        return time_us(args.not_before, "--not-before")
+    if args.delay is None:
+        return 0
+    if args.delay < 0:
+        raise InvalidArgument(f"--delay: must not be negative seconds (got {args.delay})")
+    return now_us() + int(args.delay * 1_000_000)
+
+
 def _post(c: Any, args: argparse.Namespace) -> int:
     if args.ndjson:
         from msgboard.cli.bulk import post_ndjson
@@ -328,6 +355,9 @@ def _post(c: Any, args: argparse.Namespace) -> int:
                 ("--priority", args.priority),
                 ("--reply-to", args.reply_to),
                 ("--content-type", args.content_type),
+                ("--key", args.key),
+                ("--delay", args.delay),
+                ("--not-before", args.not_before),
             )
             if value
         ]
@@ -365,11 +395,15 @@ def _post(c: Any, args: argparse.Namespace) -> int:
         expires_at=_expires_at(args),
         content_type=args.content_type,
         body=body,
+        key=args.key,
+        not_before=_not_before(args),
     )
     [got] = c.post_receipts(args.queue, [m])
     fate = got.disposition.value
     if args.json:
         print(json.dumps({"queue": args.queue, "seq": got.seq, "disposition": fate}))
+    elif got.disposition is Disposition.DUPLICATE:  # the seq first: the one holding the key
+        print(f"{got.seq} duplicate (key {args.key!r} is held by seq {got.seq})")
     else:  # the seq first, so that scripts can keep it; 0 says why
         print(got.seq or f'0 {fate} (queue "{args.queue}" is full)')
     return 0

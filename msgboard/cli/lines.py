@@ -34,7 +34,7 @@ BOARD_KEYS = frozenset(
         "lease",
     }
 )
-_STRINGS = ("address", "reply_to", "content_type")
+_STRINGS = ("address", "reply_to", "content_type", "key")
 
 
 def when(us: int) -> str | None:
@@ -71,9 +71,11 @@ def message_json(m: Message) -> dict[str, Any]:
     for key, value in (
         ("content_type", m.content_type),
         ("reply_to", m.reply_to),
+        ("key", m.key),
         ("posted_at", when(m.posted_at)),
         ("processed_at", when(m.processed_at)),
         ("expires_at", when(m.expires_at)),
+        ("not_before", when(m.not_before)),
     ):
         if value:
             d[key] = value
@@ -89,7 +91,7 @@ def message_from_json(obj: object, expires_at: int = 0) -> Message:
     if not isinstance(obj, dict):
         raise InvalidArgument(f"expected a JSON object, got {type(obj).__name__}")
     unknown = set(obj) - BOARD_KEYS - {*_STRINGS, "tuple", "headers", "priority", "body"}
-    unknown -= {"body_base64", "expires_at"}
+    unknown -= {"body_base64", "expires_at", "not_before"}
     if unknown:
         raise InvalidArgument(f"unknown key {sorted(unknown)[0]!r}")
     kw: dict[str, Any] = {}
@@ -118,6 +120,8 @@ def message_from_json(obj: object, expires_at: int = 0) -> Message:
     kw["expires_at"] = time_us(own, "expires_at") if isinstance(own, str) else expires_at
     if own is not None and not isinstance(own, str):
         raise InvalidArgument("expires_at: expected an ISO time string")
+    if "not_before" in obj:
+        kw["not_before"] = time_us(_typed(obj, "not_before", str), "not_before")
     return Message(**kw)
 
 

@@ -213,6 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="then dead-letter; 0: no limit",
     )
+    p.add_argument(
+        "--dedup-window",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a message's key is held after it has left the queue (default 120; "
+        "0: only while it is on the board)",
+    )
+    p.add_argument(
+        "--redelivery",
+        metavar="INITIAL,MULTIPLIER,MAX",
+        help="delay messages given back (nacked, consumer gone) by INITIAL seconds, times "
+        "MULTIPLIER each time, at most MAX seconds, e.g. 1,2,300 (default: a nack waits "
+        "0.1 s doubling to 5 s, a lost consumer not at all)",
+    )
     for action in ("get", "delete"):
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
         p.add_argument("name", help="the queue's name")
@@ -234,6 +249,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reply-to", default="", metavar="QUEUE", help="where an answer should go")
     p.add_argument("--content-type", default="", metavar="TYPE", help="the body's media type")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument(
+        "--delay",
+        type=float,
+        metavar="SECONDS",
+        help="stored now, visible (taken, read, routed) only after this many seconds",
+    )
+    when.add_argument(
+        "--not-before",
+        metavar="TIME",
+        help="stored now, visible only from this ISO time (e.g. 2026-12-01T09:00:00Z)",
+    )
+    p.add_argument(
+        "--key",
+        default="",
+        metavar="KEY",
+        help="an idempotency key: if the queue holds it, nothing is stored and the seq "
+        "printed is the first message's (then 'duplicate')",
+    )
     p.add_argument(
         "--expires-in",
         type=float,
@@ -288,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=100, metavar="N", help="messages on the page at most"
     )
     p.add_argument(
-        "--section", choices=["unprocessed", "history"], help="only this section (default both)"
+        "--section",
+        choices=["unprocessed", "history", "scheduled"],
+        help="only this section (default all three)",
     )
     _pattern_args(p)
 

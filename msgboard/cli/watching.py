@@ -15,6 +15,11 @@ deliveries still outstanding when watch ends (printed and not acked, or
 received and not printed) are nacked: they come back after the board's
 nack backoff, with their delivery count raised, rather than at once when
 the stream closes. Ctrl-C ends the watch cleanly (exit status 130).
+
+When the board goes away (a restart), the watch waits and subscribes
+again, as ``nats sub`` does (the client's backoff: ``Subscription``), and
+says so on stderr: one line when the stream is lost, one when it is back.
+The deliveries it had not acked come again, under new ids.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ def watch(
     if not args.queue and not args.selector:
         raise InvalidArgument("watch: give a QUEUE or --selector ID")
     n = 0
+    outages = _Outages(c.connection.address)
     with (
         c.subscribe(
             args.queue,
@@ -58,10 +64,12 @@ def watch(
             start=start,
             start_time=start_time,
             selector=args.selector,
+            on_reconnect=outages.note,
         ) as sub,
         _CtrlC.installed(sub) as ctrl_c,
     ):
         acks = _ManualAcks(sub, sys.stdin, args.json) if args.manual_ack else None
+        outages.acks = acks
         while (d := ctrl_c.next()) is not None:
             # The delivery id leads where it is needed: to ack by hand, and in JSON.
             shown = args.json or args.manual_ack
@@ -81,6 +89,34 @@ def watch(
     if ctrl_c.stopped:
         return 130
     return 1 if acks is not None and acks.rejected else 0
+
+
+class _Outages:
+    """Says on stderr when the stream is lost and when it is back."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.acks: _ManualAcks | None = None
+        self._since = 0.0
+
+    def note(self, error: MsgboardError | None) -> None:
+        if error is not None:
+            self._since = time.monotonic()
+            if self.acks is not None:
+                self.acks.lost()
+            print(
+                f"# lost the board at {self.address} ({error.code}: {error}); subscribing again",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            took = time.monotonic() - self._since
+            print(
+                f"# subscribed again to {self.address} after {took:.1f} s; "
+                "deliveries not acked come again",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _nack_outstanding(sub: Subscription, acks: _ManualAcks | None, as_json: bool) -> None:
@@ -118,6 +154,11 @@ class _ManualAcks:
             self._seen = max(self._seen, d.id)
             self._open[d.id] = None
             self._cond.notify_all()
+
+    def lost(self) -> None:
+        """The stream was lost: what was printed comes again, under new ids."""
+        with self._cond:
+            self._open.clear()
 
     def outstanding(self) -> list[int]:
         with self._cond:
@@ -183,7 +224,10 @@ class _ManualAcks:
             if self._done:
                 return False
             if did not in self._open:
-                raise NotFound(f"delivery {did}: not outstanding (already acked or nacked)")
+                raise NotFound(
+                    f"delivery {did}: not outstanding (already acked or nacked, or lost "
+                    "with a stream the board ended)"
+                )
             del self._open[did]
             if verb == "ack":
                 self.sub.ack(did)

@@ -25,10 +25,12 @@ from msgboard.results import (
     StoreInfo,
 )
 from msgboard.spec import (
+    DEDUP_WINDOW,
     Op,
     OverflowPolicy,
     Position,
     QueueSpec,
+    Redelivery,
     Role,
     SelectorSpec,
     UnmatchedPolicy,
@@ -85,8 +87,16 @@ class Admin:
         unmatched: UnmatchedPolicy | str = UnmatchedPolicy.HOLD,
         auto_delete: bool = False,
         max_deliveries: int = 0,
+        dedup_window: float | None = None,
+        redelivery: Redelivery | None = None,
     ) -> QueueView:
-        """Creates a queue (idempotent for the same properties)."""
+        """Creates a queue (idempotent for the same properties).
+        ``dedup_window``: seconds a message's idempotency key is held after
+        the message has left the queue (None: 2 minutes; 0: only while it
+        is on the board). ``redelivery``: how messages given back (nacked,
+        their consumer gone, their lease run out) are delayed before they
+        are delivered again (``Redelivery(initial, multiplier, most)``, µs)."""
+        window = DEDUP_WINDOW if dedup_window is None else round(dedup_window * 1_000_000)
         spec = QueueSpec(
             name,
             transient,
@@ -97,6 +107,8 @@ class Admin:
             UnmatchedPolicy(unmatched),
             auto_delete,
             max_deliveries,
+            window,
+            redelivery,
         )
         with mapped():
             q = self._stub.CreateQueue(

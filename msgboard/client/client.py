@@ -31,7 +31,7 @@ from msgboard.associative import AddressPattern, Pattern
 from msgboard.client.admin import Admin
 from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.publisher import Poster, Publisher
-from msgboard.client.subscription import AsyncSubscription, Subscription
+from msgboard.client.subscription import AsyncSubscription, OnReconnect, Subscription
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
@@ -43,6 +43,7 @@ from msgboard.spec import (
     Delivery,
     Position,
     Receipt,
+    Redelivery,
 )
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
@@ -163,7 +164,7 @@ class Client(Admin, Poster):
             raise bad[0]
         return seqs
 
-    def publisher(self) -> Publisher:
+    def publisher(self, *, idempotent: bool = False, retry_for: float = 60.0) -> Publisher:
         """Opens a PostStream for posting one batch at a time, each answered
         once durable before the next is sent: a producer that needs every
         message confirmed keeps one open rather than pay a call's set-up per
@@ -172,8 +173,12 @@ class Client(Admin, Poster):
             with client.publisher() as pub:
                 for job in jobs:
                     pub.post("jobs", ("job", job.id), body=job.data)
+
+        ``idempotent``: each message gets a key if it has none, and a batch
+        whose answer is lost is sent again with the same keys, for up to
+        ``retry_for`` seconds (``Publisher``): stored once, whatever fails.
         """
-        return Publisher(self._stub)
+        return Publisher(self._stub, idempotent=idempotent, retry_for=retry_for)
 
     # -- taking, reading, browsing --------------------------------------
 
@@ -241,11 +246,7 @@ class Client(Admin, Poster):
         if since:
             codec.us_to_ts(since, req.start_time)
         if section is not None:
-            req.section = (
-                pb.SECTION_HISTORY
-                if Section(section) is Section.HISTORY
-                else pb.SECTION_UNPROCESSED
-            )
+            req.section = codec.SECTION.to_pb[Section(section)]
         with mapped():
             r = self._stub.Browse(req, timeout=self.timeout)
         return Page([codec.message_from_pb(m) for m in r.messages], r.next_seq)
@@ -300,6 +301,9 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
+        redelivery: Redelivery | None = None,
     ) -> Subscription:
         """Opens a subscription: a session MOVE (or ``copy``) selector on
         ``queue``, or attaches to the durable terminal selector ``selector``.
@@ -309,6 +313,13 @@ class Client(Admin, Poster):
                 for d in sub:
                     work(d.message)
                     sub.ack(d)
+
+        A stream lost to UNAVAILABLE (the board restarted) is opened again
+        with backoff unless ``reconnect`` is False; ``on_reconnect`` is
+        called with the error when it is lost and with None once back (see
+        ``msgboard.client.subscription``). ``redelivery``: how its nacked or
+        lost deliveries are delayed before they are delivered again
+        (default: the queue's policy).
         """
         return Subscription(
             self._stub,
@@ -320,7 +331,10 @@ class Client(Admin, Poster):
                 start,
                 start_time,
                 selector,
+                redelivery,
             ),
+            reconnect=reconnect,
+            on_reconnect=on_reconnect,
         )
 
     def subscribe_async(
@@ -336,8 +350,11 @@ class Client(Admin, Poster):
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         selector: str = "",
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
     ) -> AsyncSubscription:
-        """``subscribe`` for asyncio::
+        """``subscribe`` for asyncio (it subscribes again after a lost
+        stream in the same way)::
 
         async with client.subscribe_async("jobs") as sub:
             async for d in sub:
@@ -354,6 +371,8 @@ class Client(Admin, Poster):
                 start_time,
                 selector,
             ),
+            reconnect=reconnect,
+            on_reconnect=on_reconnect,
         )
 
     def _deadline(self, timeout: float) -> float | None:
@@ -368,6 +387,7 @@ def _open(
     start: Position | str | int,
     start_time: int,
     selector: str,
+    redelivery: Redelivery | None = None,
 ) -> pb.Subscription:
     position, seq = start_position(start)
     o = pb.Subscription(
@@ -381,6 +401,8 @@ def _open(
         o.start = codec.position_to_pb(position)
     if start_time:
         codec.us_to_ts(start_time, o.start_time)
+    if redelivery is not None:
+        o.redelivery.CopyFrom(codec.redelivery_to_pb(redelivery))
     if not pat.matches_all:
         codec.pattern_to_pb(pat, o.pattern)
     return o

@@ -9,7 +9,10 @@ import abc
 import builtins
 import collections
 import contextlib
+import dataclasses
 import queue as queue_
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +21,7 @@ import grpc
 from msgboard import codec
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import Unavailable
-from msgboard.message import Message, Value
+from msgboard.message import Message, Value, now_us
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -40,8 +43,18 @@ class Poster(abc.ABC):
         content_type: str = "",
         reply_to: str = "",
         expires_at: int = 0,
+        key: str = "",
+        not_before: int = 0,
+        delay: float = 0.0,
     ) -> int:
-        """Posts one message and returns its seq once it is durable."""
+        """Posts one message and returns its seq once it is durable.
+        ``key``: an idempotency key (at most 256 bytes): if the queue holds
+        it (on the board, or within the queue's dedup window after), nothing
+        is stored and the seq is the first message's. ``not_before`` (µs
+        since the epoch) or ``delay`` (seconds from now): the message is
+        stored at once but seen (taken, read, routed) only from then."""
+        if delay:
+            not_before = now_us() + round(delay * 1_000_000)
         m = Message(
             tuple=builtins.tuple(tuple),
             address=address,
@@ -51,6 +64,8 @@ class Poster(abc.ABC):
             expires_at=expires_at,
             content_type=content_type,
             body=body.encode() if isinstance(body, str) else body,
+            key=key,
+            not_before=not_before,
         )
         return self.post_messages(queue, [m])[0]
 
@@ -63,19 +78,43 @@ class Poster(abc.ABC):
     @abc.abstractmethod
     def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Posts messages in one transaction; returns, once durable, each one's
-        seq and what became of it (stored, overflowed, dead-lettered, dropped)."""
+        seq and what became of it (stored, overflowed, dead-lettered, dropped,
+        or a duplicate of the message holding its key)."""
+
+
+#: How long an idempotent Publisher retries a batch whose answer was lost
+#: (seconds), and its first and longest pause between tries.
+RETRY_FOR = 60.0
+RETRY_FIRST = 0.1
+RETRY_MOST = 2.0
 
 
 class Publisher(Poster):
     """One open PostStream, one batch in flight (see ``Client.publisher``).
-    Not for several threads at once."""
+    Not for several threads at once.
 
-    def __init__(self, stub: pb_grpc.BoardStub) -> None:
-        self._requests: queue_.SimpleQueue[pb.PostStreamRequest | None] = queue_.SimpleQueue()
-        call: Any = stub.PostStream(iter(self._requests.get, None))
-        self._call = call
+    ``idempotent``: every message posted without a key gets one (a random
+    UUID), and a batch whose answer is lost (the connection or the board
+    went down: UNAVAILABLE) is sent again on a new stream, with the same
+    keys, for up to ``retry_for`` seconds: the board stores what it had not
+    and answers DUPLICATE, with the first seq, for what it had."""
+
+    def __init__(
+        self, stub: pb_grpc.BoardStub, *, idempotent: bool = False, retry_for: float = RETRY_FOR
+    ) -> None:
+        self._stub = stub
+        self.idempotent = idempotent
+        self.retry_for = retry_for
         self._batches = 0
         self._closed = False
+        self._open()
+
+    def _open(self) -> None:
+        self._requests: queue_.SimpleQueue[pb.PostStreamRequest | None] = queue_.SimpleQueue()
+        call: Any = self._stub.PostStream(
+            iter(self._requests.get, None), wait_for_ready=self.idempotent or None
+        )
+        self._call = call
 
     def __enter__(self) -> Publisher:
         return self
@@ -87,18 +126,34 @@ class Publisher(Poster):
         """Posts messages in one transaction; returns their receipts once durable."""
         if self._closed:
             raise Unavailable("the publisher is closed")
+        if not self.idempotent:
+            return self._send(queue, codec.messages_to_pb(messages))
+        ms = [m if m.key else dataclasses.replace(m, key=uuid.uuid4().hex) for m in messages]
+        pbs = codec.messages_to_pb(ms)
+        deadline = time.monotonic() + self.retry_for
+        pause = RETRY_FIRST
+        while True:
+            try:
+                return self._send(queue, pbs)
+            except Unavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+                # The answer was lost, not the batch perhaps: the same keys again.
+                time.sleep(pause)
+                pause = min(pause * 2, RETRY_MOST)
+                self._requests.put(None)
+                self._open()
+
+    def _send(self, queue: str, messages: list[pb.Message]) -> list[Receipt]:
+        """One batch on the open stream, and its answer."""
         self._batches += 1
         self._requests.put(
-            pb.PostStreamRequest(
-                batch_id=self._batches,
-                queue=queue,
-                messages=codec.messages_to_pb(messages),
-            )
+            pb.PostStreamRequest(batch_id=self._batches, queue=queue, messages=messages)
         )
         with mapped():
             r = next(self._call, None)
         if r is None:
-            self._closed = True
+            self._closed = not self.idempotent
             raise Unavailable("the board ended the post stream")
         if r.HasField("error"):
             raise in_stream(r.error)

@@ -2,6 +2,15 @@
 ``AsyncSubscription`` (asyncio), which ``Client.subscribe`` and
 ``Client.subscribe_async`` open. Deliveries come in batches; acks made
 while an ack request is in flight are held and go as one request.
+
+A subscription (either kind) whose stream is lost to UNAVAILABLE (the
+board stopped or restarted) subscribes again by itself, waiting between attempts
+(``RECONNECT_WAIT`` doubling up to ``MAX_RECONNECT_WAIT``, jittered), and
+its iteration carries on: the deliveries left unacked come again, under new
+ids. Delivery ids keep increasing across streams, so an id of a lost stream
+never names a delivery of the new one: acking one is rejected (NotFound,
+in ``rejected``), and an ack in flight when the stream broke is rejected as
+Unavailable (applied or not; if not, its message comes again).
 """
 
 from __future__ import annotations
@@ -12,15 +21,16 @@ import collections
 import contextlib
 import itertools
 import queue as queue_
+import random
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import grpc
 
 from msgboard import codec
 from msgboard.client.wire import in_stream, mapped, rpc_error, selector_view
-from msgboard.errors import MsgboardError
+from msgboard.errors import MsgboardError, NotFound, Unavailable
 from msgboard.results import SelectorView
 from msgboard.spec import (
     Delivery,
@@ -29,9 +39,27 @@ from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
+#: Seconds between attempts to subscribe again: the first wait, doubled
+#: after each failed attempt up to the second, each less up to half of it
+#: at random (so that many consumers do not come back at once).
+RECONNECT_WAIT = 0.1
+MAX_RECONNECT_WAIT = 5.0
+
+#: Called when a stream is lost (with the error) and when it is open again
+#: (with None).
+OnReconnect = Callable[[MsgboardError | None], None]
+
 
 def _ids(items: Iterable[Delivery | int]) -> list[int]:
     return [d.id if isinstance(d, Delivery) else d for d in items]
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt`` (0: at once)."""
+    if attempt == 0:
+        return 0.0
+    wait = min(MAX_RECONNECT_WAIT, RECONNECT_WAIT * 2.0 ** (attempt - 1))
+    return wait / 2 + random.uniform(0, wait / 2)
 
 
 class _Stream(abc.ABC):
@@ -42,7 +70,10 @@ class _Stream(abc.ABC):
     (so requests keep their order). A cumulative ack (``up_to``) is never
     held: it goes at once, carrying what was held."""
 
-    def __init__(self) -> None:
+    def __init__(self, reconnect: bool, on_reconnect: OnReconnect | None) -> None:
+        self._reconnect = reconnect
+        self._on_reconnect = on_reconnect
+        self._call: Any = None
         self._buffer: collections.deque[Delivery] = collections.deque()
         #: Delivery ids whose acks the board has made durable.
         self.acked: set[int] = set()
@@ -57,8 +88,12 @@ class _Stream(abc.ABC):
         self.max_outstanding_bytes = 0
         self._refs = itertools.count(1)
         self._lock = threading.Lock()
-        #: Refs of the ack requests sent and not yet answered.
-        self._in_flight: set[int] = set()
+        #: The ack requests sent and not yet answered, by ref.
+        self._in_flight: dict[int, pb.SubscribeRequest] = {}
+        #: This stream's delivery ids are ``_base`` + the board's;
+        #: ``_last`` is the highest id given out.
+        self._base = 0
+        self._last = 0
         #: The ack request being filled while another is in flight.
         self._held: pb.SubscribeRequest | None = None
 
@@ -69,9 +104,12 @@ class _Stream(abc.ABC):
     def _take(self, r: pb.SubscribeResponse) -> None:
         kind = r.WhichOneof("kind")
         if kind == "deliveries":
+            base = self._base
             self._buffer.extend(
-                Delivery(d.id, codec.message_from_pb(d.message)) for d in r.deliveries.items
+                Delivery(base + d.id, codec.message_from_pb(d.message)) for d in r.deliveries.items
             )
+            if r.deliveries.items:
+                self._last = max(self._last, base + r.deliveries.items[-1].id)
         elif kind == "acked":
             self._answered(r.ref)
             self._note(r.acked)
@@ -86,28 +124,68 @@ class _Stream(abc.ABC):
             raise e
 
     def _note(self, acks: pb.Acks) -> None:
-        self.acked.update(acks.ids)
+        self.acked.update(self._base + i for i in acks.ids)
         for x in acks.rejected:
-            self.rejected[x.id] = in_stream(x.error)
+            self.rejected[self._base + x.id] = in_stream(x.error)
 
     def _answered(self, ref: int) -> None:
         with self._lock:
-            if ref in self._in_flight:
-                self._in_flight.discard(ref)
-                if not self._in_flight:
-                    self._release()
+            if self._in_flight.pop(ref, None) is not None and not self._in_flight:
+                self._release()
 
     def _release(self) -> None:
         """Sends the held acks (lock held)."""
         r, self._held = self._held, None
         if r is not None:
-            self._in_flight.add(r.ref)
+            self._in_flight[r.ref] = r
             self._send(r)
 
-    def _ack(self, items: Iterable[Delivery | int], up_to: Delivery | int) -> int:
-        last = up_to.id if isinstance(up_to, Delivery) else up_to
-        ids = _ids(items)
+    def _board(self, ids: Iterable[int], note: bool) -> list[int]:
+        """The ids as the current stream's, leaving out those of a lost
+        stream (put in ``rejected`` when ``note``)."""
+        out = []
+        for i in ids:
+            if i > self._base:
+                out.append(i - self._base)
+            elif i > 0 and note:
+                self.rejected[i] = NotFound(
+                    f"delivery {i} came on a stream that was lost: its message comes again "
+                    "under a new id"
+                )
+        return out
+
+    def _lose(self, cause: MsgboardError) -> None:
+        """Ends the lost call, forgets its stream, and says so."""
+        self._call.cancel()
+        self._forget()
+        if self._on_reconnect is not None:
+            self._on_reconnect(cause)
+
+    def _forget(self) -> None:
+        """Forgets a lost stream: its acks in flight or held are rejected
+        (Unavailable), its deliveries not yet read dropped (they come again),
+        and the next stream's ids start above the last one given out."""
+        lost = Unavailable(
+            "the stream was lost before the board answered this ack; its message comes "
+            "again unless the ack was applied"
+        )
         with self._lock:
+            requests = [*self._in_flight.values(), *([self._held] if self._held else [])]
+            for r in requests:
+                for i in [*r.ack.ids, *([r.ack.up_to] if r.ack.up_to else [])]:
+                    self.rejected[self._base + i] = lost
+            self._in_flight.clear()
+            self._held = None
+            self._buffer.clear()
+            self._base = self._last
+
+    def _ack(self, items: Iterable[Delivery | int], up_to: Delivery | int) -> int:
+        with self._lock:
+            asked = up_to.id if isinstance(up_to, Delivery) else up_to
+            ids = self._board(_ids(items), True)
+            last = next(iter(self._board([asked], True)), 0) if asked else 0
+            if not ids and not last:
+                return 0  # only deliveries of a lost stream: nothing to send
             r = self._held
             if r is not None:
                 r.ack.ids.extend(ids)
@@ -130,8 +208,15 @@ class _Stream(abc.ABC):
             self._send(r)
         return 0 if r is None else r.ref
 
-    def _nack(self, items: Iterable[Delivery | int], reject: bool) -> int:
-        return self._request(pb.SubscribeRequest(nack=pb.Nacks(ids=_ids(items), reject=reject)))
+    def _nack(self, items: Iterable[Delivery | int], reject: bool, delay: float | None) -> int:
+        asked = _ids(items)
+        ids = self._board(asked, False)
+        if asked and not ids:
+            return 0  # deliveries of a lost stream come again anyway
+        n = pb.Nacks(ids=ids, reject=reject)
+        if delay is not None:
+            n.delay.CopyFrom(codec.us_to_duration(round(delay * 1_000_000)))
+        return self._request(pb.SubscribeRequest(nack=n))
 
     def _credit(self, n: int) -> int:
         return self._request(pb.SubscribeRequest(credit=n))
@@ -146,22 +231,61 @@ class _Stream(abc.ABC):
 class Subscription(_Stream):
     """A consumer's stream (see ``Client.subscribe``). Iterating yields
     deliveries; an error the board reports about an ack or nack is raised
-    from the iteration, which can go on after it."""
+    from the iteration, which can go on after it. A stream lost to
+    UNAVAILABLE is opened again (unless ``reconnect`` is False; see the
+    module's docstring); ``on_reconnect`` hears of it."""
 
-    def __init__(self, stub: pb_grpc.BoardStub, open_: pb.Subscription) -> None:
-        super().__init__()
-        self._requests: queue_.SimpleQueue[pb.SubscribeRequest | None] = queue_.SimpleQueue()
-        self._requests.put(pb.SubscribeRequest(open=open_))
-        call: Any = stub.Subscribe(iter(self._requests.get, None))
-        self._call = call
+    def __init__(
+        self,
+        stub: pb_grpc.BoardStub,
+        open_: pb.Subscription,
+        *,
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
+    ) -> None:
+        super().__init__(reconnect, on_reconnect)
+        self._stub = stub
+        self._open = open_
         self._closed = False
         self._ended = False
-        self._half_closed = False
+        #: Set by ``end``: wakes a wait between attempts to subscribe again.
+        self._woken = threading.Event()
         #: A read was interrupted (Ctrl-C) while under way: gRPC allows no
         #: second read on the call, and its locks may be left held.
         self._interrupted = False
+        self._start()
+
+    def _start(self) -> None:
+        """Opens a stream and reads the board's answer to the opening."""
+        self._half_closed = False
+        self._requests: queue_.SimpleQueue[pb.SubscribeRequest | None] = queue_.SimpleQueue()
+        self._requests.put(pb.SubscribeRequest(open=self._open))
+        call: Any = self._stub.Subscribe(iter(self._requests.get, None))
+        self._call = call
         with mapped():
             self._take(next(call))
+
+    def _reopen(self, cause: MsgboardError) -> None:
+        """Opens a new stream after ``cause`` lost the last, waiting between
+        attempts; raises StopIteration once ended, or the error of an
+        attempt that is no outage (NotFound, PermissionDenied...)."""
+        self._requests.put(None)  # lets gRPC's thread of the lost call go
+        self._lose(cause)
+        attempt = 0
+        while True:
+            self._woken.wait(backoff(attempt))
+            if self._ended or self._closed:
+                raise StopIteration
+            attempt += 1
+            try:
+                self._start()
+            except Unavailable:
+                continue
+            if self._ended:  # end() came while this stream was being opened
+                self._half_close()
+            if self._on_reconnect is not None:
+                self._on_reconnect(None)
+            return
 
     def __enter__(self) -> Subscription:
         return self
@@ -179,7 +303,11 @@ class Subscription(_Stream):
             except grpc.RpcError as e:
                 if self._closed:
                     raise StopIteration from None
-                raise rpc_error(e) from None
+                error = rpc_error(e)
+                if not self._reconnect or self._ended or not isinstance(error, Unavailable):
+                    raise error from None
+                self._reopen(error)
+                continue
             except BaseException:  # KeyboardInterrupt in the middle of a read
                 self._interrupted = True
                 raise
@@ -197,10 +325,11 @@ class Subscription(_Stream):
         through."""
         return self._ack(items, up_to)
 
-    def nack(self, *items: Delivery | int, reject: bool = False) -> int:
-        """Gives deliveries back for redelivery, or dead-letters them.
-        Returns the request's ref."""
-        return self._nack(items, reject)
+    def nack(self, *items: Delivery | int, reject: bool = False, delay: float | None = None) -> int:
+        """Gives deliveries back for redelivery, or dead-letters them;
+        ``delay``: seconds before they are delivered again (default: the
+        redelivery policy's next step). Returns the request's ref."""
+        return self._nack(items, reject, delay)
 
     def credit(self, n: int) -> int:
         """Raises the credit by ``n`` messages (the board's cap still
@@ -218,6 +347,7 @@ class Subscription(_Stream):
         """
         if not self._ended:
             self._ended = True
+            self._woken.set()
             # Acks held while another was in flight go first: ``_release``
             # sends them and then the half-close. Lock-free, so that a
             # signal handler never waits on the thread it interrupted.
@@ -258,18 +388,31 @@ class Subscription(_Stream):
 
 
 class AsyncSubscription(_Stream):
-    """``Subscription`` for asyncio, over its own channel."""
+    """``Subscription`` for asyncio, over its own channel; it subscribes
+    again after a lost stream as ``Subscription`` does."""
 
-    def __init__(self, connection: Connection, open_: pb.Subscription) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        connection: Connection,
+        open_: pb.Subscription,
+        *,
+        reconnect: bool = True,
+        on_reconnect: OnReconnect | None = None,
+    ) -> None:
+        super().__init__(reconnect, on_reconnect)
         self._connection = connection
         self._open = open_
         self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._call: Any = None
 
     async def __aenter__(self) -> AsyncSubscription:
         self._channel = self._connection.aio_channel()
+        await self._start()
+        return self
+
+    async def _start(self) -> None:
+        """Opens a stream and reads the board's answer to the opening."""
+        assert self._channel is not None
         requests: asyncio.Queue[pb.SubscribeRequest | None] = asyncio.Queue()
         self._requests = requests
         await requests.put(pb.SubscribeRequest(open=self._open))
@@ -282,7 +425,24 @@ class AsyncSubscription(_Stream):
         self._call = stub.Subscribe(gen())
         with mapped():
             self._take(await self._call.read())
-        return self
+
+    async def _reopen(self, cause: MsgboardError) -> None:
+        """``Subscription._reopen`` for asyncio: raises StopAsyncIteration
+        once closed, or the error of an attempt that is no outage."""
+        self._lose(cause)
+        attempt = 0
+        while True:
+            await asyncio.sleep(backoff(attempt))
+            if self._channel is None:  # closed meanwhile
+                raise StopAsyncIteration
+            attempt += 1
+            try:
+                await self._start()
+            except Unavailable:
+                continue
+            if self._on_reconnect is not None:
+                self._on_reconnect(None)
+            return
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
@@ -292,8 +452,14 @@ class AsyncSubscription(_Stream):
 
     async def __anext__(self) -> Delivery:
         while not self._buffer:
-            with mapped():
-                r = await self._call.read()
+            try:
+                with mapped():
+                    r = await self._call.read()
+            except Unavailable as e:
+                if not self._reconnect or self._channel is None:
+                    raise
+                await self._reopen(e)
+                continue
             if r is grpc.aio.EOF:  # type: ignore[attr-defined]
                 raise StopAsyncIteration
             self._take(r)
@@ -306,8 +472,10 @@ class AsyncSubscription(_Stream):
     async def ack(self, *items: Delivery | int, up_to: Delivery | int = 0) -> int:
         return self._ack(items, up_to)
 
-    async def nack(self, *items: Delivery | int, reject: bool = False) -> int:
-        return self._nack(items, reject)
+    async def nack(
+        self, *items: Delivery | int, reject: bool = False, delay: float | None = None
+    ) -> int:
+        return self._nack(items, reject, delay)
 
     async def credit(self, n: int) -> int:
         return self._credit(n)

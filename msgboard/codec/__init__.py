@@ -59,13 +59,17 @@ from msgboard.codec.records import board_fields, decode_record, encode_record, p
 from msgboard.codec.specs import (
     browse_start_from_pb,
     browse_start_to_pb,
+    duration_to_us,
     op_from_pb,
     position_from_pb,
     position_to_pb,
+    redelivery_from_pb,
+    redelivery_to_pb,
     selector_spec_from_pb,
     selector_spec_to_pb,
     spec_from_pb,
     spec_to_pb,
+    us_to_duration,
 )
 
 __all__ = [
@@ -84,6 +88,7 @@ __all__ = [
     "browse_start_from_pb",
     "browse_start_to_pb",
     "decode_record",
+    "duration_to_us",
     "encode_record",
     "field_pattern_from_pb",
     "field_pattern_to_pb",
@@ -101,6 +106,8 @@ __all__ = [
     "processed_suffix",
     "receipts_from_pb",
     "receipts_to_pb",
+    "redelivery_from_pb",
+    "redelivery_to_pb",
     "section_from_pb",
     "selector_spec_from_pb",
     "selector_spec_to_pb",
@@ -109,6 +116,7 @@ __all__ = [
     "template_from_pb",
     "template_to_pb",
     "ts_to_us",
+    "us_to_duration",
     "us_to_ts",
     "value_from_pb",
     "value_to_pb",

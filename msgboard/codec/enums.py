@@ -59,6 +59,7 @@ SECTION = EnumTable(
     {
         Section.UNPROCESSED: pb.SECTION_UNPROCESSED,
         Section.HISTORY: pb.SECTION_HISTORY,
+        Section.SCHEDULED: pb.SECTION_SCHEDULED,
     },
 )
 
@@ -69,6 +70,7 @@ DISPOSITION = EnumTable(
         Disposition.OVERFLOWED: pb.DISPOSITION_OVERFLOWED,
         Disposition.DEAD_LETTERED: pb.DISPOSITION_DEAD_LETTERED,
         Disposition.DROPPED: pb.DISPOSITION_DROPPED,
+        Disposition.DUPLICATE: pb.DISPOSITION_DUPLICATE,
     },
 )
 

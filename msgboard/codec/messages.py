@@ -10,6 +10,7 @@ are ``records``'s; the enum tables used here are ``enums``'s.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 from google.protobuf.struct_pb2 import NULL_VALUE
@@ -108,6 +109,8 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         if m.processed_at:
             us_to_ts(m.processed_at, p.processed_at)
         p.delivery_count = m.delivery_count
+        if m.redeliver_at:
+            us_to_ts(m.redeliver_at, p.redeliver_at)
         return p
     if not record:
         p.queue = m.queue
@@ -131,10 +134,16 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         p.content_type = m.content_type
     if m.body:
         p.body = m.body
+    if m.key:
+        p.key = m.key
+    if m.not_before:
+        us_to_ts(m.not_before, p.not_before)
     if m.processed_at:
         us_to_ts(m.processed_at, p.processed_at)
     if m.delivery_count:
         p.delivery_count = m.delivery_count
+    if m.redeliver_at:
+        us_to_ts(m.redeliver_at, p.redeliver_at)
     return p
 
 
@@ -150,7 +159,7 @@ def message_from_pb(
     post, record read and delivery: empty parts cost a truth test, not a
     conversion."""
     has = p.HasField
-    return build(
+    m = build(
         fields_from_pb(p.tuple) if p.tuple else (),
         p.address,
         p.priority,
@@ -165,7 +174,14 @@ def message_from_pb(
         ts_to_us(p.processed_at) if has("processed_at") else 0,
         p.delivery_count,
         section if section is not None else SECTION.from_pb.get(p.section, Section.UNPROCESSED),
+        None,
+        False,
+        p.key,
+        ts_to_us(p.not_before) if has("not_before") else 0,
     )
+    if has("redeliver_at"):  # a Browse answer's, rare
+        m = dataclasses.replace(m, redeliver_at=ts_to_us(p.redeliver_at))
+    return m
 
 
 def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[Message]:

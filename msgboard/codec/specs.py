@@ -9,13 +9,23 @@ operation, role or position this version does not know (``enums``), both
 
 from __future__ import annotations
 
+from google.protobuf.duration_pb2 import Duration
+
 from msgboard import results
 from msgboard.codec.enums import OP, OVERFLOW, POSITION, ROLE, START, UNMATCHED
 from msgboard.codec.messages import ts_to_us, us_to_ts
 from msgboard.codec.patterns import pattern_from_pb, pattern_to_pb
 from msgboard.errors import InvalidArgument
+from msgboard.spec import (
+    DEDUP_WINDOW,
+    MAX_REDELIVERY,
+    Op,
+    Position,
+    QueueSpec,
+    Redelivery,
+    SelectorSpec,
+)
 from msgboard.spec import UNLIMITED as UNLIMITED_HISTORY
-from msgboard.spec import Op, Position, QueueSpec, SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 
 
@@ -36,6 +46,10 @@ def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
         unmatched=UNMATCHED.value(p.unmatched, "spec.unmatched"),
         auto_delete=p.auto_delete,
         max_deliveries=p.max_deliveries,
+        dedup_window=(
+            duration_to_us(p.dedup_window) if p.HasField("dedup_window") else DEDUP_WINDOW
+        ),
+        redelivery=redelivery_from_pb(p.redelivery) if p.HasField("redelivery") else None,
     )
 
 
@@ -51,7 +65,34 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
         unmatched=UNMATCHED.to_pb[s.unmatched],
         auto_delete=s.auto_delete,
         max_deliveries=s.max_deliveries,
+        dedup_window=us_to_duration(s.dedup_window),
+        redelivery=None if s.redelivery is None else redelivery_to_pb(s.redelivery),
     )
+
+
+def redelivery_from_pb(p: pb.Redelivery) -> Redelivery:
+    """A redelivery policy; a multiplier of 0 (unset) is 1, an unset max the
+    longest (1 day). The engine checks the values."""
+    return Redelivery(
+        duration_to_us(p.initial),
+        p.multiplier or 1.0,
+        duration_to_us(p.max) if p.HasField("max") else MAX_REDELIVERY,
+    )
+
+
+def redelivery_to_pb(r: Redelivery) -> pb.Redelivery:
+    return pb.Redelivery(
+        initial=us_to_duration(r.initial), multiplier=r.multiplier, max=us_to_duration(r.most)
+    )
+
+
+def duration_to_us(d: Duration) -> int:
+    return d.seconds * 1_000_000 + d.nanos // 1000
+
+
+def us_to_duration(us: int) -> Duration:
+    seconds, rest = divmod(us, 1_000_000)
+    return Duration(seconds=seconds, nanos=rest * 1000)
 
 
 # ---------------------------------------------------------------- selectors

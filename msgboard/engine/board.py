@@ -44,10 +44,12 @@ from msgboard.engine import views
 from msgboard.engine.browsing import Browsing
 from msgboard.engine.calls import served_by, waits
 from msgboard.engine.consumers import Consumers
+from msgboard.engine.dedup import KeySweep
 from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
+from msgboard.engine.releases import Releases
 from msgboard.engine.selectors import Selector
 from msgboard.engine.subscriptions import Subscriptions
 from msgboard.engine.taking import Taking
@@ -105,6 +107,8 @@ class Board:
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
         self._consumers = Consumers(writer, net, self._teardown)
+        self._keys = KeySweep(writer)
+        self._releases = Releases(writer, net.release, net.pulls.settle)
         try:
             writer.submit(self._load).result()
         except BaseException:
@@ -158,6 +162,8 @@ class Board:
             self._net.add(b, s)
         self._net.pulls.settle(b)
         self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
+        self._keys.sweep(b)
+        self._releases.start(b)
         self._open_sys(b)
 
     def _end_all(self, b: Batch) -> None:
@@ -251,7 +257,8 @@ class Board:
         returns their seqs once durable. A message that finds the queue full
         and is not refused (drop-new, dead-letter, an overflow selector) is
         not stored on this queue: its seq is 0 (``post_receipts`` says what
-        became of it)."""
+        became of it). A message whose ``key`` the queue holds is not stored
+        either: its seq is the holder's."""
         msgs, nbytes = self._check_post(queue, messages)
         return self._writer.submit(
             lambda b: [r.seq for r in self._post(b, queue, msgs, nbytes)], size=nbytes
@@ -259,8 +266,9 @@ class Board:
 
     def post_receipts_async(self, queue: str, messages: Sequence[Message]) -> Future[list[Receipt]]:
         """Like post, but answers each message's seq with what became of it:
-        stored, overflowed (to an overflow selector's queue), dead-lettered or
-        dropped."""
+        stored, overflowed (to an overflow selector's queue), dead-lettered,
+        dropped, or a duplicate of the message holding its key (the seq
+        is that message's)."""
         msgs, nbytes = self._check_post(queue, messages)
         return self._writer.submit(lambda b: self._post(b, queue, msgs, nbytes), size=nbytes)
 
@@ -287,7 +295,10 @@ class Board:
         limit = spec.max_unprocessed
         n = len(msgs)
         if limit and spec.overflow is OverflowPolicy.REJECT and not net.table.has_overflow(queue):
-            # All or nothing, counted as if none of it were routed away.
+            # All or nothing, counted as if none of it were routed away; a
+            # duplicate or a scheduled message takes no room (so a retried
+            # post is answered DUPLICATE, not QueueFull).
+            n = self._waiting(b, txn, queue, msgs)
             room = max(0, limit - txn.counts(queue).unprocessed)
             if room < n:
                 b.count(queue, overflowed=n)
@@ -298,8 +309,24 @@ class Board:
                 )
         out = []
         arrive = net.arrive
-        posted = 0
+        posted = duplicates = 0
         for m in msgs:
+            if m.key:
+                # A key the queue holds (posted before, or earlier in this
+                # batch: the transaction sees its own appends).
+                seq = txn.keyed(queue, m.key, b.now)
+                if seq:
+                    out.append(Receipt(seq, Disposition.DUPLICATE))
+                    duplicates += 1
+                    continue
+            if m.not_before > b.now:
+                # Stored now, seen at its time (``Releases``); not counted
+                # against max_unprocessed until then.
+                stored = txn.schedule(queue, m, b.now)
+                out.append(Receipt(stored.seq, Disposition.STORED))
+                posted += 1
+                self._releases.add(m.not_before)
+                continue
             if limit and txn.counts(queue).unprocessed >= limit:
                 out.append(Receipt(0, net.overflow.route(b, info, m)))
                 continue
@@ -308,9 +335,28 @@ class Board:
             posted += 1
             arrive(b, txn, info, stored)
         b.stored += posted
-        b.count(queue, posted=posted)
+        if duplicates:
+            b.count(queue, posted=posted, duplicates=duplicates)
+        else:
+            b.count(queue, posted=posted)
         net.pulls.settle(b)
         return out
+
+    @staticmethod
+    def _waiting(b: Batch, txn: Txn, queue: str, msgs: list[Message]) -> int:
+        """How many of ``msgs`` a post would add to the waiting messages:
+        not those whose key the queue holds (or an earlier one of the batch
+        has), nor those scheduled ahead."""
+        seen: set[str] = set()
+        n = 0
+        for m in msgs:
+            if m.key:
+                if m.key in seen or txn.keyed(queue, m.key, b.now):
+                    continue
+                seen.add(m.key)
+            if m.not_before <= b.now:
+                n += 1
+        return n
 
     # -- the system queue -----------------------------------------------
 

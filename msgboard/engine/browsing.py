@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from msgboard.associative import EVERYTHING, Pattern
@@ -18,6 +19,7 @@ from msgboard.engine import views
 from msgboard.engine.limits import Limits
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
+from msgboard.engine.selectors import Backoff
 from msgboard.engine.traffic import Traffic
 from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
@@ -75,6 +77,9 @@ class Browsing:
         if seq < 0:
             raise InvalidArgument(f"seq: must not be negative (got {seq})")
         pat = pattern or EVERYTHING
+        #: seq -> when it is routed again, for the messages backing off
+        #: (copied on the writer thread, when the page is asked for).
+        backing: dict[int, int] = {}
 
         def page(txn: Txn) -> Page:
             if txn.queue(queue) is None:
@@ -95,13 +100,17 @@ class Browsing:
                 if len(out) >= limit or scanned >= BROWSE_SCAN_LIMIT:
                     return Page(out, m.seq)
                 if pat.matches(m):
-                    out.append(m)
+                    until = backing.get(m.seq)
+                    out.append(m if until is None else replace(m, redeliver_at=until))
             return Page(out, 0)
 
         fut: Future[Page] = Future()
 
         def run(b: Batch) -> Any:
             txn, info = b.find(queue)
+            for seq, hold in self._net.holds.held(queue).items():
+                if isinstance(hold, Backoff):
+                    backing[seq] = hold.until
             if info.spec.transient:
                 return page(txn)  # memory: cheap, and the writer's alone
             return self._reads.later(b, fut, lambda: page)

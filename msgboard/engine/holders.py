@@ -5,11 +5,13 @@ its deliveries not yet acked, and a Take with a lease, its leases. Here
 they attach and detach (a consumer), ack and nack, lease and run out. An
 ack processes the message for good; a nack, a detach or a lease running
 out gives it back, its delivery count raised: dead-lettered past
-``max_deliveries``, else routed again, at once or (after a nack) after a
-short, growing backoff. ``Holders`` is a part of the ``Network``
-(network.py), which hands it the routing it needs (processing a waiting
-message, routing one that came back); network.py's docstring tells the
-rules.
+``max_deliveries``, else routed again after a backoff: a nack's own
+delay, or the step of the consumer's or the queue's redelivery policy
+(``spec.Redelivery``) for its delivery count, or with no policy
+``NACK_BACKOFF`` for a nack and none for a lost consumer or lease.
+``Holders`` is a part of the ``Network`` (network.py), which hands it the
+routing it needs (processing a waiting message, routing one that came
+back); network.py's docstring tells the rules.
 """
 
 from __future__ import annotations
@@ -27,11 +29,7 @@ from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.results import Acked
-from msgboard.spec import Delivery, Op
-
-#: A nacked message's first backoff, doubled per delivery, capped.
-BACKOFF_FIRST = 0.1
-BACKOFF_MAX = 5.0
+from msgboard.spec import NACK_BACKOFF, Delivery, Op, Redelivery
 
 #: Processes waiting messages into history, their Messages unused
 #: (``Network.finish``).
@@ -92,7 +90,7 @@ class Holders:
             b.set(s, "consumer", None)
         b.set(c, "closed", True)
         ids = sorted(c.outstanding, key=lambda i: c.outstanding[i].seq)
-        self._return(b, c, ids, delay=False)
+        self._return(b, c, ids, nack=False)
 
     def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> Acked:
         """Acks every delivery it can (``ids`` and, with ``up_to``, every
@@ -125,9 +123,12 @@ class Holders:
         self._pulls.wake(s)
         return Acked(list(chosen), rejected)
 
-    def nack(self, b: Batch, c: Consumer, ids: list[int], reject: bool) -> list[int]:
-        """Gives deliveries back, after a backoff, or dead-letters them
-        (``reject``); every id must be outstanding."""
+    def nack(
+        self, b: Batch, c: Consumer, ids: list[int], reject: bool, delay: int | None = None
+    ) -> list[int]:
+        """Gives deliveries back, after a backoff (``delay`` µs, or the
+        redelivery policy's next step), or dead-letters them (``reject``);
+        every id must be outstanding."""
         chosen = self._chosen(c, ids, 0)
         if reject:
             for i in chosen:
@@ -137,7 +138,7 @@ class Holders:
                 if found is not None and c.selector.spec.op is not Op.COPY:
                     self._overflow.dead(b, *found, m, "rejected", 0)
         else:
-            self._return(b, c, chosen, delay=True)
+            self._return(b, c, chosen, nack=True, wait=delay)
         self._pulls.wake(c.selector)
         return chosen
 
@@ -153,7 +154,13 @@ class Holders:
             chosen.update(dict.fromkeys(i for i in c.outstanding if i <= up_to))
         return list(chosen)
 
-    def _return(self, b: Batch, c: Consumer, ids: list[int], *, delay: bool) -> None:
+    def _return(
+        self, b: Batch, c: Consumer, ids: list[int], *, nack: bool, wait: int | None = None
+    ) -> None:
+        """Gives outstanding deliveries back: after ``wait`` µs if given,
+        else after the consumer's redelivery policy's next step, else its
+        queue's, else (a nack) ``NACK_BACKOFF``'s or (a lost consumer) at
+        once."""
         copy = c.selector.spec.op is Op.COPY
         for i in ids:
             m = c.outstanding.pop(i)
@@ -162,14 +169,26 @@ class Holders:
                 continue
             found = b.lookup(m.queue)
             if found is not None:
-                self.give_back(b, *found, m, delay=delay)
+                policy = c.redelivery or found[1].spec.redelivery
+                if policy is None and nack:
+                    policy = NACK_BACKOFF
+                self.give_back(b, *found, m, policy=policy, wait=wait)
 
     # -- giving back ----------------------------------------------------------
 
-    def give_back(self, b: Batch, txn: Txn, info: QueueInfo, m: Message, *, delay: bool) -> None:
+    def give_back(
+        self,
+        b: Batch,
+        txn: Txn,
+        info: QueueInfo,
+        m: Message,
+        *,
+        policy: Redelivery | None,
+        wait: int | None = None,
+    ) -> None:
         """A held message comes back, its delivery count raised: dead-lettered
-        past max_deliveries, else held back a moment (``delay``) or routed
-        again at once."""
+        past max_deliveries, else held back ``wait`` µs, or ``policy``'s
+        step for its delivery count, or (neither) routed again at once."""
         q = info.spec.name
         back = stamp(m, q, m.seq, m.posted_at, 0, m.delivery_count + 1, Section.UNPROCESSED)
         txn.restore(q, back)
@@ -178,11 +197,12 @@ class Holders:
             self._overflow.dead(b, txn, info, back, "max-deliveries", 0)
             return
         b.count(q, redelivered=1)
-        if delay:
-            hold = Backoff(q, back)
+        if wait is None and policy is not None:
+            wait = policy.delay(back.delivery_count)
+        if wait:
+            hold = Backoff(q, back, b.now + wait)
             self._holds.hold(b, q, back.seq, hold)
-            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (back.delivery_count - 1))
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + wait / 1e6
             b.after(partial(self._writer.at, deadline, partial(self._release, hold=hold)))
             return
         self._holds.unhold(b, q, back.seq)
@@ -228,7 +248,7 @@ class Holders:
         b.undo(lambda: self._leases.__setitem__(lid, lease))
         found = b.lookup(lease.queue)
         if found is not None:
-            self.give_back(b, *found, lease.message, delay=False)
+            self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
             self._pulls.settle(b)
 
     def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
@@ -251,7 +271,7 @@ class Holders:
             if found is None:
                 continue
             if nack:
-                self.give_back(b, *found, lease.message, delay=False)
+                self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
             else:
                 self._process(b, *found, lease.message)
                 b.count(queue, taken=1, acked=1)

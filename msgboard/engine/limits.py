@@ -6,6 +6,7 @@ bad input is refused before it can touch the store.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -15,7 +16,13 @@ from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
 from msgboard.lmdbstore import DAMAGED
 from msgboard.message import Message, Section, size, stamp
-from msgboard.spec import QueueSpec
+from msgboard.spec import (
+    MAX_DEDUP_WINDOW,
+    MAX_KEY_BYTES,
+    MAX_REDELIVERY,
+    QueueSpec,
+    Redelivery,
+)
 
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,255}")
 UINT64_MAX = 2**64 - 1
@@ -79,6 +86,13 @@ class Limits:
                 )
         if not 0 <= spec.max_deliveries <= 0xFFFFFFFF:
             raise InvalidArgument("spec.max_deliveries: must be 0 (no limit) to 2^32-1")
+        if spec.redelivery is not None:
+            check_redelivery(spec.redelivery, "spec.redelivery")
+        if not 0 <= spec.dedup_window <= MAX_DEDUP_WINDOW:
+            raise InvalidArgument(
+                f"spec.dedup_window: must be 0 (only while on the board) to 30 days "
+                f"(got {spec.dedup_window} µs)"
+            )
         # A policy that sends messages to a dead-letter queue needs one: without
         # it they would be discarded while the policy said otherwise. (Past
         # max_deliveries a message is dead-lettered too, but there discarding
@@ -109,6 +123,10 @@ class Limits:
                 raise InvalidArgument(f"{where}.headers[{k!r}]: value must be a string")
         if m.reply_to:
             self.check_name(m.reply_to, f"{where}.reply_to", write=True)
+        if m.key and len(m.key.encode()) > MAX_KEY_BYTES:
+            raise InvalidArgument(
+                f"{where}.key: {len(m.key.encode())} bytes is over the limit of {MAX_KEY_BYTES}"
+            )
         if m.expires_at < 0:
             raise InvalidArgument(f"{where}.expires_at: before 1970")
         if m.expires_at > MAX_TIME_US:  # nanoseconds by mistake, or past year 9999
@@ -116,6 +134,17 @@ class Limits:
                 f"{where}.expires_at: {m.expires_at} µs is after 9999-12-31, the last time "
                 "a timestamp can hold (microseconds since 1970 expected)"
             )
+        if m.not_before:
+            if not 0 <= m.not_before <= MAX_TIME_US:
+                raise InvalidArgument(
+                    f"{where}.not_before: {m.not_before} µs is not between 1970 and "
+                    "9999-12-31 (microseconds since 1970 expected)"
+                )
+            if m.expires_at and m.expires_at < m.not_before:
+                raise InvalidArgument(
+                    f"{where}.expires_at: before not_before: the message would expire "
+                    "before it is visible"
+                )
         n = size(m)
         if n > self.max_message_bytes:
             raise MessageTooLarge(
@@ -139,3 +168,25 @@ class Limits:
         if seconds > self.max_timeout:
             raise InvalidArgument(f"{where}: at most {self.max_timeout:.0f} seconds")
         return seconds
+
+
+def check_redelivery(r: Redelivery, where: str) -> None:
+    """InvalidArgument, naming the field under ``where``, for a redelivery
+    policy out of bounds: delays from 0 to 1 day, ``most`` at least
+    ``initial``, a multiplier of at least 1."""
+    if not 0 <= r.initial <= MAX_REDELIVERY:
+        raise InvalidArgument(f"{where}.initial: must be 0 to 1 day (got {r.initial} µs)")
+    if not (r.multiplier >= 1 and math.isfinite(r.multiplier)):
+        raise InvalidArgument(
+            f"{where}.multiplier: must be at least 1 (got {r.multiplier}): a delay never shrinks"
+        )
+    if not r.initial <= r.most <= MAX_REDELIVERY:
+        raise InvalidArgument(
+            f"{where}.max: must be from initial ({r.initial} µs) to 1 day (got {r.most} µs)"
+        )
+
+
+def check_delay(us: int, where: str) -> None:
+    """A nack's own delay: 0 to 1 day."""
+    if not 0 <= us <= MAX_REDELIVERY:
+        raise InvalidArgument(f"{where}: must be 0 to 1 day (got {us} µs)")

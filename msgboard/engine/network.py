@@ -355,11 +355,17 @@ class Network:
     def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
         """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,
         COPY, BOUNCE or dead letter) and routes it there; 0 if the queue is
-        gone."""
+        gone. A message whose key the queue holds is not stored again:
+        the holder's seq."""
         found = b.lookup(name)
         if found is None:
             return 0
         txn, info = found
+        if msg.key:
+            seq = txn.keyed(name, msg.key, b.now)
+            if seq:
+                b.count(name, duplicates=1)
+                return seq
         stored = txn.append(name, msg, b.now)
         b.stored += 1
         b.count(name, posted=1)
@@ -386,6 +392,16 @@ class Network:
         for m in msgs:
             finish(q, m.seq, now, most, m)
         self.pulls.drained(q)
+
+    def release(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:
+        """Routes a scheduled message now due (moved to the waiting ones,
+        under its seq) as if it had just arrived; the selectors that could
+        take it and have gone past its seq are rewound to it."""
+        for s in self.table.match(info.spec.name, m):
+            if s.spec.op is not Op.COPY and s.cursor > m.seq:
+                b.set(s, "cursor", m.seq)
+                self.pulls.wake(s)
+        self.arrive(b, txn, info, m)
 
     # -- a message comes back ---------------------------------------------
 

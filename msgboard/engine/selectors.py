@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msgboard.message import Message, size
-from msgboard.spec import Delivery, SelectorSpec
+from msgboard.spec import Delivery, Redelivery, SelectorSpec
 
 
 @dataclass(eq=False, slots=True)
@@ -67,6 +67,8 @@ class Backoff:
 
     queue: str
     message: Message
+    #: When it is routed again, µs since the epoch.
+    until: int = 0
 
 
 #: What one outstanding message costs in memory beyond its ``size``.
@@ -147,6 +149,8 @@ class Consumer:
     since: int = 0
     peer: str = ""
     identity: str = ""
+    #: Its own redelivery policy (Subscribe); None: its queue's.
+    redelivery: Redelivery | None = None
 
     def credit(self) -> float:
         """How many more messages it may be handed now."""

@@ -15,14 +15,14 @@ from concurrent.futures import Future
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
-from msgboard.engine.limits import Limits
+from msgboard.engine.limits import Limits, check_delay, check_redelivery
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.writer import Batch, Found, Writer
 from msgboard.errors import FailedPrecondition, InvalidArgument, NotFound, QueueNotFound
 from msgboard.results import Acked, SelectorView
-from msgboard.spec import Delivery, Op, Position, Role, SelectorSpec
+from msgboard.spec import Delivery, Op, Position, Redelivery, Role, SelectorSpec
 
 
 class Subscriptions:
@@ -170,11 +170,16 @@ class Subscriptions:
         selector_id: str = "",
         peer: str = "",
         identity: str = "",
+        redelivery: Redelivery | None = None,
     ) -> Future[tuple[Consumer, SelectorView]]:
         """Attaches a consumer: a session selector on ``queue`` (MOVE or COPY),
         or the durable terminal selector ``selector_id``. ``deliver`` gets
         batches of deliveries and ``end`` the reason the board ended the
-        subscription; both run on the writer thread and must only hand over."""
+        subscription; both run on the writer thread and must only hand over.
+        ``redelivery``: how its nacked or lost deliveries are delayed (None:
+        as its queue's policy says)."""
+        if redelivery is not None:
+            check_redelivery(redelivery, "open.redelivery")
         if credit < 0:
             raise InvalidArgument(f"credit: must not be negative (got {credit})")
         if selector_id:
@@ -223,6 +228,7 @@ class Subscriptions:
             window = min(window, lim.max_credit)
             c = Consumer(s, window, deliver, end, lim.max_credit, lim.max_outstanding_bytes)
             c.id, c.since, c.peer, c.identity = f"con-{next(self._sessions)}", b.now, peer, identity
+            c.redelivery = redelivery
             self._net.holders.attach(b, s, c)
             self._net.pulls.settle(b)
             self._events.emit(
@@ -247,14 +253,17 @@ class Subscriptions:
         return self._writer.submit(run)
 
     def nack_async(
-        self, c: Consumer, ids: Sequence[int], reject: bool = False
+        self, c: Consumer, ids: Sequence[int], reject: bool = False, delay: int | None = None
     ) -> Future[list[int]]:
-        """Gives deliveries back for redelivery after a short backoff, or
-        dead-letters them (``reject``)."""
+        """Gives deliveries back for redelivery after a backoff (``delay``
+        µs, or the redelivery policy's next step), or dead-letters them
+        (``reject``)."""
+        if delay is not None:
+            check_delay(delay, "nack.delay")
 
         def run(b: Batch) -> list[int]:
             self._live(c)
-            done = self._net.holders.nack(b, c, list(ids), reject)
+            done = self._net.holders.nack(b, c, list(ids), reject, delay)
             self._net.pulls.settle(b)
             return done
 

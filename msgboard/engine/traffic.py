@@ -27,6 +27,8 @@ class Traffic:
     delivered: int = 0
     acked: int = 0
     redelivered: int = 0
+    #: Posts (and forwarded messages) not stored: their key was held.
+    duplicates: int = 0
     #: dead_lettered by reason ("expired", "max-deliveries", ...).
     reasons: dict[str, int] = field(default_factory=dict)
 

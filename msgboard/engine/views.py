@@ -18,7 +18,9 @@ from msgboard.results import QueueStats, QueueView
 def view(txn: Txn, info: QueueInfo, waiting: int) -> QueueView:
     """The queue's view in ``txn``, ``waiting`` calls blocked on it."""
     c = txn.counts(info.spec.name)
-    return QueueView(info.spec, info.created_at, c.unprocessed, c.history, c.next_seq, waiting)
+    return QueueView(
+        info.spec, info.created_at, c.unprocessed, c.history, c.next_seq, waiting, c.scheduled
+    )
 
 
 def views(txn: Txn, waiting: dict[str, int]) -> list[QueueView]:
@@ -77,4 +79,5 @@ def stats(
         selectors=selectors,
         expired=t.expired,
         damaged=damaged,
+        scheduled=v.scheduled,
     )

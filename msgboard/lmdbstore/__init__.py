@@ -3,7 +3,9 @@
 ``DurableStore`` keeps them in LMDB, ``MemoryStore`` in memory (for transient
 queues); both keep the contract in ``store.py``. The LMDB side: the store
 opens, grows and copies the environment (``durable.py``), its transaction
-reads and writes it (``txn.py``), and ``layout.py`` declares its keys,
+reads and writes it (``txn.py``, with ``dedup.py`` for idempotency keys,
+``schedule.py`` for scheduled messages and ``queuereader.py`` for what
+``Search`` and ``seq_at`` read), and ``layout.py`` declares its keys,
 records and sub-databases, for the store, ``msgboard check`` (``check.py``)
 and the Spark reader alike.
 

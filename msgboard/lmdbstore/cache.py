@@ -36,11 +36,18 @@ class QueueState:
         "next_seq",
         "prefix",
         "qid",
+        "scheduled",
         "unprocessed",
     )
 
     def __init__(
-        self, qid: int, info: QueueInfo, next_seq: int, unprocessed: int, history: int
+        self,
+        qid: int,
+        info: QueueInfo,
+        next_seq: int,
+        unprocessed: int,
+        history: int,
+        scheduled: int = 0,
     ) -> None:
         self.qid = qid
         self.prefix = QID.pack(qid)
@@ -48,13 +55,16 @@ class QueueState:
         self.next_seq = next_seq
         self.unprocessed = unprocessed
         self.history = history
+        self.scheduled = scheduled
         #: False until last_posted and last_second are read from the records.
         self.known = False
         self.last_posted = 0
         self.last_second = -1
 
     def copy(self) -> QueueState:
-        q = QueueState(self.qid, self.info, self.next_seq, self.unprocessed, self.history)
+        q = QueueState(
+            self.qid, self.info, self.next_seq, self.unprocessed, self.history, self.scheduled
+        )
         q.known, q.last_posted, q.last_second = self.known, self.last_posted, self.last_second
         return q
 

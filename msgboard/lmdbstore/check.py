@@ -10,6 +10,13 @@ queue:
 - ``index``: every unprocessed record filed under each of its keys, and no
   entry beyond those (an entry pointing at a record that is not there, or a
   stale one);
+- ``keys`` and ``keyends`` (schema 4 on): every keyed record on the board
+  filed under its key, no key held for a message that is not there or
+  has another key, and each ended key filed under its end (and no end
+  beyond those);
+- ``scheduled`` and ``due`` (schema 4 on): every scheduled record whole
+  and filed in ``due`` under its not_before, every ``due`` entry pointing
+  at one, and the queue's scheduled count;
 - ``state``: the counters against the records counted;
 - ``queues`` and ``selectors``: each value parses (a selector's pattern
   too), and a selector's source queue exists;
@@ -40,17 +47,21 @@ from msgboard.associative.keys import message_keys
 from msgboard.errors import MsgboardError
 from msgboard.lmdbstore import child, datafile, record, salvage, sidecar
 from msgboard.lmdbstore.layout import (
+    DUE,
+    HOLD,
     INDEXED,
     KEY,
     MAX_DBS,
     NAMES,
     QID,
+    SCHEDULED,
     SCHEMAS,
-    SEALED,
     STATE,
     U64,
     decode_selector,
     dupsort,
+    is_sealed,
+    key_end,
 )
 from msgboard.lmdbstore.pages import NotLmdb
 from msgboard.lmdbstore.pages import Report as PageReport
@@ -284,7 +295,7 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
         first, last = SCHEMAS[0].decode(), SCHEMAS[-1].decode()
         report.problems.append(f"schema {schema!r}: this version reads {first} to {last}")
         return
-    sealed = schema == SEALED
+    sealed = is_sealed(schema)
     indexed = int(schema) >= int(INDEXED)
     if not sealed:
         report.notes.append(
@@ -318,6 +329,8 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
 
     #: Per queue id: the index entries its unprocessed records call for.
     filed: dict[int, int] = {}
+    #: (queue prefix + key) -> seq: the keys of the records on the board.
+    keyed: dict[bytes, int] = {}
     index = dbs[b"index"]
     for dbname, section in _SECTIONS:
         for k, v in _items(txn, dbs[dbname]):
@@ -341,6 +354,8 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                     filed[qid] = -1  # its index keys are unknown: not counted
                 q.add(f"seq {seq} ({section.value}): damaged record ({e or 'undecodable'})")
                 continue
+            if m.key:
+                keyed[k[:4] + m.key.encode()] = seq
             if section is Section.UNPROCESSED and index is not None and indexed:
                 keys = list(message_keys(m.address, m.tuple))
                 if filed.get(qid, 0) >= 0:
@@ -359,6 +374,10 @@ def _check(env: lmdb.Environment, txn: lmdb.Transaction[bytes], report: Report) 
                 break
     if index is not None and indexed:
         _check_index(txn, index, dbs[b"unprocessed"], of, filed)
+    if dbs[b"scheduled"] is not None:
+        _check_scheduled(txn, dbs, of, keyed)
+    if dbs[b"keys"] is not None:
+        _check_keys(txn, dbs[b"keys"], dbs[b"keyends"], of, keyed)
     for q in by_qid.values():
         if q.state is None:
             if q.unprocessed or q.history:
@@ -408,6 +427,88 @@ def _check_index(
         have, want = entries.get(qid, 0), filed.get(qid, 0)
         if want >= 0 and have > want:
             of(qid).add(f"{have} index entries where its records call for {want}")
+
+
+def _check_scheduled(
+    txn: lmdb.Transaction[bytes],
+    dbs: dict[bytes, Any],
+    of: Callable[[int], QueueReport],
+    keyed: dict[bytes, int],
+) -> None:
+    """Each scheduled record whole and filed in ``due``; each ``due``
+    entry pointing at a scheduled record; the scheduled counts."""
+    counted: dict[int, int] = {}
+    due = dbs[b"due"]
+    for k, v in _items(txn, dbs[b"scheduled"]):
+        if len(k) != KEY.size:
+            of(-1).add(f"scheduled: a key of {len(k)} bytes")
+            continue
+        qid, seq = KEY.unpack(k)
+        q = of(qid)
+        counted[qid] = counted.get(qid, 0) + 1
+        try:
+            m = codec.decode_record(record.unseal(k, v), q.name, seq, Section.SCHEDULED)
+        except (record.Damaged, MsgboardError, ValueError) as e:
+            q.damaged += 1
+            q.add(f"seq {seq} (scheduled): damaged record ({e or 'undecodable'})")
+            continue
+        if m.key:
+            keyed[k[:4] + m.key.encode()] = seq
+        if due is None or txn.get(U64.pack(m.not_before) + k, db=due) is None:
+            q.add(f"seq {seq} (scheduled) is not filed in due under its not_before")
+    for k, _ in _items(txn, due):
+        if len(k) != DUE.size:
+            of(-1).add(f"due: a key of {len(k)} bytes")
+            continue
+        _, qid, seq = DUE.unpack(k)
+        if txn.get(k[8:], db=dbs[b"scheduled"]) is None:
+            of(qid).add(f"due points at seq {seq}, which is not a scheduled record")
+    state = dbs[b"state"]
+    for k, _ in _items(txn, state):
+        if len(k) == QID.size + len(SCHEDULED):
+            counted.setdefault(QID.unpack_from(k)[0], 0)
+    for qid, n in counted.items():
+        raw = None if state is None else txn.get(QID.pack(qid) + SCHEDULED, db=state)
+        have = 0 if raw is None or len(raw) != U64.size else U64.unpack(raw)[0]
+        if have != n:
+            of(qid).add(f"its scheduled count says {have}; the scheduled records are {n}")
+
+
+def _check_keys(
+    txn: lmdb.Transaction[bytes],
+    keys: Any,
+    ends: Any,
+    of: Callable[[int], QueueReport],
+    keyed: dict[bytes, int],
+) -> None:
+    """Each keyed record is filed under its key (until 0); a key held with
+    until 0 points at such a record; an ended key is not on the board and
+    has its ``keyends`` entry; every ``keyends`` entry has its key."""
+    for k, v in _items(txn, keys):
+        qid = QID.unpack_from(k)[0] if len(k) >= 4 else -1
+        name = k[4:].decode(errors="replace")
+        if len(v) != HOLD.size:
+            of(qid).add(f"key {name!r}: its entry is {len(v)} bytes, not {HOLD.size}")
+            continue
+        seq, until = HOLD.unpack(v)
+        on_board = keyed.pop(k, None)
+        if until == 0 and on_board != seq:
+            where = "no message on the board has it"
+            if on_board is not None:
+                where = f"seq {on_board} has it"
+            of(qid).add(f"key {name!r} is held by seq {seq}, but {where}")
+        elif until and on_board is not None:
+            of(qid).add(f"key {name!r} has ended (seq {seq} left), yet seq {on_board} has it")
+        elif until and (ends is None or txn.get(key_end(until, k[:4], k[4:]), db=ends) is None):
+            of(qid).add(f"key {name!r} has ended but is not filed under its end in keyends")
+    for k, seq in keyed.items():
+        name = k[4:].decode(errors="replace")
+        of(QID.unpack_from(k)[0]).add(f"seq {seq} has key {name!r}, which keys does not hold")
+    for k, _ in _items(txn, ends):
+        held = txn.get(k[8:], db=keys) if len(k) > 12 else None
+        if held is None or len(held) != HOLD.size or HOLD.unpack(held)[1] != U64.unpack_from(k)[0]:
+            qid = QID.unpack_from(k, 8)[0] if len(k) >= 12 else -1
+            of(qid).add(f"keyends has an entry for key {k[12:]!r}, which keys does not end then")
 
 
 def _items(txn: lmdb.Transaction[bytes], db: Any) -> Iterator[tuple[bytes, bytes]]:

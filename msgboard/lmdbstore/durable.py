@@ -54,7 +54,16 @@ from msgboard.errors import DataFileDamaged, StoreError, StoreFull
 from msgboard.lmdbstore import datafile, opening, snapshot, upgrade
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
-from msgboard.lmdbstore.layout import MAX_DBS, QID, SCHEMA, SCHEMAS, STATE, U64, Dbs
+from msgboard.lmdbstore.layout import (
+    MAX_DBS,
+    QID,
+    SCHEDULED,
+    SCHEMA,
+    SCHEMAS,
+    STATE,
+    U64,
+    Dbs,
+)
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.snapshot import SnapshotInfo
@@ -162,12 +171,17 @@ class DurableStore(Store):
                     info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
                     state = txn.get(QID.pack(d["id"]), db=dbs.state)
                     counts = (1, 0, 0) if state is None else STATE.unpack(state)
+                    raw = txn.get(QID.pack(d["id"]) + SCHEDULED, db=dbs.state)
+                    scheduled = 0 if raw is None else U64.unpack(raw)[0]
                 except (ValueError, KeyError, TypeError, struct.error) as e:
                     raise DataFileDamaged(
                         f"{self.path}: queue {key.decode(errors='replace')!r}: its stored "
                         f"entry does not parse ({e}); msgboard check {self.path} tells more"
                     ) from None
-                queues[key.decode()] = QueueState(d["id"], info, *counts)
+                next_seq, unprocessed, history = counts
+                queues[key.decode()] = QueueState(
+                    d["id"], info, next_seq, unprocessed, history, scheduled
+                )
         return dbs, Cache(queues, next_qid, next_sid)
 
     def _check(self) -> None:

@@ -7,12 +7,12 @@ upgrades (``upgrade.py``), snapshots (``snapshot.py``) and the Spark reader
 (``spark/pyspark_msgboard/snapshot.py``, which decodes these files directly)
 all import it; change the layout here, together with ``SCHEMA``.
 
-One environment (a directory), eight named sub-databases. Integers are
+One environment (a directory), twelve named sub-databases. Integers are
 big-endian, so keys sort by queue, then seq::
 
     sub-database  key                            value
     ------------  -----------------------------  -----------------------------
-    meta          b"schema"                      b"3"
+    meta          b"schema"                      b"4"
                   b"next_qid"                    u64: the next queue id
                   b"next_sid"                    u64: the next selector number
     queues        queue name, UTF-8              JSON {"id": qid,
@@ -20,6 +20,7 @@ big-endian, so keys sort by queue, then seq::
                                                    "created_at": µs}
     state         qid u32                        ">QQQ": next_seq, unprocessed
                                                    count, history count
+                  qid u32 + b"s"                 u64: scheduled count (if any)
     unprocessed   qid u32 + seq u64 (12 bytes)   record.seal(key, payload), the
                                                    payload encode_record(msg)
     history       qid u32 + seq u64 (12 bytes)   the same
@@ -27,6 +28,13 @@ big-endian, so keys sort by queue, then seq::
     selectors     selector id, UTF-8             msgboard.v1.SelectorSpec
     index         qid u32 + index key            seq u64, sorted duplicates
                   (dupsort)                        (one per message filed)
+    keys          qid u32 + idempotency key      ">QQ": seq, until (µs; 0 while
+                  (UTF-8, 1-256 bytes)             the message is on the board)
+    keyends       until u64 + qid u32 + key      b"" (one per key whose
+                                                   message has left)
+    scheduled     qid u32 + seq u64 (12 bytes)   a record, as unprocessed
+    due           not_before u64 + qid u32 +     b"" (one per scheduled
+                  seq u64 (20 bytes)               message)
 
 A record is a format byte and a CRC32C of its key and payload
 (``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
@@ -52,11 +60,30 @@ processes or restores it; ``find`` (``search.py``) reads it. A key's
 duplicates are big-endian seqs, so they come back in seq order, and
 LMDB counts them without reading them.
 
+``keys`` holds each message's idempotency key (``Message.key``) while the
+message is on its queue (waiting or in history), with until 0, written in
+the transaction that appends it; when the message leaves the queue (taken
+with no history kept, trimmed from history, moved or dead-lettered away)
+its entry gets ``until``, the time its queue's ``dedup_window`` ends (or
+goes at once, with a window of 0), and ``keyends`` files it under that
+time, so that the sweep that drops ended keys reads only those. A queue
+holds one message per key: the engine answers a post of a held key with
+the holder's seq (DUPLICATE) and stores nothing.
+
+``scheduled`` holds the messages posted with a ``not_before`` still to
+come, under the seq they got when posted: invisible to takes, reads and
+selectors, which read ``unprocessed``. ``due`` files each under its time,
+so that releasing what is due reads from its start, and nothing at all
+when nothing is due (also after a restart). Releasing moves the record,
+bytes unchanged (its checksum covers the same key), to ``unprocessed``.
+
 Schemas. ``2`` added ``index``; ``3`` framed every record with its
-checksum. An older directory is upgraded when it is opened (``upgrade.py``),
-once, in one transaction, with a log line (the one time opening reads
-messages): from schema 1 the index is built from the unprocessed records;
-from 1 or 2 every record is sealed. A directory of any other schema is
+checksum; ``4`` added ``keys``, ``keyends``, ``scheduled`` and ``due``. An older directory is
+upgraded when it is opened (``upgrade.py``), once, in one transaction,
+with a log line (the one time opening reads messages): from schema 1 the
+index is built from the unprocessed records; from 1 or 2 every record is
+sealed; to 4 the four (empty) new sub-databases are created, as opening
+does. A directory of any other schema is
 refused with StoreError.
 """
 
@@ -76,13 +103,21 @@ from msgboard.spec import SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 
 #: The schema this version writes (``meta/schema``).
-SCHEMA = b"3"
+SCHEMA = b"4"
 #: Every schema this version reads; an older one is upgraded when a board
 #: opens it, and read as it is by ``msgboard check`` and the Spark reader.
-SCHEMAS = (b"1", b"2", b"3")
+SCHEMAS = (b"1", b"2", b"3", b"4")
 #: The first schema with ``index``, and the first whose records are sealed.
 INDEXED = b"2"
 SEALED = b"3"
+#: The first schema with ``keys``, ``keyends``, ``scheduled`` and ``due``.
+KEYED = b"4"
+
+
+def is_sealed(schema: bytes) -> bool:
+    """Whether records of ``schema`` (a known one) carry their checksums."""
+    return int(schema) >= int(SEALED)
+
 
 #: A queue id: the ``state`` key, and the first 4 bytes of every other key
 #: of a queue (its prefix).
@@ -94,6 +129,13 @@ U64 = struct.Struct(">Q")
 KEY = struct.Struct(">IQ")
 #: A ``state`` value: next_seq, unprocessed count, history count.
 STATE = struct.Struct(">QQQ")
+#: A ``keys`` value: the seq holding the key, and when the key ends (0: not
+#: while the message is on the board).
+HOLD = struct.Struct(">QQ")
+#: A ``due`` key: not_before, then the record's key (qid, seq).
+DUE = struct.Struct(">QIQ")
+#: Appended to a queue id: the ``state`` key of its scheduled count.
+SCHEDULED = b"s"
 #: Sorts after every seq of a queue: ``prefix + LAST``.
 LAST = b"\xff" * 8
 MAX_U64 = 2**64 - 1
@@ -103,8 +145,21 @@ MAX_U64 = 2**64 - 1
 DAMAGED = "$damaged"
 
 #: The named sub-databases, in the order of the table above.
-NAMES = ("meta", "queues", "state", "unprocessed", "history", "times", "selectors", "index")
-#: Room for named sub-databases when an environment is opened (eight used).
+NAMES = (
+    "meta",
+    "queues",
+    "state",
+    "unprocessed",
+    "history",
+    "times",
+    "selectors",
+    "index",
+    "keys",
+    "keyends",
+    "scheduled",
+    "due",
+)
+#: Room for named sub-databases when an environment is opened (twelve used).
 MAX_DBS = 16
 
 
@@ -115,17 +170,21 @@ def dupsort(name: str) -> bool:
 
 class Dbs:
     """An opened environment (``path``, its page size ``psize``) and its
-    eight sub-databases, by the names of the table above. A DurableStore
+    twelve sub-databases, by the names of the table above. A DurableStore
     opens them once and hands them to each of its transactions."""
 
     __slots__ = (
+        "due",
         "env",
         "history",
         "index",
+        "keyends",
+        "keys",
         "meta",
         "path",
         "psize",
         "queues",
+        "scheduled",
         "selectors",
         "state",
         "times",
@@ -152,6 +211,10 @@ class Dbs:
         self.times = db("times")
         self.selectors = db("selectors")
         self.index = db("index")
+        self.keys = db("keys")
+        self.keyends = db("keyends")
+        self.scheduled = db("scheduled")
+        self.due = db("due")
 
     def pages(self, txn: lmdb.Transaction[bytes]) -> int:
         """The pages the environment's data uses: its meta pages, the main
@@ -160,6 +223,11 @@ class Dbs:
         for st in (self.env.stat(), *(txn.stat(getattr(self, name)) for name in NAMES)):
             used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
         return used
+
+
+def key_end(until: int, prefix: bytes, key: bytes) -> bytes:
+    """A ``keyends`` key: when the key ends, then its ``keys`` key."""
+    return U64.pack(until) + prefix + key
 
 
 def decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Message:

@@ -33,6 +33,7 @@ from msgboard.spec import QueueSpec, SelectorSpec
 _US = 1_000_000
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
+_SCHEDULED = Section.SCHEDULED
 _seq = attrgetter("seq")
 
 #: One undo step: a function and its arguments.
@@ -44,9 +45,11 @@ class _Queue:
         "history",
         "index",
         "info",
+        "keys",
         "last_posted",
         "last_second",
         "next_seq",
+        "scheduled",
         "times",
         "unprocessed",
     )
@@ -60,6 +63,8 @@ class _Queue:
         self.history: SortedDict = SortedDict()  # seq -> Message
         self.times: SortedDict = SortedDict()  # second -> first seq posted in it
         self.index: SortedDict = SortedDict()  # index key -> SortedList of seqs
+        self.keys: dict[str, tuple[int, int]] = {}  # idempotency key -> (seq, until)
+        self.scheduled: SortedDict = SortedDict()  # seq -> Message, not yet due
 
     def file(self, m: Message) -> None:
         """Files an unprocessed message under its index keys."""
@@ -101,6 +106,10 @@ class MemoryStore(Store):
         self._queues: dict[str, _Queue] = {}
         self._selectors: dict[str, SelectorSpec] = {}
         self._next_sid = 1
+        #: (until, queue, key): keys whose message has left, by when they end.
+        self._keyends: SortedList = SortedList()
+        #: (not_before, queue, seq): the scheduled messages, by when they are due.
+        self._due: SortedList = SortedList()
         self._txn: MemoryTxn | None = None
         self._commits = 0
         self._closed = False
@@ -207,19 +216,34 @@ class MemoryTxn(Txn):
 
     def counts(self, name: str) -> Counts:
         q = self._get(name)
-        return Counts(len(q.unprocessed), len(q.history), q.next_seq)
+        return Counts(len(q.unprocessed), len(q.history), q.next_seq, len(q.scheduled))
 
     # -- messages ---------------------------------------------------------
 
     def append(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _UNPROCESSED)
+
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _SCHEDULED)
+
+    def _add(self, name: str, msg: Message, now: int, section: Section) -> Message:
         q = self._touch(name)
         posted = now if now > q.last_posted else q.last_posted
         seq = q.next_seq
-        m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
-        q.unprocessed[seq] = m
-        q.file(m)
-        self._log.append((q.unprocessed.__delitem__, (seq,)))
-        self._log.append((q.unfile, (m,)))
+        m = stamp(msg, name, seq, posted, 0, msg.delivery_count, section)
+        if section is _UNPROCESSED:
+            q.unprocessed[seq] = m
+            q.file(m)
+            self._log.append((q.unprocessed.__delitem__, (seq,)))
+            self._log.append((q.unfile, (m,)))
+        else:
+            q.scheduled[seq] = m
+            entry = (m.not_before, name, seq)
+            self._store._due.add(entry)
+            self._log.append((q.scheduled.__delitem__, (seq,)))
+            self._log.append((self._store._due.discard, (entry,)))
+        if m.key:
+            self._hold(name, q, m.key, seq)
         second = posted // _US
         if second != q.last_second:
             q.times[second] = seq
@@ -229,10 +253,44 @@ class MemoryTxn(Txn):
         q.last_posted = posted
         return m
 
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        out: list[tuple[str, int, int]] = []
+        for at, name, seq in self._store._due:
+            if at > now:
+                return out, at
+            if len(out) >= budget:
+                return out, now
+            out.append((name, seq, at))
+        return out, 0
+
+    def next_due(self) -> int:
+        due = self._store._due
+        return int(due[0][0]) if due else 0
+
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        due = self._store._due
+        entry = (at, name, seq)
+        if entry in due:
+            due.remove(entry)
+            self._log.append((due.add, (entry,)))
+        q = self._queues.get(name)
+        old: Message | None = None if q is None else q.scheduled.pop(seq, None)
+        if q is None or old is None:
+            return None
+        self._log.append((q.scheduled.__setitem__, (seq, old)))
+        m = stamp(old, name, seq, old.posted_at, 0, old.delivery_count, _UNPROCESSED)
+        q.unprocessed[seq] = m
+        q.file(m)
+        self._log.append((q.unprocessed.__delitem__, (seq,)))
+        self._log.append((q.unfile, (m,)))
+        return m
+
     def fetch(self, name: str, seq: int) -> Message | None:
         q = self._get(name)
         m: Message | None = q.unprocessed.get(seq)
-        return q.history.get(seq) if m is None else m
+        if m is None:
+            m = q.history.get(seq)
+        return q.scheduled.get(seq) if m is None else m
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -251,8 +309,73 @@ class MemoryTxn(Txn):
             history[seq] = m
             log.append((history.__delitem__, (seq,)))
             while len(history) > max_history:
-                log.append((history.__setitem__, history.popitem(0)))
+                gone = history.popitem(0)
+                log.append((history.__setitem__, gone))
+                if gone[1].key:
+                    self._left(name, q, gone[1].key, gone[0], now)
+        elif old.key:
+            self._left(name, q, old.key, seq, now)
         return m
+
+    # -- idempotency keys -------------------------------------------------
+
+    def _set_key(self, q: _Queue, key: str, held: tuple[int, int] | None) -> None:
+        """Sets (None: removes) the queue's entry for ``key``, and its end."""
+        old = q.keys.pop(key, None)
+        ends = self._store._keyends
+        name = q.info.spec.name
+        if old is not None and old[1]:
+            ends.discard((old[1], name, key))
+        if held is not None:
+            q.keys[key] = held
+            if held[1]:
+                ends.add((held[1], name, key))
+        self._log.append((self._put_back, (q, key, old)))
+
+    def _put_back(self, q: _Queue, key: str, old: tuple[int, int] | None) -> None:
+        now = q.keys.pop(key, None)
+        ends, name = self._store._keyends, q.info.spec.name
+        if now is not None and now[1]:
+            ends.discard((now[1], name, key))
+        if old is not None:
+            q.keys[key] = old
+            if old[1]:
+                ends.add((old[1], name, key))
+
+    def _hold(self, name: str, q: _Queue, key: str, seq: int) -> None:
+        self._set_key(q, key, (seq, 0))
+
+    def _left(self, name: str, q: _Queue, key: str, seq: int, now: int) -> None:
+        held = q.keys.get(key)
+        if held is None or held[0] != seq:
+            return
+        window = q.info.spec.dedup_window
+        self._set_key(q, key, (seq, now + window) if window > 0 else None)
+
+    def keyed(self, name: str, key: str, now: int) -> int:
+        held = self._get(name).keys.get(key)
+        if held is None:
+            return 0
+        seq, until = held
+        return seq if until == 0 or until > now else 0
+
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        ends = self._store._keyends
+        dropped = 0
+        while ends:
+            until, name, key = ends[0]
+            if until > now:
+                return dropped, until
+            if dropped >= budget:
+                return dropped, now
+            q = self._queues.get(name)
+            if q is None or q.keys.get(key, (0, 0))[1] != until:
+                ends.remove((until, name, key))  # its queue is gone
+                self._log.append((ends.add, ((until, name, key),)))
+            else:
+                self._set_key(q, key, None)
+            dropped += 1
+        return dropped, 0
 
     def restore(self, name: str, msg: Message) -> None:
         q = self._get(name)
@@ -270,6 +393,8 @@ class MemoryTxn(Txn):
         q.unprocessed[seq] = m
         q.file(m)
         self._log.append((q.unfile, (m,)))
+        if m.key:
+            self._hold(name, q, m.key, seq)
         if old is None:
             self._log.append((q.unprocessed.__delitem__, (seq,)))
         else:
@@ -287,8 +412,10 @@ class MemoryTxn(Txn):
             return _walk(q.unprocessed, start, reverse)
         if section is _HISTORY:
             return _walk(q.history, start, reverse)
-        both = (_walk(q.unprocessed, start, reverse), _walk(q.history, start, reverse))
-        return heapq.merge(*both, key=_seq, reverse=reverse)
+        if section is _SCHEDULED:
+            return _walk(q.scheduled, start, reverse)
+        every = (_walk(sd, start, reverse) for sd in (q.unprocessed, q.history, q.scheduled))
+        return heapq.merge(*every, key=_seq, reverse=reverse)
 
     # -- selectors --------------------------------------------------------
 

@@ -16,6 +16,9 @@ reads each tree by hand and skips damaged subtrees. Into the new file
   in hex, ``queue``, ``after_seq``: its place, ``why``);
 - ``state``: counted from the records copied; the next seq is the old one
   where readable, never below the highest seq copied + 1;
+- ``scheduled``: as the records, and ``due`` rebuilt from them (with each
+  queue's scheduled count); ``keys`` and ``keyends`` (idempotency keys):
+  every entry of a known queue, as stored;
 - ``index`` and ``times``: rebuilt from the records copied;
 - each damaged subtree of records becomes one ``$damaged`` message naming
   the queue and seqs it held (its bytes are gone).
@@ -40,7 +43,19 @@ from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record
 from msgboard.lmdbstore import record, sidecar
 from msgboard.lmdbstore.durable import DurableStore
-from msgboard.lmdbstore.layout import DAMAGED, KEY, MAX_DBS, NAMES, QID, SCHEMA, STATE, U64, dupsort
+from msgboard.lmdbstore.layout import (
+    DAMAGED,
+    DUE,
+    KEY,
+    MAX_DBS,
+    NAMES,
+    QID,
+    SCHEDULED,
+    SCHEMA,
+    STATE,
+    U64,
+    dupsort,
+)
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.salvage import SECTIONS, Salvage, salvage
 from msgboard.lmdbstore.verify import DataFile
@@ -125,9 +140,15 @@ def _copy(src: str, dst: str) -> tuple[Summary, list[Message]]:
             }
             for key, value in f.items(b"selectors"):
                 txn.put(key, value, db=dbs["selectors"])
-            counts = {qid: [0, 0, 0] for qid in names}  # top seq, unprocessed, history
+            counts = {qid: [0, 0, 0, 0] for qid in names}  # top seq, unprocessed, history, sched.
             stamps: dict[int, list[tuple[int, int]]] = {qid: [] for qid in names}
-            for i, name in enumerate(SECTIONS, 1):
+            for key, value in f.items(b"keys"):
+                if len(key) > QID.size and QID.unpack_from(key)[0] in names:
+                    txn.put(key, value, db=dbs["keys"])
+            for key, value in f.items(b"keyends"):
+                if len(key) > 12 and QID.unpack_from(key, 8)[0] in names:
+                    txn.put(key, value, db=dbs["keyends"])
+            for i, name in enumerate((*SECTIONS, "scheduled"), 1):
                 section = Section(name)
                 prev: dict[int, int] = {}
                 for key, value in f.items(name.encode()):
@@ -154,15 +175,19 @@ def _copy(src: str, dst: str) -> tuple[Summary, list[Message]]:
                     if section is Section.UNPROCESSED:
                         for ik in message_keys(m.address, m.tuple):
                             txn.put(key[:4] + ik, key[4:], db=dbs["index"])
-            for qid, (top, unprocessed, history) in counts.items():
+                    elif section is Section.SCHEDULED:
+                        txn.put(DUE.pack(m.not_before, qid, seq), b"", db=dbs["due"])
+            for qid, (top, unprocessed, history, scheduled) in counts.items():
                 next_seq = max(old_next.get(qid, 1), top + 1)
                 txn.put(QID.pack(qid), STATE.pack(next_seq, unprocessed, history), db=dbs["state"])
+                if scheduled:
+                    txn.put(QID.pack(qid) + SCHEDULED, U64.pack(scheduled), db=dbs["state"])
                 last = -1
                 for seq, posted in sorted(stamps[qid]):
                     if posted // _US != last:
                         last = posted // _US
                         txn.put(KEY.pack(qid, last), U64.pack(seq), db=dbs["times"])
-                s.copied[names[qid]] = unprocessed + history
+                s.copied[names[qid]] = unprocessed + history + scheduled
             raw = meta.get(b"next_qid", b"")
             next_qid = U64.unpack(raw)[0] if len(raw) == U64.size else 0
             txn.put(b"next_qid", U64.pack(max(next_qid, max(names, default=0) + 1)), db=dbs["meta"])
@@ -171,7 +196,7 @@ def _copy(src: str, dst: str) -> tuple[Summary, list[Message]]:
     finally:
         env.close()
     for p in found.report.problems:
-        if p.tree not in SECTIONS:  # derived, or LMDB's own: rebuilt
+        if p.tree not in (*SECTIONS, "scheduled"):  # derived, or LMDB's own: rebuilt
             s.rebuilt.append(found.place(p))
             continue
         s.lost.append(found.place(p))

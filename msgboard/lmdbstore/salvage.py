@@ -21,7 +21,7 @@ from msgboard.lmdbstore.pages import Problem, Report
 from msgboard.lmdbstore.verify import DataFile
 
 #: Trees whose keys begin with a queue id.
-BY_QID = ("unprocessed", "history", "state", "times", "index")
+BY_QID = ("unprocessed", "history", "scheduled", "state", "times", "index", "keys")
 SECTIONS = ("unprocessed", "history")
 #: Damaged records listed per queue; the rest are counted.
 LISTED = 20
@@ -91,7 +91,10 @@ class Salvage:
         """What of queue ``qid`` the damaged range of ``p`` held."""
         if p.tree in SECTIONS:
             return f"{p.tree} {seq_range(p, qid)}"
-        return {"index": "index keys", "state": "counters", "times": "times"}[p.tree]
+        words = {"index": "index keys", "state": "counters", "keys": "idempotency keys"}
+        if p.tree == "scheduled":
+            return f"scheduled {seq_range(p, qid)}"
+        return words.get(p.tree, p.tree)
 
     def lines(self) -> list[str]:
         """The findings, one a line: damaged pages by place, each queue's
@@ -130,7 +133,7 @@ def salvage(path: str, *, deep: bool = True) -> Salvage:
                 gap = s.gaps.get(QID.unpack(key)[0])
                 if gap is not None:
                     gap.counters = STATE.unpack(value)
-        for section in SECTIONS:
+        for section in (*SECTIONS, "scheduled"):
             prev: dict[int, int] = {}
             for key, value in f.items(section.encode()):
                 qid, seq = KEY.unpack(key) if len(key) == KEY.size else (-1, -1)
@@ -138,7 +141,8 @@ def salvage(path: str, *, deep: bool = True) -> Salvage:
                 if gap is None:
                     s.other.append(f"{section}: a record under key {key.hex()}, of no queue")
                     continue
-                gap.readable[section] += 1  # damaged or not: reached
+                if section in gap.readable:
+                    gap.readable[section] += 1  # damaged or not: reached
                 try:
                     record.unseal(key, value)
                 except record.Damaged as e:

@@ -70,6 +70,8 @@ class Counts:
     unprocessed: int
     history: int
     next_seq: int
+    #: Posted with a not_before still to come (section SCHEDULED).
+    scheduled: int = 0
 
 
 class Txn(abc.ABC):
@@ -140,6 +142,29 @@ class Txn(abc.ABC):
         UNPROCESSED; processed_at 0 and delivery_count as given."""
 
     @abc.abstractmethod
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        """As ``append``, into the SCHEDULED section: kept, under the next
+        seq, until ``release``; not seen by ``find``, nor by ``scan`` of
+        UNPROCESSED, and filed under ``msg.not_before`` for ``due``."""
+
+    @abc.abstractmethod
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        """Up to ``budget`` scheduled messages due at ``now`` (µs), as
+        (queue, seq, not_before), by time then seq, read from an index of
+        their times (nothing else is read); and when the next one is due
+        (``now`` if the budget ran out first, 0 if none is left)."""
+
+    @abc.abstractmethod
+    def next_due(self) -> int:
+        """When the first scheduled message is due (µs); 0 if none is."""
+
+    @abc.abstractmethod
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        """Moves a scheduled message (due at ``at``) to the unprocessed
+        section under its seq and returns it there; None if it is not
+        there any more (or its record is damaged: kept, never released)."""
+
+    @abc.abstractmethod
     def fetch(self, name: str, seq: int) -> Message | None:
         """The message with that seq, from whichever section holds it."""
 
@@ -186,6 +211,24 @@ class Txn(abc.ABC):
         ``reverse``), from seq ``start`` included (None: from the first in
         that direction), from one section or, with None, from both merged by
         seq. Lazy: the caller stops when it has enough."""
+
+    # -- idempotency keys -------------------------------------------------
+
+    @abc.abstractmethod
+    def keyed(self, name: str, key: str, now: int) -> int:
+        """The seq of the message that holds idempotency ``key`` on the
+        queue at ``now`` (µs), 0 if none: one lookup. A key is held from the
+        append of its message (``append`` files ``msg.key``; a queue holds
+        one message per key, the engine checks first) while the message is
+        on the queue, and for the queue's ``dedup_window`` after it has
+        left (processed with no history kept, or trimmed from history);
+        ``restore`` holds it again. KeyError if no such queue."""
+
+    @abc.abstractmethod
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        """Forgets up to ``budget`` keys whose window ended at or before
+        ``now``, reading only those; returns how many, and when the next
+        one ends (``now`` if the budget ran out first, 0 if none)."""
 
     # -- selectors ------------------------------------------------------
 

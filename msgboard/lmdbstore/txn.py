@@ -20,6 +20,7 @@ import heapq
 import json
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 import lmdb
 
@@ -27,13 +28,15 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import damage, record, times
+from msgboard.lmdbstore import damage, record
 from msgboard.lmdbstore.cache import Cache, QueueState
+from msgboard.lmdbstore.dedup import Dedup
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
     KEY,
     LAST,
     MAX_U64,
+    SCHEDULED,
     STATE,
     U64,
     Dbs,
@@ -44,14 +47,17 @@ from msgboard.lmdbstore.layout import (
     seek_last,
     walk,
 )
+from msgboard.lmdbstore.queuereader import QueueReader, seq_at
 from msgboard.lmdbstore.reserve import DiskReserve
-from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
+from msgboard.lmdbstore.schedule import Schedule
+from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Message, Section, stamp
 from msgboard.spec import QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
+_SCHEDULED = Section.SCHEDULED
 _US = 1_000_000
 
 #: The index keys of a message with neither address nor tuple (a bare
@@ -112,6 +118,8 @@ class DurableTxn(Txn):
         self._history = dbs.history
         self._times = dbs.times
         self._index = dbs.index
+        self._dedup = Dedup(txn, dbs.keys, dbs.keyends)
+        self._schedule = Schedule(txn, dbs.scheduled, dbs.due)
 
     # -- ending -----------------------------------------------------------
 
@@ -129,10 +137,13 @@ class DurableTxn(Txn):
         try:
             with self._guard:
                 put = self._txn.put
-                for q in self._q.values():
+                for name, q in self._q.items():
                     if q is not None:
                         state = STATE.pack(q.next_seq, q.unprocessed, q.history)
                         put(q.prefix, state, db=dbs.state)
+                        was = cache.queues.get(name)
+                        if q.scheduled != (0 if was is None else was.scheduled):
+                            put(q.prefix + SCHEDULED, U64.pack(q.scheduled), db=dbs.state)
                 if self._next_qid != cache.next_qid:
                     put(b"next_qid", U64.pack(self._next_qid), db=dbs.meta)
                 if self._next_sid != cache.next_sid:
@@ -253,6 +264,9 @@ class DurableTxn(Txn):
         with self._guard:
             self._txn.delete(name.encode(), db=self._dbs.queues)
             self._txn.delete(q.prefix, db=self._dbs.state)
+            self._dedup.drop(q.prefix)
+            self._schedule.drop(q.prefix, self._when)
+            self._txn.delete(q.prefix + SCHEDULED, db=self._dbs.state)
             for db in (self._unprocessed, self._history, self._times, self._index):
                 cur = self._txn.cursor(db)
                 if cur.set_range(q.prefix):
@@ -262,9 +276,16 @@ class DurableTxn(Txn):
         self._wrote = True
         return True
 
+    def _when(self, key: bytes, raw: bytes) -> int:
+        """A scheduled record's not_before; 0 if it does not read."""
+        try:
+            return decode(key, raw, "", 0, _SCHEDULED).not_before
+        except RecordDamaged:
+            return 0
+
     def counts(self, name: str) -> Counts:
         q = self._get(name)
-        return Counts(q.unprocessed, q.history, q.next_seq)
+        return Counts(q.unprocessed, q.history, q.next_seq, q.scheduled)
 
     # -- messages ---------------------------------------------------------
 
@@ -294,24 +315,82 @@ class DurableTxn(Txn):
         q.known = True
 
     def append(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _UNPROCESSED)
+
+    def schedule(self, name: str, msg: Message, now: int) -> Message:
+        return self._add(name, msg, now, _SCHEDULED)
+
+    def _add(self, name: str, msg: Message, now: int, section: Section) -> Message:
+        """A new message, waiting or (``_SCHEDULED``) scheduled."""
         q = self._q.get(name) or self._touch(name)
         with self._guard:
             if not q.known:
                 self._derive(q, name)
             posted = now if now > q.last_posted else q.last_posted
             seq = q.next_seq
-            m = stamp(msg, name, seq, posted, 0, msg.delivery_count, _UNPROCESSED)
+            m = stamp(msg, name, seq, posted, 0, msg.delivery_count, section)
             key = KEY.pack(q.qid, seq)
-            self._txn.put(key, record.seal(key, encode_record(m)), db=self._unprocessed)
-            self._file(q.prefix, m)
+            raw = record.seal(key, encode_record(m))
+            if section is _UNPROCESSED:
+                self._txn.put(key, raw, db=self._unprocessed)
+                self._file(q.prefix, m)
+                q.unprocessed += 1
+            else:
+                self._schedule.put(key, raw, m.not_before)
+                q.scheduled += 1
+            if m.key:
+                self._dedup.hold(q.prefix, m.key, seq)
             second = posted // _US
             if second != q.last_second:
                 key = KEY.pack(q.qid, second)
                 self._txn.put(key, U64.pack(seq), overwrite=False, db=self._times)
                 q.last_second = second
         q.next_seq = seq + 1
-        q.unprocessed += 1
         q.last_posted = posted
+        self._wrote = True
+        return m
+
+    def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
+        with self._guard:
+            found, after = self._schedule.due(now, budget)
+        names = {q.qid: name for name, q in self._base.items()}
+        names.update((q.qid, name) for name, q in self._q.items() if q is not None)
+        out = []
+        for at, qid, seq in found:
+            name = names.get(qid)
+            if name is None:  # its queue went while a record could not be read
+                with self._guard:
+                    self._schedule.stale(qid, seq, at)
+                self._wrote = True
+                continue
+            out.append((name, seq, at))
+        return out, after
+
+    def next_due(self) -> int:
+        with self._guard:
+            return self._schedule.first()
+
+    def release(self, name: str, seq: int, at: int) -> Message | None:
+        q = self._q.get(name) or self._touch(name)
+        key = KEY.pack(q.qid, seq)
+        with self._guard:
+            raw = self._schedule.get(key)
+            if raw is None:
+                self._schedule.stale(q.qid, seq, at)
+                self._wrote = True
+                return None
+            try:
+                m = decode(key, raw, name, seq, _UNPROCESSED)
+            except RecordDamaged as e:
+                self._cache.met(e)
+                self._schedule.stale(q.qid, seq, at)  # kept, never released
+                self._wrote = True
+                return None
+            self._schedule.pop(key, m.not_before)
+            self._txn.put(key, raw, db=self._unprocessed)
+            self._file(q.prefix, m)
+        q.scheduled -= 1
+        q.unprocessed += 1
         self._wrote = True
         return m
 
@@ -325,7 +404,10 @@ class DurableTxn(Txn):
             if raw is not None:
                 return decode(key, raw, name, seq, _UNPROCESSED)
             raw = self._txn.get(key, db=self._history)
-        return None if raw is None else decode(key, raw, name, seq, _HISTORY)
+            if raw is not None:
+                return decode(key, raw, name, seq, _HISTORY)
+            raw = self._schedule.get(key)
+        return None if raw is None else decode(key, raw, name, seq, _SCHEDULED)
 
     def process(
         self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
@@ -360,6 +442,8 @@ class DurableTxn(Txn):
             self._unfile(q.prefix, old)
             q.unprocessed -= 1
             self._wrote = True
+            if old.key and max_history <= 0:
+                self._left(q, old.key, seq, now)
             if max_history > 0:
                 # The unprocessed record never has processed_at, and a later
                 # field wins when protobuf parses: appending the two changed
@@ -368,17 +452,47 @@ class DurableTxn(Txn):
                 self._txn.put(key, record.append(raw, suffix), db=self._history)
                 q.history += 1
                 if q.history > max_history:
-                    self._trim(q, q.history - max_history)
+                    self._trim(q, q.history - max_history, name, now)
         return old
 
-    def _trim(self, q: QueueState, n: int) -> None:
-        """Drops the queue's ``n`` oldest history messages."""
+    def _trim(self, q: QueueState, n: int, name: str, now: int) -> None:
+        """Drops the queue's ``n`` oldest history messages; their keys, if
+        the queue holds any, start their window."""
         cur = self._txn.cursor(self._history)
         if not cur.set_range(q.prefix):
             return
-        while n > 0 and cur.key()[:4] == q.prefix and cur.delete():
+        keyed = self._dedup.any(q.prefix)
+        while n > 0 and cur.key()[:4] == q.prefix:
+            if keyed:
+                k = cur.key()
+                seq = U64.unpack_from(k, 4)[0]
+                try:
+                    m = decode(k, cur.value(), name, seq, _HISTORY)
+                except RecordDamaged as e:
+                    self._cache.met(e)  # its key, unknown, is left to check
+                else:
+                    if m.key:
+                        self._left(q, m.key, seq, now)
+            if not cur.delete():
+                break
             q.history -= 1
             n -= 1
+
+    # -- idempotency keys -------------------------------------------------
+
+    def _left(self, q: QueueState, key: str, seq: int, now: int) -> None:
+        self._dedup.left(q.prefix, key, seq, now, q.info.spec.dedup_window)
+
+    def keyed(self, name: str, key: str, now: int) -> int:
+        q = self._get(name)
+        with self._guard:
+            return self._dedup.held(q.prefix, key, now)
+
+    def sweep_keys(self, now: int, budget: int) -> tuple[int, int]:
+        with self._guard:
+            dropped, after = self._dedup.sweep(now, budget)
+        self._wrote = self._wrote or dropped > 0
+        return dropped, after
 
     def restore(self, name: str, msg: Message) -> None:
         q = self._q.get(name) or self._touch(name)
@@ -397,6 +511,8 @@ class DurableTxn(Txn):
                 with contextlib.suppress(RecordDamaged):  # its keys are unknown: left
                     self._unfile(q.prefix, decode(key, old, name, seq, _UNPROCESSED))
             self._file(q.prefix, m)
+            if m.key:
+                self._dedup.hold(q.prefix, m.key, seq)
         self._wrote = True
 
     def _file(self, prefix: bytes, m: Message) -> None:
@@ -416,7 +532,19 @@ class DurableTxn(Txn):
     ) -> Search:
         q = self._get(name)
         with self._guard:
-            return Search(_Reader(self, name, q), pattern, start, budget)
+            reader = QueueReader(
+                self._txn,
+                self._index,
+                self._unprocessed,
+                self._guard,
+                self._cache.met,
+                self._cache.stale,
+                partial(self._scan, name, _UNPROCESSED, q.prefix, reverse=False),
+                name,
+                q.prefix,
+                q.unprocessed,
+            )
+            return Search(reader, pattern, start, budget)
 
     def scan(
         self,
@@ -438,10 +566,12 @@ class DurableTxn(Txn):
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
         q = self._get(name)
-        db = self._unprocessed if section is _UNPROCESSED else self._history
+        db = self._dbs.scheduled if section is _SCHEDULED else self._history
+        if section is _UNPROCESSED:
+            db = self._unprocessed
         want = -1
         if key == prefix and not reverse:
-            want = q.unprocessed if section is _UNPROCESSED else q.history
+            want = {_UNPROCESSED: q.unprocessed, _HISTORY: q.history}.get(section, q.scheduled)
         met, unpack = self._cache.met, U64.unpack_from
         seen = prev = 0
         with self._guard:
@@ -463,14 +593,18 @@ class DurableTxn(Txn):
         q = self._get(name)
         u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
         h = walk(self._txn.cursor(self._history), prefix, key, reverse)
+        s = walk(self._txn.cursor(self._dbs.scheduled), prefix, key, reverse)
         # Keys share the prefix, so they compare as seqs do.
         both = heapq.merge(
             ((k, v, _UNPROCESSED) for k, v in u),
             ((k, v, _HISTORY) for k, v in h),
+            ((k, v, _SCHEDULED) for k, v in s),
             key=_first,
             reverse=reverse,
         )
-        want = q.unprocessed + q.history if key == prefix and not reverse else -1
+        want = -1
+        if key == prefix and not reverse:
+            want = q.unprocessed + q.history + q.scheduled
         return self._whole(name, both, q, want)
 
     def _whole(
@@ -536,63 +670,10 @@ class DurableTxn(Txn):
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
-        dbs = ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY))
+        sections = [(self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)]
         with self._guard:
-            found = times.seq_at(self._txn, self._times, dbs, self._cache.met, name, q, time_us)
-        return found
+            return seq_at(self._txn, self._times, sections, self._cache.met, name, q, time_us)
 
 
 def _first(item: tuple[bytes, bytes, Section]) -> bytes:
     return item[0]
-
-
-class _Reader(Reader):
-    """One LMDB queue's unprocessed section and index, for ``Search``."""
-
-    def __init__(self, t: DurableTxn, name: str, q: QueueState) -> None:
-        self._t, self._name, self._prefix = t, name, q.prefix
-        self._txn = t._txn
-        self.unprocessed = q.unprocessed
-
-    def count(self, key: bytes) -> int:
-        cur = self._txn.cursor(self._t._index)
-        return cur.count() if cur.set_key(self._prefix + key) else 0
-
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
-        full = self._prefix + prefix
-        with self._t._guard:
-            cur = self._txn.cursor(self._t._index)
-            if not cur.set_range(full):
-                return
-            while True:
-                key = cur.key()
-                if not key.startswith(full):
-                    return
-                yield key[4:], cur.count()
-                if not cur.next_nodup():
-                    return
-
-    def seqs(self, key: bytes, start: int) -> Iterator[int]:
-        unpack = U64.unpack
-        with self._t._guard:
-            cur = self._txn.cursor(self._t._index)
-            if cur.set_range_dup(self._prefix + key, U64.pack(min(start, MAX_U64))):
-                for v in cur.iternext_dup(keys=False):
-                    yield unpack(v)[0]
-
-    def get(self, seq: int) -> Message | None:
-        key = self._prefix + U64.pack(seq)
-        with self._t._guard:
-            raw = self._txn.get(key, db=self._t._unprocessed)
-        if raw is None:  # the index said it waits: index damage
-            self._t._cache.stale(self._name, seq)
-            return None
-        try:
-            return decode(key, raw, self._name, seq, _UNPROCESSED)
-        except RecordDamaged as e:
-            self._t._cache.met(e)
-            return None
-
-    def scan(self, start: int) -> Iterator[Message]:
-        key = self._prefix + U64.pack(min(start, MAX_U64))
-        return self._t._scan(self._name, _UNPROCESSED, self._prefix, key, False)

@@ -7,6 +7,8 @@ The schema history (``meta/schema``; the layout is in ``layout.py``):
   (``msgboard.associative.keys``).
 - ``3``: every record is framed with a CRC32C of its key and payload
   (``record.py``).
+- ``4``: ``keys`` and ``keyends`` hold idempotency keys; an older board has
+  none, so the upgrade only creates them (empty), as opening does.
 
 ``run`` brings an older environment to the current schema in the caller's
 write transaction (once, all or nothing) and logs one line with what it did:
@@ -24,7 +26,7 @@ import lmdb
 from msgboard.associative.keys import message_keys
 from msgboard.codec import decode_record
 from msgboard.lmdbstore import record
-from msgboard.lmdbstore.layout import INDEXED, KEY, Dbs
+from msgboard.lmdbstore.layout import INDEXED, KEY, Dbs, is_sealed
 from msgboard.message import Section
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ def run(txn: lmdb.Transaction[bytes], dbs: Dbs, schema: bytes, to: bytes, path: 
     the write transaction ``dbs`` were opened in."""
     t0 = time.monotonic()
     indexed = _index(txn, dbs) if int(schema) < int(INDEXED) else 0
-    sealed = _seal(txn, dbs)
+    sealed = 0 if is_sealed(schema) else _seal(txn, dbs)
     txn.put(b"schema", to, db=dbs.meta)
     log.warning(
         "%s: upgraded schema %s to %s: indexed %d unprocessed messages, "

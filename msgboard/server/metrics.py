@@ -60,12 +60,22 @@ _COUNTERS = (
         "Held messages given back to be delivered again (nack, consumer gone, lease out)",
     ),
     ("expired", "msgboard_messages_expired", "Messages whose expires_at passed (dead-lettered)"),
+    (
+        "duplicates",
+        "msgboard_messages_duplicate",
+        "Messages not stored because the queue held their idempotency key",
+    ),
 )
 #: Stats figure -> (gauge name, help).
 _GAUGES = (
     ("ready", "msgboard_queue_messages_ready", "Waiting messages visible to takers"),
     ("outstanding", "msgboard_queue_messages_unacked", "Messages delivered or leased, not acked"),
     ("history", "msgboard_queue_messages_history", "Messages in the queue's history"),
+    (
+        "scheduled",
+        "msgboard_queue_messages_scheduled",
+        "Messages posted with a not_before still to come",
+    ),
     ("consumers", "msgboard_queue_consumers", "Consumers attached to the queue's selectors"),
 )
 

@@ -180,6 +180,9 @@ async def subscribe(
                 selector_id=o.selector_id,
                 peer=context.peer() or "",
                 identity=caller.get(),
+                redelivery=(
+                    codec.redelivery_from_pb(o.redelivery) if o.HasField("redelivery") else None
+                ),
             )
         )
     except MsgboardError as e:
@@ -221,7 +224,9 @@ async def subscribe(
                 if kind == "ack":
                     fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
                 elif kind == "nack":
-                    fut = board.nack_async(consumer, list(req.nack.ids), req.nack.reject)
+                    n = req.nack
+                    delay = codec.duration_to_us(n.delay) if n.HasField("delay") else None
+                    fut = board.nack_async(consumer, list(n.ids), n.reject, delay)
                 elif kind == "credit":
                     fut = board.add_credit_async(consumer, req.credit)
                 else:

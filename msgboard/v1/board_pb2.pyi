@@ -96,6 +96,8 @@ class _SectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Section.Value
     """Waiting to be taken."""
     SECTION_HISTORY: _Section.ValueType  # 2
     """Taken, kept for browsing (bounded by the queue's max_history)."""
+    SECTION_SCHEDULED: _Section.ValueType  # 3
+    """Posted with a not_before still to come: stored, not yet visible."""
 
 class Section(_Section, metaclass=_SectionEnumTypeWrapper):
     """The two parts of a queue."""
@@ -105,6 +107,8 @@ SECTION_UNPROCESSED: Section.ValueType  # 1
 """Waiting to be taken."""
 SECTION_HISTORY: Section.ValueType  # 2
 """Taken, kept for browsing (bounded by the queue's max_history)."""
+SECTION_SCHEDULED: Section.ValueType  # 3
+"""Posted with a not_before still to come: stored, not yet visible."""
 Global___Section: _TypeAlias = Section  # noqa: Y015
 
 class _OverflowPolicy:
@@ -198,6 +202,11 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     selector, or every queue it could go to full as well). Like OVERFLOWED
     and DEAD_LETTERED, counted in QueueStats.overflowed.
     """
+    DISPOSITION_DUPLICATE: _Disposition.ValueType  # 5
+    """Its key (Message.key) is held by a message the queue has, or had
+    within its dedup_window: nothing was stored, and the seq is that
+    message's. Not counted in QueueStats.overflowed.
+    """
 
 class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
     """What became of one posted message. A message that finds its queue full
@@ -219,6 +228,11 @@ DISPOSITION_DROPPED: Disposition.ValueType  # 4
 """The queue was full: discarded (the drop-new policy, an overflow DELETE
 selector, or every queue it could go to full as well). Like OVERFLOWED
 and DEAD_LETTERED, counted in QueueStats.overflowed.
+"""
+DISPOSITION_DUPLICATE: Disposition.ValueType  # 5
+"""Its key (Message.key) is held by a message the queue has, or had
+within its dedup_window: nothing was stored, and the seq is that
+message's. Not counted in QueueStats.overflowed.
 """
 Global___Disposition: _TypeAlias = Disposition  # noqa: Y015
 
@@ -459,6 +473,9 @@ class Message(_message.Message):
     SECTION_FIELD_NUMBER: _builtins.int
     PROCESSED_AT_FIELD_NUMBER: _builtins.int
     DELIVERY_COUNT_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    NOT_BEFORE_FIELD_NUMBER: _builtins.int
+    REDELIVER_AT_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """Set by the board: the queue the message is on."""
     seq: _builtins.int
@@ -481,6 +498,14 @@ class Message(_message.Message):
     """Set by the board: which part of the queue the message is in."""
     delivery_count: _builtins.int
     """Set by the board: how many times the message has been handed out."""
+    key: _builtins.str
+    """An idempotency key chosen by the producer, at most 256 bytes (UTF-8).
+    A post of a key the queue already holds stores nothing and answers the
+    first message's seq with DISPOSITION_DUPLICATE: while that message is
+    on the board (waiting or in history) and for the queue's dedup_window
+    after it has left. A selector forwarding the message keeps its key, so
+    a queue never holds two messages with one key. Empty: no key.
+    """
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Application headers. Keys are 1-255 bytes."""
@@ -506,6 +531,23 @@ class Message(_message.Message):
         it waits.
         """
 
+    @_builtins.property
+    def not_before(self) -> _timestamp_pb2.Timestamp:
+        """Not visible before this time: the message is stored at once (the post
+        is answered once it is durable, with its seq) in section SCHEDULED,
+        where takes, reads, selectors and subscribers do not see it; at this
+        time (within about a second) it is routed as if it had just arrived,
+        keeping its seq. Browse shows it with this time. Unset or past: the
+        message is routed at once. An expires_at before it is INVALID_ARGUMENT.
+        """
+
+    @_builtins.property
+    def redeliver_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by the board, in Browse only: when a message held back after a nack
+        or a lost consumer (its redelivery backoff) is routed again; unset
+        otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -523,14 +565,55 @@ class Message(_message.Message):
         section: Global___Section.ValueType = ...,
         processed_at: _timestamp_pb2.Timestamp | None = ...,
         delivery_count: _builtins.int = ...,
+        key: _builtins.str = ...,
+        not_before: _timestamp_pb2.Timestamp | None = ...,
+        redeliver_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "posted_at", b"posted_at", "processed_at", b"processed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at", "redeliver_at", b"redeliver_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "redeliver_at", b"redeliver_at", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class Redelivery(_message.Message):
+    """When a message given back (nacked, its consumer gone, its lease run out)
+    is delivered again: `initial` after it first comes back, then each time
+    `multiplier` times the delay before, at most `max`. For example 1 s x 2 up
+    to 5 min: 1 s, 2 s, 4 s ... 300 s.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INITIAL_FIELD_NUMBER: _builtins.int
+    MULTIPLIER_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    multiplier: _builtins.float
+    """At least 1; 0 (unset) means 1: the same delay each time."""
+    @_builtins.property
+    def initial(self) -> _duration_pb2.Duration:
+        """The first delay; at most 1 day."""
+
+    @_builtins.property
+    def max(self) -> _duration_pb2.Duration:
+        """The longest delay, at least `initial`, at most 1 day; unset: 1 day."""
+
+    def __init__(
+        self,
+        *,
+        initial: _duration_pb2.Duration | None = ...,
+        multiplier: _builtins.float = ...,
+        max: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["initial", b"initial", "max", b"max"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial", b"initial", "max", b"max", "multiplier", b"multiplier"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Redelivery: _TypeAlias = Redelivery  # noqa: Y015
 
 @_typing.final
 class FieldPattern(_message.Message):
@@ -742,6 +825,8 @@ class QueueSpec(_message.Message):
     AUTO_DELETE_FIELD_NUMBER: _builtins.int
     MAX_DELIVERIES_FIELD_NUMBER: _builtins.int
     UNLIMITED_HISTORY_FIELD_NUMBER: _builtins.int
+    DEDUP_WINDOW_FIELD_NUMBER: _builtins.int
+    REDELIVERY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1-255 bytes of letters, digits and `._:-`. Names starting with `$` are
     reserved for the board: `$sys` (its events) may be read but never
@@ -776,6 +861,23 @@ class QueueSpec(_message.Message):
     """
     unlimited_history: _builtins.bool
     """Keep every taken message in history (max_history must then be 0)."""
+    @_builtins.property
+    def dedup_window(self) -> _duration_pb2.Duration:
+        """How long a message's idempotency key (Message.key) is still held after
+        the message has left the board (taken with no history kept, dropped
+        from history, dead-lettered or moved away). Unset: 2 minutes; zero:
+        only while the message is on the board. At most 30 days, microsecond
+        precision.
+        """
+
+    @_builtins.property
+    def redelivery(self) -> Global___Redelivery:
+        """How messages given back are delayed before they are delivered again
+        (nacked, their consumer gone, their lease run out). Unset: a nack
+        delays them 0.1 s doubling up to 5 s; a lost consumer or lease gives
+        them back at once. A Subscribe's own policy wins for its deliveries.
+        """
+
     def __init__(
         self,
         *,
@@ -789,10 +891,12 @@ class QueueSpec(_message.Message):
         auto_delete: _builtins.bool = ...,
         max_deliveries: _builtins.int = ...,
         unlimited_history: _builtins.bool = ...,
+        dedup_window: _duration_pb2.Duration | None = ...,
+        redelivery: Global___Redelivery | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dedup_window", b"dedup_window", "redelivery", b"redelivery"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_delete", b"auto_delete", "dead_letter", b"dead_letter", "dedup_window", b"dedup_window", "max_deliveries", b"max_deliveries", "max_history", b"max_history", "max_unprocessed", b"max_unprocessed", "name", b"name", "overflow", b"overflow", "redelivery", b"redelivery", "transient", b"transient", "unlimited_history", b"unlimited_history", "unmatched", b"unmatched"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1376,7 +1480,9 @@ class BrowseRequest(_message.Message):
     limit: _builtins.int
     """Most messages per page; 0 means 100. At most 10000."""
     section: Global___Section.ValueType
-    """Unspecified: both sections, merged in seq order."""
+    """Unspecified: every section (scheduled, waiting and history), merged in
+    seq order.
+    """
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """With POSITION_TIME: the page starts at the first message posted at or
@@ -1530,6 +1636,7 @@ class QueueStats(_message.Message):
     SELECTORS_FIELD_NUMBER: _builtins.int
     EXPIRED_FIELD_NUMBER: _builtins.int
     DAMAGED_FIELD_NUMBER: _builtins.int
+    SCHEDULED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The queue's name."""
     transient: _builtins.bool
@@ -1576,6 +1683,10 @@ class QueueStats(_message.Message):
     """Damaged records (failed checksum, DATA_LOSS) met and skipped since the
     server started; `msgboard check` lists every one, offline.
     """
+    scheduled: _builtins.int
+    """Messages stored with a not_before still to come (section SCHEDULED):
+    not counted in unprocessed until they are due.
+    """
     def __init__(
         self,
         *,
@@ -1595,10 +1706,11 @@ class QueueStats(_message.Message):
         selectors: _builtins.int = ...,
         expired: _builtins.int = ...,
         damaged: _builtins.int = ...,
+        scheduled: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumers", b"consumers", "damaged", b"damaged", "dead_lettered", b"dead_lettered", "dropped", b"dropped", "expired", b"expired", "history", b"history", "name", b"name", "outstanding", b"outstanding", "overflowed", b"overflowed", "posted", b"posted", "ready", b"ready", "scheduled", b"scheduled", "selectors", b"selectors", "taken", b"taken", "transient", b"transient", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1929,6 +2041,7 @@ class Subscription(_message.Message):
     START_SEQ_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     SELECTOR_ID_FIELD_NUMBER: _builtins.int
+    REDELIVERY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """The queue to read (with a session selector)."""
     op: Global___Operation.ValueType
@@ -1955,6 +2068,12 @@ class Subscription(_message.Message):
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """With POSITION_TIME."""
 
+    @_builtins.property
+    def redelivery(self) -> Global___Redelivery:
+        """How this consumer's nacked or lost deliveries are delayed before they
+        are delivered again; unset: the queue's (QueueSpec.redelivery).
+        """
+
     def __init__(
         self,
         *,
@@ -1966,10 +2085,11 @@ class Subscription(_message.Message):
         start_seq: _builtins.int = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         selector_id: _builtins.str = ...,
+        redelivery: Global___Redelivery | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "redelivery", b"redelivery", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "op", b"op", "pattern", b"pattern", "queue", b"queue", "selector_id", b"selector_id", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "op", b"op", "pattern", b"pattern", "queue", b"queue", "redelivery", b"redelivery", "selector_id", b"selector_id", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2054,21 +2174,29 @@ class Nacks(_message.Message):
 
     IDS_FIELD_NUMBER: _builtins.int
     REJECT_FIELD_NUMBER: _builtins.int
+    DELAY_FIELD_NUMBER: _builtins.int
     reject: _builtins.bool
     """Dead-letter them instead of giving them back for redelivery."""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Delivery ids."""
 
+    @_builtins.property
+    def delay(self) -> _duration_pb2.Duration:
+        """Deliver them again after this delay (at most 1 day) rather than the
+        redelivery policy's next step.
+        """
+
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.int] | None = ...,
         reject: _builtins.bool = ...,
+        delay: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "reject", b"reject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay", "ids", b"ids", "reject", b"reject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

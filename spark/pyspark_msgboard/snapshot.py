@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from msgboard.errors import FailedPrecondition, RecordDamaged
 from msgboard.lmdbstore import datafile, record
-from msgboard.lmdbstore.layout import KEY, QID, SCHEMAS, SEALED, STATE, U64
+from msgboard.lmdbstore.layout import KEY, QID, SCHEMAS, STATE, U64, is_sealed
 from pyspark_msgboard import columns
 from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
 
@@ -222,7 +222,7 @@ def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.
     """The messages in ``ranges`` as record batches of at most
     ``batch_rows`` rows, in the schema ARROW."""
     with opened(path) as (env, dbs), env.begin() as txn:
-        sealed = txn.get(b"schema", db=dbs["meta"]) == SEALED
+        sealed = is_sealed(txn.get(b"schema", db=dbs["meta"]) or b"0")
         for r in ranges:
             cur = txn.cursor(db=dbs[r.section])
             start, end = r.bounds()

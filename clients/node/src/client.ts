@@ -13,9 +13,10 @@
  */
 
 import { Connection, type ConnectOptions } from "./connection.js";
-import { InvalidArgument } from "./errors.js";
+import { randomUUID } from "node:crypto";
+import { InvalidArgument, Unavailable } from "./errors.js";
 import { messageType } from "./proto.js";
-import { streamError, Subscription } from "./subscription.js";
+import { streamError, Subscription, type ReconnectOptions } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
 import {
   date,
@@ -28,6 +29,7 @@ import {
   queueFrom,
   queueSpecTo,
   receiptsFrom,
+  redeliveryTo,
   selectorFrom,
   selectorSpecTo,
   startTo,
@@ -38,6 +40,7 @@ import {
   type Queue,
   type QueueSpec,
   type Receipt,
+  type Redelivery,
   type Selector,
   type SelectorOptions,
   type StartOptions,
@@ -67,8 +70,8 @@ export interface BrowseOptions extends PatternOptions {
   reverse?: boolean;
   /** Most messages per page (default 100). */
   limit?: number;
-  /** Only "unprocessed" or "history"; default both. */
-  section?: "unprocessed" | "history";
+  /** Only "unprocessed", "history" or "scheduled"; default all. */
+  section?: "unprocessed" | "history" | "scheduled";
 }
 
 /** One page of a queue. */
@@ -78,14 +81,16 @@ export interface Page {
   nextSeq: number;
 }
 
-/** Options of subscribe. */
-export interface SubscribeOptions extends PatternOptions, StartOptions {
+/** Options of subscribe (`reconnect`, `onReconnect`: see Subscription). */
+export interface SubscribeOptions extends PatternOptions, StartOptions, ReconnectOptions {
   /** Every subscriber gets every message (COPY) instead of one of them (MOVE). */
   copy?: boolean;
   /** Most deliveries not yet acked (0: the board's default, 100). */
   credit?: number;
   /** Attach to this durable terminal selector instead (no queue or pattern then). */
   selector?: string;
+  /** How this consumer's nacked or lost deliveries are delayed (default: the queue's). */
+  redelivery?: Redelivery;
 }
 
 /** A message taken with a lease: `await lease.ack()`, or `client.ack(queue, [lease])`. */
@@ -246,6 +251,31 @@ export class Client {
   async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
     const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
     return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
+  }
+
+  /**
+   * Posts as postReceipts does, safe to retry: every message without a
+   * `key` gets one (a random UUID), and a post whose answer is lost (the
+   * board or the connection down: Unavailable) is sent again with the same
+   * keys for up to `retryForMs` (default 60000). The board stores what it
+   * had not and answers "duplicate", with the first seq, for what it had.
+   */
+  async postIdempotent(queue: string, messages: readonly Postable[], options: { retryForMs?: number } = {}): Promise<Receipt[]> {
+    const keyed = messages.map((m) => {
+      const n = asMessage(m);
+      return n.key ? n : { ...n, key: randomUUID() };
+    });
+    const deadline = Date.now() + (options.retryForMs ?? 60_000);
+    let pause = 100;
+    for (;;) {
+      try {
+        return await this.postReceipts(queue, keyed);
+      } catch (e) {
+        if (!(e instanceof Unavailable) || Date.now() + pause > deadline) throw e;
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause * 2, 2000);
+    }
   }
 
   /**
@@ -416,8 +446,9 @@ export class Client {
       credit: String(options.credit ?? 0),
       selectorId: options.selector ?? "",
     };
+    if (options.redelivery) open.redelivery = redeliveryTo(options.redelivery);
     startTo(options.start, open);
-    return new Subscription(this.connection.duplex("Subscribe"), open);
+    return new Subscription(() => this.connection.duplex("Subscribe"), open, options);
   }
 
   // ---------------------------------------------------------------- snapshots

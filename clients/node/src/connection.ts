@@ -138,15 +138,43 @@ export class Connection {
     }
     this.metadata = new grpc.Metadata();
     if (token) this.metadata.set("authorization", `Bearer ${token}`);
-    this.stub = new BoardClient(this.address, creds, options.channelOptions) as any;
+    // A board that comes back is found within 5 s (grpc-js waits up to 120 s
+    // between attempts to connect by default).
+    const channel = { "grpc.max_reconnect_backoff_ms": 5000, ...options.channelOptions };
+    this.stub = new BoardClient(this.address, creds, channel) as any;
   }
 
-  /** Waits until the board answers (or `ms` pass: Unavailable). */
+  /**
+   * Waits until the board answers. Fails fast, with Unavailable naming the
+   * address, once the first attempt to connect fails (nothing listens: a
+   * refused connection fails in milliseconds), or after `ms` when attempts
+   * neither succeed nor fail (a host that drops packets).
+   */
   ready(ms = 10_000): Promise<void> {
+    const channel = this.stub.getChannel();
+    const deadline = Date.now() + ms;
+    const { READY, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
     return new Promise((resolve, reject) => {
-      this.stub.waitForReady(Date.now() + ms, (e?: Error) =>
-        e ? reject(new Unavailable(`no board answers at ${this.address}: ${e.message}`)) : resolve(),
-      );
+      // grpc-js's own timers and sockets do not keep Node running: this does,
+      // until the answer.
+      const keep = setTimeout(() => undefined, ms + 1000);
+      const fail = (why: string) => {
+        clearTimeout(keep);
+        reject(new Unavailable(`no board answers at ${this.address}: ${why} (is \`msgboard serve\` running there?)`));
+      };
+      const check = (): void => {
+        const state = channel.getConnectivityState(true);
+        if (state === READY) {
+          clearTimeout(keep);
+          return resolve();
+        }
+        if (state === TRANSIENT_FAILURE) return fail("the connection failed");
+        if (state === SHUTDOWN) return fail("the client is closed");
+        channel.watchConnectivityState(state, deadline, (e?: Error) =>
+          e ? fail(`no connection within ${ms} ms`) : check(),
+        );
+      };
+      check();
     });
   }
 

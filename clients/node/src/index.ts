@@ -8,8 +8,9 @@ export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";
 export { Subscription } from "./subscription.js";
-export type { Delivery } from "./subscription.js";
+export type { Delivery, ReconnectOptions } from "./subscription.js";
 export {
+  ActualField,
   Any,
   AnyField,
   Bool,
@@ -24,6 +25,7 @@ export {
   RangeField,
   Str,
   Template,
+  actual,
   float,
   int,
   prefix,
@@ -31,4 +33,4 @@ export {
   tpl,
 } from "./values.js";
 export type { Field, FieldPattern, Templates, TypeName, Value } from "./values.js";
-export type { Message, NewMessage, Pattern, PatternOptions, Position, Queue, QueueSpec, Receipt, Selector, SelectorOptions, StartOptions } from "./wire.js";
+export type { Message, NewMessage, Pattern, PatternOptions, Position, Queue, QueueSpec, Receipt, Redelivery, Selector, SelectorOptions, StartOptions } from "./wire.js";

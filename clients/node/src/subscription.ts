@@ -17,12 +17,23 @@
  * `rejected` (information, not an error). A failed nack or credit request
  * is thrown from the iterator as a typed error with its `ref`; iterating
  * again carries on.
+ *
+ * A stream lost to UNAVAILABLE (the board stopped or restarted) is opened
+ * again by itself, waiting between attempts (100 ms doubling up to 5 s,
+ * jittered), unless `reconnect: false`; `onReconnect(error)` hears of the
+ * loss and `onReconnect(undefined)` of the return. The iterator carries on:
+ * deliveries left unacked come again, under new ids. Ids keep increasing
+ * across streams, so an id of a lost stream never names a delivery of the
+ * new one: acking one lands in `rejected` (NotFound), and an ack in flight
+ * when the stream broke lands there as Unavailable (applied or not; if not,
+ * its message comes again). Errors that are no outage (NotFound,
+ * PermissionDenied, a consumer kicked) end the subscription as before.
  */
 
 import type { Duplex } from "./connection.js";
-import { InvalidArgument, makeError, type MsgboardError } from "./errors.js";
+import { InvalidArgument, makeError, NotFound, Unavailable, type MsgboardError } from "./errors.js";
 import { codeName, partsOf } from "./status.js";
-import { messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
+import { duration, messageFrom, num, selectorFrom, type Message, type Selector, type Wire } from "./wire.js";
 
 /** One delivered message: `d.ack()`, or `sub.ack(d)`, or by `id`. */
 export interface Delivery {
@@ -30,8 +41,9 @@ export interface Delivery {
   message: Message;
   /** Acks this delivery (coalesced with others); returns the request's ref. */
   ack(): number;
-  /** Gives it back for redelivery, or with `reject` dead-letters it; returns the ref. */
-  nack(options?: { reject?: boolean }): number;
+  /** Gives it back for redelivery (after `delayMs`, else the redelivery
+   * policy's next step), or with `reject` dead-letters it; returns the ref. */
+  nack(options?: { reject?: boolean; delayMs?: number }): number;
 }
 
 /** The typed error of an in-stream `Error` message (its details as a Status's). */
@@ -49,6 +61,20 @@ function idOf(d: { id: number } | number): number {
   return typeof d === "number" ? d : d.id;
 }
 
+/** How a subscription outlives a lost stream. */
+export interface ReconnectOptions {
+  /** Open the stream again when it is lost to UNAVAILABLE (default true). */
+  reconnect?: boolean;
+  /** Told of a lost stream (its error) and of the new one (undefined). */
+  onReconnect?: (error: MsgboardError | undefined) => void;
+}
+
+/** Ms to wait before attempt `n` (from 1) to subscribe again: 100 ms doubling up to 5 s, less up to half at random. */
+export function backoff(n: number): number {
+  const wait = Math.min(5000, 100 * 2 ** (n - 1));
+  return wait / 2 + Math.random() * (wait / 2);
+}
+
 export class Subscription implements AsyncIterable<Delivery> {
   /** The selector the consumer reads, once `ready()` (or the first delivery). */
   selector: Selector | undefined;
@@ -63,18 +89,31 @@ export class Subscription implements AsyncIterable<Delivery> {
 
   private readonly buffer: Delivery[] = [];
   private ref = 0;
-  /** Refs of ack requests sent and not yet answered. */
-  private readonly inFlight = new Set<number>();
+  /** Ack requests sent and not yet answered, by ref. */
+  private readonly inFlight = new Map<number, Wire>();
   /** The ack request filled while another is in flight. */
   private held: Wire | undefined;
   private ended = false;
   private closing = false;
+  private stream: Duplex;
+  /** This stream's delivery ids are `base` + the board's; `last` is the highest given out. */
+  private base = 0;
+  private last = 0;
+  /** Wakes a wait between attempts to subscribe again (close, cancel). */
+  private wake: (() => void) | undefined;
 
   constructor(
-    private readonly stream: Duplex,
-    open: Wire,
+    private readonly openStream: () => Duplex,
+    private readonly open: Wire,
+    private readonly options: ReconnectOptions = {},
   ) {
-    void this.stream.send({ open });
+    this.stream = this.start();
+  }
+
+  private start(): Duplex {
+    const stream = this.openStream();
+    void stream.send({ open: this.open });
+    return stream;
   }
 
   /** Waits for the board's answer to the opening; rejects if it refuses it. */
@@ -95,9 +134,14 @@ export class Subscription implements AsyncIterable<Delivery> {
     return this.queueAck([], idOf(last));
   }
 
-  /** Gives deliveries back (redelivered later), or with `reject` dead-letters them. */
-  nack(items: (Delivery | number)[], options: { reject?: boolean } = {}): number {
-    return this.request({ nack: { ids: items.map((d) => String(idOf(d))), reject: options.reject ?? false } });
+  /** Gives deliveries back (redelivered after `delayMs`, else the
+   * redelivery policy's next step), or with `reject` dead-letters them. */
+  nack(items: (Delivery | number)[], options: { reject?: boolean; delayMs?: number } = {}): number {
+    const ids = this.board(items.map(idOf), false);
+    if (items.length && !ids.length) return 0; // deliveries of a lost stream come again anyway
+    const nack: Record<string, unknown> = { ids: ids.map(String), reject: options.reject ?? false };
+    if (options.delayMs !== undefined) nack.delay = duration(options.delayMs);
+    return this.request({ nack });
   }
 
   /** Raises the consumer's credit by `n` messages. */
@@ -129,6 +173,7 @@ export class Subscription implements AsyncIterable<Delivery> {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.wake?.();
     this.release();
     this.stream.end();
     try {
@@ -141,6 +186,7 @@ export class Subscription implements AsyncIterable<Delivery> {
   /** Cancels the stream at once (unacked deliveries go back to the queue). */
   cancel(): void {
     this.ended = true;
+    this.wake?.();
     this.stream.cancel();
   }
 
@@ -148,7 +194,25 @@ export class Subscription implements AsyncIterable<Delivery> {
     return ++this.ref;
   }
 
-  private queueAck(ids: number[], upTo: number): number {
+  /** The ids as the current stream's, leaving out those of a lost stream (noted in `rejected` when `note`). */
+  private board(ids: number[], note: boolean): number[] {
+    const out: number[] = [];
+    for (const id of ids) {
+      if (id > this.base) out.push(id - this.base);
+      else if (id > 0 && note) {
+        this.rejected.set(
+          id,
+          new NotFound(`delivery ${id} came on a stream that was lost: its message comes again under a new id`),
+        );
+      }
+    }
+    return out;
+  }
+
+  private queueAck(asked: number[], askedUpTo: number): number {
+    const ids = this.board(asked, true);
+    const upTo = askedUpTo ? (this.board([askedUpTo], true)[0] ?? 0) : 0;
+    if (!ids.length && !upTo) return 0; // only deliveries of a lost stream: nothing to send
     let r = this.held;
     if (r) {
       r.ack.ids.push(...ids.map(String));
@@ -174,8 +238,58 @@ export class Subscription implements AsyncIterable<Delivery> {
     const r = this.held;
     this.held = undefined;
     if (r) {
-      this.inFlight.add(num(r.ref));
+      this.inFlight.set(num(r.ref), r);
       void this.stream.send(r);
+    }
+  }
+
+  /**
+   * Forgets the lost stream (its acks in flight or held rejected as
+   * Unavailable, its unread deliveries dropped: they come again) and opens
+   * new ones until one is answered; false once the subscription has ended.
+   */
+  private async reopen(cause: MsgboardError): Promise<boolean> {
+    this.stream.cancel();
+    const lost = new Unavailable(
+      "the stream was lost before the board answered this ack; its message comes again unless the ack was applied",
+    );
+    for (const r of [...this.inFlight.values(), ...(this.held ? [this.held] : [])]) {
+      for (const id of [...(r.ack.ids ?? []), ...(num(r.ack.upTo) ? [r.ack.upTo] : [])]) {
+        this.rejected.set(this.base + num(id), lost);
+      }
+    }
+    this.inFlight.clear();
+    this.held = undefined;
+    this.buffer.length = 0;
+    this.base = this.last;
+    this.options.onReconnect?.(cause);
+    for (let attempt = 1; ; attempt++) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, backoff(attempt));
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = undefined;
+      if (this.closing || this.ended) {
+        this.ended = true;
+        return false;
+      }
+      this.stream = this.start();
+      try {
+        const r = await this.stream.next();
+        if (r === undefined) {
+          this.ended = true;
+          return false;
+        }
+        this.take(r);
+      } catch (e) {
+        if (e instanceof Unavailable) continue;
+        throw e;
+      }
+      this.options.onReconnect?.(undefined);
+      return true;
     }
   }
 
@@ -186,15 +300,29 @@ export class Subscription implements AsyncIterable<Delivery> {
   /** Reads one response; false once the stream has ended OK. */
   private async pull(): Promise<boolean> {
     if (this.ended) return false;
-    const r = await this.stream.next();
+    let r: Wire | undefined;
+    try {
+      r = await this.stream.next();
+    } catch (e) {
+      const again = this.options.reconnect ?? true;
+      if (!(e instanceof Unavailable) || !again || this.closing) throw e;
+      return this.reopen(e);
+    }
     if (r === undefined) {
       this.ended = true;
       return false;
     }
+    this.take(r);
+    return true;
+  }
+
+  /** Takes in one response. */
+  private take(r: Wire): void {
     const ref = num(r.ref);
     if (r.deliveries) {
       for (const d of r.deliveries.items ?? []) {
-        const id = num(d.id);
+        const id = this.base + num(d.id);
+        this.last = Math.max(this.last, id);
         this.buffer.push({
           id,
           message: messageFrom(d.message ?? {}),
@@ -203,8 +331,8 @@ export class Subscription implements AsyncIterable<Delivery> {
         });
       }
     } else if (r.acked) {
-      for (const id of r.acked.ids ?? []) this.acked.add(num(id));
-      for (const x of r.acked.rejected ?? []) this.rejected.set(num(x.id), streamError(x.error ?? {}));
+      for (const id of r.acked.ids ?? []) this.acked.add(this.base + num(id));
+      for (const x of r.acked.rejected ?? []) this.rejected.set(this.base + num(x.id), streamError(x.error ?? {}));
       this.answered(ref);
     } else if (r.subscribed) {
       this.selector = selectorFrom(r.subscribed);
@@ -216,6 +344,5 @@ export class Subscription implements AsyncIterable<Delivery> {
       e.ref = ref;
       throw e;
     }
-    return true;
   }
 }

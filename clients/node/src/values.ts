@@ -17,6 +17,9 @@
  * In a template, `Int`, `Float`, `Str`, `Bytes`, `Bool` and `Null` are
  * formals (any value of that type), `Any` matches anything, `range(lo, hi)`
  * and `prefix(p)` are patterns, and every other field is an actual value.
+ * A string written as the CLI writes formals ("?int", "?str", "?float",
+ * "?bytes", "?bool", "?null", "?") is refused in a template (InvalidArgument
+ * naming the formal to use): `actual("?int")` matches that string itself.
  */
 
 import { InvalidArgument } from "./errors.js";
@@ -129,8 +132,21 @@ export function prefix(p: string | Uint8Array): PrefixField {
   return new PrefixField(p);
 }
 
+/** Template field: exactly this value (what any other value in a template means). */
+export class ActualField {
+  constructor(readonly value: Field) {}
+}
+
+/**
+ * Template field matching exactly `v`: needed only for a string that reads
+ * like the CLI's formals ("?int", "?str", "?"), which a template refuses.
+ */
+export function actual(v: Field): ActualField {
+  return new ActualField(v);
+}
+
 /** One field of a template. */
-export type FieldPattern = Field | Formal | AnyField | RangeField | PrefixField;
+export type FieldPattern = Field | Formal | AnyField | RangeField | PrefixField | ActualField;
 
 /** A template: one pattern per tuple field. */
 export class Template {

@@ -8,6 +8,7 @@
 import { InvalidArgument } from "./errors.js";
 import {
   Any,
+  ActualField,
   AnyField,
   Formal,
   FloatValue,
@@ -99,12 +100,20 @@ export function valueTo(v: Field, where: string): Wire {
       return { int: String(v) };
   }
   if (v instanceof Uint8Array) return { bytes: Buffer.from(v) };
-  throw new InvalidArgument(`${where}: a tuple field cannot be ${describe(v)}`);
+  throw new InvalidArgument(
+    `${where}: expected a tuple field (null, a boolean, a number, a bigint, int(), float(), ` +
+      `a string, a Buffer or Uint8Array), got ${describe(v)}`,
+  );
 }
 
-function describe(v: unknown): string {
+/** What a value is, in words: "an object", "an array", "a Date", "undefined". */
+export function describe(v: unknown): string {
   if (v === undefined) return "undefined";
-  if (typeof v === "object") return `a ${(v as object).constructor?.name ?? "object"}`;
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") {
+    const name = (v as object).constructor?.name;
+    return !name || name === "Object" ? "an object" : `a ${name}`;
+  }
   return `a ${typeof v}`;
 }
 
@@ -123,7 +132,26 @@ export function tupleTo(t: readonly Field[], where = "tuple"): Wire[] {
   return t.map((v, i) => valueTo(v, `${where}[${i}]`));
 }
 
+/** The CLI's formals, and what a Node template writes instead. */
+const CLI_FORMALS: Record<string, string> = {
+  "?int": "Int",
+  "?float": "Float",
+  "?str": "Str",
+  "?bytes": "Bytes",
+  "?bool": "Bool",
+  "?null": "Null",
+  "?": "Any",
+};
+
 function fieldTo(f: FieldPattern, where: string): Wire {
+  if (f instanceof ActualField) return { actual: valueTo(f.value, `${where}.actual`) };
+  if (typeof f === "string" && Object.hasOwn(CLI_FORMALS, f)) {
+    throw new InvalidArgument(
+      `${where}: ${JSON.stringify(f)} is how the CLI writes a formal; in a template write ` +
+        `${CLI_FORMALS[f]} (import { ${CLI_FORMALS[f]} } from "msgboard"), or actual(${JSON.stringify(f)}) ` +
+        "to match that string itself",
+    );
+  }
   if (f instanceof Formal) return { formal: TYPES[f.type] };
   if (f instanceof AnyField) return { any: {} };
   if (f instanceof RangeField) {
@@ -141,7 +169,8 @@ function fieldFrom(w: Wire): FieldPattern {
   if (w.any !== undefined) return Any;
   if (w.range) return new RangeField(valueFrom(w.range.lo ?? {}), valueFrom(w.range.hi ?? {}));
   if (w.prefix) return new PrefixField(valueFrom(w.prefix) as string | Buffer);
-  return valueFrom(w.actual ?? {});
+  const v = valueFrom(w.actual ?? {});
+  return typeof v === "string" && Object.hasOwn(CLI_FORMALS, v) ? new ActualField(v) : v;
 }
 
 // ---------------------------------------------------------------- patterns
@@ -214,6 +243,14 @@ export interface NewMessage {
   contentType?: string;
   /** The body; a string is sent as UTF-8. */
   body?: Uint8Array | string;
+  /** An idempotency key (at most 256 bytes): a post of a key the queue
+   * holds stores nothing and answers the first message's seq (DUPLICATE). */
+  key?: string;
+  /** Stored now, seen (taken, read, routed) only from this time (a Date or
+   * ms since the epoch). */
+  notBefore?: Date | number;
+  /** As notBefore, this many milliseconds from now. */
+  delayMs?: number;
 }
 
 /** A message as the board gives it. */
@@ -229,11 +266,17 @@ export interface Message {
   postedAt?: Date;
   contentType: string;
   body: Buffer;
-  /** "unprocessed" (waiting) or "history" (taken). */
+  /** "unprocessed" (waiting), "history" (taken) or "scheduled" (not yet visible). */
   section: string;
   processedAt?: Date;
   /** How many times it has been handed out. */
   deliveryCount: number;
+  /** Its idempotency key, or "". */
+  key: string;
+  /** When it becomes visible, if it was posted with one. */
+  notBefore?: Date;
+  /** In a Browse page: when a message backing off is routed again. */
+  redeliverAt?: Date;
 }
 
 /** A message to post on the wire; `where` names it in errors ("messages[2]"). */
@@ -248,6 +291,9 @@ export function messageTo(m: NewMessage, where: string): Wire {
     body: typeof m.body === "string" ? Buffer.from(m.body) : Buffer.from(m.body ?? []),
   };
   if (m.expiresAt !== undefined) w.expiresAt = timestamp(m.expiresAt);
+  if (m.key) w.key = m.key;
+  if (m.delayMs !== undefined) w.notBefore = timestamp(Date.now() + m.delayMs);
+  else if (m.notBefore !== undefined) w.notBefore = timestamp(m.notBefore);
   return w;
 }
 
@@ -268,6 +314,9 @@ export function messageFrom(w: Wire): Message {
     section: enumFrom("SECTION", w.section),
     processedAt: date(w.processedAt),
     deliveryCount: num(w.deliveryCount),
+    key: w.key ?? "",
+    notBefore: date(w.notBefore),
+    redeliverAt: date(w.redeliverAt),
   };
 }
 
@@ -275,7 +324,7 @@ export function messageFrom(w: Wire): Message {
 export interface Receipt {
   /** Its seq on the queue; 0 when it found the queue full and went elsewhere. */
   seq: number;
-  /** "stored", "overflowed", "dead-lettered" or "dropped". */
+  /** "stored", "overflowed", "dead-lettered", "dropped" or "duplicate" (its key is held: the seq is the first message's). */
   disposition: string;
 }
 
@@ -307,6 +356,28 @@ export interface QueueSpec {
   autoDelete?: boolean;
   /** Most deliveries of one message before it is dead-lettered; 0: no limit. */
   maxDeliveries?: number;
+  /** How long (ms) a message's idempotency key is held after it has left
+   * the queue; default 120000 (2 minutes), 0: only while it is on the board. */
+  dedupWindowMs?: number;
+  /** How messages given back (nacked, consumer gone) are delayed before they
+   * are delivered again; null (default): the board's nack backoff. */
+  redelivery?: Redelivery | null;
+}
+
+/** A redelivery backoff: `initialMs`, then times `multiplier` (>= 1), at most `maxMs`. */
+export interface Redelivery {
+  initialMs: number;
+  multiplier: number;
+  maxMs: number;
+}
+
+/** A redelivery policy on the wire. */
+export function redeliveryTo(r: Redelivery): Wire {
+  return { initial: duration(r.initialMs), multiplier: r.multiplier, max: duration(r.maxMs) };
+}
+
+function ms(d: Wire | undefined): number {
+  return d ? num(d.seconds) * 1000 + Math.floor(num(d.nanos) / 1e6) : 0;
 }
 
 /** A queue and its counts. */
@@ -333,6 +404,8 @@ export function queueSpecTo(name: string, s: QueueSpec): Wire {
     unmatched: enumTo("UNMATCHED_POLICY", s.unmatched ?? "hold"),
     autoDelete: s.autoDelete ?? false,
     maxDeliveries: s.maxDeliveries ?? 0,
+    ...(s.dedupWindowMs !== undefined ? { dedupWindow: duration(s.dedupWindowMs) } : {}),
+    ...(s.redelivery ? { redelivery: redeliveryTo(s.redelivery) } : {}),
   };
 }
 
@@ -350,6 +423,10 @@ export function queueFrom(w: Wire): Queue {
       unmatched: enumFrom("UNMATCHED_POLICY", s.unmatched) || "hold",
       autoDelete: s.autoDelete ?? false,
       maxDeliveries: num(s.maxDeliveries),
+      dedupWindowMs: s.dedupWindow ? ms(s.dedupWindow) : 120000,
+      redelivery: s.redelivery
+        ? { initialMs: ms(s.redelivery.initial), multiplier: s.redelivery.multiplier || 1, maxMs: ms(s.redelivery.max) }
+        : null,
     },
     unprocessed: num(w.unprocessed),
     history: num(w.history),

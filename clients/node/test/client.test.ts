@@ -20,6 +20,9 @@ import {
   Str,
   tpl,
 } from "../src/index.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Server } from "./server.js";
 
 let server: Server;
@@ -166,6 +169,84 @@ describe("posting", () => {
     const [m] = await board.read(q);
     assert.equal(m!.body.toString(), "hi");
     assert.deepEqual(m!.headers, { k: "v" });
+  });
+});
+
+describe("keys, schedules and retries", () => {
+  it("answers a repeated key with the first seq, as a duplicate", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    assert.equal(await board.post(q, ["a"], { key: "k1" }), 1);
+    const [r] = await board.postReceipts(q, [{ tuple: ["b"], key: "k1" }]);
+    assert.deepEqual([r.seq, r.disposition], [1, "duplicate"]);
+    const [m] = (await board.browse(q)).messages;
+    assert.equal(m.key, "k1");
+  });
+
+  it("keeps a delayed message unseen, then hands it out under its seq", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    assert.equal(await board.post(q, ["later"], { delayMs: 500 }), 1);
+    assert.deepEqual((await board.read(q, { max: 10 })).length, 0);
+    const [s] = (await board.browse(q, { section: "scheduled" })).messages;
+    assert.equal(s.section, "scheduled");
+    assert.ok(s.notBefore instanceof Date);
+    const [m] = await board.take(q, { timeout: 30000 });
+    assert.equal(m.seq, 1);
+    assert.ok(Date.now() >= s.notBefore!.getTime() - 5);
+  });
+
+  it("creates a queue with a dedup window and a redelivery policy, and reads them back", async () => {
+    const q = fresh();
+    const made = await board.createQueue(q, { dedupWindowMs: 0, redelivery: { initialMs: 1000, multiplier: 2, maxMs: 300000 } });
+    assert.equal(made.spec.dedupWindowMs, 0);
+    assert.deepEqual(made.spec.redelivery, { initialMs: 1000, multiplier: 2, maxMs: 300000 });
+    const bad = await board.createQueue(fresh(), { redelivery: { initialMs: 1000, multiplier: 0.5, maxMs: 2000 } }).catch((e: unknown) => e);
+    assert.ok(bad instanceof InvalidArgument);
+    assert.equal(bad.field, "spec.redelivery.multiplier");
+  });
+
+  it("postIdempotent keys its posts and waits for a board that went down", async () => {
+    const data = mkdtempSync(join(tmpdir(), "msgboard-node-data-"));
+    const first = new Server(["--data", data]);
+    const addr = await first.start();
+    const c = await connect(addr);
+    try {
+      await c.createQueue("jobs");
+      const [r1] = await c.postIdempotent("jobs", [["a"]]);
+      assert.equal(r1.seq, 1);
+      assert.equal((await c.browse("jobs")).messages[0].key.length, 36); // its UUID
+      await first.stop();
+      const pending = c.postIdempotent("jobs", [{ tuple: ["b"], key: "k" }]);
+      const second = new Server(["--data", data, "--listen", addr]);
+      await second.start();
+      try {
+        const [r2] = await pending;
+        assert.deepEqual([r2.seq, r2.disposition], [2, "stored"]);
+        const [again] = await c.postIdempotent("jobs", [{ tuple: ["b"], key: "k" }]); // an answer lost, retried
+        assert.deepEqual([again.seq, again.disposition], [2, "duplicate"]);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      c.close();
+      rmSync(data, { recursive: true, force: true });
+    }
+  });
+
+  it("holds a message nacked with a delay back, and Browse says until when", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    await board.post(q, ["x"]);
+    const sub = board.subscribe(q, { credit: 1 });
+    for await (const d of sub) {
+      d.nack({ delayMs: 3_600_000 });
+      break;
+    }
+    await sub.close();
+    const [m] = (await board.browse(q)).messages;
+    assert.equal(m.deliveryCount, 1);
+    assert.ok(m.redeliverAt instanceof Date && m.redeliverAt.getTime() > Date.now() + 3_000_000);
   });
 });
 

@@ -6,6 +6,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -23,8 +24,11 @@ export class Server {
   private proc: ChildProcess | undefined;
   private log = "";
 
-  constructor(private readonly args: string[] = []) {
-    this.dir = mkdtempSync(join(tmpdir(), "msgboard-node-"));
+  constructor(
+    private readonly args: string[] = [],
+    dir?: string,
+  ) {
+    this.dir = dir ?? mkdtempSync(join(tmpdir(), "msgboard-node-"));
   }
 
   /** Starts the server; resolves with its address once it serves. */
@@ -47,6 +51,16 @@ export class Server {
     });
   }
 
+  /** Ends the server with `signal` and waits, leaving its directory (to start another on it). */
+  async halt(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    const proc = this.proc;
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise((resolve) => proc.once("exit", resolve));
+      proc.kill(signal);
+      await gone;
+    }
+  }
+
   /** Stops the server (SIGTERM, then waits) and removes its directory. */
   async stop(): Promise<void> {
     const proc = this.proc;
@@ -59,4 +73,13 @@ export class Server {
     }
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** A loopback address free now (for a board restarted on it). */
+export async function freeAddress(): Promise<string> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return `127.0.0.1:${port}`;
 }

@@ -1,0 +1,80 @@
+"""The release of scheduled messages: a message posted with a
+``not_before`` still to come is stored at once in its queue's SCHEDULED
+section (``Txn.schedule``), unseen; at its time it is moved to the waiting
+messages, keeping its seq, and routed as if it had just arrived.
+
+One timer on the writer thread is armed for the earliest time the stores
+report (``Txn.next_due``, one cursor read, also after a restart: the
+stores keep an index of the times on disk). A release reads only what is
+due, at most ``BUDGET`` messages per operation per store, and arms itself
+again at once for the rest: a mass of messages due in the same second is
+released in bounded steps, a group commit each, between other work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+
+from msgboard.engine.writer import Batch, Timer, Writer
+from msgboard.lmdbstore import QueueInfo, Txn
+from msgboard.message import Message, now_us
+
+#: Most messages one release moves per store.
+BUDGET = 1_000
+
+#: Routes a released message (``Network.release``).
+Route = Callable[[Batch, Txn, QueueInfo, Message], None]
+
+
+class Releases:
+    """The release timer of one board (writer thread)."""
+
+    def __init__(self, writer: Writer, route: Route, settle: Callable[[Batch], None]) -> None:
+        self._writer = writer
+        self._route = route
+        self._settle = settle
+        #: The time (µs) the timer is armed for (0: none), and the timer.
+        self._armed = 0
+        self._timer: Timer | None = None
+
+    def start(self, b: Batch) -> None:
+        """Arms the timer for the first scheduled message (a restart)."""
+        for durable in (True, False):
+            at = b.txn(durable).next_due()
+            if at:
+                self.add(at)
+
+    def add(self, at: int) -> None:
+        """A message is scheduled for ``at`` (µs)."""
+        if not self._armed or at < self._armed:
+            self._arm(at)
+
+    def _arm(self, at: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = at
+        deadline = time.monotonic() + max(0, at - now_us()) / 1e6
+        self._timer = self._writer.at(deadline, self.run)
+
+    def run(self, b: Batch) -> None:
+        """Releases what is due, ``BUDGET`` per store, and arms for the rest."""
+        if self._timer is not None:
+            self._timer.cancel()  # a no-op for the timer running this
+        self._timer, self._armed = None, 0
+        b.undo(partial(self._arm, b.now))  # a group that fails tries again
+        nxt = 0
+        for durable in (True, False):
+            txn = b.txn(durable)
+            due, after = txn.due(b.now, BUDGET)
+            for name, seq, at in due:
+                info = txn.queue(name)
+                m = txn.release(name, seq, at)
+                if m is not None and info is not None:
+                    self._route(b, txn, info, m)
+            if after and (not nxt or after < nxt):
+                nxt = after
+        self._settle(b)
+        if nxt:
+            self._arm(nxt)
