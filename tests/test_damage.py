@@ -14,6 +14,7 @@ violation it looks for. ``bench/damage.py`` runs the full sweep.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from msgboard.cli import main
 from msgboard.client import Client
 from msgboard.engine import Board
 from msgboard.errors import DataFileDamaged, FailedPrecondition, NotFound, StoreDamaged
-from msgboard.message import Section
+from msgboard.message import Section, now_us
+from msgboard.spec import Disposition
 from msgboard.testing import ServerThread
 from tests import damage, sweep
 
@@ -354,3 +356,27 @@ def test_a_rollback_is_refused_and_served_when_accepted(
     sweep.older_copy(copy)
     with Board(copy, sync=False) as b:
         assert b.get_queue("logs").unprocessed == 900
+
+
+def test_check_repair_keeps_scheduled_messages_and_idempotency_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a board with a scheduled, keyed message and a damaged record
+    path = tmp_path / "board"
+    with Board(path) as b:
+        b.create_queue(QueueSpec("q"))
+        b.post("q", [Message(body=b"BODY-%03d" % i) for i in range(20)])
+        b.post("q", [Message(body=b"LATER", not_before=now_us() + 2_000_000, key="k1")])
+    damage.flip(path, b"BODY-007")
+    # When it is repaired
+    assert main(["check", "--repair", str(path)]) == 0
+    # I expect the scheduled message due as before, and its key still held
+    with Board(path) as b:
+        q = b.get_queue("q")
+        assert (q.unprocessed, q.scheduled, q.next_seq) == (19, 1, 22)
+        receipt = b.post_receipts("q", [Message(body=b"again", key="k1")])
+        assert receipt[0].disposition is Disposition.DUPLICATE and receipt[0].seq == 21
+        deadline = time.monotonic() + 60
+        while b.get_queue("q").scheduled and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert b"LATER" in [m.body for m in b.take("q", max=100)]
