@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
-from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError
+from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
 DEFAULT_SERVER = "127.0.0.1:7878"
@@ -489,7 +489,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         if args.command == "check":
-            return _check(args)
+            from msgboard.cli.checking import check
+
+            return check(args)
         if args.command == "user":
             return _user(args)
         if args.command in ("export", "report", "nightly"):
@@ -550,57 +552,6 @@ def _user(args: argparse.Namespace) -> int:
     print(token)  # for the user: --token or $MSGBOARD_TOKEN
     print(f'token_sha256 = "{digest}"')  # for the users file, under the user's [[user]]
     return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from msgboard.lmdbstore.check import check
-
-    if args.repair:
-        from msgboard.lmdbstore.pages import NotLmdb
-        from msgboard.lmdbstore.repair import repair
-
-        try:
-            summary = repair(args.dir)
-        except (OSError, NotLmdb) as e:
-            raise FailedPrecondition(f"{args.dir}: cannot repair: {e}") from None
-        for line in summary.lines():
-            print(line, file=sys.stderr if args.json else sys.stdout)
-    try:
-        report = check(args.dir)
-    except OSError as e:
-        raise InvalidArgument(f"dir: {e}") from None
-    if args.json:
-        import json
-
-        queues = [
-            {
-                "name": q.name,
-                "unprocessed": q.unprocessed,
-                "history": q.history,
-                "next_seq": q.state[0] if q.state else None,
-                "ok": q.ok,
-                "problems": q.problems,
-                "more": q.more,
-            }
-            for q in report.queues
-        ]
-        print(
-            json.dumps(
-                {
-                    "path": report.path,
-                    "schema": report.schema,
-                    "ok": report.ok,
-                    "selectors": report.selectors,
-                    "notes": report.notes,
-                    "problems": report.problems,
-                    "queues": queues,
-                }
-            )
-        )
-    else:
-        for line in report.lines():
-            print(line)
-    return 0 if report.ok else 1
 
 
 def _spark(args: argparse.Namespace) -> int:
