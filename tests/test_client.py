@@ -143,7 +143,14 @@ def test_the_client_split_keeps_its_surface() -> None:
 
     assert sorted(n for n in dir(Client) if not n.startswith("_")) == [
         *("ack", "browse", "close", "create_queue", "create_selector", "delete_queue"),
-        *("delete_selector", "get_queue", "get_selector", "kick_consumer", "list_consumers"),
+        *(
+            "delete_selector",
+            "drop_damaged",
+            "get_queue",
+            "get_selector",
+            "kick_consumer",
+            "list_consumers",
+        ),
         *("list_queues", "list_selectors", "post", "post_many", "post_messages"),
         *("post_receipts", "publisher", "read", "snapshot", "stats", "subscribe"),
         *("subscribe_async", "take", "take_leased", "wait_ready"),

@@ -63,6 +63,7 @@ RPC_COMMANDS: dict[str, tuple[str, ...]] = {
     "Snapshot": ("snapshot",),
     "ListConsumers": ("consumer list",),
     "KickConsumer": ("consumer kick",),
+    "DropDamaged": ("damaged drop",),
 }
 
 
@@ -241,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
             return _selector_command(c, args)
         elif cmd == "consumer":
             return _consumer_command(c, args)
+        elif cmd == "damaged":
+            seq = c.drop_damaged(args.queue, args.seq, after=args.after)
+            print_row({"queue": args.queue, "dropped": seq}, args.json)
         elif cmd == "watch":
             from msgboard.cli.watching import watch
 

@@ -8,16 +8,25 @@ reads and writes it (``txn.py``, with ``dedup.py`` for idempotency keys,
 ``Search`` and ``seq_at`` read), and ``layout.py`` declares its keys,
 records and sub-databases, for the store, ``msgboard check`` (``check.py``)
 and the Spark reader alike.
+
+Damage (issue 23): ``pages.py`` and ``verify.py`` verify LMDB's pages by
+hand before LMDB reads them; ``salvage.py`` names damage by queue from a
+walk that never uses LMDB; ``sidecar.py`` (the board marker and the commit
+sidecar) and ``opening.py`` decide at start whether a directory may be
+served; ``child.py`` runs ``check``'s LMDB read in a forked child;
+``damage.py`` drops a damaged record; ``repair.py`` is ``check --repair``.
 """
 
 from __future__ import annotations
 
 from msgboard.lmdbstore.durable import DurableStore
+from msgboard.lmdbstore.layout import DAMAGED
 from msgboard.lmdbstore.memory import MemoryStore
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 
 __all__ = [
+    "DAMAGED",
     "FIND_BUDGET",
     "Counts",
     "DurableStore",

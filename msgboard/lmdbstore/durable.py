@@ -51,7 +51,7 @@ import threading
 import lmdb
 
 from msgboard.errors import DataFileDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import datafile, snapshot, upgrade
+from msgboard.lmdbstore import datafile, opening, snapshot, upgrade
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
@@ -95,6 +95,8 @@ class DurableStore(Store):
         map_size: int = 256 * MiB,
         max_map_size: int | None = None,
         disk_reserve: int | None = None,
+        init: bool = False,
+        accept_rollback: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
@@ -109,10 +111,12 @@ class DurableStore(Store):
         try:
             self._reserve = DiskReserve(self.path, disk_reserve)
             datafile.check(self.path)
+            verdict = opening.vet(self.path, init=init, sync=sync, accept=accept_rollback)
             with Guard():
                 self._env = self._open_env(self.path, map_size, sync)
                 try:
                     self._load(self._env.stat()["psize"])
+                    self._sidecar = opening.adopt(self.path, self._env, verdict)
                 except BaseException:
                     self._env.close()
                     raise
@@ -202,7 +206,14 @@ class DurableStore(Store):
                     self._resize(size, wait=False)
             txn = self._env.begin(write=True)
             self._txn = DurableTxn(
-                self._dbs, self._cache, self._reserve, txn, self._ended, reserve=reserve, free=free
+                self._dbs,
+                self._cache,
+                self._reserve,
+                txn,
+                self._ended,
+                reserve=reserve,
+                free=free,
+                committed=self._sidecar.write,
             )
         return self._txn
 
@@ -299,6 +310,7 @@ class DurableStore(Store):
             self._closed = True
             self._copying.wait_for(lambda: not self._copies)
         self._env.close()
+        self._sidecar.close()
         self._lock.release()
 
     @property
@@ -306,8 +318,8 @@ class DurableStore(Store):
         return self._reserve.size
 
     def damaged(self, name: str) -> int:
-        return len(self._cache.damaged.get(name, ()))
+        return sum(self._cache.damaged.get(name, {}).values())
 
     def damaged_counts(self) -> dict[str, int]:
         """Damaged records met so far, per queue (a copy)."""
-        return {name: len(seqs) for name, seqs in list(self._cache.damaged.items())}
+        return {name: sum(found.values()) for name, found in list(self._cache.damaged.items())}

@@ -12,7 +12,7 @@ it needs and the queues it needs it on, read from the request. The verbs:
   that queue. A BOUNCE selector writes to whatever queue each message's
   ``reply_to`` names, so it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, and anything on any queue.
+  KickConsumer, DropDamaged, and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -126,6 +126,7 @@ RPCS: dict[str, Rpc] = {
     "Snapshot": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "DropDamaged": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
 }
 
 

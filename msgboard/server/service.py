@@ -310,6 +310,14 @@ class BoardService(pb_grpc.BoardServicer):
         view = await wait(self.board.kick_consumer_async(request.id))
         return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
 
+    @_mapped
+    async def DropDamaged(
+        self, request: pb.DropDamagedRequest, context: Any
+    ) -> pb.DropDamagedResponse:
+        fut = self.board.drop_damaged_async(request.queue, request.seq, request.after)
+        seq, section = await wait(fut)
+        return pb.DropDamagedResponse(seq=seq, section=codec.SECTION.to_pb[section])
+
 
 #: Answers of more items than this are built on a worker thread, so that one
 #: big listing does not hold the event loop, and every other call, for long.
@@ -385,7 +393,13 @@ async def serve(
     # handovers (event loop, writer, back), and a listing building its
     # answer on a reader thread would otherwise add up to 5 ms to each.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    board = Board(config.data, sync=sync, limits=limits)
+    board = Board(
+        config.data,
+        sync=sync,
+        limits=limits,
+        init=config.init,
+        accept_rollback=config.accept_rollback,
+    )
     # What opening loaded (one object set per queue) lives as long as the
     # board: out of the collector's full passes, which would otherwise walk
     # it all, the GIL held, some 100 ms per 100,000 queues.

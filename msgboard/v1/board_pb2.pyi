@@ -2579,3 +2579,57 @@ class KickConsumerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___KickConsumerResponse: _TypeAlias = KickConsumerResponse  # noqa: Y015
+
+@_typing.final
+class DropDamagedRequest(_message.Message):
+    """DropDamaged's request: the queue, and the record's seq, or its place."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    seq: _builtins.int
+    """The record's seq; with `after`, the seq of the good record before it."""
+    after: _builtins.bool
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        after: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "queue", b"queue", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropDamagedRequest: _TypeAlias = DropDamagedRequest  # noqa: Y015
+
+@_typing.final
+class DropDamagedResponse(_message.Message):
+    """DropDamaged's answer: the seq its key read (damaged, perhaps) and the
+    section it was dropped from.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    section: Global___Section.ValueType
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        section: Global___Section.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["section", b"section", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropDamagedResponse: _TypeAlias = DropDamagedResponse  # noqa: Y015

@@ -130,6 +130,11 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
                 _registered_method=True)
+        self.DropDamaged = channel.unary_unary(
+                '/msgboard.v1.Board/DropDamaged',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -313,6 +318,22 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DropDamaged(self, request, context):
+        """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+        counted in `damaged`) without decoding it: by its seq, or by its place
+        (`after`: the seq of the last good record before it, as the DATA_LOSS
+        log line names a record whose key is damaged too). Any record of
+        `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+        by its seq. Its counters follow; its index entries, which cannot be read
+        from damaged bytes, are skipped when met (`msgboard check --repair`
+        rebuilds the index). NOT_FOUND if no damaged record is there,
+        FAILED_PRECONDITION for a record that passes its check. Needs the admin
+        verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -410,6 +431,11 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.KickConsumer,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.SerializeToString,
+            ),
+            'DropDamaged': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropDamaged,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -926,6 +952,33 @@ class Board:
             '/msgboard.v1.Board/KickConsumer',
             msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropDamaged(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/DropDamaged',
+            msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
             options,
             channel_credentials,
             insecure,

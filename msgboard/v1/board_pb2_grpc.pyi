@@ -162,6 +162,18 @@ class BoardStub:
     and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
     NOT_FOUND for an unknown id. Needs the admin verb.
     """
+    DropDamaged: _grpc.UnaryUnaryMultiCallable[_board_pb2.DropDamagedRequest, _board_pb2.DropDamagedResponse]
+    """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+    counted in `damaged`) without decoding it: by its seq, or by its place
+    (`after`: the seq of the last good record before it, as the DATA_LOSS
+    log line names a record whose key is damaged too). Any record of
+    `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+    by its seq. Its counters follow; its index entries, which cannot be read
+    from damaged bytes, are skipped when met (`msgboard check --repair`
+    rebuilds the index). NOT_FOUND if no damaged record is there,
+    FAILED_PRECONDITION for a record that passes its check. Needs the admin
+    verb.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -261,6 +273,18 @@ class BoardAsyncStub(BoardStub):
     back to their queue (delivery count raised), a session selector goes,
     and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
     NOT_FOUND for an unknown id. Needs the admin verb.
+    """
+    DropDamaged: _aio.UnaryUnaryMultiCallable[_board_pb2.DropDamagedRequest, _board_pb2.DropDamagedResponse]  # type: ignore[assignment]
+    """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+    counted in `damaged`) without decoding it: by its seq, or by its place
+    (`after`: the seq of the last good record before it, as the DATA_LOSS
+    log line names a record whose key is damaged too). Any record of
+    `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+    by its seq. Its counters follow; its index entries, which cannot be read
+    from damaged bytes, are skipped when met (`msgboard check --repair`
+    rebuilds the index). NOT_FOUND if no damaged record is there,
+    FAILED_PRECONDITION for a record that passes its check. Needs the admin
+    verb.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -472,6 +496,24 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         back to their queue (delivery count raised), a session selector goes,
         and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
         NOT_FOUND for an unknown id. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def DropDamaged(
+        self,
+        request: _board_pb2.DropDamagedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.DropDamagedResponse, _abc.Awaitable[_board_pb2.DropDamagedResponse]]:
+        """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+        counted in `damaged`) without decoding it: by its seq, or by its place
+        (`after`: the seq of the last good record before it, as the DATA_LOSS
+        log line names a record whose key is damaged too). Any record of
+        `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+        by its seq. Its counters follow; its index entries, which cannot be read
+        from damaged bytes, are skipped when met (`msgboard check --repair`
+        rebuilds the index). NOT_FOUND if no damaged record is there,
+        FAILED_PRECONDITION for a record that passes its check. Needs the admin
+        verb.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -99,6 +99,17 @@ type BoardClient interface {
 	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
 	// NOT_FOUND for an unknown id. Needs the admin verb.
 	KickConsumer(ctx context.Context, in *KickConsumerRequest, opts ...grpc.CallOption) (*KickConsumerResponse, error)
+	// Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+	// counted in `damaged`) without decoding it: by its seq, or by its place
+	// (`after`: the seq of the last good record before it, as the DATA_LOSS
+	// log line names a record whose key is damaged too). Any record of
+	// `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+	// by its seq. Its counters follow; its index entries, which cannot be read
+	// from damaged bytes, are skipped when met (`msgboard check --repair`
+	// rebuilds the index). NOT_FOUND if no damaged record is there,
+	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
+	// verb.
+	DropDamaged(ctx context.Context, in *DropDamagedRequest, opts ...grpc.CallOption) (*DropDamagedResponse, error)
 }
 
 type boardClient struct {
@@ -324,6 +335,15 @@ func (c *boardClient) KickConsumer(ctx context.Context, in *KickConsumerRequest,
 	return out, nil
 }
 
+func (c *boardClient) DropDamaged(ctx context.Context, in *DropDamagedRequest, opts ...grpc.CallOption) (*DropDamagedResponse, error) {
+	out := new(DropDamagedResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/DropDamaged", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BoardServer is the server API for Board service.
 // All implementations must embed UnimplementedBoardServer
 // for forward compatibility
@@ -410,6 +430,17 @@ type BoardServer interface {
 	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
 	// NOT_FOUND for an unknown id. Needs the admin verb.
 	KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error)
+	// Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+	// counted in `damaged`) without decoding it: by its seq, or by its place
+	// (`after`: the seq of the last good record before it, as the DATA_LOSS
+	// log line names a record whose key is damaged too). Any record of
+	// `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+	// by its seq. Its counters follow; its index entries, which cannot be read
+	// from damaged bytes, are skipped when met (`msgboard check --repair`
+	// rebuilds the index). NOT_FOUND if no damaged record is there,
+	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
+	// verb.
+	DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error)
 	mustEmbedUnimplementedBoardServer()
 }
 
@@ -473,6 +504,9 @@ func (UnimplementedBoardServer) ListConsumers(context.Context, *ListConsumersReq
 }
 func (UnimplementedBoardServer) KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method KickConsumer not implemented")
+}
+func (UnimplementedBoardServer) DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DropDamaged not implemented")
 }
 func (UnimplementedBoardServer) mustEmbedUnimplementedBoardServer() {}
 
@@ -845,6 +879,24 @@ func _Board_KickConsumer_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_DropDamaged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropDamagedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).DropDamaged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/DropDamaged",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).DropDamaged(ctx, req.(*DropDamagedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Board_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Board",
 	HandlerType: (*BoardServer)(nil),
@@ -916,6 +968,10 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KickConsumer",
 			Handler:    _Board_KickConsumer_Handler,
+		},
+		{
+			MethodName: "DropDamaged",
+			Handler:    _Board_DropDamaged_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
