@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from msgboard.errors import FailedPrecondition
 
@@ -161,6 +162,11 @@ def files(out: str, section: str) -> Iterator[str]:
         for name in sorted(names):
             if not name.startswith(("_", ".")):
                 yield os.path.join(rel, name)
+
+
+def queue_of(rel: str) -> str:
+    """The queue of a data file, from its path relative to the dataset."""
+    return unquote(rel.split(os.sep)[0].removeprefix("queue="))
 
 
 def link(old: str, new: str, section: str) -> int:

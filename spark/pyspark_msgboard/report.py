@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 TOP_SHAPES = 20
+#: What a report records of what it shows (``commands.current`` reads it).
+MADE = "report.json"
 
 
 def _traffic(df: DataFrame, key: str) -> DataFrame:
@@ -240,7 +243,7 @@ def report(
             F.max(F.unix_micros("posted_at")).alias("last"),
         ).collect()[0]
         d = frames["deliveries"]
-        figures = {
+        figures: dict[str, Any] = {
             "messages": int(span["messages"]),
             "queues": int(span["queues"]),
             "first": _utc(span["first"]),
@@ -249,9 +252,22 @@ def report(
             "redelivered": int(d["redelivered"].sum()),
             "dead_letters": int(d.loc[d["dead_letter_queue"], "messages"].sum()),
         }
+        figures["taken_at"] = books.snapshot.get("taken_at") if books else None
+        figures["made_at"] = dataset.now()
         pngs = charts.draw(frames, new)
         with open(os.path.join(new, "index.html"), "w") as f:
             f.write(page(frames, figures, pngs, parquet))
+        made = {
+            "taken_at": figures["taken_at"],
+            "taken_at_us": books.snapshot.get("taken_at_us") if books else None,
+            "runs": len(books.runs) if books else None,
+            "dead_letter": list(dead_letter),
+            "made_at": figures["made_at"],
+            "figures": {k: v for k, v in figures.items() if k not in ("first", "last")},
+        }
+        with open(os.path.join(new, MADE), "w") as f:
+            json.dump(made, f, indent=1)
+            f.write("\n")
         dataset.swap(new, out)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
@@ -261,6 +277,11 @@ def report(
 
 def _utc(us: int | None) -> datetime | None:
     return None if us is None else datetime.fromtimestamp(us / 1e6, UTC)
+
+
+def _stamp(iso: str | None) -> str:
+    """``2026-11-25T02:00:03Z`` as ``2026-11-25 02:00:03 UTC``."""
+    return f"{iso.replace('T', ' ').removesuffix('Z').split('.')[0]} UTC" if iso else "?"
 
 
 def _table(frame: pd.DataFrame, rows: int = 12) -> str:
@@ -322,6 +343,9 @@ def page(
             f"<section><h2>{title}</h2><p>{note} <a href='{name}.csv'>{name}.csv</a></p>"
             f"{img}{_table(frames[name])}</section>"
         )
+    taken = figures.get("taken_at")
+    made = f"snapshot taken {_stamp(taken)}" if taken else "snapshot: not recorded"
+    made += f" · report made {_stamp(figures.get('made_at'))}"
     span = "no messages"
     if figures["first"] is not None:
         span = f"{figures['first']:%Y-%m-%d %H:%M} to {figures['last']:%Y-%m-%d %H:%M} UTC"
@@ -342,6 +366,7 @@ th{{background:#fafafa}} td:first-child,th:first-child{{text-align:left}}
 </style></head><body>
 <h1>msgboard history</h1>
 <p class=sub>{html.escape(source)} &middot; {span}</p>
+<p class=sub>{html.escape(made)}</p>
 <div class=tiles>{head}</div>
 {"".join(parts)}
 </body></html>

@@ -1,6 +1,13 @@
 """A SparkSession set up for msgboard: Java checked, the workers running this
 very interpreter, every clock in UTC, the ``msgboard`` source registered.
 
+Spark's own logging (log4j, the JVM's) goes to a file when ``session()`` is
+given one (``log``: the commands pass ``--spark-log``, by default beside the
+dataset), so that a night's standard error holds only what went wrong, in
+one ``msgboard: …`` line; ``quiet()`` does the same for the Python side
+(py4j and the accumulator server, which print tracebacks of their own when
+the JVM dies).
+
 ``session()`` runs Spark locally (``local[*]``, listening on loopback only:
 driver, block manager and web UI), or under ``spark-submit``
 with the master that spark-submit was given; ``session("spark://host:7077")``
@@ -9,6 +16,7 @@ uses a cluster from here (client mode). The same job runs either way.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -65,10 +73,74 @@ def java_version() -> int:
     return major
 
 
+#: The log4j 2 configuration that sends Spark's logging to a file.
+LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+
+
+def _java_option(value: str) -> str:
+    """A value for a Java option in ``spark.driver.extraJavaOptions``, which
+    Spark splits at spaces unless quoted."""
+    if not any(c.isspace() or c in "'\"" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def logged(conf: dict[str, str], log: str) -> dict[str, str]:
+    """``conf`` with the driver's JVM logging into the file ``log`` (created
+    with its directory), unless ``conf`` sets a log4j configuration of its
+    own."""
+    opts = conf.get("spark.driver.extraJavaOptions", CONF["spark.driver.extraJavaOptions"])
+    if "log4j" in opts:
+        return conf
+    path = os.path.abspath(log)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    extra = [
+        f"-Dlog4j2.configurationFile={_java_option('file:' + LOG4J)}",
+        f"-Dmsgboard.spark.log={_java_option(path)}",
+    ]
+    return {**conf, "spark.driver.extraJavaOptions": " ".join([opts, *extra])}
+
+
+def quiet(log: str | None) -> None:
+    """Python's side of a Spark job says nothing on stderr by itself: py4j
+    logs a dead JVM on the root logger (which would print a traceback
+    there), and pyspark's accumulator server prints one when its socket
+    closes. Both go to ``log`` (None: nowhere); the command reports the
+    failure as one line."""
+    root = logging.getLogger()
+    if not any(h.get_name() == "msgboard-spark" for h in root.handlers):
+        handler: logging.Handler
+        if log is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+            handler = logging.FileHandler(log, delay=True)
+            form = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+            handler.setFormatter(logging.Formatter(form))
+            handler.setLevel(logging.WARNING)
+        else:
+            handler = logging.NullHandler()
+        handler.set_name("msgboard-spark")
+        root.addHandler(handler)
+    try:
+        from pyspark import accumulators
+    except ImportError:
+        return
+    server = getattr(accumulators, "AccumulatorTCPServer", None)
+    if server is not None:
+        server.handle_error = _unheard
+
+
+def _unheard(*_: object) -> None:
+    """socketserver's handle_error, silenced (see quiet())."""
+
+
 def session(
-    master: str | None = None, app: str = "msgboard", conf: dict[str, str] | None = None
+    master: str | None = None,
+    app: str = "msgboard",
+    conf: dict[str, str] | None = None,
+    log: str | None = None,
 ) -> SparkSession:
-    """The SparkSession (created, or the running one), set up as above."""
+    """The SparkSession (created, or the running one), set up as above;
+    with ``log``, a session this call starts logs into that file."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -83,6 +155,8 @@ def session(
         java_version()  # this process is about to start the JVM
         master = master or "local[*]"
         own = "SPARK_LOCAL_IP" in os.environ or any(k in conf for k in LOOPBACK)
+        if log is not None:
+            conf = logged(conf, log)
         if master.startswith("local") and not own:
             # The JVM we start inherits it: its web UI binds where it says.
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
