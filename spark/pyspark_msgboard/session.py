@@ -1,12 +1,14 @@
 """A SparkSession set up for msgboard: Java checked, the workers running this
 very interpreter, every clock in UTC, the ``msgboard`` source registered.
 
-Spark's own logging (log4j, the JVM's) goes to a file when ``session()`` is
-given one (``log``: the commands pass ``--spark-log``, by default beside the
-dataset), so that a night's standard error holds only what went wrong, in
-one ``msgboard: …`` line; ``quiet()`` does the same for the Python side
-(py4j and the accumulator server, which print tracebacks of their own when
-the JVM dies).
+Spark's own logging (log4j's, and whatever else the JVM and its Python
+workers print) goes to a file when ``session()`` starts the JVM and is given
+one (``log``: the commands pass ``--spark-log``, by default beside the
+dataset): the JVM's standard output and error are that file, through
+pyspark's ``launch_gateway(popen_kwargs=…)``. So a night's standard error
+holds only what went wrong, in one ``msgboard: …`` line; ``quiet()`` does
+the same for the Python side (py4j and the accumulator server, which print
+tracebacks of their own when the JVM dies).
 
 ``session()`` runs Spark locally (``local[*]``, listening on loopback only:
 driver, block manager and web UI), or under ``spark-submit``
@@ -73,34 +75,6 @@ def java_version() -> int:
     return major
 
 
-#: The log4j 2 configuration that sends Spark's logging to a file.
-LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-
-
-def _java_option(value: str) -> str:
-    """A value for a Java option in ``spark.driver.extraJavaOptions``, which
-    Spark splits at spaces unless quoted."""
-    if not any(c.isspace() or c in "'\"" for c in value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def logged(conf: dict[str, str], log: str) -> dict[str, str]:
-    """``conf`` with the driver's JVM logging into the file ``log`` (created
-    with its directory), unless ``conf`` sets a log4j configuration of its
-    own."""
-    opts = conf.get("spark.driver.extraJavaOptions", CONF["spark.driver.extraJavaOptions"])
-    if "log4j" in opts:
-        return conf
-    path = os.path.abspath(log)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    extra = [
-        f"-Dlog4j2.configurationFile={_java_option('file:' + LOG4J)}",
-        f"-Dmsgboard.spark.log={_java_option(path)}",
-    ]
-    return {**conf, "spark.driver.extraJavaOptions": " ".join([opts, *extra])}
-
-
 def quiet(log: str | None) -> None:
     """Python's side of a Spark job says nothing on stderr by itself: py4j
     logs a dead JVM on the root logger (which would print a traceback
@@ -133,6 +107,26 @@ def _unheard(*_: object) -> None:
     """socketserver's handle_error, silenced (see quiet())."""
 
 
+def _launch(master: str | None, app: str, settings: dict[str, str], log: str) -> None:
+    """Starts the JVM with its standard output and error in the file
+    ``log`` (appended to), and a SparkContext on it that the builder then
+    finds (the static settings, such as the driver's memory, go to the JVM
+    here)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setAppName(app)
+    if master is not None:
+        conf.setMaster(master)
+    for key, value in settings.items():
+        conf.set(key, value)
+    path = os.path.abspath(log)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "ab") as f:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": f, "stderr": f})  # type: ignore[no-untyped-call]
+    SparkContext(conf=conf, gateway=gateway)
+
+
 def session(
     master: str | None = None,
     app: str = "msgboard",
@@ -155,8 +149,6 @@ def session(
         java_version()  # this process is about to start the JVM
         master = master or "local[*]"
         own = "SPARK_LOCAL_IP" in os.environ or any(k in conf for k in LOOPBACK)
-        if log is not None:
-            conf = logged(conf, log)
         if master.startswith("local") and not own:
             # The JVM we start inherits it: its web UI binds where it says.
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -164,10 +156,13 @@ def session(
     # Executors' Python workers run the interpreter that has msgboard.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = {**CONF, **conf}
+    if log is not None and not submitted and SparkSession.getActiveSession() is None:
+        _launch(master, app, settings, log)
     builder = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**CONF, **conf}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
