@@ -300,3 +300,48 @@ def test_a_jvm_killed_mid_export_is_one_line(tmp_path: Path) -> None:
     assert err.startswith("msgboard: UNAVAILABLE: Spark's JVM went away")
     assert str(log) in err and log.exists()
     assert not out.exists() and not list(tmp_path.glob("history.partial-*"))
+
+
+def test_a_queue_made_again_is_a_generation_of_its_own(spark: SparkSession, tmp_path: Path) -> None:
+    """Given a queue deleted and made again under its name between two
+    nights (its seqs start again at 1), I expect the dataset to key its rows
+    by queue id too, the books to keep the earlier generation apart with
+    counts equal to the files', and the report to list the two apart."""
+    from pyspark_msgboard import report
+
+    out = tmp_path / "history"
+    with Board(tmp_path / "board", sync=False) as b:
+        b.create_queue(QueueSpec("jobs", max_history=UNLIMITED))
+        post(b, "jobs", [Message(tuple=("old", i)) for i in range(5)])
+        b.take("jobs", max=3)  # 1-3 history, 4-5 waiting
+        b.snapshot(tmp_path / "snap1")
+        export.export(spark, str(tmp_path / "snap1"), str(out))
+        old = json.loads((out / "_msgboard.json").read_text())["queues"]["jobs"]["id"]
+        b.delete_queue("jobs")
+        b.create_queue(QueueSpec("jobs", max_history=UNLIMITED))
+        post(b, "jobs", [Message(tuple=("new", i)) for i in range(3)])
+        b.take("jobs", max=1)  # 1 history, 2-3 waiting
+        b.snapshot(tmp_path / "snap2")
+    export.export(spark, str(tmp_path / "snap2"), str(out))
+    t = ds.dataset(str(out), partitioning="hive").to_table(
+        columns=["queue", "queue_id", "seq", "section"]
+    )
+    keys = sorted(zip(*(t[c].to_pylist() for c in t.column_names), strict=True))
+    books = json.loads((out / "_msgboard.json").read_text())
+    new = books["queues"]["jobs"]["id"]
+    assert new != old
+    assert keys == sorted(
+        [("jobs", old, s, "history") for s in (1, 2, 3)]  # its waiting rows went with it
+        + [("jobs", new, 1, "history"), ("jobs", new, 2, "unprocessed")]
+        + [("jobs", new, 3, "unprocessed")]
+    )
+    assert (books["queues"]["jobs"]["history"], books["queues"]["jobs"]["unprocessed"]) == (1, 2)
+    assert books["earlier"] == {
+        f"jobs#{old}": {**books["earlier"][f"jobs#{old}"], "history": 3, "unprocessed": 0}
+    }
+    assert books["runs"][-1]["rows"] == t.num_rows == 6
+    r = report.report(spark, str(out), str(tmp_path / "report"))
+    d = r.frames["deliveries"].set_index("queue")
+    assert d.loc["jobs", "messages"] == 3 and d.loc["jobs", "unprocessed"] == 2
+    assert d.loc[f"jobs (deleted, id {old})", "messages"] == 3
+    assert r.figures["queues"] == 1 and r.figures["messages"] == 6

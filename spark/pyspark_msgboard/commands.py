@@ -129,6 +129,9 @@ def nightly(args: argparse.Namespace, spark: Spark) -> None:
         log(f"report: {out}/index.html shows the dataset as it is: nothing to do")
     else:
         report(spark(), args.dataset, out, globs)
+    from pyspark_msgboard.report import nights
+
+    log(f"nights: {nights(args.reports)}")
     log("nightly: done")
 
 

@@ -8,12 +8,16 @@
 ``queue=NAME/section=SECTION/day=YYYY-MM-DD/part-*.parquet``, with every
 column of the data source (``snapshot.SCHEMA``; ``queue`` and ``section``
 carried by the directory names) and the books in ``_msgboard.json``. Each
-run adds the history the dataset has not seen, replaces the unprocessed
-section as of the snapshot and keeps the history the board has trimmed
-since; the same snapshot twice changes nothing; ``full`` rebuilds from the
-snapshot alone. Every change is a whole new version swapped in at once: a
-run that fails leaves the dataset as it was. Timestamps are Parquet's
-standard INT64 microseconds adjusted to UTC. Read it back with
+run decodes only what changed since the dataset's last snapshot
+(``changes.py``: new and changed waiting messages, history of the messages
+that left the waiting section, history past the mark), keeps the rest (its
+files hard-linked, or rewritten by pyarrow without the rows that left the
+unprocessed section), and keeps the history the board has trimmed since; a
+run with nothing to decode starts no Spark; the same snapshot twice changes
+nothing; ``full`` rebuilds from the snapshot alone. Every change is a whole
+new version swapped in at once: a run that fails leaves the dataset as it
+was. Timestamps are Parquet's standard INT64 microseconds adjusted to UTC.
+Read it back with
 ``load(spark, OUT)``, which types the partition columns as they were written
 (a queue named "2024" stays a string): each message once, in the section it
 was in at the last snapshot.
@@ -137,15 +141,35 @@ class Exported:
 def _rows(path: str) -> dict[tuple[str, str], int]:
     """Rows per (queue, section) of the Parquet files under ``path``, from
     their footers (no data read)."""
+    out: dict[tuple[str, str], int] = {}
+    for (queue, _, section), n in _generation_rows(path).items():
+        out[queue, section] = out.get((queue, section), 0) + n
+    return out
+
+
+def _generation_rows(path: str) -> dict[tuple[str, int | None, str], int]:
+    """Rows per (queue, queue id, section) of the Parquet files under
+    ``path``, from their footers: a file holds one generation of one queue
+    (its ``queue_id`` statistics say which; None for a file written before
+    the column)."""
     import pyarrow.parquet as pq
 
-    out: dict[tuple[str, str], int] = {}
+    out: dict[tuple[str, int | None, str], int] = {}
     for section in SECTIONS:
         for rel in dataset.files(path, section):
-            queue = dataset.queue_of(rel)
-            n = pq.read_metadata(os.path.join(path, rel)).num_rows
-            out[queue, section] = out.get((queue, section), 0) + n
+            meta = pq.read_metadata(os.path.join(path, rel))
+            qid = _queue_id(meta)
+            key = (dataset.queue_of(rel), qid, section)
+            out[key] = out.get(key, 0) + meta.num_rows
     return out
+
+
+def _queue_id(meta: Any) -> int | None:
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if "queue_id" not in names or not meta.num_row_groups:
+        return None
+    stats = meta.row_group(0).column(names.index("queue_id")).statistics
+    return int(stats.min) if stats is not None and stats.has_min_max else None
 
 
 def prepare(snap: str, out: str, full: bool = False) -> Exported | None:
@@ -206,7 +230,8 @@ def export(
             if not any(next(dataset.files(new, s), None) for s in SECTIONS):
                 _write_empty(new)
             changes.write_index(new, night)
-            result = _books(books, manifest, snap, _rows(new), decoded, removed, night, full)
+            rows = _generation_rows(new)
+            result = _books(books, manifest, snap, rows, decoded, removed, night, full)
             dataset.write_books(new, result)
             dataset.swap(new, out)
         except BaseException:
@@ -279,11 +304,12 @@ def _keep(old: str, new: str, night: changes.Changes) -> int:
             if section == "unprocessed" and not same:
                 removed += _footer_rows(os.path.join(old, rel))
                 continue
-            drop = none
+            drop, qid = none, None
             if same:
                 assert q is not None
                 drop = q.drop_unprocessed if section == "unprocessed" else q.drop_history
-            removed += _carry(old, new, rel, drop)
+                qid = q.qid
+            removed += _carry(old, new, rel, drop, qid)
     return removed
 
 
@@ -293,17 +319,18 @@ def _footer_rows(path: str) -> int:
     return int(pq.read_metadata(path).num_rows)
 
 
-def _carry(old: str, new: str, rel: str, drop: np.ndarray) -> int:
+def _carry(old: str, new: str, rel: str, drop: np.ndarray, qid: int | None) -> int:
     """Hard-links ``old/rel`` into ``new``, or writes it there without the
-    rows whose seq is in ``drop`` (sorted) when its seq statistics say it
-    may hold one. Returns the rows left out."""
+    rows whose seq is in ``drop`` (sorted) when it is a file of queue id
+    ``qid`` (or of no recorded id) and its seq statistics say it may hold
+    one. Returns the rows left out."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     src, dst = os.path.join(old, rel), os.path.join(new, rel)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    if len(drop):
+    if len(drop) and _queue_id(pq.read_metadata(src)) in (qid, None):
         f = pq.ParquetFile(src)
         col = f.schema_arrow.get_field_index("seq")
         lo = hi = None
@@ -355,15 +382,18 @@ def _books(
     old: dataset.Books | None,
     manifest: snapshots.SnapshotInfo,
     snap: str,
-    rows: dict[tuple[str, str], int],
+    rows: dict[tuple[str, int | None, str], int],
     decoded: dict[tuple[str, str], int],
     removed: int,
     night: changes.Changes,
     full: bool,
 ) -> dataset.Books:
-    """The books after this run; ``rows`` are the new version's, per queue
-    and section, from its files' footers."""
+    """The books after this run; ``rows`` are the new version's, per queue,
+    generation and section, from its files' footers. ``queues`` holds each
+    name's last generation (gone: no longer on the board); ``earlier``, by
+    ``NAME#ID``, the generations before it that still have rows."""
     queues: dict[str, dict[str, Any]] = {}
+    earlier: dict[str, dict[str, Any]] = dict(old.earlier) if old else {}
     for name, q in (old.queues if old else {}).items():
         queues[name] = {**q, "gone": True}
     for name, counts in manifest.queues.items():
@@ -371,6 +401,8 @@ def _books(
         spec = manifest.specs.get(name, {})
         change = night.queues.get(name)
         same = change is not None and change.same
+        if prev and not same:  # made again: the one before is an earlier generation
+            earlier[f"{name}#{prev.get('id')}"] = {**prev, "queue": name}
         unrecorded = change.unrecorded if change else 0
         queues[name] = {
             "id": spec.get("id"),
@@ -379,9 +411,16 @@ def _books(
             "gone": False,
             "unrecorded": (prev.get("unrecorded", 0) if same else 0) + unrecorded,
         }
-    for name, book in queues.items():
-        book["unprocessed"] = rows.get((name, "unprocessed"), 0)
-        book["history"] = rows.get((name, "history"), 0)
+    for entry in [*queues.values(), *earlier.values()]:
+        entry["unprocessed"] = entry["history"] = 0
+    for (name, qid, section), n in sorted(rows.items(), key=str):
+        book: dict[str, Any] | None = queues.get(name)
+        if book is None or (qid is not None and qid != book.get("id")):
+            book = earlier.setdefault(
+                f"{name}#{qid}", {"queue": name, "id": qid, "gone": True, "history": 0}
+            )
+        book[section] = book.get(section, 0) + n
+    earlier = {k: v for k, v in earlier.items() if v.get("history") or v.get("unprocessed")}
     taken_at = to_datetime(manifest.taken_at).isoformat().replace("+00:00", "Z")
     books = dataset.Books(
         {
@@ -391,6 +430,7 @@ def _books(
         },
         queues,
         [*(old.runs if old else [])],
+        earlier,
     )
     books.runs.append(
         {
@@ -401,7 +441,7 @@ def _books(
             "decoded": sum(decoded.values()),
             "removed": removed,
             "spark": night.spark,
-            "unprocessed": sum(n for (_, s), n in rows.items() if s == "unprocessed"),
+            "unprocessed": sum(n for (_, _, s), n in rows.items() if s == "unprocessed"),
             "rows": books.rows,
         }
     )
