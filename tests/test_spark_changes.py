@@ -27,6 +27,8 @@ from msgboard.spec import UNLIMITED
 from tests.sparking import post
 
 pyspark = pytest.importorskip("pyspark")
+# Several Spark jobs, or a JVM of their own, per test: a busy machine takes minutes.
+pytestmark = pytest.mark.timeout(900)
 
 from pyspark.sql import SparkSession  # noqa: E402
 
