@@ -63,6 +63,14 @@ def _board(b: Board) -> dict[tuple[str, int], tuple[str, int]]:
     return rows
 
 
+def _adds_up(out: Path) -> None:
+    """Per queue on the board: posted = rows in the dataset + unrecorded."""
+    books = json.loads((out / "_msgboard.json").read_text())
+    for name, q in books["queues"].items():
+        if not q["gone"]:
+            assert q["next_seq"] - 1 == q["unprocessed"] + q["history"] + q["unrecorded"], name
+
+
 def _files(out: Path) -> dict[str, int]:
     """Data files by path, with their inode."""
     return {
@@ -105,6 +113,7 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         first = export.export(spark, str(tmp_path / "snap1"), str(out))
         assert (first.decoded, first.rows) == (1010, 1010)
         assert _rows(out) == _board(b)
+        _adds_up(out)
 
         post(b, "jobs", [Message(tuple=("job", i)) for i in range(1000, 2000)])
         assert len(b.take("jobs", max=1000)) == 1000
@@ -114,6 +123,7 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         assert (second.decoded, second.added) == (1000, 1000)
         assert _new_rows(out, before) == {"history": 1000}
         assert _rows(out) == _board(b)
+        _adds_up(out)
         assert _rows(out)["jobs", 1] == ("unprocessed", 0)  # held, never given back yet
         kept = {rel: ino for rel, ino in _files(out).items() if "unprocessed" in rel}
         assert kept and all(before.get(rel) == ino for rel, ino in kept.items())
@@ -125,6 +135,7 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         assert third.decoded == 1 and _new_rows(out, before) == {"unprocessed": 1}
         assert _rows(out)["jobs", 1] == ("unprocessed", 1) == _board(b)["jobs", 1]
         assert _rows(out) == _board(b)
+        _adds_up(out)
 
         b.snapshot(tmp_path / "snap4")  # an idle board: nothing new
     before = _files(out)
@@ -164,7 +175,8 @@ def test_the_survey_sorts_what_changed(tmp_path: Path) -> None:
         b.ack_leases("jobs", [leases[1].id], nack=True)  # seq 2 changed
         b.take("jobs", max=3)  # seqs 2, 3, 4 (2 given back first)
         post(b, "jobs", [Message(tuple=("job", i)) for i in range(10, 12)])  # 11, 12
-        b.take("none", max=1)  # leaves no history record
+        post(b, "none", [Message(tuple=("n", i)) for i in range(3, 5)])  # 4, 5
+        b.take("none", max=5)  # all five, leaving no history record
         b.delete_queue("again")
         b.create_queue(QueueSpec("again"))
         post(b, "again", [Message(tuple=("a2", 0))])
@@ -185,7 +197,9 @@ def test_the_survey_sorts_what_changed(tmp_path: Path) -> None:
     assert list(jobs.drop_unprocessed) == [1, 2, 3, 4]
     assert (jobs.mark, jobs.next_seq, jobs.unrecorded) == (11, 13, 0)
     none = night.queues["none"]
-    assert (none.rows, none.unrecorded, list(none.drop_unprocessed)) == (0, 1, [1])
+    # 1-3 left the waiting section, 4-5 came and went since: no record of any.
+    assert (none.rows, none.unrecorded, list(none.drop_unprocessed)) == (0, 5, [1, 2, 3])
+    assert jobs.unrecorded == 0
     again = night.queues["again"]
     assert not again.same and again.mark == 1 and seqs(again, "unprocessed") == [1]
 
@@ -347,3 +361,4 @@ def test_a_queue_made_again_is_a_generation_of_its_own(spark: SparkSession, tmp_
     assert d.loc["jobs", "messages"] == 3 and d.loc["jobs", "unprocessed"] == 2
     assert d.loc[f"jobs (deleted, id {old})", "messages"] == 3
     assert r.figures["queues"] == 1 and r.figures["messages"] == 6
+    assert (d.loc["jobs", "posted"], d.loc["jobs", "unrecorded"]) == (3, 0)

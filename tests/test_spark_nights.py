@@ -333,6 +333,11 @@ def test_three_nights_from_an_empty_board(
                 else:  # no Parquet file yet: the dataset's own reader knows the schema
                     assert export.load(spark, str(out)).count() == 0
                 assert f"report of {len(seen):,} messages" in printed
+                # posted = rows in the dataset + unrecorded (trimmed unseen)
+                books = json.loads((out / "_msgboard.json").read_text())
+                for name, q in books["queues"].items():
+                    kept = q["unprocessed"] + q["history"]
+                    assert q["next_seq"] - 1 == kept + q["unrecorded"], (night, name)
         # Each night took more jobs than max_history keeps: the dataset kept
         # the 4 history rows of night 2 that the board has trimmed since,
         # beside the 4 it holds (what a night trims before its snapshot is

@@ -66,7 +66,10 @@ class Queue:
     drop_history: np.ndarray = field(default_factory=lambda: np.zeros(0, "<u8"))
     #: The same generation as last night's books (False: its old rows go).
     same: bool = True
-    #: Left the waiting section since, with no history record to decode.
+    #: Posted but in neither section for the dataset to keep: left the
+    #: waiting section with no history record, or posted and processed
+    #: since the last night with none (``max_history``). So, per
+    #: generation, posted (``next_seq - 1``) = rows kept + unrecorded.
     unrecorded: int = 0
 
     @property
@@ -184,13 +187,14 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
         names = [(bytes(k).decode(), json.loads(bytes(v))["id"]) for k, v in cur]
         for name, qid in sorted(names):
             state = txn.get(QID.pack(qid), db=dbs["state"])
-            next_seq = 1 if state is None else STATE.unpack(bytes(state))[0]
+            next_seq, _, kept = (1, 0, 0) if state is None else STATE.unpack(bytes(state))
             now = _waiting(txn, dbs, qid, sealed)
             prev = {} if whole else books.queues.get(name) or {}
             same = bool(prev) and not prev.get("gone") and prev.get("id") == qid
             q = Queue(name, qid, int(prev["next_seq"]) if same else 1, next_seq, now, same=same)
             queues[name] = q
-            if whole:
+            if whole:  # posted, and neither waiting nor in history now
+                q.unrecorded = next_seq - 1 - len(now) - kept
                 continue
             last = last_index(out, qid) if same else None
             if same and last is None:  # books from before the index: no CRCs
@@ -210,8 +214,12 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
             left = np.setdiff1d(last["seq"], now["seq"], assume_unique=True).astype("<u8")
             new = np.setdiff1d(now["seq"], last["seq"], assume_unique=True).astype("<u8")
             there = _in_history(txn, dbs, qid, left)
-            q.unrecorded = int(len(left) - there.sum())
-            history = np.union1d(left[there], _tail(txn, dbs, qid, q.mark)).astype("<u8")
+            tail = _tail(txn, dbs, qid, q.mark)
+            # Left the waiting section with no history record, and posted
+            # since the mark but neither waiting nor in history now.
+            since = next_seq - q.mark - len(tail) - int((now["seq"] >= q.mark).sum())
+            q.unrecorded = int(len(left) - there.sum()) + since
+            history = np.union1d(left[there], tail).astype("<u8")
             waiting = np.union1d(new, changed).astype("<u8")
             q.decode = runs("history", name, qid, history) + runs("unprocessed", name, qid, waiting)
             q.drop_unprocessed = np.union1d(left, changed).astype("<u8")

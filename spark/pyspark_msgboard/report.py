@@ -18,7 +18,10 @@ written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
   empty ones too, and any gone with rows left), messages, unprocessed,
   redelivered (delivery count above 1), the highest delivery count
   (``most_deliveries``), the queue's ``max_deliveries`` property (0: no
-  limit), and whether it is a dead-letter queue: one that a queue's
+  limit), ``posted`` (its ``next_seq`` - 1) and ``unrecorded`` (posted, but
+  the dataset has no row of it: it left the board with no history record),
+  so that posted = messages + unrecorded for a queue on the board; and
+  whether it is a dead-letter queue: one that a queue's
   properties name as its ``dead_letter`` (recorded in the snapshot manifest
   and the dataset's books), or whose name matches a ``--dead-letter`` glob.
   Its messages are the dead letters. A header alone makes no queue a dead-letter queue.
@@ -147,10 +150,15 @@ def tables(
     # property (0: no limit), and any queue with rows.
     props = spark.createDataFrame(
         [
-            (name, int(((q.get("spec") or {}).get("max_deliveries")) or 0))
+            (
+                name,
+                int(((q.get("spec") or {}).get("max_deliveries")) or 0),
+                int(q.get("next_seq", 1)) - 1,
+                int(q.get("unrecorded", 0)),
+            )
             for name, q in sorted((queues or {}).items())
         ],
-        "queue string, max_deliveries long",
+        "queue string, max_deliveries long, posted long, unrecorded long",
     )
     counts = df.groupBy("queue").agg(
         F.count("*").alias("messages"),
@@ -167,6 +175,8 @@ def tables(
                 for c in ("messages", "unprocessed", "redelivered", "most_deliveries")
             ),
             F.coalesce(F.col("max_deliveries"), F.lit(0)).alias("max_deliveries"),
+            "posted",
+            "unrecorded",
         )
         .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
         .orderBy("queue")
@@ -440,7 +450,8 @@ SECTIONS = [
         "deliveries",
         "Redeliveries and dead letters",
         "Per queue, every queue on the board: most_deliveries is the highest delivery "
-        "count of a message, max_deliveries the queue's limit (0: none).",
+        "count of a message, max_deliveries the queue's limit (0: none); posted = "
+        "messages + unrecorded (posted, but left the board with no history record).",
     ),
     (
         "dead_letters",
