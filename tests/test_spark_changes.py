@@ -314,7 +314,7 @@ def test_a_jvm_killed_mid_export_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 1, err
     assert len(err.splitlines()) == 1, err
     assert err.startswith("msgboard: UNAVAILABLE: Spark's JVM went away")
-    assert str(log) in err and log.exists()
+    assert str(log) in err and "Spark" in log.read_text()  # the JVM's own output went there
     assert not out.exists() and not list(tmp_path.glob("history.partial-*"))
 
 
@@ -362,3 +362,41 @@ def test_a_queue_made_again_is_a_generation_of_its_own(spark: SparkSession, tmp_
     assert d.loc[f"jobs (deleted, id {old})", "messages"] == 3
     assert r.figures["queues"] == 1 and r.figures["messages"] == 6
     assert (d.loc["jobs", "posted"], d.loc["jobs", "unrecorded"]) == (3, 0)
+
+
+def test_each_way_spark_fails_is_one_error(tmp_path: Path) -> None:
+    """Given the errors a dead JVM, a JVM that does not start and a full
+    disk raise (as py4j, pyspark and the OS raise them), I expect each to
+    come out of the Spark commands as one MsgboardError naming what
+    happened and the log; any other error to pass as it is."""
+    import errno
+
+    from py4j.protocol import Py4JError, Py4JNetworkError
+    from pyspark.errors import PySparkRuntimeError
+
+    from msgboard.errors import FailedPrecondition, StoreFull, Unavailable
+    from pyspark_msgboard.commands import failures
+
+    log = str(tmp_path / "spark.log")
+    gone = Py4JNetworkError("Answer from Java side is empty")
+    wrapped = Py4JError("An error occurred while calling o42.parquet")
+    wrapped.__cause__ = ConnectionResetError()
+    cases = [
+        (gone, Unavailable, "Spark's JVM went away"),
+        (wrapped, Unavailable, "Spark's JVM went away"),
+        (
+            PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={}),
+            FailedPrecondition,
+            "did not start: check --driver-memory",
+        ),
+        (OSError(errno.ENOSPC, "No space left on device"), StoreFull, "disk full"),
+        (RuntimeError("java.io.IOException: No space left on device"), StoreFull, "disk full"),
+    ]
+    for raised, kind, words in cases:
+        with pytest.raises(kind, match=words) as caught, failures(log):
+            raise raised
+        assert "\n" not in str(caught.value)
+        if kind is not StoreFull:
+            assert log in str(caught.value)
+    with pytest.raises(ZeroDivisionError), failures(log):
+        raise ZeroDivisionError
