@@ -164,11 +164,18 @@ def _generation_rows(path: str) -> dict[tuple[str, int | None, str], int]:
     return out
 
 
+def _leaf(meta: Any, name: str) -> int | None:
+    """The index of the top-level column ``name`` among a Parquet file's
+    leaf columns (where its statistics are), or None."""
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    return paths.index(name) if name in paths else None
+
+
 def _queue_id(meta: Any) -> int | None:
-    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if "queue_id" not in names or not meta.num_row_groups:
+    col = _leaf(meta, "queue_id")
+    if col is None or not meta.num_row_groups:
         return None
-    stats = meta.row_group(0).column(names.index("queue_id")).statistics
+    stats = meta.row_group(0).column(col).statistics
     return int(stats.min) if stats is not None and stats.has_min_max else None
 
 
@@ -329,13 +336,12 @@ def _carry(old: str, new: str, rel: str, drop: np.ndarray, qid: int | None) -> i
     import pyarrow.parquet as pq
 
     src, dst = os.path.join(old, rel), os.path.join(new, rel)
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
     if len(drop) and _queue_id(pq.read_metadata(src)) in (qid, None):
         f = pq.ParquetFile(src)
-        col = f.schema_arrow.get_field_index("seq")
+        col = _leaf(f.metadata, "seq")
         lo = hi = None
         for i in range(f.metadata.num_row_groups):
-            stats = f.metadata.row_group(i).column(col).statistics
+            stats = None if col is None else f.metadata.row_group(i).column(col).statistics
             if stats is None or not stats.has_min_max:
                 lo, hi = 0, 2**63 - 1
                 break
@@ -347,9 +353,11 @@ def _carry(old: str, new: str, rel: str, drop: np.ndarray, qid: int | None) -> i
                 table = f.read()
                 gone = pc.is_in(table["seq"], value_set=pa.array(drop.astype(np.int64)))
                 kept = table.filter(pc.invert(gone))
-                if kept.num_rows:
+                if kept.num_rows:  # a file left with no rows is not written
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
                     pq.write_table(kept, dst)
                 return int(table.num_rows - kept.num_rows)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
     os.link(src, dst)
     return 0
 
