@@ -400,3 +400,33 @@ def test_each_way_spark_fails_is_one_error(tmp_path: Path) -> None:
             assert log in str(caught.value)
     with pytest.raises(ZeroDivisionError), failures(log):
         raise ZeroDivisionError
+
+
+def test_books_from_before_the_index_decode_the_waiting_section_once(tmp_path: Path) -> None:
+    """Given a dataset written before the waiting index (no
+    ``_msgboard/waiting``: its waiting seqs only in its unprocessed files),
+    I expect the survey to take last night's waiting seqs from those files,
+    decode every waiting message once (no checksums to compare), and drop
+    those rows and the ones whose message left."""
+    import pyarrow as pa
+
+    with Board(tmp_path / "board", sync=False) as b:
+        b.create_queue(QueueSpec("jobs", max_history=UNLIMITED))
+        post(b, "jobs", [Message(tuple=("job", i)) for i in range(6)])
+        b.take("jobs", max=2)  # 1, 2 into history: they were waiting last night
+        b.snapshot(tmp_path / "snap")
+    from msgboard.lmdbstore import snapshot as manifest
+
+    qid = manifest.load(str(tmp_path / "snap")).specs["jobs"]["id"]
+    out = tmp_path / "history"
+    files = out / "queue=jobs" / "section=unprocessed" / "day=2026-11-25"
+    files.mkdir(parents=True)
+    pq.write_table(pa.table({"seq": pa.array([1, 2, 3, 4], pa.int64())}), files / "part-0.parquet")
+
+    class Books:
+        queues = {"jobs": {"id": qid, "next_seq": 5}}
+
+    jobs = changes.survey(str(tmp_path / "snap"), str(out), Books, False).queues["jobs"]
+    decoded = {(r.section, s) for r in jobs.decode for s in range(r.lo, r.hi or 0)}
+    assert decoded == {("history", 1), ("history", 2)} | {("unprocessed", s) for s in (3, 4, 5, 6)}
+    assert list(jobs.drop_unprocessed) == [1, 2, 3, 4] and jobs.unrecorded == 0
