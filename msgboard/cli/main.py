@@ -441,6 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)"
     )
     spark.add_argument("--driver-memory", metavar="SIZE", help="e.g. 4g (spark.driver.memory)")
+    spark.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="where Spark's own logging goes (default: DATASET.spark.log for nightly, "
+        "OUT.spark.log for export and report; - for standard error)",
+    )
     full = argparse.ArgumentParser(add_help=False)
     full.add_argument(
         "--full",
