@@ -115,21 +115,29 @@ class Expiry:
         if popped:
             self._arm(popped[0][0])
 
-    def catch_up(self, b: Batch, queues: list[str], start: int = 1) -> None:
+    def catch_up(self, b: Batch, queues: list[str], at: int = 0, start: int = 1) -> None:
         """Indexes the durable queues' waiting messages that have an expiry
         (after a restart), ``CATCH_UP_BUDGET`` records per operation, from seq
-        ``start`` of the first queue on."""
+        ``start`` of ``queues[at]`` on. Visiting a queue costs one from the
+        budget too (a lookup and a seek), so that a board of 100,000 empty
+        queues is not visited in one operation."""
         budget = CATCH_UP_BUDGET
-        while queues:
-            found = b.lookup(queues[0])
+        while at < len(queues):
+            name = queues[at]
+            budget -= 1
+            found = b.lookup(name)
             if found is not None:
                 txn, _ = found
-                for m in txn.scan(queues[0], Section.UNPROCESSED, start):
+                for m in txn.scan(name, Section.UNPROCESSED, start):
                     if budget <= 0:
-                        rest = partial(self.catch_up, queues=queues, start=m.seq)
-                        self._writer.submit(rest)
+                        self._writer.submit(
+                            partial(self.catch_up, queues=queues, at=at, start=m.seq)
+                        )
                         return
                     budget -= 1
                     if m.expires_at:
-                        self.add(queues[0], m)
-            queues, start = queues[1:], 1
+                        self.add(name, m)
+            at, start = at + 1, 1
+            if budget <= 0 and at < len(queues):
+                self._writer.submit(partial(self.catch_up, queues=queues, at=at))
+                return
