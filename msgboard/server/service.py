@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import logging
@@ -57,6 +58,10 @@ T = TypeVar("T")
 __all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]
 
 SWITCH_INTERVAL = 0.0005
+#: glibc's ``mallopt`` parameter, and the size from which buffers get their
+#: own mapping (glibc's default starting value, kept fixed).
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 
 
@@ -341,6 +346,12 @@ async def create_server(
             ("grpc.max_receive_message_length", room),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
+            # No BDP probing: it grows a stream's receive window to what the
+            # link could carry in a round trip (tens of MB on loopback), and
+            # gRPC buffers that much of a flat-out PostStream below our
+            # read-ahead cap. Without it the window is the default 64 KiB,
+            # opened to a whole message while one is being read.
+            ("grpc.http2.bdp_probe", 0),
         ],
         interceptors=[
             *([calls] if calls else []),
@@ -364,6 +375,18 @@ async def create_server(
     return server, port
 
 
+def _return_big_buffers() -> None:
+    """Has glibc give every buffer of ``MMAP_THRESHOLD`` bytes or more its
+    own mapping, returned to the system when freed. By default glibc raises
+    that threshold to the largest buffer freed so far (up to 32 MiB): after
+    the first 10 MB PostStream batch, each later one is carved from the
+    heap, and what is freed there stays in the process (about 25 MiB of a
+    flat-out PostStream's heap peak; docs/operating.md, Bounded memory).
+    Elsewhere (musl, macOS) nothing changes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
 async def serve(
     config: ServeConfig | None = None,
     *,
@@ -385,6 +408,7 @@ async def serve(
     # handovers (event loop, writer, back), and a listing building its
     # answer on a reader thread would otherwise add up to 5 ms to each.
     sys.setswitchinterval(SWITCH_INTERVAL)
+    _return_big_buffers()
     board = Board(config.data, sync=sync, limits=limits)
     # What opening loaded (one object set per queue) lives as long as the
     # board: out of the collector's full passes, which would otherwise walk
