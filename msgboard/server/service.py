@@ -27,7 +27,7 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ from msgboard.message import Message
 from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
 from msgboard.security.snapshot_dir import SnapshotDir
-from msgboard.server import streams
+from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
 from msgboard.server.handoff import wait
 from msgboard.server.metrics import Metrics
@@ -97,32 +97,39 @@ def queue_to_pb(v: QueueView, q: pb.Queue | None = None) -> pb.Queue:
     return q
 
 
-def queues_to_pb(views: list[QueueView]) -> pb.ListQueuesResponse:
+def queues_to_pb(views: Sequence[QueueView]) -> bytes:
+    """A ListQueuesResponse, serialized (``prebuilt.py``)."""
+    return prebuilt.pieces(pb.ListQueuesResponse(), views, _add_queues)
+
+
+def _add_queues(r: pb.ListQueuesResponse, views: Sequence[QueueView]) -> None:
     # Filled in place, one small call per queue: one call building the
     # whole list would hold the GIL, and every other thread, throughout.
-    r = pb.ListQueuesResponse()
     add = r.queues.add
     for v in views:
         queue_to_pb(v, add())
-    return r
 
 
 _STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
 
 
-def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
-    r = pb.StatsResponse(
+def stats_to_pb(s: BoardStats) -> bytes:
+    """A StatsResponse, serialized (``prebuilt.py``)."""
+    head = pb.StatsResponse(
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
         commits=s.commits,
         committed_ops=s.committed_ops,
     )
+    return prebuilt.pieces(head, s.queues, _add_stats)
+
+
+def _add_stats(r: pb.StatsResponse, queues: Sequence[QueueStats]) -> None:
     add = r.queues.add
     names = _STATS_FIELDS
-    for q in s.queues:
+    for q in queues:
         add(**{k: getattr(q, k) for k in names})
-    return r
 
 
 def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
@@ -160,7 +167,7 @@ class BoardService(pb_grpc.BoardServicer):
         return queue_to_pb(await wait(self.board.get_queue_async(request.name)))
 
     @_mapped
-    async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
+    async def ListQueues(self, request: Any, context: Any) -> Any:  # bytes: prebuilt.py
         views = await wait(self.board.list_queues_async())
         return await _built(len(views), lambda: queues_to_pb(views))
 
@@ -255,7 +262,7 @@ class BoardService(pb_grpc.BoardServicer):
         )
 
     @_mapped
-    async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
+    async def Stats(self, request: pb.StatsRequest, context: Any) -> Any:  # bytes: prebuilt.py
         stats = await wait(self.board.stats_async(request.queue))
         return await _built(len(stats.queues), lambda: stats_to_pb(stats))
 
@@ -354,6 +361,7 @@ async def create_server(
             ("grpc.http2.bdp_probe", 0),
         ],
         interceptors=[
+            prebuilt.Prebuilt(),  # first: the handler it changes is the one run
             *([calls] if calls else []),
             *(security.interceptors(board) if security else []),
         ],
