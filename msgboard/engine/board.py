@@ -153,8 +153,7 @@ class Board:
                 s.behind = True
             self._net.add(b, s)
         self._net.pulls.settle(b)
-        names = [info.spec.name for info in txn.queues()]
-        self._net.expiry.catch_up(b, [n for n in names if txn.counts(n).unprocessed])
+        self._net.expiry.catch_up(b, [info.spec.name for info in txn.queues()])
         self._open_sys(b)
 
     def _end_all(self, b: Batch) -> None:
