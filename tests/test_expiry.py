@@ -110,10 +110,10 @@ def test_catch_up_counts_each_queue_it_visits_against_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Given 12 queues each holding one message that expires soon, a budget
-    of 4 per operation and a restart, I expect the catch-up to go on over
-    several operations (a queue visited costs one, its record one more:
-    a board of 100,000 queues is not walked in one operation) and every
-    message to be swept."""
+    of 4 per operation (less than one queue's visit, ``VISIT_COST``) and a
+    restart, I expect the catch-up to go on over several operations (a
+    board of 100,000 queues is not walked in one), each making progress,
+    and every message to be swept."""
     monkeypatch.setattr(expiry, "CATCH_UP_BUDGET", 4)
     steps: list[int] = []
     catch_up = expiry.Expiry.catch_up
