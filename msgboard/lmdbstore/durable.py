@@ -47,6 +47,7 @@ import json
 import os
 import struct
 import threading
+from typing import Any
 
 import lmdb
 
@@ -70,6 +71,20 @@ from msgboard.lmdbstore.snapshot import SnapshotInfo
 from msgboard.lmdbstore.store import QueueInfo, Store, StoreInfo
 from msgboard.lmdbstore.txn import HEADROOM, DurableTxn, MiB
 from msgboard.spec import QueueSpec
+
+#: Decodes one JSON document with none of ``json.loads``'s checks of the
+#: input's type and encoding: at open, for 100,000 queues, 0.2 s of CPU
+#: less (of 0.5).
+_decode = json.JSONDecoder().raw_decode
+
+
+def _entry(value: bytes) -> dict[str, Any]:
+    """A ``queues`` entry's JSON; ValueError if it is not one whole object."""
+    text = value.decode()
+    d, end = _decode(text)
+    if not isinstance(d, dict) or text[end:].strip():
+        raise ValueError("not one JSON object")
+    return d
 
 
 class DurableStore(Store):
@@ -167,7 +182,7 @@ class DurableStore(Store):
             queues: dict[str, QueueState] = {}
             for key, value in txn.cursor(db=dbs.queues):
                 try:
-                    d = json.loads(value)
+                    d = _entry(value)
                     info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
                     state = txn.get(QID.pack(d["id"]), db=dbs.state)
                     counts = (1, 0, 0) if state is None else STATE.unpack(state)

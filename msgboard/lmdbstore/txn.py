@@ -254,6 +254,10 @@ class DurableTxn(Txn):
                 cur = self._txn.cursor(self._dbs.queues)
                 names = [k.decode() for k in cur.iternext(values=False)]
             return [q.info for q in map(self._base.get, names) if q is not None]
+        if not self._q:
+            # The cache holds the names as opening read them (in order) and
+            # then as created: sorting nearly sorted names is one pass.
+            return [q.info for q in map(self._base.get, sorted(self._base)) if q is not None]
         names = sorted(self._base.keys() | self._q.keys())
         return [q.info for q in map(self._find, names) if q is not None]
 

@@ -88,20 +88,28 @@ class Rpc:
 
     verb: str
     needs: Callable[[Any], list[Need]]
-    #: Listings: removes from the response what the caller may not see.
-    filter: Callable[[Any, Callable[[str], bool]], None] | None = None
+    #: Listings: the response without what the caller may not see.
+    filter: Callable[[Any, Callable[[str], bool]], Any] | None = None
 
 
-def _keep_queues(r: pb.ListQueuesResponse, sees: Callable[[str], bool]) -> None:
+def _keep_queues(
+    r: pb.ListQueuesResponse | bytes, sees: Callable[[str], bool]
+) -> pb.ListQueuesResponse:
+    if isinstance(r, bytes):  # serialized in pieces (msgboard/server/prebuilt.py)
+        r = pb.ListQueuesResponse.FromString(r)
     kept = [q for q in r.queues if sees(q.spec.name)]
     del r.queues[:]
     r.queues.extend(kept)
+    return r
 
 
-def _keep_selectors(r: pb.ListSelectorsResponse, sees: Callable[[str], bool]) -> None:
+def _keep_selectors(
+    r: pb.ListSelectorsResponse, sees: Callable[[str], bool]
+) -> pb.ListSelectorsResponse:
     kept = [s for s in r.selectors if sees(s.spec.source)]
     del r.selectors[:]
     r.selectors.extend(kept)
+    return r
 
 
 #: Every RPC of msgboard.v1.Board. For the streams, ``needs`` reads one
