@@ -229,6 +229,7 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
             p.ClearField("seq")
             p.ClearField("processed_at")
             p.ClearField("exit")
+            left(m, None)
         pure = not (p.delivery_count or p.HasField("posted_at"))
         out.append(keep_wire(m, p.SerializeToString(), pure))
     return out
