@@ -69,11 +69,25 @@ def processed_suffix(processed_at: int, delivery_count: int) -> bytes:
     return board_fields(0, processed_at, delivery_count)
 
 
-@functools.lru_cache(maxsize=256)
 def exit_suffix(how: Exit) -> bytes:
     """The encoded ``exit`` field of a history record (``Message.exit``),
-    appended after ``processed_suffix``: a few bytes, cached (an ack's is
-    always the same)."""
+    appended after ``processed_suffix``: a few bytes, cached. The messages
+    of one ack or Take share one Exit: the last one is kept by identity
+    (one tuple, swapped whole), which costs less than hashing it."""
+    global _last_exit
+    last = _last_exit
+    if last[0] is how:
+        return last[1]
+    data = _exit_bytes(how)
+    _last_exit = (how, data)
+    return data
+
+
+_last_exit: tuple[Exit | None, bytes] = (None, b"")
+
+
+@functools.lru_cache(maxsize=256)
+def _exit_bytes(how: Exit) -> bytes:
     p = pb.Message()
     exit_to_pb(how, p.exit)
     return p.SerializeToString()
