@@ -235,3 +235,14 @@ def test_browse_over_the_wire_returns_the_exit(
         {"kind": "taken"},
         {"kind": "expired", "reason": "expired", "queue": "dlq"},
     ]
+
+
+def test_sys_events_trimmed_past_its_bound_are_dropped_trimmed(board: Board) -> None:
+    """$sys keeps SYS_WAITING events waiting; older ones go to its history,
+    recorded as dropped by trimming."""
+    from msgboard.engine.events import SYS, SYS_WAITING
+
+    for i in range(SYS_WAITING + 5):
+        board.emit("test.event", i)
+    until(lambda: len(history(board, SYS)) >= 5, timeout=30)
+    assert set(exits(board, SYS)) == {Exit(ExitKind.DROPPED, "trimmed")}
