@@ -192,7 +192,7 @@ def tables(
             "unrecorded",
         )
         .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
-        .withColumn("balanced", _books())
+        .withColumn("balanced", balanced())
         .orderBy("queue")
     )
     # A dead letter's source queue, from the board's header, believed only
@@ -246,7 +246,7 @@ def _exit_count(name: str) -> Column:
     return F.sum(F.coalesce(left, F.lit(False)).cast("long"))
 
 
-def _books() -> Column:
+def balanced() -> Column:
     """posted = waiting + every way out + unrecorded, for a queue on the
     board (null for one gone, whose posted the books no longer know)."""
     from pyspark.sql import functions as F
