@@ -40,6 +40,42 @@ def to_datetime(us: int) -> datetime:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
+class ExitKind(enum.Enum):
+    """How a message left its queue's waiting section."""
+
+    #: A Take (no lease).
+    TAKEN = "taken"
+    #: A consumer's ack, or a leased Take's lease acked.
+    ACKED = "acked"
+    #: A MOVE or BOUNCE selector put it on another queue.
+    MOVED = "moved"
+    #: Dead-lettered (rejected, max-deliveries, unmatched, max-hops, bounce).
+    DEAD_LETTERED = "dead_lettered"
+    #: Its ``expires_at`` passed.
+    EXPIRED = "expired"
+    #: A DELETE selector, the unmatched policy discard, or trimming.
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """How a history message left: its kind; the reason (as
+    ``x-dead-letter-reason`` and Stats say it); the queue it went to
+    (moved, dead-lettered, expired; "" nowhere); the selector that took it."""
+
+    kind: ExitKind
+    reason: str = ""
+    queue: str = ""
+    selector: str = ""
+
+
+#: The exits without a reason, queue or selector (the hot paths share them).
+TAKEN = Exit(ExitKind.TAKEN)
+ACKED = Exit(ExitKind.ACKED)
+#: ``$sys`` events moved to history past its waiting bound.
+TRIMMED = Exit(ExitKind.DROPPED, "trimmed")
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One message. Construct with the envelope; the board fills the rest."""
@@ -68,6 +104,9 @@ class Message:
     #: In a Browse page only: when a message held back after a nack or a
     #: lost consumer is routed again (µs); 0 otherwise.
     redeliver_at: int = 0
+    #: On a history message: how it left (``Exit``); None while it waits, or
+    #: for a record written before exits were recorded.
+    exit: Exit | None = None
     # The board's own: the bytes the message was posted or stored as (see
     # ``wire``). Not compared, not copied by ``dataclasses.replace``.
     _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -98,7 +137,9 @@ def size(m: Message) -> int:
 
 # The setters of the board's own slots (a frozen dataclass refuses plain
 # stores), for a Message already built.
-_s_wire, _s_pure, _s_frame = (getattr(Message, n).__set__ for n in ("_wire", "_pure", "_frame"))
+_s_wire, _s_pure, _s_frame, _s_exit = (
+    getattr(Message, n).__set__ for n in ("_wire", "_pure", "_frame", "exit")
+)
 _new = object.__new__
 
 
@@ -154,6 +195,7 @@ def build(
     r.delivery_count = delivery_count
     r.section = section
     r.redeliver_at = 0
+    r.exit = None
     r._wire = wire
     r._pure = pure
     r._frame = None
@@ -185,6 +227,13 @@ def keep_wire(m: Message, data: bytes, pure: bool) -> Message:
     (``wire``: they must parse to its own fields)."""
     _s_wire(m, data)
     _s_pure(m, pure)
+    return m
+
+
+def left(m: Message, how: Exit | None) -> Message:
+    """``m``, a history message just built and not yet shared, with how it
+    left (``Message.exit``)."""
+    _s_exit(m, how)
     return m
 
 

@@ -10,6 +10,7 @@ import collections
 import json
 import os
 import statistics
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +24,9 @@ from msgboard import Message, QueueSpec
 from msgboard.cli import main
 from msgboard.engine import Board
 from msgboard.errors import FailedPrecondition
+from msgboard.message import ExitKind, now_us
 from msgboard.results import Start
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, Op, SelectorSpec
 from tests.sparking import post as _post
 
 pyspark = pytest.importorskip("pyspark")
@@ -97,6 +99,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
         b.take("sparse", Pattern(templates=(template("go", int),)), max=1000)
         _post(b, "a:b-c.d", [Message(tuple=(1.5,), body=b"\x01") for _ in range(3)])
+        _every_exit(b)
         messages = []
         for q in b.list_queues():
             seq = 0
@@ -108,6 +111,39 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
                 seq = page.next_seq
         b.snapshot(root / "snap")
     return Built(str(root / "snap"), messages, root)
+
+
+def _every_exit(b: Board) -> None:
+    """Queue ``work``: one message dropped by a DELETE selector, one
+    expired, one acked (a leased Take), one dead-lettered (max-deliveries),
+    one taken, one waiting; its dead letters go to ``graveyard``."""
+    from msgboard.associative import Pattern, template
+
+    def only(word: str) -> Pattern:
+        return Pattern(templates=(template(word, int),))
+
+    spec = QueueSpec("work", max_history=UNLIMITED, dead_letter="graveyard", max_deliveries=2)
+    b.create_queue(spec)
+    b.create_selector(SelectorSpec("work", only("drop"), op=Op.DELETE))
+    soon = now_us() + 200_000
+    words = ("drop", "expire", "ack", "nack", "take", "wait")
+    _post(
+        b,
+        "work",
+        [
+            Message(tuple=(w, i), expires_at=soon if w == "expire" else 0)
+            for i, w in enumerate(words)
+        ],
+    )
+    while now_us() <= soon:  # a condition, not a guess: the time has passed
+        time.sleep(0.05)
+    b.take("work", only("expire"))  # finds it expired: dead-lettered as such
+    [lease] = b.take_leased("work", only("ack"), lease=60)
+    b.ack_leases("work", [lease.id])
+    for _ in range(2):
+        [lease] = b.take_leased("work", only("nack"), lease=60, timeout=30)
+        b.ack_leases("work", [lease.id], nack=True)
+    b.take("work", only("take"))
 
 
 def _us(t: datetime | None) -> int | None:
@@ -137,6 +173,7 @@ def spark_row(r: Any) -> Row:
         _us(r["posted_at"]),
         _us(r["processed_at"]),
         r["delivery_count"],
+        (r["exit"], r["exit_reason"], r["exit_queue"]),
     )
 
 
@@ -157,6 +194,7 @@ def engine_row(m: Message) -> Row:
         m.posted_at,
         m.processed_at or None,
         m.delivery_count,
+        (m.exit.kind.value, m.exit.reason or None, m.exit.queue or None) if m.exit else (None,) * 3,
     )
 
 
@@ -167,8 +205,19 @@ def test_the_dataframe_is_what_the_engine_holds(spark: SparkSession, built: Buil
     assert df.schema == snapshot.SCHEMA
     got = sorted((spark_row(r) for r in df.collect()), key=lambda r: (r[0], r[1]))
     want = sorted((engine_row(m) for m in built.messages), key=lambda r: (r[0], r[1]))
-    assert len(got) == len(want) == 300 + 40 + 3 + 1200 + 3 + 2
+    assert len(got) == len(want) == 300 + 40 + 3 + 1200 + 3 + 2 + 6 + 2
     assert got == want
+    # Every history row says how it left; a waiting one says nothing.
+    assert {r[2] for r in got if r[15][0] is None} == {"unprocessed"}
+    exits = {r[15] for r in got if r[0] == "work"}
+    assert exits == {
+        ("dropped", "delete", None),
+        ("expired", "expired", "graveyard"),
+        ("acked", None, None),
+        ("dead_lettered", "max-deliveries", "graveyard"),
+        ("taken", None, None),
+        (None, None, None),
+    }
     twice = [r for r in got if r[14] == 2]
     assert len(twice) == 5 and {r[2] for r in twice} == {"history"}
 
@@ -277,8 +326,11 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
     assert a == dict(by_address)
 
     lat = r.frames["latency"].set_index("queue")
-    for q in {m.queue for m in ms if m.processed_at}:
-        xs = [(m.processed_at - m.posted_at) / 1000 for m in ms if m.queue == q and m.processed_at]
+    # Latency is of the messages processed (acked or taken) only.
+    consumed = [m for m in ms if m.exit and m.exit.kind in (ExitKind.ACKED, ExitKind.TAKEN)]
+    assert set(lat.index) == {m.queue for m in consumed}
+    for q in {m.queue for m in consumed}:
+        xs = [(m.processed_at - m.posted_at) / 1000 for m in consumed if m.queue == q]
         row = lat.loc[q]
         assert row["processed"] == len(xs)
         ranked = sorted(xs)
@@ -298,15 +350,26 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
     names = {m.queue for m in ms} | {"empty", "orders"}
     assert set(d.index) == names
     assert d.loc["empty", "messages"] == d.loc["orders", "messages"] == 0
-    assert r.figures["queues"] == len(names) == 7
+    assert r.figures["queues"] == len(names) == 8
+    # How work's messages left, counted apart, and its books add up.
+    w = d.loc["work"]
+    ways = ("unprocessed", "processed", "moved", "dead_lettered", "expired", "dropped")
+    assert [w[k] for k in ways] == [1, 2, 0, 1, 1, 1]
+    assert (w["not_recorded"], w["unrecorded"], w["posted"]) == (0, 0, 6)
+    assert lat.loc["work", "processed"] == 2
+    assert d["balanced"].tolist() == [True] * len(names)
+    assert (r.figures["dead_lettered"], r.figures["expired"], r.figures["dropped"]) == (1, 1, 1)
+    assert r.figures["unbalanced"] == 0
     assert d.loc["sparse", "unprocessed"] == 200 and d.loc["sparse", "redelivered"] == 0
     # A dead-letter queue is one a queue's properties name, not one with the
     # board's headers in it, nor one with "dlq" in its name.
     assert list(d.index[d["dead_letter_queue"]]) == ["graveyard"]
-    assert r.figures["dead_letters"] == 4 and r.figures["redelivered"] == 5
+    assert r.figures["dead_letters"] == 6 and r.figures["redelivered"] == 6
     letters = r.frames["dead_letters"]
     assert letters.to_dict("records") == [
         {"queue": "graveyard", "source": "orders", "reason": "expired", "messages": 3},
+        {"queue": "graveyard", "source": "work", "reason": "expired", "messages": 1},
+        {"queue": "graveyard", "source": "work", "reason": "max-deliveries", "messages": 1},
         {"queue": "graveyard", "source": None, "reason": None, "messages": 1},
     ]
     assert r.figures["messages"] == len(ms)
@@ -383,3 +446,13 @@ def test_long_shapes_are_abbreviated() -> None:
     mixed = "(" + ", ".join(["int", "string"] * 32) + ")"
     short = report.abbreviate(mixed)
     assert len(short) <= 60 and short.endswith("… 64 fields)")
+
+
+def test_the_books_column_flags_a_queue_that_does_not_add_up(spark: SparkSession) -> None:
+    """``balanced``: posted = unprocessed + every way out + unrecorded; one
+    message short is False, a queue gone (no posted) is null."""
+    cols = ["posted", "unprocessed", "unrecorded", *report.EXITS]
+    ways = (3, 1, 1, 1, 1, 0)
+    rows = [(10, 1, 2, *ways), (11, 1, 2, *ways), (None, 1, 0, *ways)]
+    df = spark.createDataFrame(rows, ", ".join(f"{c} long" for c in cols))
+    assert [r[0] for r in df.select(report.balanced()).collect()] == [True, False, None]

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msgboard.codec import processed_suffix
+from msgboard.codec import exit_suffix, processed_suffix
 from msgboard.errors import RecordDamaged
+from msgboard.message import Exit, ExitKind
 from msgboard.v1 import board_pb2 as pb
 
 pytest.importorskip("pyspark")
@@ -82,6 +83,10 @@ def payloads(draw: st.DrawFn) -> bytes:
     data += b"".join(_field(8, v) for v in draw(st.lists(value_bytes, max_size=4)))
     if draw(st.booleans()):
         data += processed_suffix(1_795_000_100_000_000, 2)
+        how = draw(st.sampled_from([None, *ExitKind]))
+        if how is not None:  # some with a reason and queue, as dead letters have
+            reason, queue = draw(st.sampled_from([("", ""), ("expired", "dlq"), ("rejected", "")]))
+            data += exit_suffix(Exit(how, reason, queue))
     return data
 
 
@@ -128,6 +133,9 @@ def expected(seq: int, payload: bytes) -> dict[str, Any]:
         "posted_at": _time(_us(m.posted_at)),
         "processed_at": _time(processed) if processed else None,
         "delivery_count": m.delivery_count,
+        "exit": pb.ExitKind.Name(m.exit.kind)[10:].lower() if m.HasField("exit") else None,
+        "exit_reason": m.exit.reason or None,
+        "exit_queue": m.exit.queue or None,
     }
 
 

@@ -16,7 +16,7 @@ import pytest
 from msgboard.associative import ANY, Pattern, template
 from msgboard.errors import StoreError
 from msgboard.lmdbstore import Counts, DurableStore, MemoryStore, QueueInfo, Store
-from msgboard.message import Message
+from msgboard.message import Exit, ExitKind, Message, Section
 from msgboard.spec import UNLIMITED, OverflowPolicy, QueueSpec, SelectorSpec
 from tests.stores import H, S, U, make, post, seqs
 
@@ -407,3 +407,24 @@ def test_selectors_are_stored_and_rolled_back(store: Store) -> None:
         assert txn.delete_selector("sel-2")
     with store.begin() as txn:
         assert txn.selectors() == [("sel-1", SelectorSpec("one"))]
+
+
+def test_a_history_record_keeps_how_it_left_and_one_without_reads_as_not_recorded(
+    store: Store,
+) -> None:
+    """Given two messages processed, one with an exit and one without (as a
+    record written before exits were), I expect history to give back the
+    exit and None; given back (restore), the message waits with no exit."""
+    make(store, max_history=UNLIMITED)
+    post(store, 3)
+    how = Exit(ExitKind.DEAD_LETTERED, "rejected", "dlq")
+    with store.begin() as txn:
+        done = txn.process("q", 1, now=11 * S, max_history=UNLIMITED, how=how)
+        txn.process("q", 2, now=11 * S, max_history=UNLIMITED)
+        taken = txn.process("q", 3, now=11 * S, max_history=UNLIMITED, how=Exit(ExitKind.TAKEN))
+        txn.restore("q", taken)
+    assert done.exit == how
+    with store.begin() as txn:
+        assert [m.exit for m in txn.scan("q", Section.HISTORY)] == [how, None]
+        [back] = list(txn.scan("q", Section.UNPROCESSED))
+        assert (back.seq, back.exit) == (3, None)

@@ -30,6 +30,7 @@ BOARD_KEYS = frozenset(
         "posted_at",
         "processed_at",
         "delivery_count",
+        "exit",
         "delivery",
         "lease",
     }
@@ -81,6 +82,12 @@ def message_json(m: Message) -> dict[str, Any]:
             d[key] = value
     if m.delivery_count:
         d["delivery_count"] = m.delivery_count
+    if m.exit is not None:  # how a history message left
+        how = m.exit
+        d["exit"] = {"kind": how.kind.value}
+        for key, text in (("reason", how.reason), ("queue", how.queue), ("selector", how.selector)):
+            if text:
+                d["exit"][key] = text
     return d
 
 

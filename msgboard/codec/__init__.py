@@ -55,7 +55,13 @@ from msgboard.codec.patterns import (
     template_from_pb,
     template_to_pb,
 )
-from msgboard.codec.records import board_fields, decode_record, encode_record, processed_suffix
+from msgboard.codec.records import (
+    board_fields,
+    decode_record,
+    encode_record,
+    exit_suffix,
+    processed_suffix,
+)
 from msgboard.codec.specs import (
     browse_start_from_pb,
     browse_start_to_pb,
@@ -90,6 +96,7 @@ __all__ = [
     "decode_record",
     "duration_to_us",
     "encode_record",
+    "exit_suffix",
     "field_pattern_from_pb",
     "field_pattern_to_pb",
     "fields_from_pb",

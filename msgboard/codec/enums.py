@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from msgboard import results
 from msgboard.associative import ValueType
 from msgboard.errors import InvalidArgument
-from msgboard.message import Section
+from msgboard.message import ExitKind, Section
 from msgboard.spec import Disposition, Op, OverflowPolicy, Position, Role, UnmatchedPolicy
 from msgboard.v1 import board_pb2 as pb
 
@@ -60,6 +60,18 @@ SECTION = EnumTable(
         Section.UNPROCESSED: pb.SECTION_UNPROCESSED,
         Section.HISTORY: pb.SECTION_HISTORY,
         Section.SCHEDULED: pb.SECTION_SCHEDULED,
+    },
+)
+
+EXIT_KIND = EnumTable(
+    "exit kind",
+    {
+        ExitKind.TAKEN: pb.EXIT_KIND_TAKEN,
+        ExitKind.ACKED: pb.EXIT_KIND_ACKED,
+        ExitKind.MOVED: pb.EXIT_KIND_MOVED,
+        ExitKind.DEAD_LETTERED: pb.EXIT_KIND_DEAD_LETTERED,
+        ExitKind.EXPIRED: pb.EXIT_KIND_EXPIRED,
+        ExitKind.DROPPED: pb.EXIT_KIND_DROPPED,
     },
 )
 

@@ -17,9 +17,9 @@ from google.protobuf.struct_pb2 import NULL_VALUE
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
-from msgboard.codec.enums import DISPOSITION, SECTION
+from msgboard.codec.enums import DISPOSITION, EXIT_KIND, SECTION
 from msgboard.errors import InvalidArgument
-from msgboard.message import Fields, Message, Section, Value, build, keep_wire
+from msgboard.message import Exit, Fields, Message, Section, Value, build, keep_wire, left
 from msgboard.spec import Disposition, Receipt
 from msgboard.v1 import board_pb2 as pb
 
@@ -111,6 +111,8 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         p.delivery_count = m.delivery_count
         if m.redeliver_at:
             us_to_ts(m.redeliver_at, p.redeliver_at)
+        if m.exit is not None and not record:
+            exit_to_pb(m.exit, p.exit)
         return p
     if not record:
         p.queue = m.queue
@@ -144,7 +146,27 @@ def message_to_pb(m: Message, out: pb.Message | None = None, *, record: bool = F
         p.delivery_count = m.delivery_count
     if m.redeliver_at:
         us_to_ts(m.redeliver_at, p.redeliver_at)
+    if m.exit is not None and not record:
+        exit_to_pb(m.exit, p.exit)
     return p
+
+
+def exit_to_pb(e: Exit, out: pb.Exit) -> None:
+    """How a history message left, as a protobuf."""
+    out.kind = EXIT_KIND.to_pb[e.kind]
+    if e.reason:
+        out.reason = e.reason
+    if e.queue:
+        out.queue = e.queue
+    if e.selector:
+        out.selector = e.selector
+
+
+def exit_from_pb(p: pb.Exit) -> Exit | None:
+    """How a history message left; None for a kind this version does not
+    know (a newer board's), read as "not recorded"."""
+    kind = EXIT_KIND.from_pb.get(p.kind)
+    return None if kind is None else Exit(kind, p.reason, p.queue, p.selector)
 
 
 def message_from_pb(
@@ -181,6 +203,8 @@ def message_from_pb(
     )
     if has("redeliver_at"):  # a Browse answer's, rare
         m = dataclasses.replace(m, redeliver_at=ts_to_us(p.redeliver_at))
+    if has("exit"):  # a history message's
+        left(m, exit_from_pb(p.exit))
     return m
 
 
@@ -200,10 +224,12 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
         # delivery_count makes them impure.
         if p.section:
             p.ClearField("section")
-        if p.queue or p.seq or p.HasField("processed_at"):
+        if p.queue or p.seq or p.HasField("processed_at") or p.HasField("exit"):
             p.ClearField("queue")
             p.ClearField("seq")
             p.ClearField("processed_at")
+            p.ClearField("exit")
+            left(m, None)
         pure = not (p.delivery_count or p.HasField("posted_at"))
         out.append(keep_wire(m, p.SerializeToString(), pure))
     return out

@@ -5,7 +5,8 @@ says (queue, seq, section), so a snapshot can be decoded by any language
 that has the proto. A posted message is stored as the bytes it was posted
 as followed by the fields the board sets (``board_fields``): protobuf merges
 concatenated messages, a later scalar winning, so taking a message appends
-``processed_suffix`` instead of encoding it again. tests/test_stored_bytes.py
+``processed_suffix`` and ``exit_suffix`` (how it left) instead of encoding
+it again. tests/test_stored_bytes.py
 holds these bytes fixed.
 
 ``decode_record`` is the hot path of every take and of the Spark reader:
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import functools
 
-from msgboard.codec.messages import message_from_pb, message_to_pb, us_to_ts
-from msgboard.message import Message, Section, keep_wire
+from msgboard.codec.messages import exit_to_pb, message_from_pb, message_to_pb, us_to_ts
+from msgboard.message import Exit, Message, Section, keep_wire
 from msgboard.v1 import board_pb2 as pb
 
 _parse = pb.Message.FromString
@@ -66,3 +67,27 @@ def processed_suffix(processed_at: int, delivery_count: int) -> bytes:
     processed one: protobuf merges concatenated messages, a later scalar
     winning."""
     return board_fields(0, processed_at, delivery_count)
+
+
+def exit_suffix(how: Exit) -> bytes:
+    """The encoded ``exit`` field of a history record (``Message.exit``),
+    appended after ``processed_suffix``: a few bytes, cached. The messages
+    of one ack or Take share one Exit: the last one is kept by identity
+    (one tuple, swapped whole), which costs less than hashing it."""
+    global _last_exit
+    last = _last_exit
+    if last[0] is how:
+        return last[1]
+    data = _exit_bytes(how)
+    _last_exit = (how, data)
+    return data
+
+
+_last_exit: tuple[Exit | None, bytes] = (None, b"")
+
+
+@functools.lru_cache(maxsize=256)
+def _exit_bytes(how: Exit) -> bytes:
+    p = pb.Message()
+    exit_to_pb(how, p.exit)
+    return p.SerializeToString()

@@ -58,7 +58,7 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
-from msgboard.message import Message, Section
+from msgboard.message import TRIMMED, Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
     Disposition,
@@ -379,7 +379,7 @@ class Board:
         extra = txn.counts(SYS).unprocessed - SYS_WAITING
         if extra > 0:
             for m in list(self._oldest(txn, extra)):
-                self._net.process(b, txn, info, m)
+                self._net.process(b, txn, info, m, TRIMMED)
 
     def _oldest(self, txn: Txn, n: int) -> Iterator[Message]:
         """Up to ``n`` of the oldest waiting events no consumer holds."""

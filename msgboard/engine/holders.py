@@ -27,13 +27,13 @@ from msgboard.engine.selectors import Backoff, Consumer, Lease, Selector
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, MsgboardError, NotFound
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message, Section, stamp
+from msgboard.message import ACKED, Exit, ExitKind, Message, Section, stamp
 from msgboard.results import Acked
 from msgboard.spec import NACK_BACKOFF, Delivery, Op, Redelivery
 
 #: Processes waiting messages into history, their Messages unused
 #: (``Network.finish``).
-Finish = Callable[[Batch, Txn, QueueInfo, list[Message]], None]
+Finish = Callable[[Batch, Txn, QueueInfo, list[Message], Exit], None]
 #: Routes a message that came back (``Network.requeue``).
 Requeue = Callable[[Batch, Txn, QueueInfo, Message], None]
 
@@ -132,7 +132,8 @@ class Holders:
             # Every message a consumer holds came from its selector's source.
             found = b.lookup(s.source)
             if found is not None:
-                self._finish(b, *found, [m for _, m in taken])
+                how = Exit(ExitKind.ACKED, "", "", s.id)
+                self._finish(b, *found, [m for _, m in taken], how)
         self._pulls.wake(s)
         return Acked(list(chosen), rejected)
 
@@ -285,7 +286,7 @@ class Holders:
             if nack:
                 self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
             else:
-                self._process(b, *found, lease.message)
+                self._process(b, *found, lease.message, ACKED)
                 b.count(queue, taken=1, acked=1)
         return Acked(list(chosen), rejected)
 

@@ -82,7 +82,7 @@ from msgboard.engine.traffic import count
 from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import Batch, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message
+from msgboard.message import TAKEN, Exit, ExitKind, Message
 from msgboard.spec import Delivery, Op, Role
 
 
@@ -131,8 +131,8 @@ class Network:
         sels = self.table.of(q)
         if not sels and not msg.expires_at and not self._waiters.any(q):
             return  # the common case of a plain queue: it waits
-        if hops > MAX_HOPS:
-            self.process(b, txn, info, msg)
+        if hops > MAX_HOPS:  # never sent to a dead-letter queue
+            self.process(b, txn, info, msg, Exit(ExitKind.DEAD_LETTERED, "max-hops"))
             b.count(q, "max-hops", dead_lettered=1)
             return
         if msg.expired(b.now):
@@ -204,7 +204,7 @@ class Network:
     def _unmatched(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, hops: int) -> bool:
         policy = info.spec.unmatched.value
         if policy == "discard":
-            self.process(b, txn, info, msg)
+            self.process(b, txn, info, msg, Exit(ExitKind.DROPPED, "unmatched"))
             return True
         if policy == "dead-letter":
             self.overflow.dead(b, txn, info, msg, "unmatched", hops)
@@ -232,7 +232,7 @@ class Network:
         if taker.lease:
             self._hand(b, taker, self.holders.lease(b, txn, info, [msg], taker.lease))
         else:
-            self._hand(b, taker, [self.process(b, txn, info, msg)])
+            self._hand(b, taker, [self.process(b, txn, info, msg, TAKEN)])
             b.count(q, taken=1, delivered=1)
 
     def _hand(self, b: Batch, w: Waiter, found: list[Any]) -> None:
@@ -261,13 +261,18 @@ class Network:
             return
         b.after(partial(self.table.bump, s.id))
         if spec.op is Op.DELETE:
-            self.process(b, txn, info, msg)
+            self.process(b, txn, info, msg, Exit(ExitKind.DROPPED, "delete", "", s.id))
         elif spec.op is Op.BOUNCE:
-            self.process(b, txn, info, msg)
             b.set(s, "quota", s.quota - 1)
-            if not msg.reply_to or room(b, msg.reply_to) <= 0:
-                self.overflow.dead_letter(b, info, msg, "bounce: no room in reply_to", hops)
+            # Its own queue has room once it has left it (processed first).
+            fits = msg.reply_to == q or room(b, msg.reply_to) > 0
+            if not msg.reply_to or not fits:
+                why = "bounce: no room in reply_to"
+                dlq = self.overflow.target(b, info, hops)
+                self.process(b, txn, info, msg, Exit(ExitKind.DEAD_LETTERED, why, dlq, s.id))
+                self.overflow.dead_letter(b, info, msg, why, hops)
                 return
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", msg.reply_to, s.id))
             headers = {**msg.headers, "x-bounced-from": msg.address}
             out = Message(
                 tuple=msg.tuple,
@@ -281,7 +286,7 @@ class Network:
             )
             self.append(b, msg.reply_to, out, hops + 1)
         else:
-            self.process(b, txn, info, msg)
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", spec.destination, s.id))
             b.set(s, "quota", s.quota - 1)
             self.append(b, spec.destination, fresh(msg), hops + 1)
 
@@ -372,17 +377,17 @@ class Network:
         self.arrive(b, txn, info, stored, hops)
         return stored.seq
 
-    def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> Message:
+    def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, how: Exit) -> Message:
         """Processes a waiting message into history (a Take, an ack, a
-        DELETE, a MOVE out); the queue has room again, so the selectors
-        feeding it may pull."""
+        DELETE, a MOVE out), recording ``how`` it left; the queue has room
+        again, so the selectors feeding it may pull."""
         q = info.spec.name
         self.holds.unhold(b, q, msg.seq)
-        done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg)
+        done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg, how)
         self.pulls.drained(q)
         return done
 
-    def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message]) -> None:
+    def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message], how: Exit) -> None:
         """Processes waiting messages into history as ``process`` does, for
         a caller that does not use them (an ack): no history Message built,
         and one undo for the holds the messages leave, not one each."""
@@ -390,7 +395,7 @@ class Network:
         self.holds.finish(b, q, msgs)
         finish, now, most = txn.finish, b.now, info.spec.max_history
         for m in msgs:
-            finish(q, m.seq, now, most, m)
+            finish(q, m.seq, now, most, m, how)
         self.pulls.drained(q)
 
     def release(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:

@@ -17,7 +17,7 @@ from msgboard.engine.events import DEAD_LETTERED, Events
 from msgboard.engine.table import Table, by_turn
 from msgboard.engine.writer import Batch
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message, Section, stamp
+from msgboard.message import Exit, ExitKind, Message, Section, stamp
 from msgboard.spec import Disposition, Op, Role
 
 #: Most hops one message makes through selectors in one arrival (a bound on
@@ -25,7 +25,7 @@ from msgboard.spec import Disposition, Op, Role
 MAX_HOPS = 32
 
 #: Processes a waiting message into history (``Network.process``).
-Process = Callable[[Batch, Txn, QueueInfo, Message], Message]
+Process = Callable[[Batch, Txn, QueueInfo, Message, Exit], Message]
 #: Posts a message to a queue from inside the network and routes it there;
 #: its seq, 0 if the queue is gone (``Network.append``).
 Append = Callable[[Batch, str, Message, int], int]
@@ -50,11 +50,26 @@ class Overflow:
     def dead(
         self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, reason: str, hops: int
     ) -> None:
-        """Processes a waiting message and sends it to the dead-letter queue."""
+        """Processes a waiting message and sends it to the dead-letter queue;
+        its history record says so (expired or dead-lettered, with the
+        reason and the queue it will be stored on, "" if discarded)."""
+        kind = ExitKind.DEAD_LETTERED
         if reason == "expired":
             b.count(info.spec.name, expired=1)
-        self._process(b, txn, info, msg)
+            kind = ExitKind.EXPIRED
+        self._process(b, txn, info, msg, Exit(kind, reason, self.target(b, info, hops)))
         self.dead_letter(b, info, msg, reason, hops)
+
+    def target(self, b: Batch, info: QueueInfo, hops: int) -> str:
+        """The dead-letter queue that ``dead_letter`` will store a message
+        of ``info``'s queue on once it has left that queue (as ``dead``
+        processes it first), "" if it will be discarded: the same test."""
+        dlq = info.spec.dead_letter
+        if not dlq or hops > MAX_HOPS:
+            return ""
+        if dlq != info.spec.name and room(b, dlq) <= 0:
+            return ""
+        return dlq
 
     def dead_letter(self, b: Batch, info: QueueInfo, msg: Message, reason: str, hops: int) -> bool:
         """Sends ``msg`` (not stored on its queue) to the queue's dead-letter

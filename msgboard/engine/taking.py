@@ -29,7 +29,7 @@ from msgboard.engine.waiters import Waiter, Waiters, answer, claim
 from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import InvalidArgument, QueueNotFound
 from msgboard.lmdbstore import Txn
-from msgboard.message import Message, Section, now_us
+from msgboard.message import TAKEN, Message, Section, now_us
 from msgboard.results import Acked
 from msgboard.spec import Delivery
 
@@ -146,7 +146,7 @@ class Taking:
                     return found
                 if lease:
                     return net.holders.lease(b, txn, info, found, lease)
-                taken = [net.process(b, txn, info, m) for m in found]
+                taken = [net.process(b, txn, info, m, TAKEN) for m in found]
                 b.count(queue, taken=len(taken), delivered=len(taken))
                 net.pulls.settle(b)
                 return taken

@@ -27,7 +27,7 @@ from msgboard.associative.keys import message_keys
 from msgboard.errors import StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
-from msgboard.message import Message, Section, stamp
+from msgboard.message import Exit, Message, Section, left, stamp
 from msgboard.spec import QueueSpec, SelectorSpec
 
 _US = 1_000_000
@@ -293,7 +293,13 @@ class MemoryTxn(Txn):
         return q.scheduled.get(seq) if m is None else m
 
     def process(
-        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message | None = None,
+        how: Exit | None = None,
     ) -> Message:
         q = self._get(name)
         old: Message | None = q.unprocessed.pop(seq, None)
@@ -304,6 +310,8 @@ class MemoryTxn(Txn):
         log.append((q.unprocessed.__setitem__, (seq, old)))
         log.append((q.file, (old,)))
         m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+        if how is not None:
+            left(m, how)
         if max_history > 0:
             history = q.history
             history[seq] = m

@@ -44,7 +44,7 @@ from types import TracebackType
 from msgboard.associative import Pattern
 from msgboard.errors import NotFound, StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
-from msgboard.message import Message, Section
+from msgboard.message import Exit, Message, Section
 from msgboard.results import StoreInfo
 from msgboard.spec import QueueSpec, SelectorSpec
 
@@ -170,20 +170,35 @@ class Txn(abc.ABC):
 
     @abc.abstractmethod
     def process(
-        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message | None = None,
+        how: Exit | None = None,
     ) -> Message:
         """Marks an unprocessed message processed and returns it with
-        ``processed_at=now``, ``delivery_count`` one higher and section
-        HISTORY. It is kept in history when ``max_history > 0``; then the
+        ``processed_at=now``, ``delivery_count`` one higher, section HISTORY
+        and ``exit`` ``how`` (how it left; None: not recorded). It is kept in
+        history, with ``how``, when ``max_history > 0``; then the
         oldest history beyond ``max_history`` messages is discarded. KeyError
         if the seq is not unprocessed. ``known``, when the caller has it, is
         the message as this store holds it (read in this transaction or
         since): the store may use it rather than read it again."""
 
-    def finish(self, name: str, seq: int, now: int, max_history: int, known: Message) -> None:
+    def finish(
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message,
+        how: Exit | None = None,
+    ) -> None:
         """As ``process``, for a caller that does not use the processed
         message (an ack): a store may skip building it."""
-        self.process(name, seq, now, max_history, known)
+        self.process(name, seq, now, max_history, known, how)
 
     def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
         """Drops the damaged record at ``seq`` (``after``: the first damaged

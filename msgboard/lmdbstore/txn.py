@@ -26,7 +26,7 @@ import lmdb
 
 from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
-from msgboard.codec import encode_record, processed_suffix
+from msgboard.codec import encode_record, exit_suffix, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
 from msgboard.lmdbstore import damage, record
 from msgboard.lmdbstore.cache import Cache, QueueState
@@ -52,7 +52,7 @@ from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.schedule import Schedule
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
-from msgboard.message import Message, Section, stamp
+from msgboard.message import Exit, Message, Section, left, stamp
 from msgboard.spec import QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
@@ -414,16 +414,37 @@ class DurableTxn(Txn):
         return None if raw is None else decode(key, raw, name, seq, _SCHEDULED)
 
     def process(
-        self, name: str, seq: int, now: int, max_history: int, known: Message | None = None
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message | None = None,
+        how: Exit | None = None,
     ) -> Message:
-        old = self._process(name, seq, now, max_history, known)
-        return stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+        old = self._process(name, seq, now, max_history, known, how)
+        m = stamp(old, name, seq, old.posted_at, now, old.delivery_count + 1, _HISTORY)
+        return m if how is None else left(m, how)
 
-    def finish(self, name: str, seq: int, now: int, max_history: int, known: Message) -> None:
-        self._process(name, seq, now, max_history, known)
+    def finish(
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message,
+        how: Exit | None = None,
+    ) -> None:
+        self._process(name, seq, now, max_history, known, how)
 
     def _process(
-        self, name: str, seq: int, now: int, max_history: int, known: Message | None
+        self,
+        name: str,
+        seq: int,
+        now: int,
+        max_history: int,
+        known: Message | None,
+        how: Exit | None,
     ) -> Message:
         """Moves the record to history; returns it as it was (unprocessed)."""
         q = self._q.get(name) or self._touch(name)
@@ -451,8 +472,11 @@ class DurableTxn(Txn):
             if max_history > 0:
                 # The unprocessed record never has processed_at, and a later
                 # field wins when protobuf parses: appending the two changed
-                # fields is the whole new record, without decoding it.
+                # fields is the whole new record, without decoding it; how it
+                # left (field 18, ``exit_suffix``) follows them.
                 suffix = processed_suffix(now, old.delivery_count + 1)
+                if how is not None:
+                    suffix += exit_suffix(how)
                 self._txn.put(key, record.append(raw, suffix), db=self._history)
                 q.history += 1
                 if q.history > max_history:

@@ -85,6 +85,62 @@ VALUE_TYPE_STRING: ValueType.ValueType  # 5
 VALUE_TYPE_BYTES: ValueType.ValueType  # 6
 Global___ValueType: _TypeAlias = ValueType  # noqa: Y015
 
+class _ExitKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExitKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExitKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXIT_KIND_UNSPECIFIED: _ExitKind.ValueType  # 0
+    """Not recorded: a record from before exits, or still waiting."""
+    EXIT_KIND_TAKEN: _ExitKind.ValueType  # 1
+    """Taken by a Take (no lease)."""
+    EXIT_KIND_ACKED: _ExitKind.ValueType  # 2
+    """Acked by a consumer, or a leased Take's lease acked."""
+    EXIT_KIND_MOVED: _ExitKind.ValueType  # 3
+    """A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+    EXIT_KIND_DEAD_LETTERED: _ExitKind.ValueType  # 4
+    """Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
+    max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
+    queue it went to, empty if it was discarded.
+    """
+    EXIT_KIND_EXPIRED: _ExitKind.ValueType  # 5
+    """Its expires_at passed; Exit.queue the dead-letter queue it went to,
+    empty if it was discarded.
+    """
+    EXIT_KIND_DROPPED: _ExitKind.ValueType  # 6
+    """Dropped: reason "delete" (a DELETE selector), "unmatched" (the queue's
+    unmatched policy discard) or "trimmed" ($sys trimming).
+    """
+
+class ExitKind(_ExitKind, metaclass=_ExitKindEnumTypeWrapper):
+    """How a message left its queue's waiting section, as the board recorded it
+    in the history record.
+    """
+
+EXIT_KIND_UNSPECIFIED: ExitKind.ValueType  # 0
+"""Not recorded: a record from before exits, or still waiting."""
+EXIT_KIND_TAKEN: ExitKind.ValueType  # 1
+"""Taken by a Take (no lease)."""
+EXIT_KIND_ACKED: ExitKind.ValueType  # 2
+"""Acked by a consumer, or a leased Take's lease acked."""
+EXIT_KIND_MOVED: ExitKind.ValueType  # 3
+"""A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+EXIT_KIND_DEAD_LETTERED: ExitKind.ValueType  # 4
+"""Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
+max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
+queue it went to, empty if it was discarded.
+"""
+EXIT_KIND_EXPIRED: ExitKind.ValueType  # 5
+"""Its expires_at passed; Exit.queue the dead-letter queue it went to,
+empty if it was discarded.
+"""
+EXIT_KIND_DROPPED: ExitKind.ValueType  # 6
+"""Dropped: reason "delete" (a DELETE selector), "unmatched" (the queue's
+unmatched policy discard) or "trimmed" ($sys trimming).
+"""
+Global___ExitKind: _TypeAlias = ExitKind  # noqa: Y015
+
 class _Section:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -476,6 +532,7 @@ class Message(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     NOT_BEFORE_FIELD_NUMBER: _builtins.int
     REDELIVER_AT_FIELD_NUMBER: _builtins.int
+    EXIT_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     """Set by the board: the queue the message is on."""
     seq: _builtins.int
@@ -548,6 +605,14 @@ class Message(_message.Message):
         otherwise.
         """
 
+    @_builtins.property
+    def exit(self) -> Global___Exit:
+        """Set by the board on a history message: how it left the waiting ones
+        (taken, acked, moved, dead-lettered, expired, dropped). Unset on a
+        waiting message, and on a history record written before exits were
+        recorded (read as "not recorded"). A post never carries it.
+        """
+
     def __init__(
         self,
         *,
@@ -568,14 +633,46 @@ class Message(_message.Message):
         key: _builtins.str = ...,
         not_before: _timestamp_pb2.Timestamp | None = ...,
         redeliver_at: _timestamp_pb2.Timestamp | None = ...,
+        exit: Global___Exit | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at", "redeliver_at", b"redeliver_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "expires_at", b"expires_at", "not_before", b"not_before", "posted_at", b"posted_at", "processed_at", b"processed_at", "redeliver_at", b"redeliver_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "redeliver_at", b"redeliver_at", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "body", b"body", "content_type", b"content_type", "delivery_count", b"delivery_count", "exit", b"exit", "expires_at", b"expires_at", "headers", b"headers", "key", b"key", "not_before", b"not_before", "posted_at", b"posted_at", "priority", b"priority", "processed_at", b"processed_at", "queue", b"queue", "redeliver_at", b"redeliver_at", "reply_to", b"reply_to", "section", b"section", "seq", b"seq", "tuple", b"tuple"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class Exit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SELECTOR_FIELD_NUMBER: _builtins.int
+    kind: Global___ExitKind.ValueType
+    reason: _builtins.str
+    """Why, in the words of x-dead-letter-reason and Stats; empty for a take or ack."""
+    queue: _builtins.str
+    """Where it went (moved, dead-lettered, expired); empty: nowhere."""
+    selector: _builtins.str
+    """The id of the selector that took it, if one did; empty otherwise."""
+    def __init__(
+        self,
+        *,
+        kind: Global___ExitKind.ValueType = ...,
+        reason: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        selector: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "queue", b"queue", "reason", b"reason", "selector", b"selector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Exit: _TypeAlias = Exit  # noqa: Y015
 
 @_typing.final
 class Redelivery(_message.Message):

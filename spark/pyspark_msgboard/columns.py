@@ -86,6 +86,15 @@ SCHEMA = StructType(
         StructField("posted_at", TimestampType(), False),
         StructField("processed_at", TimestampType()),
         StructField("delivery_count", IntegerType(), False),
+        #: How a history message left, as the board recorded it: taken,
+        #: acked, moved, dead_lettered, expired or dropped; null while it
+        #: waits, or for a record written before exits were recorded.
+        StructField("exit", StringType()),
+        #: Why (expired, rejected, max-deliveries, unmatched, max-hops,
+        #: delete, trimmed, "bounce: no room in reply_to"); null: none given.
+        StructField("exit_reason", StringType()),
+        #: The queue it went to (moved, dead-lettered, expired); null: none.
+        StructField("exit_queue", StringType()),
     ]
 )
 #: What Spark expects read() to yield for SCHEMA, exactly (it checks).
@@ -214,6 +223,7 @@ def batch(keys: list[bytes], payloads: list[bytes], queue: str, section: str) ->
         "posted_at": pa.array(_micros([m.posted_at for m in rows]), stamp),
         "processed_at": _optional_time(rows, "processed_at"),
         "delivery_count": pa.array([m.delivery_count for m in rows], pa.int32()),
+        **_exits(rows),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in ARROW], schema=ARROW)
 
@@ -247,6 +257,30 @@ def _optional_time(rows: list[Any], name: str) -> pa.Array:
         [getattr(m, name) for m, p in zip(rows, present, strict=True) if p]
     )
     return pa.array(us, stamp, mask=us == 0)
+
+
+#: ExitKind numbers as the ``exit`` column says them (EXIT_KIND_ACKED: acked).
+_EXIT_NAMES: dict[int, str | None] = {
+    v.number: v.name.removeprefix("EXIT_KIND_").lower() for v in pb.ExitKind.DESCRIPTOR.values
+}
+_EXIT_NAMES[pb.EXIT_KIND_UNSPECIFIED] = None
+
+
+def _exits(rows: list[Any]) -> dict[str, pa.Array]:
+    """The ``exit``, ``exit_reason`` and ``exit_queue`` columns: null where
+    a row has no exit (waiting, or written before exits), and a reason or
+    queue null where it is empty."""
+    n = len(rows)
+    present = [m.HasField("exit") for m in rows]
+    if not any(present):
+        nulls = pa.nulls(n, pa.string())
+        return {"exit": nulls, "exit_reason": nulls, "exit_queue": nulls}
+    how = [m.exit if p else None for m, p in zip(rows, present, strict=True)]
+    return {
+        "exit": pa.array([_EXIT_NAMES.get(e.kind) if e else None for e in how], pa.string()),
+        "exit_reason": pa.array([(e.reason or None) if e else None for e in how], pa.string()),
+        "exit_queue": pa.array([(e.queue or None) if e else None for e in how], pa.string()),
+    }
 
 
 _ENTRY = pb.Message.HeadersEntry.DESCRIPTOR

@@ -10,7 +10,9 @@ written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
 
 - ``traffic_queue``: per queue and hour (UTC), messages posted and processed.
 - ``traffic_address``: the same per address.
-- ``latency``: per queue, post-to-processed time of the processed messages in
+- ``latency``: per queue, post-to-processed time of the processed messages
+  (those a consumer acked or a Take took: ``exit`` acked or taken; not the
+  moved, dead-lettered, expired or dropped) in
   milliseconds: count, mean, max, and p50/p95/p99 *approximate*
   (``percentile_approx`` at ACCURACY: within 1/10,000 of the rank), which
   fit in memory whatever the number of rows.
@@ -18,9 +20,14 @@ written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
   empty ones too, and any gone with rows left), messages, unprocessed,
   redelivered (delivery count above 1), the highest delivery count
   (``most_deliveries``), the queue's ``max_deliveries`` property (0: no
-  limit), ``posted`` (its ``next_seq`` - 1) and ``unrecorded`` (posted, but
-  the dataset has no row of it: it left the board with no history record),
-  so that posted = messages + unrecorded for a queue on the board; and
+  limit), how its history rows left (``exit``, as the board recorded it):
+  ``processed`` (acked or taken), ``moved``, ``dead_lettered``, ``expired``,
+  ``dropped`` and ``not_recorded`` (a record from before exits were
+  recorded), ``posted`` (its ``next_seq`` - 1) and ``unrecorded`` (posted,
+  but the dataset has no row of it: it left the board with no history
+  record), and ``balanced``: posted = unprocessed + processed + moved +
+  dead_lettered + expired + dropped + not_recorded + unrecorded (null for a
+  queue no longer on the board); and
   whether it is a dead-letter queue: one that a queue's
   properties name as its ``dead_letter`` (recorded in the snapshot manifest
   and the dataset's books), or whose name matches a ``--dead-letter`` glob.
@@ -102,7 +109,12 @@ COLUMNS = (
     "posted_at",
     "processed_at",
     "delivery_count",
+    "exit",
 )
+#: The ``exit`` values counted as processed (consumed): latency is theirs.
+PROCESSED = ("acked", "taken")
+#: The columns of ``deliveries`` that count history rows by how they left.
+EXITS = ("processed", "moved", "dead_lettered", "expired", "dropped", "not_recorded")
 #: The headers the board sets when it dead-letters a message (engine/overflow.py).
 REASON = "x-dead-letter-reason"
 SOURCE = "x-dead-letter-queue"
@@ -124,7 +136,7 @@ def tables(
     dead_letter = dead_letter or {}
     spark = df.sparkSession
     latency_ms = (F.unix_micros("processed_at") - F.unix_micros("posted_at")) / 1000.0
-    processed = df.where(F.col("processed_at").isNotNull()).withColumn("ms", latency_ms)
+    processed = df.where(F.col("exit").isin(*PROCESSED)).withColumn("ms", latency_ms)
     p = F.percentile_approx("ms", [0.5, 0.95, 0.99], ACCURACY)
     latency = (
         processed.groupBy("queue")
@@ -165,6 +177,7 @@ def tables(
         F.sum((F.col("section") == "unprocessed").cast("long")).alias("unprocessed"),
         F.sum((F.col("delivery_count") > 1).cast("long")).alias("redelivered"),
         F.max("delivery_count").alias("most_deliveries"),
+        *(_exit_count(name).alias(name) for name in EXITS),
     )
     deliveries = (
         counts.join(props, "queue", "full")
@@ -172,13 +185,14 @@ def tables(
             "queue",
             *(
                 F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
-                for c in ("messages", "unprocessed", "redelivered", "most_deliveries")
+                for c in ("messages", "unprocessed", "redelivered", "most_deliveries", *EXITS)
             ),
             F.coalesce(F.col("max_deliveries"), F.lit(0)).alias("max_deliveries"),
             "posted",
             "unrecorded",
         )
         .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
+        .withColumn("balanced", balanced())
         .orderBy("queue")
     )
     # A dead letter's source queue, from the board's header, believed only
@@ -216,6 +230,31 @@ def tables(
         "dead_letters": letters,
         "shapes": shapes,
     }
+
+
+def _exit_count(name: str) -> Column:
+    """How many history rows of a group left as ``name`` (one of EXITS)."""
+    from pyspark.sql import functions as F
+
+    history = F.col("section") == "history"
+    if name == "processed":
+        left = F.col("exit").isin(*PROCESSED)
+    elif name == "not_recorded":
+        left = history & F.col("exit").isNull()
+    else:
+        left = F.col("exit") == name
+    return F.sum(F.coalesce(left, F.lit(False)).cast("long"))
+
+
+def balanced() -> Column:
+    """posted = waiting + every way out + unrecorded, for a queue on the
+    board (null for one gone, whose posted the books no longer know)."""
+    from pyspark.sql import functions as F
+
+    total = F.col("unprocessed") + F.col("unrecorded")
+    for name in EXITS:
+        total = total + F.col(name)
+    return F.when(F.col("posted").isNull(), F.lit(None)).otherwise(F.col("posted") == total)
 
 
 def generation(ids: dict[str, int]) -> Column:
@@ -315,7 +354,11 @@ def report(
             "last": _utc(span["last"]),
             "processed": int(frames["latency"]["processed"].sum()),
             "redelivered": int(d["redelivered"].sum()),
+            # Messages in dead-letter queues (what is there to look at) ...
             "dead_letters": int(d.loc[d["dead_letter_queue"], "messages"].sum()),
+            # ... and the history rows of each way out but processing.
+            **{name: int(d[name].sum()) for name in EXITS if name != "processed"},
+            "unbalanced": int((d["balanced"] == False).sum()),  # noqa: E712 (None: gone)
         }
         figures["taken_at"] = books.snapshot.get("taken_at") if books else None
         figures["made_at"] = dataset.now()
@@ -360,7 +403,7 @@ def nights(reports: str) -> str:
         rows.append((made.get("taken_at") or "", name, made))
     rows.sort(reverse=True)
     cells = ["night", "snapshot taken", "report made", "messages", "queues", "processed"]
-    cells += ["redelivered", "dead letters"]
+    cells += ["dead-lettered", "expired", "redelivered", "in dead-letter queues"]
     head = "".join(f"<th>{c}</th>" for c in cells)
     body = []
     for _, name, made in rows:
@@ -368,6 +411,7 @@ def nights(reports: str) -> str:
         link = f'<a href="{html.escape(name)}/index.html">{html.escape(name)}</a>'
         values = [_stamp(made.get("taken_at")), _stamp(made.get("made_at"))]
         values += [_fmt(fig.get(k, "")) for k in ("messages", "queues", "processed")]
+        values += [_fmt(fig.get(k, "")) for k in ("dead_lettered", "expired")]
         values += [_fmt(fig.get(k, "")) for k in ("redelivered", "dead_letters")]
         tds = "".join(f"<td>{html.escape(v)}</td>" for v in values)
         body.append(f"<tr><td>{link}</td>{tds}</tr>")
@@ -444,14 +488,19 @@ SECTIONS = [
     (
         "latency",
         "Post-to-processed latency",
-        "Per queue, milliseconds; p50, p95 and p99 are approximate (within 0.01% of rank).",
+        "Per queue, milliseconds, of the messages acked or taken (not the moved, "
+        "dead-lettered, expired or dropped); p50, p95 and p99 are approximate (within "
+        "0.01% of rank).",
     ),
     (
         "deliveries",
         "Redeliveries and dead letters",
         "Per queue, every queue on the board: most_deliveries is the highest delivery "
-        "count of a message, max_deliveries the queue's limit (0: none); posted = "
-        "messages + unrecorded (posted, but left the board with no history record).",
+        "count of a message, max_deliveries the queue's limit (0: none); how the history "
+        "rows left, as the board recorded it (processed: acked or taken; not_recorded: "
+        "written before exits were recorded); balanced: posted = unprocessed + processed "
+        "+ moved + dead_lettered + expired + dropped + not_recorded + unrecorded (posted, "
+        "but left the board with no history record).",
     ),
     (
         "dead_letters",
@@ -472,9 +521,14 @@ def page(
         ("messages", f"{figures['messages']:,}"),
         ("queues", f"{figures['queues']:,}"),
         ("processed", f"{figures['processed']:,}"),
+        ("dead-lettered", f"{figures['dead_lettered']:,}"),
+        ("expired", f"{figures['expired']:,}"),
+        ("dropped", f"{figures['dropped']:,}"),
         ("redelivered", f"{figures['redelivered']:,}"),
-        ("dead letters", f"{figures['dead_letters']:,}"),
+        ("in dead-letter queues", f"{figures['dead_letters']:,}"),
     ]
+    if figures.get("unbalanced"):
+        tiles.append(("queues whose books do not add up", f"{figures['unbalanced']:,}"))
     head = "".join(f"<div class=tile><b>{v}</b><span>{k}</span></div>" for k, v in tiles)
     parts = []
     for name, title, note in SECTIONS:
