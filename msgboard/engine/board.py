@@ -57,7 +57,7 @@ from msgboard.engine.teardown import Teardown
 from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
+from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
 from msgboard.message import Message
 from msgboard.results import QueueView
 from msgboard.spec import (
@@ -85,10 +85,11 @@ class Board:
         sync: bool = True,
         limits: Limits | None = None,
         map_size: int = 256 * 1024 * 1024,
+        log: Log | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.path = os.fspath(path)
-        self._durable = DurableStore(self.path, sync=sync, map_size=map_size)
+        self._durable = DurableStore(self.path, sync=sync, map_size=map_size, log=log)
         self._memory = MemoryStore()
         self._waiters = Waiters()
         self._writer = writer = Writer(self._durable, self._memory, self._waiters)
