@@ -289,10 +289,11 @@ def entries(txn: lmdb.Transaction[bytes], dbs: Dbs, start: int, budget: int) -> 
 
 def hole(txn: lmdb.Transaction[bytes], dbs: Dbs) -> None:
     """Opened without its log: drops the entries and leaves the next index
-    as a hole, so that no standby continues across unlogged writes."""
+    as a hole, so that no standby continues across unlogged writes (nor
+    starts from index 1 on a board that wrote before it logged)."""
     first, last = bounds(txn, dbs)
-    if not last or first > last:
-        return
+    if last and first > last:
+        return  # a hole already
     _trim(txn, dbs, last + 2)
     txn.put(LOG_LAST_KEY, LOG_LAST.pack(last + 1, 0), db=dbs.meta)
     txn.put(LOG_FIRST_KEY, U64.pack(last + 2), db=dbs.meta)

@@ -1,0 +1,125 @@
+"""A standby's side of the log: ``Replica`` follows its primary.
+
+One thread of its own (a blocking gRPC stream, so that applying, which
+fsyncs, never holds the server's event loop): it opens ``Follow`` from the
+index after the last one its store applied, applies each batch of entries
+in one LMDB transaction with fsync (``DurableStore.apply``), then
+acknowledges the batch's last index. When the stream breaks (the primary
+restarted, the network) it connects again with capped backoff and goes on
+from where its store is. A ``LogTruncated`` answer means this standby must
+be seeded again, which is not built yet: it is logged and retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from msgboard.cluster.service import TOKEN_KEY
+from msgboard.lmdbstore import DurableStore
+from msgboard.v1 import replication_pb2 as rpb
+from msgboard.v1 import replication_pb2_grpc as rpb_grpc
+
+log = logging.getLogger(__name__)
+
+#: Reconnecting waits this long at first, doubling up to ``MAX_BACKOFF``.
+BACKOFF = 0.1
+MAX_BACKOFF = 2.0
+
+
+class Replica:
+    """Follows the primary at ``primary`` (HOST:PORT) into ``store`` (a
+    standby's: ``DurableStore(path, log=Log(), standby=True)``).
+    ``credentials``: TLS to the primary (None: plaintext)."""
+
+    def __init__(
+        self,
+        store: DurableStore,
+        primary: str,
+        token: str,
+        name: str,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self._store = store
+        self.primary = primary
+        self._token = token
+        self._name = name
+        self._credentials = credentials
+        self._stop = threading.Event()
+        self._call: Any = None
+        #: The primary's last index, as its last answer said.
+        self.primary_last = 0
+        self._thread = threading.Thread(target=self._run, name="msgboard-replica", daemon=True)
+        self._thread.start()
+
+    @property
+    def applied(self) -> int:
+        """The last index this standby applied."""
+        return self._store.log.last if self._store.log else 0
+
+    def _run(self) -> None:
+        wait = BACKOFF
+        while not self._stop.is_set():
+            try:
+                if self._follow():
+                    wait = BACKOFF
+            except grpc.RpcError as e:
+                if self._stop.is_set():
+                    return
+                code, details = e.code(), e.details()
+                bad = code == grpc.StatusCode.FAILED_PRECONDITION
+                level = logging.ERROR if bad else logging.INFO
+                log.log(level, "following %s: %s: %s", self.primary, code.name, details)
+            except Exception:
+                log.exception("following %s failed; trying again", self.primary)
+            self._stop.wait(wait)
+            wait = min(wait * 2, MAX_BACKOFF)
+
+    def _follow(self) -> bool:
+        """One Follow stream, until it ends; True if it applied anything."""
+        target = self.primary
+        if self._credentials is None:
+            channel = grpc.insecure_channel(target)
+        else:
+            channel = grpc.secure_channel(target, self._credentials)
+        sends: queue.SimpleQueue[rpb.FollowRequest | None] = queue.SimpleQueue()
+        hello = rpb.Hello(board=self._name, from_index=self.applied + 1)
+        sends.put(rpb.FollowRequest(hello=hello))
+        applied = False
+        try:
+            stub = rpb_grpc.ReplicationStub(channel)
+            self._call = call = stub.Follow(_drain(sends), metadata=((TOKEN_KEY, self._token),))
+            if self._stop.is_set():
+                call.cancel()  # type: ignore[no-untyped-call]
+            log.info("following %s from log index %d", target, hello.from_index)
+            for r in call:
+                self.primary_last = r.last
+                if r.entries:
+                    last = self._store.apply(list(r.entries))
+                    sends.put(rpb.FollowRequest(ack=rpb.Ack(index=last)))
+                    applied = True
+        finally:
+            sends.put(None)
+            channel.close()
+        return applied
+
+    def stop(self) -> None:
+        """Ends the stream and the thread (the store stays open)."""
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        self._thread.join(timeout=10)
+
+
+def _drain(sends: queue.SimpleQueue[rpb.FollowRequest | None]) -> Iterator[rpb.FollowRequest]:
+    while True:
+        item = sends.get()
+        if item is None:
+            return
+        yield item
