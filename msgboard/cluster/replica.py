@@ -83,10 +83,13 @@ class Replica:
     def _follow(self) -> bool:
         """One Follow stream, until it ends; True if it applied anything."""
         target = self.primary
+        # A batch is about 1 MiB, but one entry (a group commit) may be
+        # larger than gRPC's default 4 MiB limit.
+        options = [("grpc.max_receive_message_length", -1)]
         if self._credentials is None:
-            channel = grpc.insecure_channel(target)
+            channel = grpc.insecure_channel(target, options)
         else:
-            channel = grpc.secure_channel(target, self._credentials)
+            channel = grpc.secure_channel(target, self._credentials, options)
         sends: queue.SimpleQueue[rpb.FollowRequest | None] = queue.SimpleQueue()
         hello = rpb.Hello(board=self._name, from_index=self.applied + 1)
         sends.put(rpb.FollowRequest(hello=hello))

@@ -19,8 +19,8 @@ from msgboard.engine import Board
 
 #: Entries kept in memory for the streams.
 RING = 4096
-#: About the most entry bytes in one response.
-BATCH_BYTES = 4 << 20
+#: About the most entry bytes in one response (one entry more at most).
+BATCH_BYTES = 1 << 20
 
 
 class Shipper:
