@@ -14,7 +14,7 @@ has the figures).
 An entry (all integers big-endian)::
 
     index u64 | epoch u64 | count u32 | op * count | crc32c u32
-    op = kind u8 | db u8 | klen u16 | key | vlen u32 | value
+    op = kind u8 | db u8 | klen u16 | vlen u32 | key | value
     kind: PUT (db[key] = value; a duplicate more in ``index``),
           DEL (db[key] and every duplicate of it), DELDUP (one duplicate)
 
@@ -51,8 +51,7 @@ from msgboard.lmdbstore.layout import (
 
 PUT, DEL, DELDUP = 1, 2, 3
 HEAD = struct.Struct(">QQI")
-OP = struct.Struct(">BBH")
-VLEN = struct.Struct(">I")
+OP = struct.Struct(">BBHI")
 CRC = struct.Struct(">I")
 
 #: One recorded operation: kind, the sub-database's position, key, value.
@@ -166,11 +165,9 @@ class RecordingCursor:
 def encode(index: int, epoch: int, ops: list[Op]) -> bytes:
     """An entry's bytes."""
     parts = [HEAD.pack(index, epoch, len(ops))]
+    extend, pack = parts.extend, OP.pack
     for kind, db, key, value in ops:
-        parts.append(OP.pack(kind, db, len(key)))
-        parts.append(key)
-        parts.append(VLEN.pack(len(value)))
-        parts.append(value)
+        extend((pack(kind, db, len(key), len(value)), key, value))
     body = b"".join(parts)
     return body + CRC.pack(google_crc32c.value(body))
 
@@ -191,14 +188,10 @@ def decode(entry: bytes) -> tuple[int, int, list[Op]]:
     index, epoch, count = HEAD.unpack_from(body)
     at, ops = HEAD.size, []
     for _ in range(count):
-        kind, db, klen = OP.unpack_from(body, at)
+        kind, db, klen, vlen = OP.unpack_from(body, at)
         at += OP.size
-        key = body[at : at + klen]
-        at += klen
-        (vlen,) = VLEN.unpack_from(body, at)
-        at += VLEN.size
-        ops.append((kind, db, key, body[at : at + vlen]))
-        at += vlen
+        ops.append((kind, db, body[at : at + klen], body[at + klen : at + klen + vlen]))
+        at += klen + vlen
     return index, epoch, ops
 
 
