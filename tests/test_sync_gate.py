@@ -66,7 +66,7 @@ def test_answers_wait_for_the_standby_and_the_writer_goes_on(board: Board) -> No
 
 def test_strict_a_write_fails_after_the_wait(board: Board) -> None:
     gate = gated(board, needed=1, timeout=0.2)
-    with pytest.raises(Unavailable, match="no standby in sync.*none connected"):
+    with pytest.raises(Unavailable, match=r"no standby in sync.*none connected"):
         board.post_async("q", [Message(body=b"alone")]).result(LONG)
     gate.close()
 
