@@ -289,3 +289,31 @@ def test_the_log_needs_the_clusters_token(tmp_path: Path, stopped: list[Served])
         with pytest.raises(grpc.RpcError) as e:
             list(stub.Follow(iter([hello]), metadata=bad, timeout=30))
         assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_standby_seeds_itself_from_a_primary_that_wrote_before_it_logged(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a board that served without replication, then restarted as a
+    primary, when an empty standby starts, I expect the primary's log not
+    to reach back far enough (LogTruncated), the standby to seed itself
+    from a hot copy of the primary, follow its log from there, and hold the
+    same records."""
+    (tmp_path / "p").mkdir()
+    single = Served(tmp_path / "p")
+    stopped.append(single)
+    with Client(single.address) as c:
+        c.create_queue("q")
+        c.post_many("q", [Message(body=b"before") for _ in range(1000)])
+    assert single.stop() == 0
+    p = primary(tmp_path, *PATIENT)
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    with Client(p.address) as c:
+        c.post("q", body=b"after")  # answered once the seeded standby has it
+    caught_up(p, s)
+    assert differences(p.data, s.data) == []
+    assert "seeding this standby" in s.log.read_text()
+    seeds = tmp_path / "p"
+    wait_for(lambda: not list(seeds.glob(".msgboard-seed-*")), "the primary's copy removed")

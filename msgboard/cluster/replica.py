@@ -6,21 +6,25 @@ index after the last one its store applied, applies each batch of entries
 in one LMDB transaction with fsync (``DurableStore.apply``), then
 acknowledges the batch's last index. When the stream breaks (the primary
 restarted, the network) it connects again with capped backoff and goes on
-from where its store is. A ``LogTruncated`` answer means this standby must
-be seeded again, which is not built yet: it is logged and retried.
+from where its store is. A ``LogTruncated`` answer (the primary no longer
+keeps the entries this standby needs, or never had them) makes it seed
+itself: the primary's ``Seed`` copy replaces its data, then it follows.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 
 from msgboard.cluster.service import TOKEN_KEY
+from msgboard.details import DETAILS_KEY
 from msgboard.lmdbstore import DurableStore
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
@@ -44,8 +48,10 @@ class Replica:
         token: str,
         name: str,
         credentials: grpc.ChannelCredentials | None = None,
+        reopen: Callable[[], DurableStore] | None = None,
     ) -> None:
-        self._store = store
+        self.store = store
+        self._reopen = reopen
         self.primary = primary
         self._token = token
         self._name = name
@@ -60,7 +66,7 @@ class Replica:
     @property
     def applied(self) -> int:
         """The last index this standby applied."""
-        return self._store.log.last if self._store.log else 0
+        return self.store.log.last if self.store.log else 0
 
     def _run(self) -> None:
         wait = BACKOFF
@@ -72,6 +78,13 @@ class Replica:
                 if self._stop.is_set():
                     return
                 code, details = e.code(), e.details()
+                if truncated(e) and self._reopen is not None:
+                    log.warning("following %s: %s; seeding this standby", self.primary, details)
+                    try:
+                        self._seed()
+                        continue
+                    except grpc.RpcError as again:
+                        code, details = again.code(), again.details()
                 bad = code == grpc.StatusCode.FAILED_PRECONDITION
                 level = logging.ERROR if bad else logging.INFO
                 log.log(level, "following %s: %s: %s", self.primary, code.name, details)
@@ -83,13 +96,7 @@ class Replica:
     def _follow(self) -> bool:
         """One Follow stream, until it ends; True if it applied anything."""
         target = self.primary
-        # A batch is about 1 MiB, but one entry (a group commit) may be
-        # larger than gRPC's default 4 MiB limit.
-        options = [("grpc.max_receive_message_length", -1)]
-        if self._credentials is None:
-            channel = grpc.insecure_channel(target, options)
-        else:
-            channel = grpc.secure_channel(target, self._credentials, options)
+        channel = self._channel()
         sends: queue.SimpleQueue[rpb.FollowRequest | None] = queue.SimpleQueue()
         hello = rpb.Hello(board=self._name, from_index=self.applied + 1)
         sends.put(rpb.FollowRequest(hello=hello))
@@ -103,13 +110,42 @@ class Replica:
             for r in call:
                 self.primary_last = r.last
                 if r.entries:
-                    last = self._store.apply(list(r.entries))
+                    last = self.store.apply(list(r.entries))
                     sends.put(rpb.FollowRequest(ack=rpb.Ack(index=last)))
                     applied = True
         finally:
             sends.put(None)
             channel.close()
         return applied
+
+    def _seed(self) -> None:
+        """Replaces this standby's data by a copy of the primary's: the
+        copy is written beside data.mdb and fsynced, the store closed, the
+        copy renamed into place and the store opened again."""
+        assert self._reopen is not None
+        path = self.store.path
+        part = os.path.join(path, "data.mdb.seed")
+        with self._channel() as channel, open(part, "wb") as out:
+            stub = rpb_grpc.ReplicationStub(channel)
+            self._call = call = stub.Seed(
+                rpb.SeedRequest(board=self._name), metadata=((TOKEN_KEY, self._token),)
+            )
+            for chunk in call:
+                out.write(chunk.data)
+            out.flush()
+            os.fsync(out.fileno())
+        self.store.close()
+        os.replace(part, os.path.join(path, "data.mdb"))
+        self.store = self._reopen()
+        log.info("seeded from %s: log index %d", self.primary, self.applied)
+
+    def _channel(self) -> grpc.Channel:
+        # A batch is about 1 MiB, but one entry (a group commit) may be
+        # larger than gRPC's default 4 MiB limit.
+        options = [("grpc.max_receive_message_length", -1)]
+        if self._credentials is None:
+            return grpc.insecure_channel(self.primary, options)
+        return grpc.secure_channel(self.primary, self._credentials, options)
 
     def stop(self) -> None:
         """Ends the stream and the thread (the store stays open)."""
@@ -118,6 +154,21 @@ class Replica:
         if call is not None:
             call.cancel()
         self._thread.join(timeout=10)
+
+
+def truncated(e: grpc.RpcError) -> bool:
+    """Whether the primary answered LogTruncated (its ErrorInfo reason)."""
+    call: Any = e
+    if call.code() != grpc.StatusCode.FAILED_PRECONDITION:
+        return False
+    for key, value in call.trailing_metadata() or ():
+        if key == DETAILS_KEY:
+            status = status_pb2.Status.FromString(value)
+            for d in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if d.Unpack(info) and info.reason == "LogTruncated":
+                    return True
+    return False
 
 
 def _drain(sends: queue.SimpleQueue[rpb.FollowRequest | None]) -> Iterator[rpb.FollowRequest]:

@@ -10,8 +10,10 @@ apply to it (``security/guard.py`` leaves the service to this check).
 stream sends every committed entry from there, in batches, as they come
 (``Shipper``), and each ``ack`` tells ``SyncGate`` how far the standby has
 applied and fsynced. A standby whose index the log no longer holds gets
-FAILED_PRECONDITION ``LogTruncated`` (seeding it again is not built yet);
-one ahead of the primary's log, FAILED_PRECONDITION too.
+FAILED_PRECONDITION ``LogTruncated`` (it must be seeded again);
+one ahead of the primary's log, FAILED_PRECONDITION too. ``Seed``: a
+hot copy of the board (``Board.snapshot_async``, written beside its
+directory and removed after), streamed as its data.mdb's bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: The metadata key of the cluster's token.
 TOKEN_KEY = "x-msgboard-replication-token"
+#: The bytes of one Seed chunk.
+CHUNK = 1 << 20
 #: How often an idle stream sends an empty batch (the primary's last index).
 HEARTBEAT = 1.0
 
@@ -69,13 +76,9 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
     async def Follow(
         self, requests: AsyncIterator[rpb.FollowRequest], context: Any
     ) -> AsyncIterator[rpb.FollowResponse]:
-        if not check_token(context, self._token):
-            why = "the replication service needs the cluster's token"
-            await abort(context, Unauthenticated(why))
-        refusal = self._role.refusal()
-        if refusal is not None or self._board is None or self._shipper is None:
-            await abort(context, refusal or FailedPrecondition("this board does not replicate"))
+        await self._check(context)
         board, shipper, gate = self._board, self._shipper, self._gate
+        assert board is not None and shipper is not None  # _check
         first = await anext(aiter(requests), None)
         if first is None or not first.HasField("hello"):
             await abort(
@@ -89,7 +92,7 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
                 context,
                 LogTruncated(
                     f"the log holds entries {lo} to {hi}; {name} needs {start} on: "
-                    "it must be seeded again (not built yet: start it from a copy)"
+                    "it must be seeded again (Seed)"
                 ),
             )
         if start > hi + 1:
@@ -123,6 +126,32 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
             if gate is not None:
                 gate.gone(name)
             log.info("standby %s stopped following at log index %d", name, start - 1)
+
+    async def Seed(self, request: rpb.SeedRequest, context: Any) -> AsyncIterator[rpb.SeedChunk]:
+        await self._check(context)
+        board = self._board
+        assert board is not None  # _check
+        beside = os.path.dirname(os.path.abspath(board.path))
+        where = tempfile.mkdtemp(prefix=".msgboard-seed-", dir=beside)
+        try:
+            copy = os.path.join(where, "copy")
+            await asyncio.wrap_future(board.snapshot_async(copy))
+            log.info("seeding standby %s from a copy of this board", request.board)
+            with open(os.path.join(copy, "data.mdb"), "rb") as f:
+                while chunk := await asyncio.to_thread(f.read, CHUNK):
+                    yield rpb.SeedChunk(data=chunk)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, where, True)
+
+    async def _check(self, context: Any) -> None:
+        """Refuses a call without the token, or to a board that is not a
+        replicating primary."""
+        if not check_token(context, self._token):
+            why = "the replication service needs the cluster's token"
+            await abort(context, Unauthenticated(why))
+        refusal = self._role.refusal()
+        if refusal is not None or self._board is None or self._shipper is None:
+            await abort(context, refusal or FailedPrecondition("this board does not replicate"))
 
     async def _acks(
         self, requests: AsyncIterator[rpb.FollowRequest], name: str, gate: SyncGate | None

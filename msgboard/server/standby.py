@@ -67,12 +67,16 @@ async def serve_standby(
 ) -> None:
     """Runs a standby as ``config`` says until SIGTERM or SIGINT."""
     security = Security.build(config)
-    store = DurableStore(
-        config.data,
-        sync=config.sync == "fsync",
-        log=Log(keep=config.log_keep, limit=config.log_limit),
-        standby=True,
-    )
+
+    def opened() -> DurableStore:
+        return DurableStore(
+            config.data,
+            sync=config.sync == "fsync",
+            log=Log(keep=config.log_keep, limit=config.log_limit),
+            standby=True,
+        )
+
+    store = opened()
     role = Role(config.standby_of)
     replica: Replica | None = None
     readiness = Readiness(config.ready_file)
@@ -97,7 +101,9 @@ async def serve_standby(
             raise ListenFailed(f"cannot listen on {config.listen}")
         host = config.listen.rsplit(":", 1)[0]
         await server.start()
-        replica = Replica(store, config.standby_of, config.replication_token, f"{host}:{port}")
+        replica = Replica(
+            store, config.standby_of, config.replication_token, f"{host}:{port}", reopen=opened
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,4 +126,5 @@ async def serve_standby(
     finally:
         if replica is not None:
             await asyncio.to_thread(replica.stop)
+            store = replica.store  # seeding may have opened it again
         store.close()

@@ -39,6 +39,11 @@ class ReplicationStub:
                 request_serializer=msgboard_dot_v1_dot_replication__pb2.FollowRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_replication__pb2.FollowResponse.FromString,
                 _registered_method=True)
+        self.Seed = channel.unary_stream(
+                '/msgboard.v1.Replication/Seed',
+                request_serializer=msgboard_dot_v1_dot_replication__pb2.SeedRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_replication__pb2.SeedChunk.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -57,6 +62,17 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Seed(self, request, context):
+        """A copy of the primary's data for a standby that has nothing the log can
+        continue (its log index is no longer kept): LMDB's compacting copy of
+        one commit, log included, as the bytes of its data.mdb in order. The
+        standby puts it in place of its own, then follows from the index after
+        the copy's last.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -64,6 +80,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.Follow,
                     request_deserializer=msgboard_dot_v1_dot_replication__pb2.FollowRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_replication__pb2.FollowResponse.SerializeToString,
+            ),
+            'Seed': grpc.unary_stream_rpc_method_handler(
+                    servicer.Seed,
+                    request_deserializer=msgboard_dot_v1_dot_replication__pb2.SeedRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_replication__pb2.SeedChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -93,6 +114,33 @@ class Replication:
             '/msgboard.v1.Replication/Follow',
             msgboard_dot_v1_dot_replication__pb2.FollowRequest.SerializeToString,
             msgboard_dot_v1_dot_replication__pb2.FollowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Seed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/msgboard.v1.Replication/Seed',
+            msgboard_dot_v1_dot_replication__pb2.SeedRequest.SerializeToString,
+            msgboard_dot_v1_dot_replication__pb2.SeedChunk.FromString,
             options,
             channel_credentials,
             insecure,

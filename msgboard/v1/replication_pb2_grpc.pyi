@@ -55,6 +55,13 @@ class ReplicationStub:
     seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
     a standby itself.
     """
+    Seed: _grpc.UnaryStreamMultiCallable[_replication_pb2.SeedRequest, _replication_pb2.SeedChunk]
+    """A copy of the primary's data for a standby that has nothing the log can
+    continue (its log index is no longer kept): LMDB's compacting copy of
+    one commit, log included, as the bytes of its data.mdb in order. The
+    standby puts it in place of its own, then follows from the index after
+    the copy's last.
+    """
 
 @_typing.type_check_only
 class ReplicationAsyncStub(ReplicationStub):
@@ -67,6 +74,13 @@ class ReplicationAsyncStub(ReplicationStub):
     the primary's log no longer holds `from_index` (the standby must be
     seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
     a standby itself.
+    """
+    Seed: _aio.UnaryStreamMultiCallable[_replication_pb2.SeedRequest, _replication_pb2.SeedChunk]  # type: ignore[assignment]
+    """A copy of the primary's data for a standby that has nothing the log can
+    continue (its log index is no longer kept): LMDB's compacting copy of
+    one commit, log included, as the bytes of its data.mdb in order. The
+    standby puts it in place of its own, then follows from the index after
+    the copy's last.
     """
 
 class ReplicationServicer(metaclass=_abc_1.ABCMeta):
@@ -83,6 +97,19 @@ class ReplicationServicer(metaclass=_abc_1.ABCMeta):
         the primary's log no longer holds `from_index` (the standby must be
         seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
         a standby itself.
+        """
+
+    @_abc_1.abstractmethod
+    def Seed(
+        self,
+        request: _replication_pb2.SeedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_replication_pb2.SeedChunk], _abc.AsyncIterator[_replication_pb2.SeedChunk]]:
+        """A copy of the primary's data for a standby that has nothing the log can
+        continue (its log index is no longer kept): LMDB's compacting copy of
+        one commit, log included, as the bytes of its data.mdb in order. The
+        standby puts it in place of its own, then follows from the index after
+        the copy's last.
         """
 
 def add_ReplicationServicer_to_server(servicer: ReplicationServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

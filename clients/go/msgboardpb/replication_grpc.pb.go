@@ -25,6 +25,12 @@ type ReplicationClient interface {
 	// seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
 	// a standby itself.
 	Follow(ctx context.Context, opts ...grpc.CallOption) (Replication_FollowClient, error)
+	// A copy of the primary's data for a standby that has nothing the log can
+	// continue (its log index is no longer kept): LMDB's compacting copy of
+	// one commit, log included, as the bytes of its data.mdb in order. The
+	// standby puts it in place of its own, then follows from the index after
+	// the copy's last.
+	Seed(ctx context.Context, in *SeedRequest, opts ...grpc.CallOption) (Replication_SeedClient, error)
 }
 
 type replicationClient struct {
@@ -66,6 +72,38 @@ func (x *replicationFollowClient) Recv() (*FollowResponse, error) {
 	return m, nil
 }
 
+func (c *replicationClient) Seed(ctx context.Context, in *SeedRequest, opts ...grpc.CallOption) (Replication_SeedClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_Replication_serviceDesc.Streams[1], "/msgboard.v1.Replication/Seed", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &replicationSeedClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type Replication_SeedClient interface {
+	Recv() (*SeedChunk, error)
+	grpc.ClientStream
+}
+
+type replicationSeedClient struct {
+	grpc.ClientStream
+}
+
+func (x *replicationSeedClient) Recv() (*SeedChunk, error) {
+	m := new(SeedChunk)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility
@@ -78,6 +116,12 @@ type ReplicationServer interface {
 	// seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
 	// a standby itself.
 	Follow(Replication_FollowServer) error
+	// A copy of the primary's data for a standby that has nothing the log can
+	// continue (its log index is no longer kept): LMDB's compacting copy of
+	// one commit, log included, as the bytes of its data.mdb in order. The
+	// standby puts it in place of its own, then follows from the index after
+	// the copy's last.
+	Seed(*SeedRequest, Replication_SeedServer) error
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -87,6 +131,9 @@ type UnimplementedReplicationServer struct {
 
 func (UnimplementedReplicationServer) Follow(Replication_FollowServer) error {
 	return status.Errorf(codes.Unimplemented, "method Follow not implemented")
+}
+func (UnimplementedReplicationServer) Seed(*SeedRequest, Replication_SeedServer) error {
+	return status.Errorf(codes.Unimplemented, "method Seed not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 
@@ -127,6 +174,27 @@ func (x *replicationFollowServer) Recv() (*FollowRequest, error) {
 	return m, nil
 }
 
+func _Replication_Seed_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SeedRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicationServer).Seed(m, &replicationSeedServer{stream})
+}
+
+type Replication_SeedServer interface {
+	Send(*SeedChunk) error
+	grpc.ServerStream
+}
+
+type replicationSeedServer struct {
+	grpc.ServerStream
+}
+
+func (x *replicationSeedServer) Send(m *SeedChunk) error {
+	return x.ServerStream.SendMsg(m)
+}
+
 var _Replication_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Replication",
 	HandlerType: (*ReplicationServer)(nil),
@@ -137,6 +205,11 @@ var _Replication_serviceDesc = grpc.ServiceDesc{
 			Handler:       _Replication_Follow_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Seed",
+			Handler:       _Replication_Seed_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "msgboard/v1/replication.proto",
