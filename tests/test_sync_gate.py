@@ -3,21 +3,25 @@ answers wait for its standbys' acknowledgements while its writer goes on
 committing the next groups; they go in index order; strict, a write that
 waited too long fails UNAVAILABLE; with --allow-async and no standby, it
 is answered at once. (tests/test_replication.py tells the same with real
-processes and a real standby.)"""
+processes and a real standby.) And the server asks the board's role
+before each client call."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from msgboard.cluster import SyncGate
+from msgboard.client import Client
+from msgboard.cluster import Primary, SyncGate
 from msgboard.engine import Board
-from msgboard.errors import Unavailable
+from msgboard.errors import NotPrimary, Unavailable
 from msgboard.lmdbstore import Log
 from msgboard.message import Message
+from msgboard.server import create_server
 from msgboard.spec import QueueSpec
 
 LONG = 60.0
@@ -88,3 +92,38 @@ def test_closing_the_gate_answers_what_waits(board: Board) -> None:
     gate.close()
     with pytest.raises(Unavailable, match="stopping"):
         f.result(LONG)
+
+
+def test_the_server_asks_the_role_before_each_client_call(tmp_path: Path) -> None:
+    """Given a replicating primary served in this process, when its role
+    says another board is the primary (as leadership through etcd will),
+    I expect unary and streamed calls refused with NotPrimary naming that
+    board, and served again once it is the primary again."""
+
+    async def main() -> None:
+        primary = Primary("token", allow_async=True)
+        board = Board(tmp_path / "b", log=primary.log)
+        service = primary.attach(board)
+        server, port = await create_server(board, "127.0.0.1:0", replication=service)
+        await server.start()
+
+        def calls() -> None:
+            with Client(f"127.0.0.1:{port}") as c:
+                c.create_queue("q")
+                primary.role.primary = "10.0.0.9:7878"
+                with pytest.raises(NotPrimary) as e:
+                    c.post("q", body=b"refused")
+                assert e.value.primary == "10.0.0.9:7878"
+                with pytest.raises(NotPrimary):
+                    c.post_many("q", [Message(body=b"refused too")])
+                primary.role.primary = None
+                assert c.post("q", body=b"served") == 1
+
+        try:
+            await asyncio.to_thread(calls)
+        finally:
+            await server.stop(0)
+            primary.close()
+            board.close()
+
+    asyncio.run(main())

@@ -86,7 +86,8 @@ class Replica:
                     except grpc.RpcError as again:
                         code, details = again.code(), again.details()
                 bad = code == grpc.StatusCode.FAILED_PRECONDITION
-                level = logging.ERROR if bad else logging.INFO
+                # Said once while the primary stays away, not every retry.
+                level = logging.ERROR if bad else logging.INFO if wait == BACKOFF else logging.DEBUG
                 log.log(level, "following %s: %s: %s", self.primary, code.name, details)
             except Exception:
                 log.exception("following %s failed; trying again", self.primary)

@@ -68,7 +68,7 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         gate: SyncGate | None = None,
     ) -> None:
         self._token = token
-        self._role = role
+        self._role = self.role = role
         self._board = board
         self._shipper = shipper
         self._gate = gate

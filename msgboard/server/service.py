@@ -48,6 +48,7 @@ from msgboard.server.handoff import wait
 from msgboard.server.metrics import Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
+from msgboard.server.roles import RoleCheck
 from msgboard.server.standby import REPLICATION, serve_standby
 from msgboard.server.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
@@ -348,6 +349,7 @@ async def create_server(
             ("grpc.so_reuseport", 0),
         ],
         interceptors=[
+            *([RoleCheck(replication.role)] if replication else []),
             *([calls] if calls else []),
             *(security.interceptors(board) if security else []),
         ],
