@@ -158,3 +158,19 @@ def _keys(path: Path) -> list[bytes]:
         keys = [bytes(k) for k, _ in txn.cursor(db=env.open_db(b"unprocessed", txn=txn))]
     env.close()
     return keys
+
+
+def test_a_standby_keeps_its_own_last_entries(tmp_path: Path) -> None:
+    """Given a standby's store keeping 2 entries, when it applies 5, I
+    expect it to hold the last 2 and its data to match the primary's."""
+    primary, entries = _logged(tmp_path / "p", Log())
+    make(primary, "a")
+    for _ in range(4):
+        post(primary, 1, name="a", now=5 * S)
+    primary.close()
+    standby = DurableStore(tmp_path / "s", log=Log(keep=2), standby=True)
+    assert standby.apply(entries) == 5
+    assert standby.log_bounds() == (4, 5)
+    assert standby.entries(4) == entries[3:]
+    standby.close()
+    assert differences(tmp_path / "p", tmp_path / "s") == []
