@@ -19,6 +19,8 @@ each system's side is in bench/peers/, one module per system):
   publish_one         1. publish one at a time, each confirmed durable (--unary)
   publish_one_unary   1b. msgboard only: the same with one unary Post per message
   publish_batch       2. publish pipelined, confirmed durable (--messages)
+  publish_one_keyed   1k. msgboard only: 1 with an idempotency key on each message
+  publish_batch_keyed 2k. msgboard only: 2 with an idempotency key on each message
   consume             3. consume a full queue, prefetch/credit 100, ack each
   consume_cumulative  3b. the same with cumulative acks every 50
   latency             4. publish -> delivery p50/p99 at --rate for --latency-seconds
@@ -69,6 +71,8 @@ WORKLOADS = [
     "publish_one",
     "publish_one_unary",
     "publish_batch",
+    "publish_one_keyed",
+    "publish_batch_keyed",
     "consume",
     "consume_cumulative",
     "latency",
@@ -133,6 +137,22 @@ def rows(args: argparse.Namespace) -> list[Row]:
                 "SelectConnection, async confirms, <= 1,000 unconfirmed",
                 "pipeline(transaction=False), 100 XADD per round trip",
             ),
+        ),
+        Row(
+            "publish_one_keyed",
+            f"1k. Publish one at a time as 1, msgboard with a key on each message ({u})",
+            "msgs/s",
+            {"msgboard": ("publish_one_keyed", "msgs_per_s")}
+            | {s: ("publish_one", "msgs_per_s") for s in SYSTEMS if s != "msgboard"},
+            how("as 1, pub.post(..., key=...)", "the runs of 1", "the runs of 1"),
+        ),
+        Row(
+            "publish_batch_keyed",
+            f"2k. Publish pipelined as 2, msgboard with a key on each message ({n})",
+            "msgs/s",
+            {"msgboard": ("publish_batch_keyed", "msgs_per_s")}
+            | {s: ("publish_batch", "msgs_per_s") for s in SYSTEMS if s != "msgboard"},
+            how("as 2, Message(key=...)", "the runs of 2", "the runs of 2"),
         ),
         Row(
             "consume",

@@ -178,6 +178,20 @@ SETTINGS: tuple[Setting, ...] = (
         "DIR",
     ),
     Setting(
+        "init",
+        _bool,
+        False,
+        "make a new, empty board in --data even where one was (its data.mdb missing or empty); "
+        "without it such a directory is refused",
+    ),
+    Setting(
+        "accept_rollback",
+        _bool,
+        False,
+        "serve a data.mdb older than the board's last commit (a restored copy), logging by "
+        "how much; without it such a file is refused",
+    ),
+    Setting(
         "insecure",
         _bool,
         False,
@@ -282,6 +296,8 @@ class ServeConfig:
     tls_client_ca: str = ""
     users: str = ""
     snapshot_dir: str = ""
+    init: bool = False
+    accept_rollback: bool = False
     insecure: bool = False
     max_streams: int = 64
     max_waits: int = 64

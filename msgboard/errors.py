@@ -6,7 +6,7 @@
     ├── InvalidArgument           bad input; .field: the path of the bad part
     │   ├── ConfigError           a bad setting, users file or certificate (start-up)
     │   └── RelativePath          a relative snapshot path, and no snapshot dir
-    ├── NotFound
+    ├── NotFound                  .field: the part that named it (a rejected ack)
     │   └── QueueNotFound
     ├── AlreadyExists
     │   └── QueueExists           same name, other properties
@@ -27,7 +27,8 @@
     ├── PermissionDenied
     │   └── Reserved              a write to the board's own queue ($sys)
     ├── DataLoss                  stored data failed its check (DATA_LOSS)
-    │   └── RecordDamaged         one record, named by queue and seq
+    │   ├── RecordDamaged         one record, named by queue and seq (or place)
+    │   └── StoreDamaged          LMDB met a damaged page or entry (.queue)
     └── StoreError                the store failed (INTERNAL)
         ├── DirectoryLocked       another board holds the data directory
         │                         (FAILED_PRECONDITION)
@@ -116,7 +117,22 @@ class RelativePath(InvalidArgument):
 
 
 class NotFound(MsgboardError):
+    """Something named in the request is not there. ``field``: the path of
+    the request's part that named it, when one part is to blame (an ack of
+    ``lease_ids[1]``), "" otherwise."""
+
     code = "NOT_FOUND"
+    field = ""
+
+    def __init__(self, message: str = "", *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+    def info(self) -> dict[str, str]:
+        return {"field": self.field} if self.field else {}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.field = info.get("field", "")
 
 
 class QueueNotFound(NotFound):
@@ -270,22 +286,52 @@ class DataLoss(MsgboardError):
 
 
 class RecordDamaged(DataLoss):
-    """One stored message failed its check (``queue`` and ``seq`` say which)."""
+    """One stored message failed its check (``queue`` and ``seq`` say which).
+    When its key is damaged too, its seq is not trusted: ``seq`` is 0 and
+    ``after`` names its place, the seq of the last good record before it."""
 
     queue = ""
     seq = 0
+    after = -1
+    why = ""
 
-    def __init__(self, queue: str, seq: int, why: str) -> None:
-        super().__init__(f"queue {queue!r} seq {seq}: the stored record is damaged ({why})")
+    def __init__(self, queue: str, seq: int, why: str, after: int = -1) -> None:
+        where = f"the record after seq {after}" if after >= 0 else f"seq {seq}"
+        super().__init__(f"queue {queue!r} {where}: the stored record is damaged ({why})")
         self.queue = queue
-        self.seq = seq
+        self.seq = 0 if after >= 0 else seq
+        self.after = after
+        self.why = why
 
     def info(self) -> dict[str, str]:
-        return {"queue": self.queue, "seq": str(self.seq)}
+        info = {"queue": self.queue, "seq": str(self.seq)}
+        if self.after >= 0:
+            info["after"] = str(self.after)
+        return info
 
     def _restore(self, info: dict[str, str]) -> None:
         self.queue = info.get("queue", "")
         self.seq = int(info.get("seq", "0") or 0)
+        self.after = int(info.get("after", "-1") or -1)
+
+
+class StoreDamaged(DataLoss):
+    """LMDB met a damaged page or entry while serving (MDB_CORRUPTED and its
+    kin): the call that met it fails, the rest of the board serves, and
+    ``msgboard check`` names the damage. ``queue``: where it was met, if
+    known."""
+
+    queue = ""
+
+    def __init__(self, message: str, queue: str = "") -> None:
+        super().__init__(f"queue {queue!r}: {message}" if queue else message)
+        self.queue = queue
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
 
 
 class StoreError(MsgboardError):

@@ -131,10 +131,12 @@ class ConsumerView:
 
 @dataclass(frozen=True, slots=True)
 class Acked:
-    """What an ack request did: acks are per delivery, so the ids it could
-    apply are ``ids`` and each one it could not (never delivered, already
-    acked or given back) is in ``rejected`` with the reason; a rejected id
-    is information, not a failure of the others."""
+    """What an ack request did, of a consumer's deliveries or of Take's
+    leases: acks are per id, so the ids it could apply are ``ids`` and each
+    one it could not (never delivered or given, already acked or given back,
+    a lease run out or on another queue) is in ``rejected`` with the reason,
+    whose ``field`` is the id's place in the request (``lease_ids[1]``); a
+    rejected id is information, not a failure of the others."""
 
     ids: list[int]
     rejected: dict[int, MsgboardError] = field(default_factory=dict)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,32 +107,49 @@ class QueueSpec:
         )
 
 
-def _flag(field: str, value: object) -> str:
-    """A queue property as the ``msgboard queue create`` option that sets it."""
-    flag = "--" + field.replace("_", "-")
+def _wire_value(field: str, value: object) -> str:
     if isinstance(value, bool):
-        return flag if value else f"no {flag}"
+        return "true" if value else "false"
     if isinstance(value, enum.Enum):
-        value = value.value
-    elif value == UNLIMITED:
-        value = "unlimited"
-    elif value == "":
-        value = "none"
-    return f"{flag} {value}"
+        return value.name
+    if value == UNLIMITED and field == "max_history":
+        return "unlimited"
+    if value is None:
+        return "unset"
+    if isinstance(value, Redelivery):  # its Durations as proto JSON writes them
+        initial, most = value.initial / 1e6, value.most / 1e6
+        return f"{{initial: {initial:g}s, multiplier: {value.multiplier:g}, max: {most:g}s}}"
+    if field == "dedup_window" and isinstance(value, int):
+        return f"{value / 1e6:g}s"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
 
 
-def differences(have: QueueSpec, asked: QueueSpec) -> str:
-    """The properties where ``asked`` differs from ``have``, in the words of
-    the CLI: ``--max-history 1000 (asked: 500), no --transient (asked:
-    --transient)``; "" when they are the same."""
+def field_words(field: str, have: object, asked: object) -> str:
+    """One property that differs, as the wire names it: its QueueSpec field,
+    the value it has and the one asked (``max_history 1000 (asked: 500)``,
+    ``transient false (asked: true)``, ``overflow DROP_NEW (asked: REJECT)``,
+    ``dead_letter "dlq" (asked: "")``, ``dedup_window 120s (asked: 0s)``,
+    ``redelivery unset (asked: {initial: 1s, multiplier: 2, max: 300s})``;
+    an unlimited history, the proto's ``unlimited_history``, is
+    ``max_history unlimited``)."""
+    return f"{field} {_wire_value(field, have)} (asked: {_wire_value(field, asked)})"
+
+
+def differences(
+    have: QueueSpec, asked: QueueSpec, words: Callable[[str, Any, Any], str] = field_words
+) -> str:
+    """The properties where ``asked`` differs from ``have``, each said by
+    ``words(field, have, asked)``: by default in the proto's field names, as
+    every error on the wire names the request's parts (``max_history 1000
+    (asked: 500), transient false (asked: true)``); the CLI passes its own
+    (its flags). "" when they are the same."""
     out = []
     for field in QueueSpec.__dataclass_fields__:
         a, b = getattr(have, field), getattr(asked, field)
         if a != b:
-            want = _flag(field, b)
-            if not isinstance(b, bool):
-                want = want.split(" ", 1)[1]  # the flag is said once
-            out.append(f"{_flag(field, a)} (asked: {want})")
+            out.append(words(field, a, b))
     return ", ".join(out)
 
 

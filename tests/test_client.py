@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from msgboard.client import Client, Delivery
-from msgboard.errors import InvalidArgument, NotFound
+from msgboard.errors import InvalidArgument, NotFound, QueueNotFound
 
 N = 200
 
@@ -87,22 +87,32 @@ def test_an_async_close_gives_back_what_is_unacked(client: Client) -> None:
 
 
 def test_ack_answers_as_the_proto_says(client: Client) -> None:
-    """Board.Ack, as its proto comment states: INVALID_ARGUMENT for a lease
-    never given or one on another queue, NOT_FOUND for a lease already
-    acked, and nothing changed unless every lease is good."""
+    """Board.Ack, as its proto comment states: acks are per lease, as a
+    stream's acks are per delivery. One bad lease (never given, on another
+    queue, already acked) does not stop the others: it comes back in
+    ``rejected`` with why and its place in the request, and the call
+    succeeds. Only a bad request fails the call."""
     client.create_queue("jobs")
     client.create_queue("other")
-    client.post_many("jobs", [("a",), ("b",)])
-    first, second = client.take_leased("jobs", lease=30, max=2)
-    with pytest.raises(InvalidArgument, match="never given"):
-        client.ack("jobs", [first, 999])
-    with pytest.raises(InvalidArgument, match="other"):
-        client.ack("other", [first])
-    client.ack("jobs", [first])
-    with pytest.raises(NotFound, match="already acked"):
-        client.ack("jobs", [second, first])
-    client.ack("jobs", [second])  # untouched by the refused request
+    client.post_many("jobs", [("a",), ("b",), ("c",)])
+    first, second, third = client.take_leased("jobs", lease=30, max=3)
+    got = client.ack("jobs", [first, 999])
+    assert got.ids == [first.id] and list(got.rejected) == [999]
+    never = got.rejected[999]
+    assert isinstance(never, InvalidArgument) and never.field == "lease_ids[1]"
+    assert "never given" in str(never)
+    elsewhere = client.ack("other", [second]).rejected[second.id]
+    assert isinstance(elsewhere, InvalidArgument) and "'other'" in str(elsewhere)
+    got = client.ack("jobs", [second, first, third.id])
+    assert got.ids == [second.id, third.id]
+    gone = got.rejected[first.id]
+    assert isinstance(gone, NotFound) and gone.field == "lease_ids[1]"
+    assert "already acked" in str(gone)
     assert client.get_queue("jobs").unprocessed == 0
+    with pytest.raises(InvalidArgument, match=r"^lease_ids: "):
+        client.ack("jobs", [])
+    with pytest.raises(QueueNotFound):
+        client.ack("nosuch", [first])
 
 
 def test_the_client_loads_neither_the_engine_nor_lmdb() -> None:
@@ -133,7 +143,14 @@ def test_the_client_split_keeps_its_surface() -> None:
 
     assert sorted(n for n in dir(Client) if not n.startswith("_")) == [
         *("ack", "browse", "close", "create_queue", "create_selector", "delete_queue"),
-        *("delete_selector", "get_queue", "get_selector", "kick_consumer", "list_consumers"),
+        *(
+            "delete_selector",
+            "drop_damaged",
+            "get_queue",
+            "get_selector",
+            "kick_consumer",
+            "list_consumers",
+        ),
         *("list_queues", "list_selectors", "post", "post_many", "post_messages"),
         *("post_receipts", "publisher", "read", "snapshot", "stats", "subscribe"),
         *("subscribe_async", "take", "take_leased", "wait_ready"),

@@ -19,7 +19,9 @@ import pytest
 from msgboard.cli import build_parser, main
 from msgboard.cli.commands import RPC_COMMANDS
 from msgboard.client import Client
+from msgboard.errors import QueueExists
 from msgboard.message import now_us
+from msgboard.spec import UNLIMITED
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 
@@ -197,6 +199,40 @@ def test_post_expires_in(
     assert code == 2 and "--expires-in: must be positive" in err
 
 
+def test_queue_create_says_a_conflict_in_its_own_flags(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a queue, when I create it again with other properties, I expect
+    the wire's words (the proto's fields, which the client keeps) said by
+    the CLI as its flags, each with what exists and what was asked."""
+    client.create_queue("jobs", max_history=1000, dead_letter="", auto_delete=False)
+    with pytest.raises(QueueExists, match=r"max_history 1000 \(asked: 500\)$"):
+        client.create_queue("jobs", max_history=500)
+    code, _, err = run(
+        server, capsys, "queue", "create", "jobs", "--max-history", "500", "--transient"
+    )
+    assert code == 1 and err == (
+        'msgboard: ALREADY_EXISTS: queue "jobs" exists with no --transient (asked: '
+        "--transient), --max-history 1000 (asked: 500)\n"
+    )
+    client.create_queue("dlq")
+    client.create_queue("all", max_history=UNLIMITED, dead_letter="dlq", overflow="drop-new")
+    code, _, err = run(server, capsys, "queue", "create", "all", "--json")
+    said = json.loads(err)["error"]
+    assert (said["name"], said["message"]) == (
+        "QueueExists",
+        'queue "all" exists with --overflow drop-new (asked: reject), --max-history '
+        "unlimited (asked: 0), --dead-letter dlq (asked: none)",
+    )
+    code, _, err = run(
+        server, capsys, "queue", "create", "r", "--dedup-window", "0", "--redelivery", "1,2,300"
+    )
+    code, _, err = run(server, capsys, "queue", "create", "r")
+    assert code == 1 and err.endswith(
+        "--dedup-window 0 (asked: 120), --redelivery 1,2,300 (asked: none)\n"
+    )
+
+
 def test_take_with_a_lease_then_ack_and_nack(
     server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -221,6 +257,7 @@ def test_take_with_a_lease_then_ack_and_nack(
         server, capsys, "ack", "jobs", str(first["lease"]), "999", lease3, "--json"
     )
     assert code == 1 and lines(out) == [{"lease": int(lease3), "acked": True}]
+    assert [x["lease"] for x in lines(err)] == [first["lease"], 999]
     used, never = (x["error"] for x in lines(err))
     assert used["code"] == "NOT_FOUND" and f"lease {first['lease']}" in used["message"]  # type: ignore[index]
     assert never["code"] == "INVALID_ARGUMENT" and "lease 999" in never["message"]  # type: ignore[index]

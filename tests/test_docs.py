@@ -1,8 +1,12 @@
 """Every command and snippet in README.md and docs/*.md runs as written.
 
-For each Markdown file, a fresh board is served on a free loopback port
-over a new data directory, and the file's code blocks run in document
-order, in one new working directory:
+The files run in the order a reader reads them (README.md, then the pages
+its "Read more" list links, in that order, then any other page of docs/),
+all against ONE board served on a free loopback port over a new data
+directory, in one working directory, as a reader following them on one
+board would: a page that makes a queue another page made with other
+properties fails here (ALREADY_EXISTS), as it would for the reader. Each
+file's code blocks run in document order:
 
 - ```sh (or bash, shell) blocks with ``bash -e -o pipefail``: a block fails
   at its first failing command;
@@ -41,7 +45,24 @@ import pytest
 from msgboard.testing import ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README = ROOT / "README.md"
+#: A page of docs/ linked from a list item of the README's "Read more".
+READ_MORE_LINK = re.compile(r"^- \[[^\]]*\]\((docs/[\w.-]+\.md)\)", re.MULTILINE)
+
+
+def reading_order() -> list[Path]:
+    """README.md, then the pages its "Read more" section links, in its
+    order, then the other pages of docs/ (sorted): the order a reader
+    reads them in."""
+    text = README.read_text()
+    start = text.index("\n## Read more")
+    end = text.find("\n## ", start + 1)
+    linked = [ROOT / m for m in READ_MORE_LINK.findall(text[start : end if end > 0 else None])]
+    rest = [p for p in sorted((ROOT / "docs").glob("*.md")) if p not in linked]
+    return [README, *dict.fromkeys(linked), *rest]
+
+
+DOCS = reading_order()
 PLACEHOLDER = "127.0.0.1:7878"
 SH = {"sh", "bash", "shell", "console"}
 PYTHON = {"python", "py", "python3"}
@@ -228,25 +249,36 @@ def _environment(address: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def board(tmp_path: Path) -> Iterator[ServerThread]:
-    s = ServerThread(tmp_path / "board").start()
+@dataclass(frozen=True)
+class Reader:
+    """What a reader has: one board, and one working directory."""
+
+    board: ServerThread
+    cwd: Path
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
+    """One board and one working directory for every page of this module
+    (pytest runs the parametrized pages in DOCS's order); a page run alone
+    (``-k routing``) gets a fresh board, as a reader who starts there."""
+    root = tmp_path_factory.mktemp("docs")
+    s = ServerThread(root / "board").start()
     try:
-        yield s
+        (root / "cwd").mkdir()
+        yield Reader(s, root / "cwd")
     finally:
         s.stop()
 
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
-def test_every_block_runs_in_order_on_a_fresh_board(
-    path: Path, board: ServerThread, tmp_path: Path
-) -> None:
-    """Given a fresh board, when I run the page's sh and python blocks in
-    order, I expect each to succeed; a failure names the file and line of
-    its block and shows what it printed."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
+def test_every_block_runs_in_reading_order_on_one_board(path: Path, reader: Reader) -> None:
+    """Given the board the pages before this one (in reading order) ran on,
+    when I run the page's sh and python blocks in order, I expect each to
+    succeed; a failure names the file and line of its block and shows what
+    it printed."""
+    board, cwd = reader.board, reader.cwd
     env = _environment(board.address)
     python: Python | None = None
     try:
@@ -274,6 +306,20 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.rstrip("\n").splitlines())
 
 
+def test_the_pages_run_in_the_order_the_readme_gives() -> None:
+    """README.md first, then the pages of its "Read more" list in that
+    list's order, then any page it does not link; every page once."""
+    text = README.read_text()
+    more = text[text.index("\n## Read more") :]
+    linked = sorted(
+        {p for p in DOCS[1:] if f"({p.relative_to(ROOT).as_posix()})" in more},
+        key=lambda p: more.index(f"({p.relative_to(ROOT).as_posix()})"),
+    )
+    assert DOCS[0] == README and DOCS[1 : 1 + len(linked)] == linked
+    assert DOCS[1:3] == [ROOT / "docs" / "concepts.md", ROOT / "docs" / "routing.md"]
+    assert sorted(DOCS) == sorted([README, *(ROOT / "docs").glob("*.md")])
+
+
 def test_skips_are_marked_with_a_reason() -> None:
     """Every skip marker names its reason and stands right before a block
     that would otherwise run; the list is printed, and stays short."""
@@ -281,7 +327,7 @@ def test_skips_are_marked_with_a_reason() -> None:
     for b in skipped:
         assert b.lang in SH | PYTHON, f"{b.where}: a skip before a {b.lang} block, never run"
         print(f"docs-test skip {b.where}: {b.skip}")
-    assert len(skipped) <= 12, [b.where for b in skipped]
+    assert len(skipped) <= 13, [b.where for b in skipped]
 
 
 def test_the_harness_reads_blocks_markers_and_bad_markers(tmp_path: Path) -> None:

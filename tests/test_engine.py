@@ -20,7 +20,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import FIND_BUDGET
 from msgboard.results import Start
-from msgboard.spec import UNLIMITED, OverflowPolicy
+from msgboard.spec import UNLIMITED, OverflowPolicy, Redelivery
 
 
 def tpl(*fields: object) -> Pattern:
@@ -174,12 +174,13 @@ def test_create_is_idempotent_and_conflicts_are_refused(board: Board) -> None:
     assert [v.spec for v in board.list_queues()] == [spec]
 
 
-def test_a_conflict_names_the_properties_that_differ_in_the_words_of_the_cli(
+def test_a_conflict_names_the_properties_that_differ_in_the_words_of_the_proto(
     board: Board,
 ) -> None:
     """Given a queue, when I create it again with other properties, I expect
-    the error to name only those, as ``msgboard queue create`` spells them,
-    with what exists and what was asked."""
+    the error to name only those, by their QueueSpec field names as every
+    error on the wire names the request's parts (the CLI says them as its
+    flags: test_commands), with what exists and what was asked."""
     board.create_queue(
         QueueSpec("jobs", max_history=1000, overflow=OverflowPolicy.DROP_NEW, max_unprocessed=9)
     )
@@ -187,15 +188,22 @@ def test_a_conflict_names_the_properties_that_differ_in_the_words_of_the_cli(
     with pytest.raises(QueueExists) as e:
         board.create_queue(asked)
     assert str(e.value) == (
-        'queue "jobs" exists with no --transient (asked: --transient), '
-        "--overflow drop-new (asked: reject), --max-history 1000 (asked: 500)"
+        'queue "jobs" exists with transient false (asked: true), '
+        "overflow DROP_NEW (asked: REJECT), max_history 1000 (asked: 500)"
     )
     board.create_queue(QueueSpec("dlq"))
     board.create_queue(QueueSpec("all", max_history=UNLIMITED, dead_letter="dlq"))
-    with pytest.raises(QueueExists, match=r"--max-history unlimited \(asked: 0\), "):
+    with pytest.raises(QueueExists, match=r"max_history unlimited \(asked: 0\), "):
         board.create_queue(QueueSpec("all"))
-    with pytest.raises(QueueExists, match=r"--dead-letter dlq \(asked: none\)$"):
+    with pytest.raises(QueueExists, match=r'dead_letter "dlq" \(asked: ""\)$'):
         board.create_queue(QueueSpec("all", max_history=UNLIMITED))
+    board.create_queue(QueueSpec("r", dedup_window=0, redelivery=Redelivery(10**6, 2.0, 3 * 10**8)))
+    with pytest.raises(QueueExists) as e:
+        board.create_queue(QueueSpec("r"))
+    assert str(e.value).endswith(
+        "dedup_window 0s (asked: 120s), "
+        "redelivery {initial: 1s, multiplier: 2, max: 300s} (asked: unset)"
+    )
 
 
 def test_a_full_queue_rejects_or_drops(board: Board) -> None:

@@ -143,7 +143,10 @@ def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
     """Given an Ack of a lease never given and of a lease of another queue, a
     Subscribe nack of an unknown id and an ack of one, I expect each
     INVALID_ARGUMENT to carry a BadRequest naming the id's place in the
-    request: lease_ids[i], nack.ids[i], ack.ids[i]."""
+    request: lease_ids[i], nack.ids[i], ack.ids[i]. A rejected lease is
+    answered in AckResponse.rejected (the call succeeds, the good lease is
+    applied); an already-acked one is NOT_FOUND with its place as ErrorInfo's
+    field."""
     stub = pb_grpc.BoardStub(grpc.insecure_channel(server.address))
     one = pb.Message(tuple=[pb.FieldValue(int=1)])
     for name in ("q", "other"):
@@ -154,16 +157,27 @@ def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
     [theirs] = stub.Take(pb.TakeRequest(queue="other", lease=lease)).lease_ids
 
     for ids, field, text in (
-        ([mine, 123456789], "lease_ids[1]", "lease 123456789 was never given"),
+        ([theirs, 123456789], "lease_ids[1]", "lease 123456789 was never given"),
         ([theirs], "lease_ids[0]", f"lease {theirs} is on queue 'other', not 'q'"),
     ):
-        err, st = _status(lambda ids=ids: stub.Ack(pb.AckRequest(queue="q", lease_ids=ids)))
-        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-        info, violations = _unpacked(st.details)
+        r = stub.Ack(pb.AckRequest(queue="q", lease_ids=ids))
+        bad = r.rejected[-1]
+        assert bad.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        info, violations = _unpacked(bad.error.details)
         assert (info.reason, dict(info.metadata)) == ("InvalidArgument", {"field": field})
         assert violations == [(field, text)]
-        assert err.details() == f"{field}: {text}"
-    stub.Ack(pb.AckRequest(queue="q", lease_ids=[mine]))  # nothing was changed
+        assert (bad.id, bad.error.message) == (ids[-1], f"{field}: {text}")
+    r = stub.Ack(pb.AckRequest(queue="q", lease_ids=[mine, mine + 1000, mine]))
+    assert list(r.lease_ids) == [mine]  # applied, beside the bad one
+    r = stub.Ack(pb.AckRequest(queue="q", lease_ids=[123456789, mine]))
+    [_, gone] = r.rejected
+    info, violations = _unpacked(gone.error.details)
+    assert gone.error.code == grpc.StatusCode.NOT_FOUND.value[0] and violations == []
+    assert (gone.id, dict(info.metadata)) == (mine, {"field": "lease_ids[1]"})
+    assert (
+        gone.error.message
+        == f"lease_ids[1]: lease {mine} was already acked or given back, or ran out"
+    )
 
     stub.Post(pb.PostRequest(queue="q", messages=[one]))
     reqs = Requests([pb.SubscribeRequest(open=pb.Subscription(queue="q"))])

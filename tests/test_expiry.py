@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,35 @@ def test_a_message_held_when_it_expires_is_dead_lettered_when_it_comes_back(
     until(lambda: board.get_queue("dlq").unprocessed == 1)
     assert len(sink.got) == 1
     assert row(board, "q").expired == 1  # type: ignore[attr-defined]
+
+
+def test_catch_up_counts_each_queue_it_visits_against_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given 12 queues each holding one message that expires soon, a budget
+    of 4 per operation (less than one queue's visit, ``VISIT_COST``) and a
+    restart, I expect the catch-up to go on over several operations (a
+    board of 100,000 queues is not walked in one), each making progress,
+    and every message to be swept."""
+    monkeypatch.setattr(expiry, "CATCH_UP_BUDGET", 4)
+    steps: list[int] = []
+    catch_up = expiry.Expiry.catch_up
+
+    def counted(
+        self: expiry.Expiry, b: Any, queues: list[str], at: int = 0, start: int = 1
+    ) -> None:
+        steps.append(at)
+        catch_up(self, b, queues, at, start)
+
+    monkeypatch.setattr(expiry.Expiry, "catch_up", counted)
+    now = int(time.time() * 1e6)
+    with Board(tmp_path / "b") as board:
+        board.create_queue(QueueSpec("dlq"))
+        board.create_queue(QueueSpec("empty"))
+        for i in range(12):
+            board.create_queue(QueueSpec(f"q{i:02}", dead_letter="dlq"))
+            post(board, f"q{i:02}", ("x", i), expires_at=now + 500_000)
+    with Board(tmp_path / "b") as board:
+        until(lambda: board.get_queue("dlq").unprocessed == 12)
+        assert len(steps) >= 6
+        assert steps == sorted(steps)  # each step goes on where the last stopped

@@ -40,7 +40,7 @@ TREES = ((ROOT / "msgboard", "msgboard"), (ROOT / "spark" / "pyspark_msgboard", 
 GENERATED = frozenset({"msgboard.v1"})
 
 #: DESIGN.md's layers that must be folders under ``msgboard/``.
-LAYERS = ("server", "security", "client", "cli", "engine", "associative", "lmdbstore")
+LAYERS = ("server", "security", "client", "cli", "cluster", "engine", "associative", "lmdbstore")
 #: The shared vocabulary at the top of ``msgboard/`` (DESIGN.md's
 #: ``msgboard/*.py``, with issue 21's list).
 VOCABULARY = tuple(
@@ -81,7 +81,13 @@ NEVER = (
     Arrow(
         "client-speaks-only-grpc",
         ("msgboard.client",),
-        ("msgboard.engine", "msgboard.lmdbstore", "msgboard.server", "msgboard.security"),
+        (
+            "msgboard.engine",
+            "msgboard.lmdbstore",
+            "msgboard.server",
+            "msgboard.security",
+            "msgboard.cluster",
+        ),
         "msgboard/client/ the Python client (speaks only gRPC)",
     ),
     Arrow(
@@ -113,6 +119,18 @@ NEVER = (
         ("msgboard.server",),
         ("msgboard.client", "msgboard.cli"),
         "msgboard/server/ below the gRPC line, the client and the CLI above it",
+    ),
+    Arrow(
+        "cluster-below-the-shell",
+        ("msgboard.cluster",),
+        SHELL,
+        "msgboard/cluster/ replication log shipping, leadership through etcd, below security",
+    ),
+    Arrow(
+        "cluster-above-the-engine",
+        ("msgboard.engine", "msgboard.lmdbstore", "msgboard.associative", *VOCABULARY),
+        ("msgboard.cluster",),
+        "msgboard/cluster/ above msgboard/engine/: a board with no cluster never loads it",
     ),
     Arrow(
         "spark-reads-files",
@@ -439,6 +457,32 @@ def test_an_engine_that_speaks_grpc_or_reaches_up_is_found(tmp_path: Path) -> No
     for rel in ("engine/board.py", "client/client.py", "lmdbstore/durable.py"):
         (top / rel).write_text("from msgboard import errors\n")
     assert crossed(walk([(top, "msgboard")])) == []
+
+
+def test_the_cluster_between_the_engine_and_the_shell_is_kept(tmp_path: Path) -> None:
+    """Given an engine and a store that import the cluster and a cluster that
+    imports the server and the CLI, I expect each reported; a cluster that
+    imports the engine, the store and gRPC reports nothing."""
+    top = _tree(
+        tmp_path,
+        {
+            "engine/writer.py": "from msgboard.cluster import Leadership\n",
+            "lmdbstore/txn.py": "def f() -> None:\n    from ..cluster import log\n",
+            "cluster/leadership.py": "from msgboard.server import service\nimport msgboard.cli\n",
+            "cluster/log.py": (
+                "import grpc\n"
+                "from msgboard.engine import Board\n"
+                "from msgboard.lmdbstore import txn\n"
+            ),
+        },
+    )
+    found = crossed(walk([(top, "msgboard")]))
+    assert [line.partition(" (")[0] for line in found] == [
+        "msgboard.cluster.leadership:1 imports msgboard.server.service",
+        "msgboard.cluster.leadership:2 imports msgboard.cli",
+        "msgboard.engine.writer:1 imports msgboard.cluster.Leadership",
+        "msgboard.lmdbstore.txn:2 imports msgboard.cluster.log",
+    ]
 
 
 def test_a_layer_without_a_folder_or_a_story_is_found(tmp_path: Path) -> None:

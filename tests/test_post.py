@@ -156,4 +156,4 @@ def test_already_exists_names_what_differs(client: Client) -> None:
     client.create_queue("jobs", max_history=1000)
     with pytest.raises(QueueExists) as e:
         client.create_queue("jobs", max_history=500)
-    assert str(e.value) == 'queue "jobs" exists with --max-history 1000 (asked: 500)'
+    assert str(e.value) == 'queue "jobs" exists with max_history 1000 (asked: 500)'

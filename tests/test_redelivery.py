@@ -82,7 +82,7 @@ def test_deleting_a_selector_gives_back_its_messages(board: Board) -> None:
 
 def test_acks_are_per_delivery(board: Board) -> None:
     """An ack applies every id it can and answers the others one by one; a
-    repeated ack is harmless."""
+    repeated ack changes nothing and is answered NOT_FOUND."""
     board.create_queue(QueueSpec("q"))
     c, sink = subscribe(board, "q")
     post(board, "q", ("x",), ("y",))
@@ -96,12 +96,28 @@ def test_acks_are_per_delivery(board: Board) -> None:
     assert again.ids == [] and list(again.rejected) == [a.id]
     assert isinstance(again.rejected[a.id], NotFound)
     assert "already acked" in str(again.rejected[a.id])
+    assert again.rejected[a.id].field == "ack.ids[0]"  # type: ignore[attr-defined]
     with pytest.raises(InvalidArgument):
         board.add_credit(c, -1)
-    late = board.ack(c, [], up_to=b.id + 5)
-    assert late.ids == [] and isinstance(late.rejected[b.id + 5], InvalidArgument)
     assert board.ack(c, [b.id]).ids == [b.id]
     assert board.get_queue("q").unprocessed == 0
+
+
+def test_an_up_to_past_the_last_delivery_acks_what_was_delivered(board: Board) -> None:
+    """Given two deliveries outstanding, when I ack up to an id past the
+    last, I expect both acked and named in the answer, nothing rejected;
+    later deliveries are not covered by it."""
+    board.create_queue(QueueSpec("q"))
+    c, sink = subscribe(board, "q")
+    post(board, "q", ("x",), ("y",))
+    a, b = sink.wait(2)
+    late = board.ack(c, [], up_to=b.id + 5)
+    assert (late.ids, late.rejected) == ([a.id, b.id], {})
+    assert board.get_queue("q").unprocessed == 0
+    post(board, "q", ("z",))
+    [_, _, z] = sink.wait(3)
+    assert z.id == b.id + 1  # a later delivery: not covered by the past ack
+    assert row(board, "q").outstanding == 1  # type: ignore[attr-defined]
 
 
 # -- leases ------------------------------------------------------------------
@@ -113,12 +129,40 @@ def test_a_leased_take_is_invisible_until_acked(board: Board) -> None:
     [d] = board.take_leased("q", lease=60)
     assert d.message.tuple == ("a",) and d.message.delivery_count == 1
     assert [m.tuple for m in board.take("q", max=10)] == [("b",)]
-    board.ack_leases("q", [d.id])
-    with pytest.raises(NotFound, match="already acked"):
-        board.ack_leases("q", [d.id])
-    with pytest.raises(InvalidArgument, match="never given"):
-        board.ack_leases("q", [12345])
+    assert board.ack_leases("q", [d.id]).ids == [d.id]
+    again = board.ack_leases("q", [d.id])
+    assert again.ids == [] and isinstance(again.rejected[d.id], NotFound)
+    assert "already acked" in str(again.rejected[d.id])
+    never = board.ack_leases("q", [12345]).rejected[12345]
+    assert isinstance(never, InvalidArgument) and "never given" in str(never)
     assert board.get_queue("q").unprocessed == 0
+
+
+def test_acks_of_leases_are_per_lease(board: Board) -> None:
+    """Given two leases, when I ack them with one lease already acked, one
+    never given and one of another queue in the same request, I expect the
+    good one applied and each other answered on its own, with its place in
+    the request, as a consumer's acks are."""
+    board.create_queue(QueueSpec("q"))
+    board.create_queue(QueueSpec("other"))
+    post(board, "q", ("a",), ("b",))
+    post(board, "other", ("c",))
+    first, second = board.take_leased("q", lease=60, max=2)
+    [theirs] = board.take_leased("other", lease=60)
+    board.ack_leases("q", [first.id])
+    got = board.ack_leases("q", [first.id, 999, second.id, theirs.id, second.id])
+    assert got.ids == [second.id]
+    gone, never, elsewhere = got.rejected[first.id], got.rejected[999], got.rejected[theirs.id]
+    assert isinstance(gone, NotFound) and gone.field == "lease_ids[0]"
+    assert isinstance(never, InvalidArgument) and never.field == "lease_ids[1]"
+    assert isinstance(elsewhere, InvalidArgument) and elsewhere.field == "lease_ids[3]"
+    assert "'other'" in str(elsewhere)
+    assert board.get_queue("q").unprocessed == 0
+    assert board.get_queue("other").unprocessed == 1  # still leased, untouched
+    nacked = board.ack_leases("other", [theirs.id, first.id], nack=True)
+    assert nacked.ids == [theirs.id] and list(nacked.rejected) == [first.id]
+    [m] = board.take("other", timeout=5)
+    assert m.delivery_count == 2
 
 
 def test_a_lease_that_runs_out_brings_the_message_back(board: Board) -> None:
@@ -128,5 +172,4 @@ def test_a_lease_that_runs_out_brings_the_message_back(board: Board) -> None:
     assert board.take("q") == []
     [m] = board.take("q", timeout=5)
     assert (m.tuple, m.delivery_count) == (("a",), 2)
-    with pytest.raises(NotFound):
-        board.ack_leases("q", [d.id])
+    assert isinstance(board.ack_leases("q", [d.id]).rejected[d.id], NotFound)

@@ -210,6 +210,7 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("ListConsumers", "all", lambda c, r: c.list_consumers(), set()),
     ("ListConsumers", "of jobs", lambda c, r: c.list_consumers("jobs"), set()),
     ("KickConsumer", "an unknown id", lambda c, r: c.kick_consumer("con-999"), set()),
+    ("DropDamaged", "a sound record", lambda c, r: c.drop_damaged("jobs", 1), set()),
 ]
 
 

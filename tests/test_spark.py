@@ -83,7 +83,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         _post(b, "events.dlq", [Message(tuple=("dead", i)) for i in range(40)])
         # Real dead letters: expired on arrival, sent on with the board's headers.
         b.create_queue(QueueSpec("graveyard", max_history=UNLIMITED))
-        b.create_queue(QueueSpec("orders", dead_letter="graveyard"))
+        b.create_queue(QueueSpec("orders", dead_letter="graveyard", max_deliveries=3))
         _post(b, "orders", [Message(tuple=("late", i), expires_at=1) for i in range(3)])
         # Headers any poster can set: they make no dead letter, and trace none.
         forged = {"x-dead-letter-reason": "expired", "x-dead-letter-queue": "jobs"}
@@ -290,7 +290,15 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
         assert row["mean_ms"] == pytest.approx(statistics.fmean(xs))
 
     d = r.frames["deliveries"].set_index("queue")
-    assert d.loc["jobs", "redelivered"] == 5 and d.loc["jobs", "max_deliveries"] == 2
+    assert d.loc["jobs", "redelivered"] == 5 and d.loc["jobs", "most_deliveries"] == 2
+    # max_deliveries is the queue's property (0: no limit), not a count.
+    assert d.loc["orders", "max_deliveries"] == 3 and d.loc["jobs", "max_deliveries"] == 0
+    # Every queue on the board is counted, the empty ones too (orders' three
+    # messages expired on arrival: they never entered it).
+    names = {m.queue for m in ms} | {"empty", "orders"}
+    assert set(d.index) == names
+    assert d.loc["empty", "messages"] == d.loc["orders", "messages"] == 0
+    assert r.figures["queues"] == len(names) == 7
     assert d.loc["sparse", "unprocessed"] == 200 and d.loc["sparse", "redelivered"] == 0
     # A dead-letter queue is one a queue's properties name, not one with the
     # board's headers in it, nor one with "dlq" in its name.
@@ -321,6 +329,14 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
             assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
             assert f'src="{name}.png"' in page
     assert "approximate" in page
+    taken = json.loads((Path(built.snap) / "snapshot.json").read_text())["taken_at"]
+    assert f"snapshot taken {taken.replace('T', ' ').split('.')[0].removesuffix('Z')} UTC" in page
+    assert "report made " in page
+    made = json.loads((out / "report.json").read_text())
+    assert (
+        made["taken_at_us"]
+        == json.loads((Path(built.snap) / "snapshot.json").read_text())["taken_at_us"]
+    )
 
 
 def test_export_and_report_from_the_command_line(

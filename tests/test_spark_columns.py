@@ -114,6 +114,7 @@ def expected(seq: int, payload: bytes) -> dict[str, Any]:
     expires, processed = _us(m.expires_at), _us(m.processed_at)
     return {
         "queue": "q",
+        "queue_id": 7,
         "seq": seq,
         "section": "history",
         "address": m.address,

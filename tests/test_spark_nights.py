@@ -66,7 +66,9 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     assert export.load(spark, str(tmp_path / "out")).count() == 0
     r = report.report(spark, str(tmp_path / "out"), str(tmp_path / "report"))
     assert r.figures["messages"] == 0 and r.figures["first"] is None
-    assert "no messages" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "no messages" in page and "No dead letters" in page
+    assert r.figures["queues"] == 1  # an empty queue counts
     # Plain readers see every column of the empty dataset, and no rows.
     out = str(tmp_path / "out")
     columns = {*snapshot.SCHEMA.names, "day"}
@@ -232,12 +234,16 @@ def test_nightly_runs_the_night_and_can_run_it_again(
         assert main(args) == 0
         first = capsys.readouterr().out
         assert "20 unprocessed" in first and "nightly: done" in first
-        [day] = [p.name for p in (tmp_path / "www").iterdir() if not p.name.endswith(".lock")]
+        [day] = [p.name for p in (tmp_path / "www").iterdir() if p.is_dir()]
         assert (tmp_path / "www" / day / "index.html").exists()
         assert "single,1," in (tmp_path / "www" / day / "latency.csv").read_text()
         assert main(args) == 0
         again = capsys.readouterr().out
-        assert "is there already" in again and "nothing to do" in again
+        assert "is there already" in again and "export: " in again
+        assert "already holds this snapshot: nothing to do" in again
+        assert "shows the dataset as it is: nothing to do" in again  # no report made again
+        nights = (tmp_path / "www" / "index.html").read_text()
+        assert f'href="{day}/index.html"' in nights
     finally:
         server.stop()
 
@@ -327,6 +333,11 @@ def test_three_nights_from_an_empty_board(
                 else:  # no Parquet file yet: the dataset's own reader knows the schema
                     assert export.load(spark, str(out)).count() == 0
                 assert f"report of {len(seen):,} messages" in printed
+                # posted = rows in the dataset + unrecorded (trimmed unseen)
+                books = json.loads((out / "_msgboard.json").read_text())
+                for name, q in books["queues"].items():
+                    kept = q["unprocessed"] + q["history"]
+                    assert q["next_seq"] - 1 == kept + q["unrecorded"], (night, name)
         # Each night took more jobs than max_history keeps: the dataset kept
         # the 4 history rows of night 2 that the board has trimmed since,
         # beside the 4 it holds (what a night trims before its snapshot is
@@ -336,7 +347,7 @@ def test_three_nights_from_an_empty_board(
         assert len([k for k in history if k in _board_keys(server.board)]) == 4
         # small's overflow went to dlq, and the report traces it there.
         assert any(q == "dlq" for q, _ in seen)
-        [day] = [p for p in os.listdir(tmp_path / "www-night3") if not p.endswith(".lock")]
+        [day] = [p.name for p in (tmp_path / "www-night3").iterdir() if p.is_dir()]
         letters = (tmp_path / "www-night3" / day / "dead_letters.csv").read_text()
         assert "small" in letters
     finally:

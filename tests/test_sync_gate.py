@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from msgboard.client import Client
-from msgboard.cluster import Primary, SyncGate
+from msgboard.cluster import Replication, SyncGate
 from msgboard.engine import Board
 from msgboard.errors import NotPrimary, Unavailable
 from msgboard.lmdbstore import Log
@@ -101,7 +101,7 @@ def test_the_server_asks_the_role_before_each_client_call(tmp_path: Path) -> Non
     board, and served again once it is the primary again."""
 
     async def main() -> None:
-        primary = Primary("token", allow_async=True)
+        primary = Replication("token", allow_async=True)
         board = Board(tmp_path / "b", log=primary.log)
         service = primary.attach(board)
         server, port = await create_server(board, "127.0.0.1:0", replication=service)

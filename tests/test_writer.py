@@ -151,4 +151,7 @@ def test_a_served_board_whose_writer_dies_stops_serving_with_an_error(
         done.set()
     # serve() may return while the client still waits for its answer.
     threads[0].join(30)
-    assert codes == [grpc.StatusCode.UNAVAILABLE]
+    # UNAVAILABLE from the dead writer; or, on a loaded machine, CANCELLED
+    # when the post reached the server after it began to stop and was still
+    # in flight when the grace period ran out. Either is an answer, not a hang.
+    assert len(codes) == 1 and codes[0] in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)

@@ -31,12 +31,15 @@ TIMEOUT = 600.0
 ACK_EVERY = 50
 
 
-def _messages(n: int) -> list[Message]:
-    """Body-only messages, as the peers send: no tuple, no address."""
+def _messages(n: int, keyed: bool = False) -> list[Message]:
+    """Body-only messages, as the peers send: no tuple, no address; keyed,
+    each with its own idempotency key (rows 1k and 2k)."""
+    if keyed:
+        return [Message(body=BODY, key=f"k{i}") for i in range(n)]
     return [Message(body=BODY) for _ in range(n)]
 
 
-def publish_one(address: str, queue: str, n: int) -> Figures:
+def publish_one(address: str, queue: str, n: int, keyed: bool = False) -> Figures:
     """1. ``Client.publisher``: one open PostStream, one message per
     request, each durable before the next is sent (as a RabbitMQ channel
     waiting for each confirm)."""
@@ -44,11 +47,16 @@ def publish_one(address: str, queue: str, n: int) -> Figures:
         c.create_queue(queue)
         with c.publisher() as pub:
             t = time.perf_counter()
-            for _ in range(n):
-                pub.post(queue, body=BODY)
+            for i in range(n):
+                pub.post(queue, body=BODY, key=f"k{i}" if keyed else "")
             out = rate(n, time.perf_counter() - t)
         c.delete_queue(queue)
     return out
+
+
+def publish_one_keyed(address: str, queue: str, n: int) -> Figures:
+    """1k. As 1, each message with its own idempotency key."""
+    return publish_one(address, queue, n, keyed=True)
 
 
 def publish_one_unary(address: str, queue: str, n: int) -> Figures:
@@ -64,10 +72,10 @@ def publish_one_unary(address: str, queue: str, n: int) -> Figures:
     return out
 
 
-def publish_batch(address: str, queue: str, n: int) -> Figures:
+def publish_batch(address: str, queue: str, n: int, keyed: bool = False) -> Figures:
     """2. ``Client.post_many``: one PostStream, 100 messages per request,
     requests pipelined; returns when every batch is durable."""
-    msgs = _messages(n)
+    msgs = _messages(n, keyed)
     with Client(address, timeout=TIMEOUT) as c:
         c.create_queue(queue)
         t = time.perf_counter()
@@ -75,6 +83,11 @@ def publish_batch(address: str, queue: str, n: int) -> Figures:
         out = rate(len(seqs), time.perf_counter() - t)
         c.delete_queue(queue)
     return out
+
+
+def publish_batch_keyed(address: str, queue: str, n: int) -> Figures:
+    """2k. As 2, each message with its own idempotency key."""
+    return publish_batch(address, queue, n, keyed=True)
 
 
 def _drain(sub: Subscription, n: int, cumulative_every: int) -> None:

@@ -368,16 +368,42 @@ func (c *Client) TakeLeased(ctx context.Context, queue string, p Pattern, lease 
 	return out, nil
 }
 
-// Ack processes leased messages for good (all leases good, or nothing done).
-func (c *Client) Ack(ctx context.Context, queue string, leases ...uint64) error {
-	_, err := unary(ctx, c.stub.Ack, &pb.AckRequest{Queue: queue, LeaseIds: leases})
-	return err
+// Acked is what an ack of leases did. Acks are per lease, as a
+// subscription's are per delivery: one the board cannot ack does not stop
+// the others.
+type Acked struct {
+	// IDs are the leases applied (acked, or given back by Nack), in request order.
+	IDs []uint64
+	// Rejected holds each lease the board could not ack, by id, with why:
+	// codes.NotFound (already acked or given back, or run out) or
+	// codes.InvalidArgument (never given, or on another queue). Its Field is
+	// the lease's place in the request ("lease_ids[1]").
+	Rejected map[uint64]*Error
 }
 
-// Nack gives leased messages back to the queue now (delivery count raised).
-func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) error {
-	_, err := unary(ctx, c.stub.Ack, &pb.AckRequest{Queue: queue, LeaseIds: leases, Nack: true})
-	return err
+// Ack processes leased messages for good, each lease on its own: see
+// Acked. The error is for a request the board refuses as a whole (no
+// leases, a missing queue).
+func (c *Client) Ack(ctx context.Context, queue string, leases ...uint64) (Acked, error) {
+	return c.ack(ctx, &pb.AckRequest{Queue: queue, LeaseIds: leases})
+}
+
+// Nack gives leased messages back to the queue now, each lease on its own,
+// as Ack.
+func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) (Acked, error) {
+	return c.ack(ctx, &pb.AckRequest{Queue: queue, LeaseIds: leases, Nack: true})
+}
+
+func (c *Client) ack(ctx context.Context, req *pb.AckRequest) (Acked, error) {
+	r, err := unary(ctx, c.stub.Ack, req)
+	if err != nil {
+		return Acked{}, err
+	}
+	out := Acked{IDs: r.LeaseIds, Rejected: map[uint64]*Error{}}
+	for _, x := range r.Rejected {
+		out.Rejected[x.Id] = fromWire(x.Error, 0)
+	}
+	return out, nil
 }
 
 // Read is Take that leaves the messages where they are (Linda rd/rdp).

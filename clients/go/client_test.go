@@ -166,19 +166,27 @@ func TestLeasedTakesAckAndNack(t *testing.T) {
 	if got, _ := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2)); len(got) != 0 {
 		t.Fatalf("leased messages were visible: %v", tuples(got))
 	}
-	if err := c.Nack(ctx(t), q, ls[1].Lease); err != nil {
-		t.Fatal(err)
+	// Acks are per lease: a lease never given beside a good one is rejected
+	// on its own (INVALID_ARGUMENT, naming its place); the good one applies.
+	a, err := c.Nack(ctx(t), q, 999999999, ls[1].Lease)
+	if r := a.Rejected[999999999]; err != nil || len(a.IDs) != 1 || a.IDs[0] != ls[1].Lease || r == nil || r.Code != codes.InvalidArgument || r.Field != "lease_ids[0]" {
+		t.Fatalf("nack beside a lease never given: %+v, %v", a, err)
 	}
-	if err := c.Ack(ctx(t), q, ls[0].Lease); err != nil {
-		t.Fatal(err)
+	if a, err := c.Ack(ctx(t), q, ls[0].Lease); err != nil || len(a.IDs) != 1 || a.IDs[0] != ls[0].Lease {
+		t.Fatal(a, err)
 	}
 	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2))
 	if err != nil || len(got) != 1 || got[0].Tuple[0] != "b" || got[0].DeliveryCount != 2 {
 		t.Fatalf("after ack a, nack b: took %v (%v)", got, err)
 	}
-	err = c.Ack(ctx(t), q, ls[0].Lease)
-	if !msgboard.IsCode(err, codes.NotFound) {
-		t.Fatalf("acking an acked lease gave %v", err)
+	// An acked lease is rejected on its own (NOT_FOUND, naming its place),
+	// the call succeeds; a bad request fails it.
+	a, err = c.Ack(ctx(t), q, ls[0].Lease)
+	if r := a.Rejected[ls[0].Lease]; err != nil || len(a.IDs) != 0 || r == nil || r.Code != codes.NotFound || r.Field != "lease_ids[0]" {
+		t.Fatalf("acking an acked lease gave %+v, %v", a, err)
+	}
+	if _, err := c.Ack(ctx(t), q); !msgboard.IsCode(err, codes.InvalidArgument) {
+		t.Fatalf("an ack of no leases gave %v", err)
 	}
 }
 

@@ -27,7 +27,7 @@ type Error struct {
 	Reason     string            // ErrorInfo.reason: "QueueNotFound", "InvalidArgument"...
 	Domain     string            // ErrorInfo.domain: "msgboard"
 	Metadata   map[string]string // ErrorInfo.metadata: "queue", "seq"...
-	Field      string            // the first field violation's path
+	Field      string            // the first field violation's path (else ErrorInfo's "field")
 	Violations []FieldViolation  // BadRequest.field_violations
 	Ref        uint64            // on a Subscribe stream: the ref of the request it answers
 }
@@ -130,6 +130,8 @@ func (e *Error) details(ds []*any.Any) {
 	}
 	if len(e.Violations) > 0 {
 		e.Field = e.Violations[0].Field
+	} else {
+		e.Field = e.Metadata["field"] // a rejected ack's NOT_FOUND names its place too
 	}
 }
 

@@ -17,7 +17,7 @@ func ExampleDial() {
 		panic(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateQueue(ctx, msgboard.QueueSpec{Name: "jobs"}); err != nil {
+	if _, err := c.CreateQueue(ctx, msgboard.QueueSpec{Name: "jobs", MaxHistory: 1000}); err != nil { // as the main README makes it
 		panic(err)
 	}
 	// Go keeps int and float apart as the board does: 7 is an int, 3.0 a float.

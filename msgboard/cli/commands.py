@@ -7,6 +7,7 @@ with ``--json``). ``msgboard.cli.main`` parses the command line and calls
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import os
 import sys
@@ -23,9 +24,18 @@ from msgboard.cli.lines import (
     time_us,
     when,
 )
-from msgboard.errors import InvalidArgument, MsgboardError, RelativePath
+from msgboard.errors import InvalidArgument, MsgboardError, QueueExists, RelativePath
 from msgboard.message import Message, Section, now_us
-from msgboard.spec import UNLIMITED, Disposition, Redelivery
+from msgboard.spec import (
+    DEDUP_WINDOW,
+    UNLIMITED,
+    Disposition,
+    OverflowPolicy,
+    QueueSpec,
+    Redelivery,
+    UnmatchedPolicy,
+    differences,
+)
 
 if TYPE_CHECKING:
     from msgboard.client import Client
@@ -53,6 +63,7 @@ RPC_COMMANDS: dict[str, tuple[str, ...]] = {
     "Snapshot": ("snapshot",),
     "ListConsumers": ("consumer list",),
     "KickConsumer": ("consumer kick",),
+    "DropDamaged": ("damaged drop",),
 }
 
 
@@ -106,6 +117,70 @@ def connect(args: argparse.Namespace) -> Client:
     )
 
 
+def _create_queue(c: Client, args: argparse.Namespace) -> Any:
+    """queue create. The board names the properties that differ from an
+    existing queue's as the proto does (``max_history 1000 (asked: 500)``);
+    said here as the flags that set them (``--max-history 1000``)."""
+    redelivery = _redelivery(args.redelivery)
+    try:
+        return c.create_queue(
+            args.name,
+            transient=args.transient,
+            max_unprocessed=args.max_unprocessed,
+            overflow=args.overflow,
+            max_history=args.max_history,
+            dead_letter=args.dead_letter,
+            unmatched=args.unmatched,
+            auto_delete=args.auto_delete,
+            max_deliveries=args.max_deliveries,
+            dedup_window=args.dedup_window,
+            redelivery=redelivery,
+        )
+    except QueueExists as e:
+        try:
+            have = c.get_queue(args.name).spec
+        except MsgboardError:
+            raise e from None  # gone meanwhile: the board's words stand
+        window = args.dedup_window
+        asked = QueueSpec(
+            args.name,
+            args.transient,
+            args.max_unprocessed,
+            OverflowPolicy(args.overflow),
+            args.max_history,
+            args.dead_letter,
+            UnmatchedPolicy(args.unmatched),
+            args.auto_delete,
+            args.max_deliveries,
+            DEDUP_WINDOW if window is None else round(window * 1_000_000),
+            redelivery,
+        )
+        said = differences(have, asked, flag_words)
+        raise QueueExists(e.queue, f'queue "{args.name}" exists with {said}') from None
+
+
+def flag_words(field: str, have: object, asked: object) -> str:
+    """One property that differs, as the ``queue create`` flag that sets
+    it: ``--max-history 1000 (asked: 500)``, ``no --transient (asked:
+    --transient)``, ``--dead-letter dlq (asked: none)``."""
+    flag = "--" + field.replace("_", "-")
+    if isinstance(have, bool):
+        return f"{flag if have else 'no ' + flag} (asked: {flag if asked else 'no ' + flag})"
+
+    def value(v: object) -> object:
+        if isinstance(v, enum.Enum):
+            return v.value
+        if isinstance(v, Redelivery):  # as --redelivery takes it: seconds
+            return f"{v.initial / 1e6:g},{v.multiplier:g},{v.most / 1e6:g}"
+        if field == "dedup_window" and isinstance(v, int):
+            return f"{v / 1e6:g}"
+        if v == UNLIMITED:
+            return "unlimited"
+        return "none" if v in ("", None) else v
+
+    return f"{flag} {value(have)} (asked: {value(asked)})"
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs a client command (every command but serve, user, check, export,
     report and nightly) against ``args.server``."""
@@ -116,20 +191,7 @@ def run(args: argparse.Namespace) -> int:
         cmd = args.command
         if cmd == "queue":
             if args.action == "create":
-                v = c.create_queue(
-                    args.name,
-                    transient=args.transient,
-                    max_unprocessed=args.max_unprocessed,
-                    overflow=args.overflow,
-                    max_history=args.max_history,
-                    dead_letter=args.dead_letter,
-                    unmatched=args.unmatched,
-                    auto_delete=args.auto_delete,
-                    max_deliveries=args.max_deliveries,
-                    dedup_window=args.dedup_window,
-                    redelivery=_redelivery(args.redelivery),
-                )
-                _print_queue(v, args.json)
+                _print_queue(_create_queue(c, args), args.json)
             elif args.action == "get":
                 _print_queue(c.get_queue(args.name), args.json)
             elif args.action == "list":
@@ -180,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
             return _selector_command(c, args)
         elif cmd == "consumer":
             return _consumer_command(c, args)
+        elif cmd == "damaged":
+            seq = c.drop_damaged(args.queue, args.seq, after=args.after)
+            print_row({"queue": args.queue, "dropped": seq}, args.json)
         elif cmd == "watch":
             from msgboard.cli.watching import watch
 
@@ -434,20 +499,17 @@ def _found_nothing(args: argparse.Namespace) -> None:
 
 
 def _ack(c: Any, args: argparse.Namespace) -> int:
-    """ack and nack: one Ack call per lease id, so that each id is answered
-    on its own (an unknown one does not stop the others); 1 if any was
-    rejected."""
-    nack = args.command == "nack"
-    rejected = 0
-    for lid in args.ids:
-        try:
-            c.ack(args.queue, [lid], nack=nack)
-        except MsgboardError as e:
-            rejected += 1
-            report_error(e, args.json)
-            continue
-        if args.json:
-            print(json.dumps({"lease": lid, args.command + "ed": True}), flush=True)
-        else:
-            print(f"{args.command}ed {lid}", flush=True)
-    return 1 if rejected else 0
+    """ack and nack: one Ack call; acks are per lease, so each id is
+    answered on its own, in the order given (a line per lease applied on
+    stdout, an error per lease refused on stderr); 1 if any was refused."""
+    acked = c.ack(args.queue, args.ids, nack=args.command == "nack")
+    done = set(acked.ids)
+    for lid in dict.fromkeys(args.ids):  # a lease given twice is answered once
+        if lid in acked.rejected:
+            report_error(acked.rejected[lid], args.json, about={"lease": lid})
+        elif lid in done:
+            if args.json:
+                print(json.dumps({"lease": lid, args.command + "ed": True}), flush=True)
+            else:
+                print(f"{args.command}ed {lid}", flush=True)
+    return 1 if acked.rejected else 0

@@ -210,11 +210,12 @@ def note(text: str) -> None:
         print(f"msgboard: {text}", file=sys.stderr, flush=True)
 
 
-def report_error(e: MsgboardError, as_json: bool) -> None:
+def report_error(e: MsgboardError, as_json: bool, about: dict[str, Any] | None = None) -> None:
     """An error on stderr: one JSON object under --json
-    (``{"error": {"code", "name", "message"}}``), else one line."""
+    (``{"error": {"code", "name", "message"}}``, after the keys of ``about``:
+    what the error is about, ``{"lease": 7}``), else one line."""
     if as_json:
         error = {"code": e.code, "name": type(e).__name__, "message": str(e)}
-        print(json.dumps({"error": error}), file=sys.stderr, flush=True)
+        print(json.dumps({**(about or {}), "error": error}), file=sys.stderr, flush=True)
     else:
         print(f"msgboard: {e.code}: {e}", file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
-from msgboard.errors import FailedPrecondition, InvalidArgument, MsgboardError
+from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
 DEFAULT_SERVER = "127.0.0.1:7878"
@@ -165,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", help="a board's --data directory or a snapshot")
     p.add_argument("--json", action="store_true", help="the report as one JSON object")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="on a stopped board: copy what is readable into a new data.mdb, rebuild the "
+        "indexes and counters, set damaged records aside in the queue $damaged, keep the old "
+        "file as data.mdb.damaged-TIME; then check again",
+    )
 
     q = sub.add_parser("queue", help="create, get, list or delete queues")
     qs = q.add_subparsers(dest="action", required=True)
@@ -365,6 +372,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", help="its id, as consumer list shows it (con-N)")
 
+    q = sub.add_parser("damaged", help="drop a damaged record (admin)")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser(
+        "drop",
+        parents=[common],
+        help="drop a record that fails its check (DATA_LOSS), without decoding it",
+    )
+    p.add_argument("queue", help="its queue")
+    p.add_argument("seq", type=int, help="its seq (with --after: the good record's before it)")
+    p.add_argument(
+        "--after",
+        action="store_true",
+        help="drop the first damaged record after seq SEQ, as a DATA_LOSS line names it",
+    )
+
     p = sub.add_parser("watch", parents=[common], help="print deliveries as they come, acking each")
     p.add_argument("queue", nargs="?", default="", help="the queue to watch (or --selector)")
     p.add_argument("--copy", action="store_true", help="a COPY subscription (default MOVE)")
@@ -419,6 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)"
     )
     spark.add_argument("--driver-memory", metavar="SIZE", help="e.g. 4g (spark.driver.memory)")
+    spark.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="where Spark's own logging goes (default: DATASET.spark.log for nightly, "
+        "OUT.spark.log for export and report; - for standard error)",
+    )
     full = argparse.ArgumentParser(add_help=False)
     full.add_argument(
         "--full",
@@ -467,7 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         if args.command == "check":
-            return _check(args)
+            from msgboard.cli.checking import check
+
+            return check(args)
         if args.command == "user":
             return _user(args)
         if args.command in ("export", "report", "nightly"):
@@ -528,47 +558,6 @@ def _user(args: argparse.Namespace) -> int:
     print(token)  # for the user: --token or $MSGBOARD_TOKEN
     print(f'token_sha256 = "{digest}"')  # for the users file, under the user's [[user]]
     return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from msgboard.lmdbstore.check import check
-
-    try:
-        report = check(args.dir)
-    except OSError as e:
-        raise InvalidArgument(f"dir: {e}") from None
-    if args.json:
-        import json
-
-        queues = [
-            {
-                "name": q.name,
-                "unprocessed": q.unprocessed,
-                "history": q.history,
-                "next_seq": q.state[0] if q.state else None,
-                "ok": q.ok,
-                "problems": q.problems,
-                "more": q.more,
-            }
-            for q in report.queues
-        ]
-        print(
-            json.dumps(
-                {
-                    "path": report.path,
-                    "schema": report.schema,
-                    "ok": report.ok,
-                    "selectors": report.selectors,
-                    "notes": report.notes,
-                    "problems": report.problems,
-                    "queues": queues,
-                }
-            )
-        )
-    else:
-        for line in report.lines():
-            print(line)
-    return 0 if report.ok else 1
 
 
 def _spark(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from msgboard.client.publisher import Publisher
 from msgboard.client.subscription import AsyncSubscription, Subscription
 from msgboard.message import Message
 from msgboard.results import (
+    Acked,
     BoardStats,
     ConsumerView,
     Page,
@@ -50,6 +51,7 @@ __all__ = [
     "ALL",
     "ANY",
     "DEFAULT_SERVER",
+    "Acked",
     "AsyncSubscription",
     "BoardStats",
     "Client",

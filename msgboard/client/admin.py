@@ -208,6 +208,16 @@ class Admin:
             r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
         return consumer_view(r.consumer)
 
+    def drop_damaged(self, queue: str, seq: int, *, after: bool = False) -> int:
+        """Drops the damaged record of ``queue`` at ``seq`` (``after``: the
+        first damaged one after the good record ``seq``, as a DATA_LOSS log
+        line names it) without decoding it; returns the seq its key read.
+        Needs the admin verb."""
+        req = pb.DropDamagedRequest(queue=queue, seq=seq, after=after)
+        with mapped():
+            r = self._stub.DropDamaged(req, timeout=self.timeout)
+        return int(r.seq)
+
     # -- snapshots ------------------------------------------------------
 
     def snapshot(self, path: str, *, timeout: float | None = None) -> Snapshot:

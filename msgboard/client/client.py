@@ -36,6 +36,7 @@ from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import InvalidArgument, Unavailable
 from msgboard.message import Message, Section, Value
 from msgboard.results import (
+    Acked,
     Page,
     Start,
 )
@@ -277,14 +278,18 @@ class Client(Admin, Poster):
             for i, m in zip(r.lease_ids, r.messages, strict=True)
         ]
 
-    def ack(self, queue: str, leases: Iterable[Delivery | int], *, nack: bool = False) -> None:
+    def ack(self, queue: str, leases: Iterable[Delivery | int], *, nack: bool = False) -> Acked:
         """Acks leased messages (processed for good); with ``nack`` gives
-        them back now."""
+        them back now. Acks are per lease: the answer's ``ids`` are the
+        leases applied, its ``rejected`` each one that could not be, by
+        lease id, with why (NotFound: already acked or given back, or run
+        out; InvalidArgument: never given, or on another queue)."""
         ids = [d.id if isinstance(d, Delivery) else d for d in leases]
         with mapped():
-            self._stub.Ack(
+            r = self._stub.Ack(
                 pb.AckRequest(queue=queue, lease_ids=ids, nack=nack), timeout=self.timeout
             )
+        return Acked(list(r.lease_ids), {x.id: in_stream(x.error) for x in r.rejected})
 
     # -- subscriptions --------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A primary's replication, assembled: ``Primary``.
+"""A primary's replication, assembled: ``Replication``.
 
 Built before the board opens (the board's store writes the log it
 configures), attached once the board is open: the shipper hears each
@@ -21,7 +21,7 @@ from msgboard.lmdbstore import Log
 log = logging.getLogger(__name__)
 
 
-class Primary:
+class Replication:
     """The replication of a primary board. ``token``: the cluster's;
     ``needed``: standbys that must have a write before it is answered;
     ``timeout``: seconds a write waits for them; ``allow_async``: answer

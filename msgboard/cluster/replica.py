@@ -13,6 +13,7 @@ itself: the primary's ``Seed`` copy replaces its data, then it follows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -26,6 +27,7 @@ from google.rpc import error_details_pb2, status_pb2
 from msgboard.cluster.service import TOKEN_KEY
 from msgboard.details import DETAILS_KEY
 from msgboard.lmdbstore import DurableStore
+from msgboard.lmdbstore.sidecar import SIDECAR
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
@@ -137,6 +139,10 @@ class Replica:
             os.fsync(out.fileno())
         self.store.close()
         os.replace(part, os.path.join(path, "data.mdb"))
+        # The commit sidecar spoke of the old file: the new one may be an
+        # older commit of LMDB's count, and must not pass for a rollback.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(path, SIDECAR))
         self.store = self._reopen()
         log.info("seeded from %s: log index %d", self.primary, self.applied)
 

@@ -58,7 +58,7 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Release, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
-from msgboard.message import Message
+from msgboard.message import Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
     Disposition,
@@ -85,11 +85,20 @@ class Board:
         sync: bool = True,
         limits: Limits | None = None,
         map_size: int = 256 * 1024 * 1024,
+        init: bool = False,
+        accept_rollback: bool = False,
         log: Log | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.path = os.fspath(path)
-        self._durable = DurableStore(self.path, sync=sync, map_size=map_size, log=log)
+        self._durable = DurableStore(
+            self.path,
+            sync=sync,
+            map_size=map_size,
+            init=init,
+            accept_rollback=accept_rollback,
+            log=log,
+        )
         self._memory = MemoryStore()
         self._waiters = Waiters()
         self._writer = writer = Writer(self._durable, self._memory, self._waiters)
@@ -223,6 +232,23 @@ class Board:
         """A queue's properties and counts."""
         self.limits.check_name(name, "name")
         return self._writer.submit(lambda b: self._view(*b.find(name)))
+
+    def drop_damaged_async(
+        self, queue: str, seq: int, after: bool = False
+    ) -> Future[tuple[int, Section]]:
+        """Drops a damaged record of ``queue`` without decoding it: at
+        ``seq``, or (``after``) the first damaged one after the good record
+        ``seq``; its counters follow. Any record of ``$damaged`` goes by
+        seq. Returns the seq its key read and its section; NotFound if there
+        is no damaged record there, FailedPrecondition if it passes its
+        check (the store's ``drop``)."""
+        self.limits.check_name(queue)
+
+        def run(b: Batch) -> tuple[int, Section]:
+            txn, _ = b.find(queue)
+            return txn.drop(queue, seq, after)
+
+        return self._writer.submit(run)
 
     def list_queues_async(self) -> Future[list[QueueView]]:
         """Every queue, by name (``$sys`` left out)."""
@@ -456,3 +482,4 @@ class Board:
     snapshot = waits(snapshot_async)
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
+    drop_damaged = waits(drop_damaged_async)

@@ -17,7 +17,7 @@ back); network.py's docstring tells the rules.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from functools import partial
 
 from msgboard.engine.holds import Holds
@@ -42,8 +42,29 @@ def _refused(c: Consumer, i: int, where: str) -> MsgboardError:
     """Why delivery ``i`` (at ``where`` in the request) is not outstanding
     on ``c``."""
     if 0 < i < c.next_id:
-        return NotFound(f"delivery {i} was already acked or given back")
+        return NotFound(f"{where}: delivery {i} was already acked or given back", field=where)
     return InvalidArgument(f"{where}: delivery {i} was never delivered on this subscription")
+
+
+def acks(
+    ids: list[int],
+    held: Container[int],
+    refused: Callable[[int, str], MsgboardError],
+    where: str,
+) -> tuple[dict[int, None], dict[int, MsgboardError]]:
+    """The one rule of acks, for a consumer's deliveries and for leases:
+    each id is applied if it is ``held``, else answered on its own with why
+    (``refused(id, path)``, the path its place in the request: ``where[k]``);
+    one bad id does not stop the others. An id given twice counts once.
+    Returns the ids to apply, in request order, and the rejected ones."""
+    chosen: dict[int, None] = {}
+    rejected: dict[int, MsgboardError] = {}
+    for k, i in enumerate(ids):
+        if i in held:
+            chosen[i] = None
+        elif i not in rejected:
+            rejected[i] = refused(i, f"{where}[{k}]")
+    return chosen, rejected
 
 
 def delivered(m: Message) -> Message:
@@ -94,21 +115,13 @@ class Holders:
 
     def ack(self, b: Batch, c: Consumer, ids: list[int], up_to: int) -> Acked:
         """Acks every delivery it can (``ids`` and, with ``up_to``, every
-        outstanding one up to it); the others are answered as rejected. A
-        repeated ack is harmless."""
+        outstanding one up to it: an ``up_to`` past the last delivery covers
+        every one so far); the others are answered as rejected (``acks``'s
+        rule, as for leases)."""
         outstanding = c.outstanding
-        chosen: dict[int, None] = {}
-        rejected: dict[int, MsgboardError] = {}
-        for k, i in enumerate(ids):
-            if i in outstanding:
-                chosen[i] = None
-            elif i not in chosen and i not in rejected:
-                rejected[i] = _refused(c, i, f"ack.ids[{k}]")
+        chosen, rejected = acks(ids, outstanding, partial(_refused, c), "ack.ids")
         if up_to:
-            if up_to >= c.next_id:
-                rejected[up_to] = InvalidArgument(f"up_to: delivery {up_to} was never delivered")
-            else:
-                chosen.update(dict.fromkeys(i for i in outstanding if i <= up_to))
+            chosen.update(dict.fromkeys(i for i in outstanding if i <= up_to))
         if not chosen:
             return Acked([], rejected)
         s = c.selector
@@ -129,7 +142,7 @@ class Holders:
         """Gives deliveries back, after a backoff (``delay`` µs, or the
         redelivery policy's next step), or dead-letters them (``reject``);
         every id must be outstanding."""
-        chosen = self._chosen(c, ids, 0)
+        chosen = self._chosen(c, ids)
         if reject:
             for i in chosen:
                 m = c.outstanding.pop(i)
@@ -143,16 +156,11 @@ class Holders:
         return chosen
 
     @staticmethod
-    def _chosen(c: Consumer, ids: list[int], up_to: int) -> list[int]:
+    def _chosen(c: Consumer, ids: list[int]) -> list[int]:
         for k, i in enumerate(ids):
             if i not in c.outstanding:
                 raise _refused(c, i, f"nack.ids[{k}]")
-        if up_to >= c.next_id:
-            raise InvalidArgument(f"up_to: delivery {up_to} was never delivered")
-        chosen = dict.fromkeys(ids)
-        if up_to:
-            chosen.update(dict.fromkeys(i for i in c.outstanding if i <= up_to))
-        return list(chosen)
+        return list(dict.fromkeys(ids))
 
     def _return(
         self, b: Batch, c: Consumer, ids: list[int], *, nack: bool, wait: int | None = None
@@ -251,21 +259,25 @@ class Holders:
             self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
             self._pulls.settle(b)
 
-    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> None:
-        """Processes leased messages (or, with ``nack``, gives them back);
-        nothing changes unless every lease is good."""
-        for k, lid in enumerate(ids):
-            lease = self._leases.get(lid)
-            if lease is None:
-                if 0 < lid < self._next_lease:
-                    raise NotFound(f"lease {lid}: already acked or ran out")
-                raise InvalidArgument(f"lease_ids[{k}]: lease {lid} was never given")
-            if lease.queue != queue:
-                raise InvalidArgument(
-                    f"lease_ids[{k}]: lease {lid} is on queue {lease.queue!r}, not {queue!r}"
-                )
+    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> Acked:
+        """Processes every leased message it can (or, with ``nack``, gives it
+        back); the other leases are answered as rejected (``acks``'s rule, as
+        for a consumer's deliveries)."""
+        leases = self._leases
+        mine = {lid for lid in ids if lid in leases and leases[lid].queue == queue}
+
+        def refused(lid: int, where: str) -> MsgboardError:
+            if lid in leases:
+                other = leases[lid].queue
+                return InvalidArgument(f"{where}: lease {lid} is on queue {other!r}, not {queue!r}")
+            if 0 < lid < self._next_lease:
+                gone = f"{where}: lease {lid} was already acked or given back, or ran out"
+                return NotFound(gone, field=where)
+            return InvalidArgument(f"{where}: lease {lid} was never given")
+
+        chosen, rejected = acks(ids, mine, refused, "lease_ids")
         found = b.lookup(queue)
-        for lid in dict.fromkeys(ids):
+        for lid in chosen:
             lease = self._leases.pop(lid)
             b.undo(partial(self._leases.__setitem__, lid, lease))
             if found is None:
@@ -275,6 +287,7 @@ class Holders:
             else:
                 self._process(b, *found, lease.message)
                 b.count(queue, taken=1, acked=1)
+        return Acked(list(chosen), rejected)
 
     def ack_leases_quietly(self, b: Batch, queue: str, lid: int) -> None:
         """Gives back a leased message whose taker never got it."""

@@ -14,6 +14,7 @@ from msgboard.associative import check_fields
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MessageTooLarge, Reserved
+from msgboard.lmdbstore import DAMAGED
 from msgboard.message import Message, Section, size, stamp
 from msgboard.spec import (
     MAX_DEDUP_WINDOW,
@@ -54,12 +55,13 @@ class Limits:
     max_read_ahead_bytes: int = 16 * 1024 * 1024
 
     def check_name(self, name: str, where: str = "queue", *, write: bool = False) -> str:
-        """A queue name; the board's own ``$sys`` only to read (``write``:
-        the call posts to, creates or deletes the queue)."""
-        if name == SYS:
+        """A queue name; the board's own ``$sys`` and ``$damaged`` (where
+        ``check --repair`` sets damage aside) only to read (``write``: the
+        call posts to, creates or deletes the queue)."""
+        if name in (SYS, DAMAGED):
             if write:
                 raise Reserved(
-                    f"{where}: {SYS!r} is the board's own queue: read it, never write it"
+                    f"{where}: {name!r} is the board's own queue: read it, never write it"
                 )
             return name
         if isinstance(name, str) and name.startswith("$"):

@@ -239,10 +239,11 @@ class Subscriptions:
         return self._writer.submit(run)
 
     def ack_async(self, c: Consumer, ids: Sequence[int], up_to: int = 0) -> Future[Acked]:
-        """Acks deliveries (and every one up to ``up_to``), once durable: acks
-        are per delivery, so it applies every id it can and returns those
-        (``Acked.ids``) and, one by one, the ones it could not: never
-        delivered, already acked or given back (``Acked.rejected``)."""
+        """Acks deliveries (and every outstanding one up to ``up_to``; an
+        ``up_to`` past the last delivery covers every one so far), once
+        durable: acks are per delivery, so it applies every id it can and
+        returns those (``Acked.ids``) and, one by one, the ones it could not:
+        never delivered, already acked or given back (``Acked.rejected``)."""
 
         def run(b: Batch) -> Acked:
             self._live(c)

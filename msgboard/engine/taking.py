@@ -30,6 +30,7 @@ from msgboard.engine.writer import PENDING, Batch, Writer
 from msgboard.errors import InvalidArgument, QueueNotFound
 from msgboard.lmdbstore import Txn
 from msgboard.message import Message, Section, now_us
+from msgboard.results import Acked
 from msgboard.spec import Delivery
 
 
@@ -70,18 +71,22 @@ class Taking:
             raise InvalidArgument("lease: must be more than 0 seconds")
         return self._match_async(queue, pattern, timeout, max, take=True, lease=lease)
 
-    def ack_leases_async(self, queue: str, ids: Sequence[int], nack: bool = False) -> Future[None]:
+    def ack_leases_async(self, queue: str, ids: Sequence[int], nack: bool = False) -> Future[Acked]:
         """Processes leased messages for good (or, with ``nack``, gives them
-        back now). NotFound for a lease already acked or run out; nothing is
-        changed unless every lease is good."""
+        back now), once durable. Acks are per lease: the answer holds the
+        leases applied (``Acked.ids``) and, one by one, the ones that could
+        not be: never given or on another queue (InvalidArgument), already
+        acked, given back or run out (NotFound) (``Acked.rejected``). The
+        call fails only for a bad request: no ids, a bad or missing queue."""
         self._limits.check_name(queue)
         if not ids:
             raise InvalidArgument("lease_ids: at least one lease is needed")
 
-        def run(b: Batch) -> None:
+        def run(b: Batch) -> Acked:
             b.find(queue)
-            self._net.holders.ack_leases(b, queue, list(ids), nack)
+            acked = self._net.holders.ack_leases(b, queue, list(ids), nack)
             self._net.pulls.settle(b)
+            return acked
 
         return self._writer.submit(run)
 

@@ -54,11 +54,17 @@ from typing import Any
 
 from msgboard.engine.traffic import Traffic, count
 from msgboard.engine.waiters import Waiters, answer
-from msgboard.errors import MsgboardError, QueueNotFound, StoreError, Unavailable
+from msgboard.errors import MsgboardError, QueueNotFound, StoreDamaged, StoreError, Unavailable
 from msgboard.lmdbstore import MapFull, QueueInfo, Store, Txn
 from msgboard.message import now_us
 
 log = logging.getLogger(__name__)
+
+
+class Rerun(Exception):
+    """A group whose transaction is gone runs again, without the op that
+    met the damage."""
+
 
 #: Returned by an operation whose future is now answered by someone else
 #: (a waiter), or whose caller already gave up.
@@ -365,14 +371,26 @@ class Writer:
             batch = Batch(self._durable, self._memory, reserve, self.traffic)
             results: list[tuple[Any, BaseException | None]] = []
             try:
-                for run, _, _ in ops:
+                for i, (run, _, _) in enumerate(ops):
                     try:
                         results.append((run(batch), None))
+                    except StoreDamaged as e:
+                        # LMDB met damage: its transaction is gone. The
+                        # op that met it fails; the rest run again.
+                        batch.abort()
+                        fut = ops.pop(i)[1]
+                        if fut.running() or fut.set_running_or_notify_cancel():
+                            fut.set_exception(e)
+                        raise Rerun from e
                     except StoreError:
                         raise
                     except MsgboardError as e:
                         results.append((None, e))
                 batch.commit(after=self.gate is None)
+            except Rerun:
+                if not ops:
+                    return
+                continue
             except MapFull:
                 batch.abort()
                 self._durable.grow()

@@ -10,17 +10,26 @@ records and sub-databases, for the store, ``msgboard check`` (``check.py``)
 and the Spark reader alike. A replicated board's store also writes the
 operation log (``oplog.py``), which a standby's store applies;
 ``compare.py`` tells two boards' data apart.
+
+Damage (issue 23): ``pages.py`` and ``verify.py`` verify LMDB's pages by
+hand before LMDB reads them; ``salvage.py`` names damage by queue from a
+walk that never uses LMDB; ``sidecar.py`` (the board marker and the commit
+sidecar) and ``opening.py`` decide at start whether a directory may be
+served; ``child.py`` runs ``check``'s LMDB read in a forked child;
+``damage.py`` drops a damaged record; ``repair.py`` is ``check --repair``.
 """
 
 from __future__ import annotations
 
 from msgboard.lmdbstore.durable import DurableStore
+from msgboard.lmdbstore.layout import DAMAGED
 from msgboard.lmdbstore.memory import MemoryStore
 from msgboard.lmdbstore.oplog import Log, LogGap
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 
 __all__ = [
+    "DAMAGED",
     "FIND_BUDGET",
     "Counts",
     "DurableStore",

@@ -83,8 +83,11 @@ class Cache:
         self.next_sid = next_sid
         #: Write transactions committed since open.
         self.commits = 0
-        #: Per queue, the seqs of the damaged records met since open.
-        self.damaged: dict[str, set[int]] = {}
+        #: Per queue, the damage met since open: each damaged record (by
+        #: seq, or by place: ("after", seq)), each stale index entry, each
+        #: walk that ended short of the counters; with how many messages
+        #: each stands for.
+        self.damaged: dict[str, dict[tuple[str, int], int]] = {}
 
     def publish(self, written: dict[str, QueueState | None], next_qid: int, next_sid: int) -> None:
         """Takes in what a transaction committed: the queues it wrote (None:
@@ -102,7 +105,42 @@ class Cache:
     def met(self, e: RecordDamaged) -> None:
         """Counts a damaged record met while walking a queue, and logs it
         the first time."""
-        seqs = self.damaged.setdefault(e.queue, set())
-        if e.seq not in seqs:
-            seqs.add(e.seq)
+        key = ("after", e.after) if e.after >= 0 else ("seq", e.seq)
+        if self._count(e.queue, key, 1):
             log.error("DATA_LOSS: %s; skipped (msgboard check lists every one)", e)
+
+    def short(self, name: str, section: str, want: int, seen: int) -> None:
+        """Counts the messages a whole walk of a queue's ``section`` did not
+        reach (its counters say ``want``, it met ``seen``), and logs it the
+        first time."""
+        if self._count(name, ("short " + section, 0), want - seen):
+            log.error(
+                "DATA_LOSS: queue %r: the walk of its %s found %d of the %d records its "
+                "counters say: %d unreachable; msgboard check DIR names them",
+                name,
+                section,
+                seen,
+                want,
+                want - seen,
+            )
+
+    def stale(self, name: str, seq: int) -> None:
+        """Counts an index entry of ``name`` pointing at seq ``seq``, which is
+        not an unprocessed record, and logs it the first time per queue."""
+        first = not any(k[0] == "index" for k in self.damaged.get(name, {}))
+        if self._count(name, ("index", seq), 1) and first:
+            log.error(
+                "DATA_LOSS: queue %r: an index entry points at seq %d, which is not waiting: "
+                "index damage, skipped (msgboard check --repair DIR rebuilds the index)",
+                name,
+                seq,
+            )
+
+    def _count(self, name: str, key: tuple[str, int], n: int) -> bool:
+        """Counts damage ``key`` of queue ``name`` as ``n`` messages; False
+        if it was counted already."""
+        found = self.damaged.setdefault(name, {})
+        if key in found:
+            return False
+        found[key] = n
+        return True

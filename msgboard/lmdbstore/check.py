@@ -45,7 +45,7 @@ import lmdb
 from msgboard import codec
 from msgboard.associative.keys import message_keys
 from msgboard.errors import MsgboardError
-from msgboard.lmdbstore import datafile, record
+from msgboard.lmdbstore import child, datafile, record, salvage, sidecar
 from msgboard.lmdbstore.layout import (
     DUE,
     HOLD,
@@ -63,6 +63,10 @@ from msgboard.lmdbstore.layout import (
     is_sealed,
     key_end,
 )
+from msgboard.lmdbstore.pages import NotLmdb
+from msgboard.lmdbstore.pages import Report as PageReport
+from msgboard.lmdbstore.sidecar import MARKER, SIDECAR
+from msgboard.lmdbstore.verify import verify
 from msgboard.message import Section
 from msgboard.spec import QueueSpec
 
@@ -143,19 +147,119 @@ class Report:
 def check(path: str | os.PathLike[str]) -> Report:
     """Checks the data directory or snapshot at ``path``; never raises for
     what it finds (it is in the report), only for a path that is not a
-    directory (NotADirectoryError / FileNotFoundError)."""
+    directory (NotADirectoryError / FileNotFoundError). Never dies by a
+    signal either: the pages are verified by hand first (``verify.py``), a
+    damaged file is reported from the salvage walk (``salvage.py``) with no
+    LMDB at all, and LMDB reads a verified file in a forked child
+    (``child.py``), so that a damage the verifier missed costs one line."""
     path = os.fspath(path)
     report = Report(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: not a directory")
-    if not os.path.isfile(os.path.join(path, datafile.FILE)):
-        report.problems.append(f"no {datafile.FILE} here: not a board's data directory")
+    data = os.path.join(path, datafile.FILE)
+    if not os.path.isfile(data) or os.path.getsize(data) == 0:
+        what = "no" if not os.path.isfile(data) else "an empty (0 bytes)"
+        lived = [f for f in (MARKER, SIDECAR, "lock.mdb") if os.path.exists(f"{path}/{f}")]
+        report.problems.append(
+            f"{what} {datafile.FILE} here: "
+            + (
+                f"a board lived here ({', '.join(lived)}): its data file is lost; restore it "
+                "from a snapshot"
+                if lived
+                else "not a board's data directory"
+            )
+        )
         return report
     try:
         datafile.check(path)
-    except MsgboardError as e:
+        side = sidecar.read(path)  # before the meta pages: never newer than they are
+        pages = _verify(path)
+        if not pages.ok:  # name the damage by queue: the salvage walk
+            _damaged(report, salvage.salvage(path, deep=True))
+            return report
+    except (MsgboardError, NotLmdb, OSError) as e:
         report.problems.append(str(e))
         return report
+    behind = _behind(side, pages)
+    out = child.run(lambda: _logical(path, Report(path)))
+    if out.result is not None:
+        report = out.result
+    elif out.signal:
+        report.problems.append(f"LMDB died by {out.signal} while reading it (the pages verified)")
+    else:
+        report.problems.append(f"the check failed: {out.error}")
+    report.problems += behind
+    return report
+
+
+def _verify(path: str) -> PageReport:
+    """The deep page verification of the commit a reader pins: beside a live
+    board, the pages of that commit stay as they are while they are walked
+    (LMDB reuses no page a reader may see). Opening LMDB and beginning a
+    reader read the meta pages only, never a tree page. A snapshot on
+    read-only storage (no writable lock file) is walked as it is."""
+    if not os.access(os.path.join(path, "lock.mdb"), os.W_OK):
+        return verify(path, deep=True)
+    try:
+        env = lmdb.open(path, readonly=True, lock=True, max_dbs=MAX_DBS, subdir=True)
+    except lmdb.Error:
+        return verify(path, deep=True)  # meta pages LMDB refuses: the walk says which
+    try:
+        for _ in range(10):  # the board may commit between begin and the walk
+            with env.begin() as txn:
+                try:
+                    return verify(path, deep=True, txnid=txn.id())
+                except LookupError:
+                    continue
+        return verify(path, deep=True)
+    finally:
+        env.close()
+
+
+def _behind(side: sidecar.Commit | None, pages: PageReport) -> list[str]:
+    """The commit sidecar against the newest meta page: a rollback."""
+    metas = [m for m in pages.metas if m.valid]
+    if side is None or not metas:
+        return []
+    txnid = max(m.txnid for m in metas)
+    if txnid >= side.txnid:
+        return []
+    return [
+        f"data.mdb is {side.txnid - txnid:,} commit(s) behind the last commit the board "
+        f"answered for (LMDB txn {txnid}, the board's last {side.txnid}): an older copy"
+    ]
+
+
+def _damaged(report: Report, found: salvage.Salvage) -> None:
+    """Fills ``report`` from the salvage walk of a file with damaged pages."""
+    report.schema = found.schema
+    for qid, gap in found.gaps.items():
+        q = QueueReport(gap.name, qid, state=gap.counters)
+        q.unprocessed, q.history = gap.readable["unprocessed"], gap.readable["history"]
+        q.damaged = len(gap.damaged)
+        for p in found.report.problems:
+            if p.tree in salvage.BY_QID and qid in salvage.qids(p, found.names):
+                q.add(f"{found.held(p, qid)} unreadable (page {p.pgno}: {p.what})")
+        for section, want, have in gap.lost():
+            q.add(
+                f"counters say {want:,} {section}, the walk reaches {have:,}: {want - have:,} lost"
+            )
+        for d in gap.damaged:
+            q.add(d)
+        report.queues.append(q)
+    named = set(found.names)
+    for p in found.report.problems:
+        if not (p.tree in salvage.BY_QID and set(salvage.qids(p, found.names)) & named):
+            report.problems.append(f"damaged page: {p}")
+    report.problems += found.other
+    report.notes.append(
+        "LMDB did not read this file (it could abort on these pages); "
+        f"msgboard check --repair {report.path} sets the damage aside"
+    )
+
+
+def _logical(path: str, report: Report) -> Report:
+    """The check of a file whose pages verified: LMDB reads it."""
     lockfile = os.path.join(path, "lock.mdb")
     shared = os.access(lockfile, os.W_OK)
     try:

@@ -48,12 +48,12 @@ import os
 import struct
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
 from msgboard.errors import DataFileDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import datafile, oplog, snapshot, upgrade
+from msgboard.lmdbstore import datafile, opening, oplog, snapshot, upgrade
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
@@ -74,6 +74,20 @@ from msgboard.lmdbstore.txn import HEADROOM, DurableTxn, MiB
 from msgboard.spec import QueueSpec
 
 T = TypeVar("T")
+
+#: Decodes one JSON document with none of ``json.loads``'s checks of the
+#: input's type and encoding: at open, for 100,000 queues, 0.2 s of CPU
+#: less (of 0.5).
+_decode = json.JSONDecoder().raw_decode
+
+
+def _entry(value: bytes) -> dict[str, Any]:
+    """A ``queues`` entry's JSON; ValueError if it is not one whole object."""
+    text = value.decode()
+    d, end = _decode(text)
+    if not isinstance(d, dict) or text[end:].strip():
+        raise ValueError("not one JSON object")
+    return d
 
 
 class DurableStore(Store):
@@ -102,6 +116,8 @@ class DurableStore(Store):
         map_size: int = 256 * MiB,
         max_map_size: int | None = None,
         disk_reserve: int | None = None,
+        init: bool = False,
+        accept_rollback: bool = False,
         log: oplog.Log | None = None,
         standby: bool = False,
     ) -> None:
@@ -120,10 +136,12 @@ class DurableStore(Store):
         try:
             self._reserve = DiskReserve(self.path, disk_reserve)
             datafile.check(self.path)
+            verdict = opening.vet(self.path, init=init, sync=sync, accept=accept_rollback)
             with Guard():
                 self._env = self._open_env(self.path, map_size, sync)
                 try:
                     self._load(self._env.stat()["psize"])
+                    self._sidecar = opening.adopt(self.path, self._env, verdict)
                 except BaseException:
                     self._env.close()
                     raise
@@ -178,7 +196,7 @@ class DurableStore(Store):
             queues: dict[str, QueueState] = {}
             for key, value in txn.cursor(db=dbs.queues):
                 try:
-                    d = json.loads(value)
+                    d = _entry(value)
                     info = QueueInfo(QueueSpec.from_json(d["spec"]), d["created_at"])
                     state = txn.get(QID.pack(d["id"]), db=dbs.state)
                     counts = (1, 0, 0) if state is None else STATE.unpack(state)
@@ -226,6 +244,7 @@ class DurableStore(Store):
                 self._ended,
                 reserve=reserve,
                 free=free,
+                committed=self._sidecar.write,
                 log=self.log,
             )
         return self._txn
@@ -273,6 +292,8 @@ class DurableStore(Store):
                     last = log.last
                     for entry in entries:
                         last = oplog.apply(txn, self._dbs, entry, log)
+                    txnid = txn.id()
+                self._sidecar.write(txnid)  # as a board's commit does
             except MapFull:
                 self._resize(self._env.info()["map_size"] * 2, wait=True)
                 continue
@@ -358,6 +379,7 @@ class DurableStore(Store):
             self._closed = True
             self._copying.wait_for(lambda: not self._copies)
         self._env.close()
+        self._sidecar.close()
         self._lock.release()
 
     @property
@@ -365,8 +387,8 @@ class DurableStore(Store):
         return self._reserve.size
 
     def damaged(self, name: str) -> int:
-        return len(self._cache.damaged.get(name, ()))
+        return sum(self._cache.damaged.get(name, {}).values())
 
     def damaged_counts(self) -> dict[str, int]:
         """Damaged records met so far, per queue (a copy)."""
-        return {name: len(seqs) for name, seqs in list(self._cache.damaged.items())}
+        return {name: sum(found.values()) for name, found in list(self._cache.damaged.items())}

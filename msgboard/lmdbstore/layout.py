@@ -159,6 +159,10 @@ SCHEDULED = b"s"
 LAST = b"\xff" * 8
 MAX_U64 = 2**64 - 1
 
+#: The board's own queue where ``msgboard check --repair`` sets damaged
+#: records aside (users may read it, as ``$sys``).
+DAMAGED = "$damaged"
+
 #: The named sub-databases, in the order of the table above.
 NAMES = (
     "meta",
@@ -264,6 +268,24 @@ def decode(key: bytes, raw: bytes, name: str, seq: int, section: Section) -> Mes
         raise RecordDamaged(name, seq, f"undecodable: {e}") from None
 
 
+def placed(e: RecordDamaged, seq: int, prev: int, next_seq: int, forward: bool) -> RecordDamaged:
+    """``e``, or (its key's seq not to be trusted: not below the queue's
+    next seq, or in a forward walk not past ``prev``, the last good seq)
+    the same damage named by its place, after ``prev``."""
+    if seq < next_seq and (not forward or seq > prev):
+        return e
+    return RecordDamaged(e.queue, 0, e.why, after=prev)
+
+
+def intact(key: bytes, raw: bytes) -> bool:
+    """Whether the record ``raw`` under ``key`` passes its check."""
+    try:
+        decode(key, raw, "", 0, Section.UNPROCESSED)
+    except RecordDamaged:
+        return False
+    return True
+
+
 def encode_selector(spec: SelectorSpec) -> bytes:
     """A ``selectors`` value: the spec as a ``msgboard.v1.SelectorSpec``."""
     return selector_spec_to_pb(spec).SerializeToString()
@@ -299,12 +321,19 @@ def walk(
     cur: lmdb.Cursor[bytes], prefix: bytes, key: bytes, reverse: bool
 ) -> Iterator[tuple[bytes, bytes]]:
     """Yields the items from ``key`` on (down, if ``reverse``) while their keys
-    start with ``prefix`` (a queue's 4 bytes)."""
+    start with ``prefix`` (a queue's 4 bytes). A key of another queue between
+    two of this one is damage (a bit of its queue id gone bad): it is
+    yielded too, for its record to fail its check, and the walk goes on."""
     if not (seek_last(cur, key) if reverse else cur.set_range(key)):
         return
     step = cur.prev if reverse else cur.next
     k, v = cur.item()
-    while k[:4] == prefix:
+    while True:
+        if k[:4] != prefix:
+            if not step() or cur.key()[:4] != prefix:
+                return
+            yield k, v
+            k, v = cur.item()
         yield k, v
         if not step():
             return

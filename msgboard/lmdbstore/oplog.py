@@ -125,6 +125,9 @@ class Recorder:
     def stat(self, db: Any) -> Any:
         return self._txn.stat(db)
 
+    def id(self) -> int:
+        return self._txn.id()
+
     def commit(self) -> None:
         self._txn.commit()
 

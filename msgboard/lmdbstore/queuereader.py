@@ -20,8 +20,9 @@ from msgboard.message import Message, Section
 class QueueReader(Reader):
     """One LMDB queue's unprocessed section and index, for ``Search``:
     ``txn`` and its ``index`` and ``unprocessed`` sub-databases, the
-    transaction's ``guard``, ``met`` for a damaged record, ``scan`` to walk
-    the section from a seq."""
+    transaction's ``guard``, ``met`` for a damaged record, ``stale`` for an
+    index entry pointing at no waiting record (index damage: the name and
+    the seq), ``scan`` to walk the section from a seq."""
 
     def __init__(
         self,
@@ -30,13 +31,14 @@ class QueueReader(Reader):
         unprocessed: Any,
         guard: Guard,
         met: Callable[[RecordDamaged], None],
+        stale: Callable[[str, int], None],
         scan: Callable[[bytes], Iterator[Message]],
         name: str,
         prefix: bytes,
         count: int,
     ) -> None:
         self._txn, self._index, self._db = txn, index, unprocessed
-        self._guard, self._met, self._scan = guard, met, scan
+        self._guard, self._met, self._stale, self._scan = guard, met, stale, scan
         self._name, self._prefix = name, prefix
         self.unprocessed = count
 
@@ -70,7 +72,8 @@ class QueueReader(Reader):
         key = self._prefix + U64.pack(seq)
         with self._guard:
             raw = self._txn.get(key, db=self._db)
-        if raw is None:
+        if raw is None:  # the index said it waits: index damage
+            self._stale(self._name, seq)
             return None
         try:
             return decode(key, raw, self._name, seq, Section.UNPROCESSED)

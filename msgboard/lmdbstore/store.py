@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from msgboard.associative import Pattern
-from msgboard.errors import StoreError
+from msgboard.errors import NotFound, StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.message import Message, Section
 from msgboard.results import StoreInfo
@@ -184,6 +184,14 @@ class Txn(abc.ABC):
         """As ``process``, for a caller that does not use the processed
         message (an ack): a store may skip building it."""
         self.process(name, seq, now, max_history, known)
+
+    def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
+        """Drops the damaged record at ``seq`` (``after``: the first damaged
+        one after the good record ``seq``) without decoding it, and returns
+        the seq its key read and its section. NotFound if there is none,
+        FailedPrecondition if the record at ``seq`` passes its check. A
+        memory store holds no damaged records."""
+        raise NotFound(f"queue {name!r}: no damaged record (a transient queue)")
 
     @abc.abstractmethod
     def restore(self, name: str, msg: Message) -> None:

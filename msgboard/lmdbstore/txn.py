@@ -29,7 +29,7 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import oplog, record
+from msgboard.lmdbstore import damage, oplog, record
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.dedup import Dedup
 from msgboard.lmdbstore.guard import Guard
@@ -44,6 +44,7 @@ from msgboard.lmdbstore.layout import (
     decode,
     encode_selector,
     load_selector,
+    placed,
     seek_last,
     walk,
 )
@@ -88,9 +89,13 @@ class DurableTxn(Txn):
         reserve: int = 0,
         free: int = 0,
         frozen: dict[str, QueueState] | None = None,
+        committed: Callable[[int], None] | None = None,
         log: oplog.Log | None = None,
     ) -> None:
         self._dbs = dbs
+        #: Told the txn id after each commit, before anyone is answered:
+        #: the commit sidecar (``sidecar.py``).
+        self._committed = committed
         self._cache = cache
         self._disk = disk
         self._ended = ended
@@ -152,6 +157,7 @@ class DurableTxn(Txn):
                 if self._next_sid != cache.next_sid:
                     put(b"next_sid", U64.pack(self._next_sid), db=dbs.meta)
                 logged = self._write_log()
+                txnid = self._txn.id()
                 self._txn.commit()
         except StoreError as e:
             # A full disk shows as ENOSPC, or as EIO where a write came up
@@ -163,6 +169,8 @@ class DurableTxn(Txn):
                 ) from e
             raise
         self._done = True
+        if self._committed is not None:
+            self._committed(txnid)
         cache.publish(self._q, self._next_qid, self._next_sid)
         self._ended()
         if logged is not None and self._log is not None:
@@ -220,6 +228,7 @@ class DurableTxn(Txn):
     # -- queues -----------------------------------------------------------
 
     def _find(self, name: str) -> QueueState | None:
+        self._guard.queue = name
         if name in self._q:
             return self._q[name]
         return self._base.get(name)
@@ -266,6 +275,10 @@ class DurableTxn(Txn):
                 cur = self._txn.cursor(self._dbs.queues)
                 names = [k.decode() for k in cur.iternext(values=False)]
             return [q.info for q in map(self._base.get, names) if q is not None]
+        if not self._q:
+            # The cache holds the names as opening read them (in order) and
+            # then as created: sorting nearly sorted names is one pass.
+            return [q.info for q in map(self._base.get, sorted(self._base)) if q is not None]
         names = sorted(self._base.keys() | self._q.keys())
         return [q.info for q in map(self._find, names) if q is not None]
 
@@ -435,6 +448,7 @@ class DurableTxn(Txn):
     ) -> Message:
         """Moves the record to history; returns it as it was (unprocessed)."""
         q = self._q.get(name) or self._touch(name)
+        self._guard.queue = name
         if not 0 < seq < q.next_seq:
             raise KeyError(f"{name!r} has no seq {seq}")
         key = KEY.pack(q.qid, seq)
@@ -549,6 +563,7 @@ class DurableTxn(Txn):
                 self._unprocessed,
                 self._guard,
                 self._cache.met,
+                self._cache.stale,
                 partial(self._scan, name, _UNPROCESSED, q.prefix, reverse=False),
                 name,
                 q.prefix,
@@ -575,46 +590,83 @@ class DurableTxn(Txn):
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
     ) -> Iterator[Message]:
+        q = self._get(name)
+        db = self._dbs.scheduled if section is _SCHEDULED else self._history
+        if section is _UNPROCESSED:
+            db = self._unprocessed
+        want = -1
+        if key == prefix and not reverse:
+            want = {_UNPROCESSED: q.unprocessed, _HISTORY: q.history}.get(section, q.scheduled)
         met, unpack = self._cache.met, U64.unpack_from
+        seen = prev = 0
         with self._guard:
-            db = self._dbs.scheduled if section is _SCHEDULED else self._history
-            if section is _UNPROCESSED:
-                db = self._unprocessed
             # As ``_whole`` does, without a generator per layer: a pull reads here.
             for k, v in walk(self._txn.cursor(db), prefix, key, reverse):
+                seen += 1
+                seq = unpack(k, 4)[0]
                 try:
-                    m = decode(k, v, name, unpack(k, 4)[0], section)
+                    m = decode(k, v, name, seq, section)
                 except RecordDamaged as e:
-                    met(e)
+                    met(placed(e, seq, prev, q.next_seq, want >= 0))
                     continue
+                prev = seq
                 yield m
+        if seen < want:
+            self._cache.short(name, section.value, want, seen)
 
     def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
-        with self._guard:
-            u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
-            h = walk(self._txn.cursor(self._history), prefix, key, reverse)
-            s = walk(self._txn.cursor(self._dbs.scheduled), prefix, key, reverse)
-            # Keys share the prefix, so they compare as seqs do.
-            both = heapq.merge(
-                ((k, v, _UNPROCESSED) for k, v in u),
-                ((k, v, _HISTORY) for k, v in h),
-                ((k, v, _SCHEDULED) for k, v in s),
-                key=_first,
-                reverse=reverse,
-            )
-            yield from self._whole(name, both)
+        q = self._get(name)
+        u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
+        h = walk(self._txn.cursor(self._history), prefix, key, reverse)
+        s = walk(self._txn.cursor(self._dbs.scheduled), prefix, key, reverse)
+        # Keys share the prefix, so they compare as seqs do.
+        both = heapq.merge(
+            ((k, v, _UNPROCESSED) for k, v in u),
+            ((k, v, _HISTORY) for k, v in h),
+            ((k, v, _SCHEDULED) for k, v in s),
+            key=_first,
+            reverse=reverse,
+        )
+        want = -1
+        if key == prefix and not reverse:
+            want = q.unprocessed + q.history + q.scheduled
+        return self._whole(name, both, q, want)
 
-    def _whole(self, name: str, rows: Iterable[tuple[bytes, bytes, Section]]) -> Iterator[Message]:
+    def _whole(
+        self, name: str, rows: Iterable[tuple[bytes, bytes, Section]], q: QueueState, want: int
+    ) -> Iterator[Message]:
         """The messages of ``rows`` (key, record, section) whose records pass
-        their check; a damaged one is counted and logged, and skipped."""
-        met = self._cache.met
-        for k, v, section in rows:
-            try:
-                m = decode(k, v, name, U64.unpack_from(k, 4)[0], section)
-            except RecordDamaged as e:
-                met(e)
-                continue
-            yield m
+        their check; a damaged one is counted and logged, and skipped, named
+        by its place when its key's seq cannot be trusted (not between the
+        last good seq and the next seq). ``want`` (-1: none): the records a
+        walk of the whole queue must meet; fewer is counted and logged."""
+        met, unpack = self._cache.met, U64.unpack_from
+        seen = prev = 0
+        with self._guard:
+            for k, v, section in rows:
+                seen += 1
+                seq = unpack(k, 4)[0]
+                try:
+                    m = decode(k, v, name, seq, section)
+                except RecordDamaged as e:
+                    met(placed(e, seq, prev, q.next_seq, want >= 0))
+                    continue
+                prev = seq
+                yield m
+        if seen < want:
+            self._cache.short(name, "records", want, seen)
+
+    def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
+        q = self._touch(name)
+        with self._guard:
+            dbs = ((_UNPROCESSED, self._unprocessed), (_HISTORY, self._history))
+            seq, section = damage.drop(self._txn, dbs, name, q.prefix, seq, after)
+        if section is _UNPROCESSED:
+            q.unprocessed -= 1
+        else:
+            q.history -= 1
+        self._wrote = True
+        return seq, section
 
     # -- selectors --------------------------------------------------------
 

@@ -160,7 +160,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             except MsgboardError as e:
                 await abort(context, e)
             if rpc is not None and rpc.filter is not None:
-                rpc.filter(response, lambda q: permissions.sees(user, q))
+                response = rpc.filter(response, lambda q: permissions.sees(user, q))
             return response
 
         return call

@@ -12,7 +12,7 @@ it needs and the queues it needs it on, read from the request. The verbs:
   that queue. A BOUNCE selector writes to whatever queue each message's
   ``reply_to`` names, so it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, and anything on any queue.
+  KickConsumer, DropDamaged, and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -88,20 +88,28 @@ class Rpc:
 
     verb: str
     needs: Callable[[Any], list[Need]]
-    #: Listings: removes from the response what the caller may not see.
-    filter: Callable[[Any, Callable[[str], bool]], None] | None = None
+    #: Listings: the response without what the caller may not see.
+    filter: Callable[[Any, Callable[[str], bool]], Any] | None = None
 
 
-def _keep_queues(r: pb.ListQueuesResponse, sees: Callable[[str], bool]) -> None:
+def _keep_queues(
+    r: pb.ListQueuesResponse | bytes, sees: Callable[[str], bool]
+) -> pb.ListQueuesResponse:
+    if isinstance(r, bytes):  # serialized in pieces (msgboard/server/prebuilt.py)
+        r = pb.ListQueuesResponse.FromString(r)
     kept = [q for q in r.queues if sees(q.spec.name)]
     del r.queues[:]
     r.queues.extend(kept)
+    return r
 
 
-def _keep_selectors(r: pb.ListSelectorsResponse, sees: Callable[[str], bool]) -> None:
+def _keep_selectors(
+    r: pb.ListSelectorsResponse, sees: Callable[[str], bool]
+) -> pb.ListSelectorsResponse:
     kept = [s for s in r.selectors if sees(s.spec.source)]
     del r.selectors[:]
     r.selectors.extend(kept)
+    return r
 
 
 #: Every RPC of msgboard.v1.Board. For the streams, ``needs`` reads one
@@ -126,6 +134,7 @@ RPCS: dict[str, Rpc] = {
     "Snapshot": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "DropDamaged": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
 }
 
 

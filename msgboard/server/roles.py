@@ -10,17 +10,22 @@ follows. A standby's server (``standby.py``) refuses everything anyway.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from msgboard.cluster import Role
 from msgboard.details import abort
 from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import replication_pb2 as rpb
+
+if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
+    from msgboard.cluster import Role
 
 #: The calls a role refuses: the Board service's (health, reflection and
 #: replication answer whatever the role).
 PREFIX = "/" + pb.DESCRIPTOR.services_by_name["Board"].full_name + "/"
+#: The boards' replication service, served beside the Board service.
+REPLICATION = rpb.DESCRIPTOR.services_by_name["Replication"].full_name
 
 
 class RoleCheck(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]

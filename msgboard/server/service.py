@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from msgboard import codec
-from msgboard.cluster import Primary, ReplicationService
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
@@ -42,18 +42,20 @@ from msgboard.message import Message
 from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
 from msgboard.security.snapshot_dir import SnapshotDir
-from msgboard.server import streams
+from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
 from msgboard.server.handoff import wait
 from msgboard.server.metrics import Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
-from msgboard.server.roles import RoleCheck
-from msgboard.server.standby import REPLICATION, serve_standby
+from msgboard.server.roles import REPLICATION, RoleCheck
 from msgboard.server.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
+
+if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
+    from msgboard.cluster import Replication, ReplicationService
 
 log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
@@ -61,6 +63,10 @@ T = TypeVar("T")
 __all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]
 
 SWITCH_INTERVAL = 0.0005
+#: glibc's ``mallopt`` parameter, and the size from which buffers get their
+#: own mapping (glibc's default starting value, kept fixed).
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 
 
@@ -96,32 +102,39 @@ def queue_to_pb(v: QueueView, q: pb.Queue | None = None) -> pb.Queue:
     return q
 
 
-def queues_to_pb(views: list[QueueView]) -> pb.ListQueuesResponse:
+def queues_to_pb(views: Sequence[QueueView]) -> bytes:
+    """A ListQueuesResponse, serialized (``prebuilt.py``)."""
+    return prebuilt.pieces(pb.ListQueuesResponse(), views, _add_queues)
+
+
+def _add_queues(r: pb.ListQueuesResponse, views: Sequence[QueueView]) -> None:
     # Filled in place, one small call per queue: one call building the
     # whole list would hold the GIL, and every other thread, throughout.
-    r = pb.ListQueuesResponse()
     add = r.queues.add
     for v in views:
         queue_to_pb(v, add())
-    return r
 
 
 _STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
 
 
-def stats_to_pb(s: BoardStats) -> pb.StatsResponse:
-    r = pb.StatsResponse(
+def stats_to_pb(s: BoardStats) -> bytes:
+    """A StatsResponse, serialized (``prebuilt.py``)."""
+    head = pb.StatsResponse(
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
         commits=s.commits,
         committed_ops=s.committed_ops,
     )
+    return prebuilt.pieces(head, s.queues, _add_stats)
+
+
+def _add_stats(r: pb.StatsResponse, queues: Sequence[QueueStats]) -> None:
     add = r.queues.add
     names = _STATS_FIELDS
-    for q in s.queues:
+    for q in queues:
         add(**{k: getattr(q, k) for k in names})
-    return r
 
 
 def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
@@ -159,7 +172,7 @@ class BoardService(pb_grpc.BoardServicer):
         return queue_to_pb(await wait(self.board.get_queue_async(request.name)))
 
     @_mapped
-    async def ListQueues(self, request: Any, context: Any) -> pb.ListQueuesResponse:
+    async def ListQueues(self, request: Any, context: Any) -> Any:  # bytes: prebuilt.py
         views = await wait(self.board.list_queues_async())
         return await _built(len(views), lambda: queues_to_pb(views))
 
@@ -209,10 +222,10 @@ class BoardService(pb_grpc.BoardServicer):
 
     @_mapped
     async def Ack(self, request: pb.AckRequest, context: Any) -> pb.AckResponse:
-        await wait(
+        acked = await wait(
             self.board.ack_leases_async(request.queue, list(request.lease_ids), request.nack)
         )
-        return pb.AckResponse()
+        return pb.AckResponse(lease_ids=acked.ids, rejected=streams.rejected_to_pb(acked))
 
     @_mapped
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:
@@ -254,7 +267,7 @@ class BoardService(pb_grpc.BoardServicer):
         )
 
     @_mapped
-    async def Stats(self, request: pb.StatsRequest, context: Any) -> pb.StatsResponse:
+    async def Stats(self, request: pb.StatsRequest, context: Any) -> Any:  # bytes: prebuilt.py
         stats = await wait(self.board.stats_async(request.queue))
         return await _built(len(stats.queues), lambda: stats_to_pb(stats))
 
@@ -314,6 +327,14 @@ class BoardService(pb_grpc.BoardServicer):
         view = await wait(self.board.kick_consumer_async(request.id))
         return pb.KickConsumerResponse(consumer=consumer_to_pb(view))
 
+    @_mapped
+    async def DropDamaged(
+        self, request: pb.DropDamagedRequest, context: Any
+    ) -> pb.DropDamagedResponse:
+        fut = self.board.drop_damaged_async(request.queue, request.seq, request.after)
+        seq, section = await wait(fut)
+        return pb.DropDamagedResponse(seq=seq, section=codec.SECTION.to_pb[section])
+
 
 #: Answers of more items than this are built on a worker thread, so that one
 #: big listing does not hold the event loop, and every other call, for long.
@@ -347,9 +368,17 @@ async def create_server(
             ("grpc.max_receive_message_length", room),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
+            # No BDP probing: it grows a stream's receive window to what the
+            # link could carry in a round trip (tens of MB on loopback), and
+            # gRPC buffers that much of a flat-out PostStream below our
+            # read-ahead cap. Without it the window is the default 64 KiB,
+            # opened to a whole message while one is being read.
+            ("grpc.http2.bdp_probe", 0),
         ],
         interceptors=[
+            # A refusal by the role replaces whatever handler the rest made.
             *([RoleCheck(replication.role)] if replication else []),
+            prebuilt.Prebuilt(),  # first: the handler it changes is the one run
             *([calls] if calls else []),
             *(security.interceptors(board) if security else []),
         ],
@@ -375,6 +404,18 @@ async def create_server(
     return server, port
 
 
+def _return_big_buffers() -> None:
+    """Has glibc give every buffer of ``MMAP_THRESHOLD`` bytes or more its
+    own mapping, returned to the system when freed. By default glibc raises
+    that threshold to the largest buffer freed so far (up to 32 MiB): after
+    the first 10 MB PostStream batch, each later one is carved from the
+    heap, and what is freed there stays in the process (about 25 MiB of a
+    flat-out PostStream's heap peak; docs/operating.md, Bounded memory).
+    Elsewhere (musl, macOS) nothing changes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
 async def serve(
     config: ServeConfig | None = None,
     *,
@@ -386,6 +427,8 @@ async def serve(
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
     if config.standby_of:
+        from msgboard.server.standby import serve_standby
+
         await serve_standby(config, grace=grace, ready=ready)
         return
     # Everything that can refuse the start is checked before the board is
@@ -399,9 +442,11 @@ async def serve(
     # handovers (event loop, writer, back), and a listing building its
     # answer on a reader thread would otherwise add up to 5 ms to each.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    primary = None
+    primary: Replication | None = None
     if config.replication_token:
-        primary = Primary(
+        from msgboard.cluster import Replication
+
+        primary = Replication(
             config.replication_token,
             needed=config.sync_standbys,
             timeout=config.sync_timeout_ms / 1000,
@@ -409,11 +454,25 @@ async def serve(
             keep=config.log_keep,
             limit=config.log_limit,
         )
-    board = Board(config.data, sync=sync, limits=limits, log=primary.log if primary else None)
+    _return_big_buffers()
+    # What opening loads (one object set per queue) lives as long as the
+    # board: no collection passes over it while it is made (some 0.15 s of
+    # CPU for 100,000 queues), and out of the collector's full passes after,
+    # which would otherwise walk it all, the GIL held, some 100 ms per
+    # 100,000 queues.
+    gc.disable()
+    try:
+        board = Board(
+            config.data,
+            sync=sync,
+            limits=limits,
+            init=config.init,
+            accept_rollback=config.accept_rollback,
+            log=primary.log if primary else None,
+        )
+    finally:
+        gc.enable()
     replication = primary.attach(board) if primary else None
-    # What opening loaded (one object set per queue) lives as long as the
-    # board: out of the collector's full passes, which would otherwise walk
-    # it all, the GIL held, some 100 ms per 100,000 queues.
     gc.freeze()
     # Calls are watched (one interceptor more) only for what needs it.
     calls = None

@@ -28,15 +28,14 @@ from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
+from msgboard.server.roles import REPLICATION
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
 log = logging.getLogger(__name__)
 
 BOARD = pb.DESCRIPTOR.services_by_name["Board"]
-REPLICATION = rpb.DESCRIPTOR.services_by_name["Replication"].full_name
 
 
 def refusing(role: Role) -> pb_grpc.BoardServicer:

@@ -70,11 +70,13 @@ def deliveries_to_pb(batch: list[Delivery]) -> pb.SubscribeResponse:
 _parse_response = pb.SubscribeResponse.FromString
 
 
+def rejected_to_pb(a: Acked) -> list[pb.RejectedAck]:
+    """The ids an ack could not apply, with why (Acks and AckResponse)."""
+    return [pb.RejectedAck(id=i, error=error_to_pb(e)) for i, e in a.rejected.items()]
+
+
 def acked_to_pb(a: Acked) -> pb.Acks:
-    return pb.Acks(
-        ids=a.ids,
-        rejected=[pb.RejectedAck(id=i, error=error_to_pb(e)) for i, e in a.rejected.items()],
-    )
+    return pb.Acks(ids=a.ids, rejected=rejected_to_pb(a))
 
 
 async def post_stream(

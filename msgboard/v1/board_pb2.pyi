@@ -1374,16 +1374,38 @@ Global___AckRequest: _TypeAlias = AckRequest  # noqa: Y015
 
 @_typing.final
 class AckResponse(_message.Message):
-    """Ack's answer: nothing, once the acks are durable."""
+    """Ack's answer, once the acks are durable. Acks are per lease, as
+    `Acks` on a Subscribe stream are per delivery.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    LEASE_IDS_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def lease_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The leases now durably acked (or given back, with `nack`), in request
+        order.
+        """
+
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RejectedAck]:
+        """Each lease of the request the board could not ack, with why: NOT_FOUND
+        for a lease already acked or given back, or run out; INVALID_ARGUMENT
+        for a lease never given, or one on another queue. The error's text and
+        field name its place in the request (`lease_ids[1]`). Information, not
+        an error: the other leases were applied.
+        """
+
     def __init__(
         self,
+        *,
+        lease_ids: _abc.Iterable[_builtins.int] | None = ...,
+        rejected: _abc.Iterable[Global___RejectedAck] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ids", b"lease_ids", "rejected", b"rejected"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2101,7 +2123,7 @@ class Acks(_message.Message):
     can; an id it cannot (never delivered, already acked or given back) does
     not stop the others and comes back in `rejected` of the answer. Acking an
     acked delivery again changes nothing: that id comes back in `rejected` as
-    NOT_FOUND.
+    NOT_FOUND. Board.Ack answers Take's leases by the same rule.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -2110,17 +2132,24 @@ class Acks(_message.Message):
     UP_TO_FIELD_NUMBER: _builtins.int
     REJECTED_FIELD_NUMBER: _builtins.int
     up_to: _builtins.int
-    """Also every outstanding delivery with an id up to this one (cumulative)."""
+    """Also every outstanding delivery with an id up to this one (cumulative).
+    An `up_to` past the last delivery covers every delivery made so far
+    (none later); the answer's `ids` lists what it acked. It is never
+    rejected.
+    """
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Delivery ids. In an answer (`acked`): the ones now durably acked."""
+        """Delivery ids. In an answer (`acked`): the ones now durably acked,
+        including each one `up_to` covered.
+        """
 
     @_builtins.property
     def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RejectedAck]:
         """In an answer only: each id of the request the board could not ack, with
         why (NOT_FOUND: already acked or given back; INVALID_ARGUMENT: never
-        delivered, or an `up_to` past the last delivery). Information, not an
-        error: the stream and the other acks carry on.
+        delivered). The error's text and field name its place in the request
+        (`ack.ids[1]`). Information, not an error: the stream and the other
+        acks carry on.
         """
 
     def __init__(
@@ -2147,7 +2176,7 @@ class RejectedAck(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     id: _builtins.int
-    """The delivery id (or the `up_to`) as the request gave it."""
+    """The delivery id (Acks) or lease id (AckRequest) as the request gave it."""
     @_builtins.property
     def error(self) -> Global___Error:
         """Why: a status name and a message, as in `error`."""
@@ -2449,7 +2478,9 @@ class ConsumerInfo(_message.Message):
     op: Global___Operation.ValueType
     """MOVE or COPY."""
     credit: _builtins.int
-    """Its effective credit: the window it asked for, capped by the board."""
+    """Its effective credit: the window it asked for, capped by the board.
+    An int64, as every credit on the wire (never negative here).
+    """
     unlimited_credit: _builtins.bool
     """True when the credit has no limit (then `credit` is 0)."""
     outstanding: _builtins.int
@@ -2548,3 +2579,57 @@ class KickConsumerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___KickConsumerResponse: _TypeAlias = KickConsumerResponse  # noqa: Y015
+
+@_typing.final
+class DropDamagedRequest(_message.Message):
+    """DropDamaged's request: the queue, and the record's seq, or its place."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    seq: _builtins.int
+    """The record's seq; with `after`, the seq of the good record before it."""
+    after: _builtins.bool
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        after: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "queue", b"queue", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropDamagedRequest: _TypeAlias = DropDamagedRequest  # noqa: Y015
+
+@_typing.final
+class DropDamagedResponse(_message.Message):
+    """DropDamaged's answer: the seq its key read (damaged, perhaps) and the
+    section it was dropped from.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    section: Global___Section.ValueType
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        section: Global___Section.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["section", b"section", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropDamagedResponse: _TypeAlias = DropDamagedResponse  # noqa: Y015

@@ -130,6 +130,11 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
                 _registered_method=True)
+        self.DropDamaged = channel.unary_unary(
+                '/msgboard.v1.Board/DropDamaged',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -139,7 +144,9 @@ class BoardServicer:
     def CreateQueue(self, request, context):
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -215,9 +222,11 @@ class BoardServicer:
     def Ack(self, request, context):
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        Nothing is changed unless every lease in the request is good:
-        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-        another queue; NOT_FOUND for a lease already acked or run out.
+        Acks are per lease, by the rule of a Subscribe stream's acks: the board
+        applies every lease it can; one it cannot does not stop the others and
+        comes back in `rejected` of the answer. The call itself fails only for
+        a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+        NOT_FOUND for a queue that does not exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,6 +313,22 @@ class BoardServicer:
         back to their queue (delivery count raised), a session selector goes,
         and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
         NOT_FOUND for an unknown id. Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropDamaged(self, request, context):
+        """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+        counted in `damaged`) without decoding it: by its seq, or by its place
+        (`after`: the seq of the last good record before it, as the DATA_LOSS
+        log line names a record whose key is damaged too). Any record of
+        `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+        by its seq. Its counters follow; its index entries, which cannot be read
+        from damaged bytes, are skipped when met (`msgboard check --repair`
+        rebuilds the index). NOT_FOUND if no damaged record is there,
+        FAILED_PRECONDITION for a record that passes its check. Needs the admin
+        verb.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -406,6 +431,11 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.KickConsumer,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.SerializeToString,
+            ),
+            'DropDamaged': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropDamaged,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -922,6 +952,33 @@ class Board:
             '/msgboard.v1.Board/KickConsumer',
             msgboard_dot_v1_dot_board__pb2.KickConsumerRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.KickConsumerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropDamaged(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/DropDamaged',
+            msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
             options,
             channel_credentials,
             insecure,

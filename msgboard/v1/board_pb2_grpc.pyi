@@ -71,7 +71,9 @@ class BoardStub:
     CreateQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]
@@ -107,9 +109,11 @@ class BoardStub:
     Ack: _grpc.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]
     """Board and per-queue figures."""
@@ -158,6 +162,18 @@ class BoardStub:
     and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
     NOT_FOUND for an unknown id. Needs the admin verb.
     """
+    DropDamaged: _grpc.UnaryUnaryMultiCallable[_board_pb2.DropDamagedRequest, _board_pb2.DropDamagedResponse]
+    """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+    counted in `damaged`) without decoding it: by its seq, or by its place
+    (`after`: the seq of the last good record before it, as the DATA_LOSS
+    log line names a record whose key is damaged too). Any record of
+    `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+    by its seq. Its counters follow; its index entries, which cannot be read
+    from damaged bytes, are skipped when met (`msgboard check --repair`
+    rebuilds the index). NOT_FOUND if no damaged record is there,
+    FAILED_PRECONDITION for a record that passes its check. Needs the admin
+    verb.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -167,7 +183,9 @@ class BoardAsyncStub(BoardStub):
     CreateQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
     """Creates a queue. Creating a queue that exists with the same properties
     succeeds and returns it (idempotent); with other properties it is
-    ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+    ALREADY_EXISTS, naming each property that differs by its QueueSpec
+    field, with the value it has and the one asked: `queue "jobs" exists
+    with max_history 1000 (asked: 500)`. A dead-letter overflow
     or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
     """
     GetQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.GetQueueRequest, _board_pb2.Queue]  # type: ignore[assignment]
@@ -203,9 +221,11 @@ class BoardAsyncStub(BoardStub):
     Ack: _aio.UnaryUnaryMultiCallable[_board_pb2.AckRequest, _board_pb2.AckResponse]  # type: ignore[assignment]
     """Acknowledges messages taken with a lease (TakeRequest.lease): they are
     processed for good. With `nack`, gives them back to the queue instead.
-    Nothing is changed unless every lease in the request is good:
-    INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-    another queue; NOT_FOUND for a lease already acked or run out.
+    Acks are per lease, by the rule of a Subscribe stream's acks: the board
+    applies every lease it can; one it cannot does not stop the others and
+    comes back in `rejected` of the answer. The call itself fails only for
+    a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+    NOT_FOUND for a queue that does not exist.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_board_pb2.StatsRequest, _board_pb2.StatsResponse]  # type: ignore[assignment]
     """Board and per-queue figures."""
@@ -254,6 +274,18 @@ class BoardAsyncStub(BoardStub):
     and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
     NOT_FOUND for an unknown id. Needs the admin verb.
     """
+    DropDamaged: _aio.UnaryUnaryMultiCallable[_board_pb2.DropDamagedRequest, _board_pb2.DropDamagedResponse]  # type: ignore[assignment]
+    """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+    counted in `damaged`) without decoding it: by its seq, or by its place
+    (`after`: the seq of the last good record before it, as the DATA_LOSS
+    log line names a record whose key is damaged too). Any record of
+    `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+    by its seq. Its counters follow; its index entries, which cannot be read
+    from damaged bytes, are skipped when met (`msgboard check --repair`
+    rebuilds the index). NOT_FOUND if no damaged record is there,
+    FAILED_PRECONDITION for a record that passes its check. Needs the admin
+    verb.
+    """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
     """The board service."""
@@ -266,7 +298,9 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.Queue, _abc.Awaitable[_board_pb2.Queue]]:
         """Creates a queue. Creating a queue that exists with the same properties
         succeeds and returns it (idempotent); with other properties it is
-        ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+        ALREADY_EXISTS, naming each property that differs by its QueueSpec
+        field, with the value it has and the one asked: `queue "jobs" exists
+        with max_history 1000 (asked: 500)`. A dead-letter overflow
         or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
         """
 
@@ -356,9 +390,11 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_board_pb2.AckResponse, _abc.Awaitable[_board_pb2.AckResponse]]:
         """Acknowledges messages taken with a lease (TakeRequest.lease): they are
         processed for good. With `nack`, gives them back to the queue instead.
-        Nothing is changed unless every lease in the request is good:
-        INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-        another queue; NOT_FOUND for a lease already acked or run out.
+        Acks are per lease, by the rule of a Subscribe stream's acks: the board
+        applies every lease it can; one it cannot does not stop the others and
+        comes back in `rejected` of the answer. The call itself fails only for
+        a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+        NOT_FOUND for a queue that does not exist.
         """
 
     @_abc_1.abstractmethod
@@ -460,6 +496,24 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         back to their queue (delivery count raised), a session selector goes,
         and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
         NOT_FOUND for an unknown id. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def DropDamaged(
+        self,
+        request: _board_pb2.DropDamagedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.DropDamagedResponse, _abc.Awaitable[_board_pb2.DropDamagedResponse]]:
+        """Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+        counted in `damaged`) without decoding it: by its seq, or by its place
+        (`after`: the seq of the last good record before it, as the DATA_LOSS
+        log line names a record whose key is damaged too). Any record of
+        `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+        by its seq. Its counters follow; its index entries, which cannot be read
+        from damaged bytes, are skipped when met (`msgboard check --repair`
+        rebuilds the index). NOT_FOUND if no damaged record is there,
+        FAILED_PRECONDITION for a record that passes its check. Needs the admin
+        verb.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -9,36 +9,43 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The deliveries chart's words for messages delivered once or not yet.
+NOT_REDELIVERED = "not redelivered (delivered once, or waiting)"
 #: Queues or addresses drawn by name; the rest are summed as "other".
 TOP = 8
 HEAT_ROWS = 15
 
 
-def _top(frame: pd.DataFrame, key: str, value: str, n: int) -> pd.DataFrame:
+def _top(frame: pd.DataFrame, key: str, value: str, n: int, time: str) -> pd.DataFrame:
     """Rows of the ``n`` biggest ``key``s by ``value``, the rest as "other"."""
     totals = frame.groupby(key)[value].sum().sort_values(ascending=False)
     keep = set(totals.index[:n])
     out = frame.copy()
     out[key] = out[key].where(out[key].isin(keep), "other")
-    return out.groupby([key, "hour"], as_index=False)[value].sum()
+    return out.groupby([key, time], as_index=False)[value].sum()
 
 
 def _traffic(ax: Any, frame: pd.DataFrame) -> None:
-    top = _top(frame, "queue", "posted", TOP)
-    wide = top.pivot(index="hour", columns="queue", values="posted").fillna(0).sort_index()
+    # By hour, or by minute when the report gives a ``minute`` column (a
+    # short span, report.SHORT_US: hours would draw flat blocks).
+    time = "minute" if "minute" in frame.columns else "hour"
+    top = _top(frame, "queue", "posted", TOP, time)
+    wide = top.pivot(index=time, columns="queue", values="posted").fillna(0).sort_index()
     order = wide.sum().sort_values(ascending=False).index
     wide = wide[order]
     import matplotlib.dates as mdates
 
-    # Stacked hourly bars: they read for one hour as for a month of them.
+    # Stacked bars, one per time bucket (an hour, or a minute for a short
+    # span: report.SHORT_US), as wide as the bucket.
+    width = 1 / (24 * 60) if time == "minute" else 1 / 24
     bottom = None
     for queue in wide.columns:
-        ax.bar(wide.index, wide[queue], width=1 / 24, align="edge", bottom=bottom, label=queue)
+        ax.bar(wide.index, wide[queue], width=width, align="edge", bottom=bottom, label=queue)
         bottom = wide[queue] if bottom is None else bottom + wide[queue]
     locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-    ax.set_ylabel("messages posted per hour (UTC)")
+    ax.set_ylabel(f"messages posted per {time} (UTC)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
 
@@ -66,12 +73,12 @@ def _deliveries(ax: Any, frame: pd.DataFrame) -> None:
     y = np.arange(len(f))
     once = f["messages"] - f["redelivered"]
     colors = ["#8a8a8a" if d else "#4c9be8" for d in f["dead_letter_queue"]]
-    ax.barh(y, once, color=colors, label="delivered at most once")
+    ax.barh(y, once, color=colors, label=NOT_REDELIVERED)
     ax.barh(y, f["redelivered"], left=once, color="#d9534f", label="redelivered")
     from matplotlib.patches import Patch
 
     # One legend entry per colour actually drawn, named for what it means.
-    legend = [Patch(color="#4c9be8", label="delivered at most once")]
+    legend = [Patch(color="#4c9be8", label=NOT_REDELIVERED)]
     if f["dead_letter_queue"].any():
         legend.append(Patch(color="#8a8a8a", label="in a dead-letter queue"))
     legend.append(Patch(color="#d9534f", label="redelivered"))
@@ -101,11 +108,21 @@ def _addresses(ax: Any, frame: pd.DataFrame) -> None:
     ax.figure.colorbar(im, ax=ax, label="posted per hour")
 
 
+def _scale(ax: Any, values: pd.Series) -> None:
+    """A log scale where a linear one would hide the small bars (the
+    largest more than 50 times the smallest non-zero)."""
+    shown = values[values > 0]
+    if len(shown) and shown.max() > 50 * shown.min():
+        ax.set_xscale("log")
+
+
 def _shapes(ax: Any, frame: pd.DataFrame) -> None:
-    f = frame.head(15).iloc[::-1]
-    ax.barh(range(len(f)), f["messages"], color="#5cb85c")
+    f = frame.iloc[::-1]  # every row of the table, the commonest on top
+    bars = ax.barh(range(len(f)), f["messages"], color="#5cb85c")
+    ax.bar_label(bars, labels=[f"{n:,}" for n in f["messages"]], padding=3, fontsize=8)
     ax.set_yticks(range(len(f)), list(f["shape"]))
     ax.set_xlabel("messages")
+    _scale(ax, f["messages"])
 
 
 DRAW = {

@@ -70,6 +70,9 @@ VALUE = StructType(
 SCHEMA = StructType(
     [
         StructField("queue", StringType(), False),
+        #: The queue's id: a queue deleted and made again under its name
+        #: has a new one (a new generation), its seqs starting again at 1.
+        StructField("queue_id", LongType(), False),
         StructField("seq", LongType(), False),
         StructField("section", StringType(), False),
         StructField("address", StringType(), False),
@@ -193,9 +196,11 @@ def batch(keys: list[bytes], payloads: list[bytes], queue: str, section: str) ->
         _damaged(keys, payloads, queue)
         raise
     stamp = _TYPES["posted_at"]
-    seqs = np.frombuffer(b"".join(keys), _KEYS)["seq"].astype(np.int64)
+    parsed = np.frombuffer(b"".join(keys), _KEYS)
+    seqs = parsed["seq"].astype(np.int64)
     columns = {
         "queue": pa.array([queue] * n, pa.string()),
+        "queue_id": pa.array(parsed["qid"].astype(np.int64), pa.int64()),
         "seq": pa.array(seqs, pa.int64()),
         "section": pa.array([section] * n, pa.string()),
         "address": pa.array([m.address for m in rows], pa.string()),

@@ -10,22 +10,36 @@ imports pyspark).
    snapshot already there from an earlier run today is used as it is;
 2. export: ``DATASET`` is brought up to date from it (``export.py``);
    the same snapshot twice changes nothing;
-3. report: ``REPORTS/YYYY-MM-DD`` is written aside and swapped in.
+3. report: ``REPORTS/YYYY-MM-DD`` is written aside and swapped in, unless
+   it already shows the dataset as it is.
 
-Each step prints one line, time-stamped in UTC, to standard output; Spark's
-own warnings go to standard error. Run it again after a failure: every step
-either finds its work done or does it whole.
+What can be decided without Spark is decided first (the books, the
+snapshot's manifest, the survey of what changed, the report's own
+``report.json``), and Spark starts only for rows to decode or a report to
+compute: once, for every step that needs it. Each step prints one line,
+time-stamped in UTC, to standard output. Spark's own logging goes to a file
+(``--spark-log``, by default ``DATASET.spark.log`` beside the dataset, or
+``OUT.spark.log`` for export and report; ``-`` keeps it on standard error).
+A failure is one ``msgboard: CODE: …`` line on standard error and exit 1:
+a JVM that dies or does not start, a full disk, no Java. Run it again after
+a failure: every step either finds its work done or does it whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import json
 import os
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyspark_msgboard.session import session
+from msgboard.errors import FailedPrecondition, MsgboardError, StoreFull, Unavailable
+from pyspark_msgboard import dataset
+from pyspark_msgboard.session import quiet, session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,36 +60,148 @@ def settings(args: argparse.Namespace) -> dict[str, str]:
     return conf
 
 
+def spark_log(args: argparse.Namespace) -> str | None:
+    """Where Spark's own logging goes: ``--spark-log``, else beside the
+    dataset (export, nightly) or the report (report); None: stderr."""
+    given: str | None = getattr(args, "spark_log", None)
+    if given == "-":
+        return None
+    if given:
+        return os.path.abspath(given)
+    out = args.dataset if args.command == "nightly" else args.out
+    return f"{os.path.abspath(out).rstrip(os.sep)}.spark.log"
+
+
 def log(text: str) -> None:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"{stamp} {text}", flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    from pyspark.sql import SparkSession
+class Spark:
+    """The command's one SparkSession, started when a step first needs it
+    (a night with nothing to decode and its report up to date starts none);
+    stopped at the end unless it was running before."""
 
+    def __init__(self, master: str | None, conf: dict[str, str], log: str | None) -> None:
+        self.master, self.conf, self.log = master, conf, log
+        self.spark: SparkSession | None = None
+        self.ours = False
+
+    def __call__(self) -> SparkSession:
+        if self.spark is None:
+            from pyspark.sql import SparkSession
+
+            self.ours = SparkSession.getActiveSession() is None
+            self.spark = session(self.master, conf=self.conf, log=self.log)
+        return self.spark
+
+    def stop(self) -> None:
+        if self.spark is not None and self.ours:
+            with contextlib.suppress(Exception):  # a dead JVM: the error says so already
+                self.spark.stop()
+
+
+def run(args: argparse.Namespace) -> int:
     conf = settings(args)
-    snap = None
-    if args.command == "nightly":
-        snap = take_snapshot(args)
-    running = SparkSession.getActiveSession()  # one we did not start stays up
-    spark = session(args.master, conf=conf)
+    where = spark_log(args)
+    quiet(where)
+    spark = Spark(args.master, conf, where)
     try:
-        if args.command == "export":
-            export(spark, os.path.abspath(args.snapshot), args.out, args.full)
-        elif args.command == "report":
-            report(spark, args.parquet, args.out, tuple(args.dead_letter or ()))
-        else:
-            assert snap is not None
-            export(spark, snap, args.dataset, args.full)
-            day = os.path.basename(snap)
-            out = os.path.join(args.reports, day)
-            report(spark, args.dataset, out, tuple(args.dead_letter or ()))
-            log("nightly: done")
+        with failures(where):
+            if args.command == "export":
+                export(spark, os.path.abspath(args.snapshot), args.out, args.full)
+            elif args.command == "report":
+                report(spark(), args.parquet, args.out, tuple(args.dead_letter or ()))
+            else:
+                nightly(args, spark)
     finally:
-        if running is None:
-            spark.stop()
+        spark.stop()
     return 0
+
+
+def nightly(args: argparse.Namespace, spark: Spark) -> None:
+    snap = take_snapshot(args)
+    export(spark, snap, args.dataset, args.full)
+    day = os.path.basename(snap)
+    out = os.path.join(args.reports, day)
+    globs = tuple(args.dead_letter or ())
+    if current(out, args.dataset, globs):
+        log(f"report: {out}/index.html shows the dataset as it is: nothing to do")
+    else:
+        report(spark(), args.dataset, out, globs)
+    from pyspark_msgboard.report import nights
+
+    log(f"nights: {nights(args.reports)}")
+    log("nightly: done")
+
+
+def current(out: str, parquet: str, globs: tuple[str, ...]) -> bool:
+    """Whether the report at ``out`` shows the dataset at ``parquet`` as it
+    is now (the same snapshot and runs, the same ``--dead-letter`` globs)."""
+    try:
+        with open(os.path.join(out, "report.json")) as f:  # report.MADE
+            made = json.load(f)
+        books = dataset.load(parquet)
+    except (OSError, ValueError, dataset.DatasetError):
+        return False
+    return (
+        books is not None
+        and made.get("taken_at_us") == books.snapshot.get("taken_at_us")
+        and made.get("runs") == len(books.runs)
+        and made.get("dead_letter") == list(globs)
+    )
+
+
+@contextlib.contextmanager
+def failures(log: str | None) -> Iterator[None]:
+    """Spark's ways of failing as one MsgboardError each (one line, exit 1):
+    a JVM that dies mid-run or does not start, a full disk."""
+    see = f": see {log}" if log else ""
+    try:
+        yield
+    except MsgboardError:
+        raise
+    except Exception as e:
+        text = str(e)
+        if _full(e):
+            raise StoreFull(f"disk full ({_first(text)}); the dataset is as it was") from None
+        if "JAVA_GATEWAY_EXITED" in text or "Java gateway process exited" in text:
+            raise FailedPrecondition(
+                "Spark's JVM did not start: check --driver-memory, --conf and JAVA_HOME" + see
+            ) from None
+        if _dead(e):
+            raise Unavailable(
+                f"Spark's JVM went away ({type(e).__name__}); the dataset is as it was" + see
+            ) from None
+        raise
+
+
+def _first(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)[:200]
+
+
+def _full(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    return "No space left on device" in str(e)
+
+
+def _dead(e: BaseException) -> bool:
+    """A lost connection to the JVM, however py4j or pyspark wraps it."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        kind = type(cur).__name__
+        if isinstance(cur, ConnectionError | EOFError) or kind in (
+            "Py4JNetworkError",
+            "Py4JError",
+        ):
+            return True
+        if "Answer from Java side is empty" in str(cur) or "JVM" in kind:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def take_snapshot(args: argparse.Namespace) -> str:
@@ -114,7 +240,7 @@ def take_snapshot(args: argparse.Namespace) -> str:
     return path
 
 
-def export(spark: SparkSession, snap: str, out: str, full: bool) -> None:
+def export(spark: Spark, snap: str, out: str, full: bool) -> None:
     from pyspark_msgboard.export import export as run_export
 
     done = run_export(spark, snap, out, full=full)

@@ -6,6 +6,7 @@ Layout (plain hive-partitioned Parquet, readable by ``spark.read.parquet``
 and ``pyarrow.dataset.dataset(OUT, partitioning="hive")``)::
 
     OUT/_msgboard.json                                the books (below)
+    OUT/_msgboard/waiting/QID.npy                     last night's waiting index (changes.py)
     OUT/queue=NAME/section=history/day=YYYY-MM-DD/part-*.parquet
     OUT/queue=NAME/section=unprocessed/day=YYYY-MM-DD/part-*.parquet
 
@@ -17,7 +18,7 @@ snapshot manifest's ``spec``: which queues are dead-letter queues), and one
 line per run.
 
 A change is a new version: a directory ``OUT.partial-XXXX`` beside ``OUT``
-with the new files, hard links to the history files it keeps and new books;
+with the new files, hard links to the files it keeps and new books;
 it then takes ``OUT``'s place by one ``renameat2(RENAME_EXCHANGE)`` (Linux
 3.15+; where the file system refuses it, two renames, and a run that dies
 between them is repaired by the next, which finds ``OUT`` missing and
@@ -43,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from msgboard.errors import FailedPrecondition
 
@@ -66,10 +68,14 @@ class Books:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: One entry per run that changed the dataset.
     runs: list[dict[str, Any]] = field(default_factory=list)
+    #: Earlier generations of queues made again under their name (``NAME#ID``:
+    #: ``queue``, ``id``, ``history``), kept apart from ``queues``.
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
-        return sum(q.get("unprocessed", 0) + q.get("history", 0) for q in self.queues.values())
+        every = [*self.queues.values(), *self.earlier.values()]
+        return sum(q.get("unprocessed", 0) + q.get("history", 0) for q in every)
 
     def dead_letter_queues(self) -> dict[str, list[str]]:
         """Each queue that some queue names as its ``dead_letter``, with the
@@ -86,6 +92,7 @@ class Books:
             "format": FORMAT,
             "snapshot": self.snapshot,
             "queues": dict(sorted(self.queues.items())),
+            "earlier": dict(sorted(self.earlier.items())),
             "runs": self.runs,
         }
 
@@ -110,7 +117,7 @@ def load(out: str) -> Books | None:
         raise DatasetError(f"{path}: {e}") from None
     if d.get("format") != FORMAT:
         raise DatasetError(f"{path}: format is {d.get('format')!r}, not {FORMAT!r}")
-    return Books(d["snapshot"], d["queues"], d["runs"])
+    return Books(d["snapshot"], d["queues"], d["runs"], d.get("earlier", {}))
 
 
 def now() -> str:
@@ -161,6 +168,11 @@ def files(out: str, section: str) -> Iterator[str]:
         for name in sorted(names):
             if not name.startswith(("_", ".")):
                 yield os.path.join(rel, name)
+
+
+def queue_of(rel: str) -> str:
+    """The queue of a data file, from its path relative to the dataset."""
+    return unquote(rel.split(os.sep)[0].removeprefix("queue="))
 
 
 def link(old: str, new: str, section: str) -> int:

@@ -8,12 +8,16 @@
 ``queue=NAME/section=SECTION/day=YYYY-MM-DD/part-*.parquet``, with every
 column of the data source (``snapshot.SCHEMA``; ``queue`` and ``section``
 carried by the directory names) and the books in ``_msgboard.json``. Each
-run adds the history the dataset has not seen, replaces the unprocessed
-section as of the snapshot and keeps the history the board has trimmed
-since; the same snapshot twice changes nothing; ``full`` rebuilds from the
-snapshot alone. Every change is a whole new version swapped in at once: a
-run that fails leaves the dataset as it was. Timestamps are Parquet's
-standard INT64 microseconds adjusted to UTC. Read it back with
+run decodes only what changed since the dataset's last snapshot
+(``changes.py``: new and changed waiting messages, history of the messages
+that left the waiting section, history past the mark), keeps the rest (its
+files hard-linked, or rewritten by pyarrow without the rows that left the
+unprocessed section), and keeps the history the board has trimmed since; a
+run with nothing to decode starts no Spark; the same snapshot twice changes
+nothing; ``full`` rebuilds from the snapshot alone. Every change is a whole
+new version swapped in at once: a run that fails leaves the dataset as it
+was. Timestamps are Parquet's standard INT64 microseconds adjusted to UTC.
+Read it back with
 ``load(spark, OUT)``, which types the partition columns as they were written
 (a queue named "2024" stays a string): each message once, in the section it
 was in at the last snapshot.
@@ -21,18 +25,24 @@ was in at the last snapshot.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import sys
+import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import unquote
+
+import numpy as np
 
 from msgboard.lmdbstore import snapshot as snapshots
 from msgboard.message import to_datetime
-from pyspark_msgboard import dataset, snapshot
+from pyspark_msgboard import changes, dataset, snapfile
+from pyspark_msgboard.snapfile import SECTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,6 +54,8 @@ GROUP = "msgboard-export"
 def load(spark: SparkSession, path: str) -> DataFrame:
     """An export read back: the data source's columns, plus ``day``."""
     from pyspark.sql.types import DateType, StructField, StructType
+
+    from pyspark_msgboard import snapshot
 
     fields = [*snapshot.SCHEMA.fields, StructField("day", DateType())]
     return spark.read.schema(StructType(fields)).parquet(path)
@@ -70,12 +82,16 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._update()
+        with contextlib.suppress(Exception):  # a dead JVM: the job's own error says so
+            self._update()
         self._bar.close()
 
     def _poll(self) -> None:
         while not self._stop.wait(0.5):
-            self._update()
+            try:
+                self._update()
+            except Exception:  # the JVM went away: the job's own error says so
+                return
 
     def _update(self) -> None:
         total = done = 0
@@ -99,7 +115,7 @@ class Exported:
     out: str
     #: History rows added by this run (all rows on a first or full run).
     added: int
-    #: Rows in the unprocessed section now (replaced by every run).
+    #: Rows in the unprocessed section now.
     unprocessed: int
     #: Rows in the dataset now.
     rows: int
@@ -107,32 +123,85 @@ class Exported:
     unchanged: bool = False
     #: "created", "rebuilt" (--full) or "updated".
     how: str = "updated"
+    #: Rows decoded from the snapshot by this run (both sections).
+    decoded: int = 0
+    #: Whether this run needed Spark (it had rows to decode).
+    spark: bool = False
 
     def line(self) -> str:
         if self.unchanged:
             return f"{self.out} already holds this snapshot: nothing to do ({self.rows:,} rows)"
+        how = f"{self.decoded:,} rows decoded" if self.spark else "nothing to decode, no Spark"
         return (
             f"{self.out} {self.how}: {self.added:,} history rows added, "
-            f"{self.unprocessed:,} unprocessed, {self.rows:,} rows in all"
+            f"{self.unprocessed:,} unprocessed, {self.rows:,} rows in all ({how})"
         )
 
 
 def _rows(path: str) -> dict[tuple[str, str], int]:
     """Rows per (queue, section) of the Parquet files under ``path``, from
     their footers (no data read)."""
-    import pyarrow.parquet as pq
-
     out: dict[tuple[str, str], int] = {}
-    for section in snapshot.SECTIONS:
-        for rel in dataset.files(path, section):
-            queue = unquote(rel.split(os.sep)[0].removeprefix("queue="))
-            n = pq.read_metadata(os.path.join(path, rel)).num_rows
-            out[queue, section] = out.get((queue, section), 0) + n
+    for (queue, _, section), n in _generation_rows(path).items():
+        out[queue, section] = out.get((queue, section), 0) + n
     return out
 
 
+def _generation_rows(path: str) -> dict[tuple[str, int | None, str], int]:
+    """Rows per (queue, queue id, section) of the Parquet files under
+    ``path``, from their footers: a file holds one generation of one queue
+    (its ``queue_id`` statistics say which; None for a file written before
+    the column)."""
+    import pyarrow.parquet as pq
+
+    out: dict[tuple[str, int | None, str], int] = {}
+    for section in SECTIONS:
+        for rel in dataset.files(path, section):
+            meta = pq.read_metadata(os.path.join(path, rel))
+            qid = _queue_id(meta)
+            key = (dataset.queue_of(rel), qid, section)
+            out[key] = out.get(key, 0) + meta.num_rows
+    return out
+
+
+def _leaf(meta: Any, name: str) -> int | None:
+    """The index of the top-level column ``name`` among a Parquet file's
+    leaf columns (where its statistics are), or None."""
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    return paths.index(name) if name in paths else None
+
+
+def _queue_id(meta: Any) -> int | None:
+    col = _leaf(meta, "queue_id")
+    if col is None or not meta.num_row_groups:
+        return None
+    stats = meta.row_group(0).column(col).statistics
+    return int(stats.min) if stats is not None and stats.has_min_max else None
+
+
+def prepare(snap: str, out: str, full: bool = False) -> Exported | None:
+    """What a run can decide before Spark starts, from the snapshot's
+    manifest and the dataset's books alone: an Exported saying "nothing to
+    do" for the snapshot the dataset holds already, DatasetError for an
+    older one, otherwise None (``export`` has work to look at)."""
+    snapfile.check(snap)  # says here, not deep in a Spark stack, what is wrong
+    manifest = snapshots.load(snap)
+    books = None if full else dataset.load(out)
+    if not full and books is None and os.path.lexists(out) and os.listdir(out):
+        raise dataset.DatasetError(f"{out} is not a msgboard dataset")
+    last = books.snapshot.get("taken_at_us", 0) if books else 0
+    if books is not None and manifest.taken_at == last:
+        return Exported(out, 0, _count(books, "unprocessed"), books.rows, unchanged=True)
+    if books is not None and manifest.taken_at < last:
+        raise dataset.DatasetError(
+            f"{snap} was taken before the snapshot {out} holds "
+            f"({books.snapshot.get('taken_at')}); --full rebuilds from it alone"
+        )
+    return None
+
+
 def export(
-    spark: SparkSession,
+    spark: SparkSession | Callable[[], SparkSession],
     snap: str,
     out: str,
     *,
@@ -141,68 +210,156 @@ def export(
     options: dict[str, str] | None = None,
 ) -> Exported:
     """Adds the snapshot at ``snap`` to the dataset at ``out`` (see
-    ``dataset.py``): the history rows it has not seen (seq at or past a
-    queue's high-water mark, or waiting at the last run), the unprocessed
-    section replaced, the history it holds kept. With ``full``, or when
-    ``out`` does not exist, writes the snapshot alone. Nothing changes
-    unless the whole run succeeds. ``options`` go to the data source."""
-    from pyspark.sql import functions as F
-
-    snapshot.check(snap)  # says here, not deep in a Spark stack, what is wrong
-    manifest = snapshots.load(snap)
+    ``dataset.py``): what changed since the dataset's last snapshot
+    (``changes.py``) is decoded, the rest of the dataset is kept (its files
+    hard-linked, or rewritten without the rows that left the unprocessed
+    section). With ``full``, or when ``out`` does not exist, writes the
+    snapshot alone. Nothing changes unless the whole run succeeds.
+    ``spark``: the session, or a function that starts one, called only if
+    there are rows to decode. ``options`` go to the data source."""
     with dataset.locked(out):
+        done = prepare(snap, out, full)
+        if done is not None:
+            return done
+        manifest = snapshots.load(snap)
         books = None if full else dataset.load(out)
-        if not full and books is None and os.path.lexists(out) and os.listdir(out):
-            raise dataset.DatasetError(f"{out} is not a msgboard dataset")
-        last = books.snapshot.get("taken_at_us", 0) if books else 0
-        if books is not None and manifest.taken_at == last:
-            return Exported(out, 0, _count(books, "unprocessed"), books.rows, unchanged=True)
-        if books is not None and manifest.taken_at < last:
-            raise dataset.DatasetError(
-                f"{snap} was taken before the snapshot {out} holds "
-                f"({books.snapshot.get('taken_at')}); --full rebuilds from it alone"
-            )
-        opts = dict(options or {})
-        if books is not None:
-            # Only the history it may add is decoded: from the oldest of the
-            # high-water mark and the first message waiting at the last run.
-            marks = _marks(books, manifest)
-            since = {
-                q: min(mark, books.queues[q].get("first_waiting") or mark)
-                for q, mark in marks.items()
-            }
-            opts["historySince"] = json.dumps(since)
-        df = spark.read.format("msgboard").options(**opts).load(snap)
-        if books is not None:
-            df = _new_rows(spark, df, marks, out)
-        rows = df.withColumn("day", F.to_date("posted_at"))
+        night = changes.survey(snap, out, books, full)
         new = dataset.partial(out)
         try:
-            spark.sparkContext.setJobGroup(GROUP, f"msgboard export {snap}")
-            try:
-                # No shuffle: a partition is a key range of one queue, in seq
-                # order, so its rows already come grouped by queue and day.
-                with Progress(spark, GROUP, "export", progress):
-                    write = rows.write.mode("errorifexists")
-                    write.partitionBy("queue", "section", "day").parquet(new)
-            finally:
-                spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            written = _rows(new)
-            if books is not None:
-                dataset.link(out, new, "history")
-            if not any(next(dataset.files(new, s), None) for s in snapshot.SECTIONS):
+            decoded: dict[tuple[str, str], int] = {}
+            if night.spark:
+                session = spark() if callable(spark) else spark
+                _decode(session, snap, new, night, progress, options)
+                decoded = _rows(new)
+            else:
+                os.makedirs(new)
+            removed = _keep(out, new, night) if books is not None else 0
+            if not any(next(dataset.files(new, s), None) for s in SECTIONS):
                 _write_empty(new)
-            result = _books(books, manifest, snap, written, full)
-            for name, seq in snapshot.first_waiting(snap).items():
-                result.queues[name]["first_waiting"] = seq
+            changes.write_index(new, night)
+            rows = _generation_rows(new)
+            result = _books(books, manifest, snap, rows, decoded, removed, night, full)
             dataset.write_books(new, result)
             dataset.swap(new, out)
         except BaseException:
             shutil.rmtree(new, ignore_errors=True)
             raise
-    added = sum(n for (_, section), n in written.items() if section == "history")
+    added = sum(n for (_, section), n in decoded.items() if section == "history")
     how = "rebuilt" if full else "created" if books is None else "updated"
-    return Exported(out, added, _count(result, "unprocessed"), result.rows, how=how)
+    return Exported(
+        out,
+        added,
+        _count(result, "unprocessed"),
+        result.rows,
+        how=how,
+        decoded=sum(decoded.values()),
+        spark=night.spark,
+    )
+
+
+def _decode(
+    spark: SparkSession,
+    snap: str,
+    new: str,
+    night: changes.Changes,
+    progress: TextIO | None,
+    options: dict[str, str] | None,
+) -> None:
+    """Decodes the night's rows with the data source and writes them into
+    the new version ``new`` (which Spark creates)."""
+    from pyspark.sql import functions as F
+
+    opts = dict(options or {})
+    listed = None
+    if not night.full:
+        # The runs of seqs to decode, for the source's planner to read: a
+        # file, since their number grows with the day's changes.
+        fd, listed = tempfile.mkstemp(prefix="msgboard-ranges-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump([dataclasses.astuple(r) for q in night.queues.values() for r in q.decode], f)
+        opts["ranges"] = listed
+    try:
+        df = spark.read.format("msgboard").options(**opts).load(snap)
+        rows = df.withColumn("day", F.to_date("posted_at"))
+        spark.sparkContext.setJobGroup(GROUP, f"msgboard export {snap}")
+        try:
+            # No shuffle: a partition is a key range of one queue, in seq
+            # order, so its rows already come grouped by queue and day.
+            with Progress(spark, GROUP, "export", progress):
+                write = rows.write.mode("errorifexists")
+                write.partitionBy("queue", "section", "day").parquet(new)
+        finally:
+            with contextlib.suppress(Exception):  # a dead JVM: the error above says it
+                spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    finally:
+        if listed is not None:
+            os.unlink(listed)
+
+
+def _keep(old: str, new: str, night: changes.Changes) -> int:
+    """Carries the dataset's files from ``old`` into the version ``new``:
+    hard links, or a file rewritten without rows that leave it (an
+    unprocessed row whose message left or changed, a history row whose
+    message came back to waiting). The unprocessed rows of a queue gone
+    from the board, or made again, go. Returns the rows removed."""
+    removed = 0
+    none = np.zeros(0, "<u8")
+    for section in SECTIONS:
+        for rel in dataset.files(old, section):
+            q = night.queues.get(dataset.queue_of(rel))
+            same = q is not None and q.same
+            if section == "unprocessed" and not same:
+                removed += _footer_rows(os.path.join(old, rel))
+                continue
+            drop, qid = none, None
+            if same:
+                assert q is not None
+                drop = q.drop_unprocessed if section == "unprocessed" else q.drop_history
+                qid = q.qid
+            removed += _carry(old, new, rel, drop, qid)
+    return removed
+
+
+def _footer_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(path).num_rows)
+
+
+def _carry(old: str, new: str, rel: str, drop: np.ndarray, qid: int | None) -> int:
+    """Hard-links ``old/rel`` into ``new``, or writes it there without the
+    rows whose seq is in ``drop`` (sorted) when it is a file of queue id
+    ``qid`` (or of no recorded id) and its seq statistics say it may hold
+    one. Returns the rows left out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    src, dst = os.path.join(old, rel), os.path.join(new, rel)
+    if len(drop) and _queue_id(pq.read_metadata(src)) in (qid, None):
+        f = pq.ParquetFile(src)
+        col = _leaf(f.metadata, "seq")
+        lo = hi = None
+        for i in range(f.metadata.num_row_groups):
+            stats = None if col is None else f.metadata.row_group(i).column(col).statistics
+            if stats is None or not stats.has_min_max:
+                lo, hi = 0, 2**63 - 1
+                break
+            lo = stats.min if lo is None else min(lo, stats.min)
+            hi = stats.max if hi is None else max(hi, stats.max)
+        if lo is not None and hi is not None:
+            i = int(np.searchsorted(drop, lo))
+            if i < len(drop) and int(drop[i]) <= hi:
+                table = f.read()
+                gone = pc.is_in(table["seq"], value_set=pa.array(drop.astype(np.int64)))
+                kept = table.filter(pc.invert(gone))
+                if kept.num_rows:  # a file left with no rows is not written
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    pq.write_table(kept, dst)
+                return int(table.num_rows - kept.num_rows)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    os.link(src, dst)
+    return 0
 
 
 #: The one data file of a dataset with no rows (below).
@@ -219,6 +376,8 @@ def _write_empty(new: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pyspark_msgboard import snapshot
+
     schema = snapshot.ARROW.append(pa.field("day", pa.date32()))
     pq.write_table(schema.empty_table(), os.path.join(new, EMPTY))
 
@@ -227,69 +386,49 @@ def _count(books: dataset.Books, key: str) -> int:
     return sum(q.get(key, 0) for q in books.queues.values())
 
 
-def _marks(books: dataset.Books, manifest: snapshots.SnapshotInfo) -> dict[str, int]:
-    """Each queue's high-water mark: its ``next_seq`` at the last run, for
-    the queues still there with the same id (one deleted and created again
-    starts afresh)."""
-    marks = {}
-    for name, q in books.queues.items():
-        now = manifest.specs.get(name, {})
-        if not q.get("gone") and name in manifest.queues and now.get("id") == q.get("id"):
-            marks[name] = int(q["next_seq"])
-    return marks
-
-
-def _new_rows(spark: SparkSession, df: DataFrame, marks: dict[str, int], out: str) -> DataFrame:
-    """The rows of ``df`` the dataset lacks: every unprocessed one (that
-    section is replaced), and the history rows at or past their queue's
-    high-water mark or waiting at the last run (a take need not be in seq
-    order)."""
-    from pyspark.sql import functions as F
-
-    pairs = sorted(marks.items()) or [("", 0)]
-    mark = spark.createDataFrame(pairs, "queue string, _mark long")
-    waiting = (
-        load(spark, out)
-        .where(F.col("section") == "unprocessed")
-        .select("queue", "seq", F.lit(True).alias("_waiting"))
-    )
-    joined = df.join(F.broadcast(mark), "queue", "left").join(
-        F.broadcast(waiting), ["queue", "seq"], "left"
-    )
-    keep = (
-        (F.col("section") == "unprocessed")
-        | (F.col("seq") >= F.coalesce(F.col("_mark"), F.lit(0)))
-        | F.col("_waiting").isNotNull()
-    )
-    return joined.where(keep).select(*snapshot.SCHEMA.names)
-
-
 def _books(
     old: dataset.Books | None,
     manifest: snapshots.SnapshotInfo,
     snap: str,
-    written: dict[tuple[str, str], int],
+    rows: dict[tuple[str, int | None, str], int],
+    decoded: dict[tuple[str, str], int],
+    removed: int,
+    night: changes.Changes,
     full: bool,
 ) -> dataset.Books:
-    """The books after this run."""
+    """The books after this run; ``rows`` are the new version's, per queue,
+    generation and section, from its files' footers. ``queues`` holds each
+    name's last generation (gone: no longer on the board); ``earlier``, by
+    ``NAME#ID``, the generations before it that still have rows."""
     queues: dict[str, dict[str, Any]] = {}
+    earlier: dict[str, dict[str, Any]] = dict(old.earlier) if old else {}
     for name, q in (old.queues if old else {}).items():
-        queues[name] = {**q, "unprocessed": 0, "gone": True}
+        queues[name] = {**q, "gone": True}
     for name, counts in manifest.queues.items():
         prev = queues.get(name, {})
         spec = manifest.specs.get(name, {})
-        same = prev.get("id") == spec.get("id")
+        change = night.queues.get(name)
+        same = change is not None and change.same
+        if prev and not same:  # made again: the one before is an earlier generation
+            earlier[f"{name}#{prev.get('id')}"] = {**prev, "queue": name}
+        unrecorded = change.unrecorded if change else 0
         queues[name] = {
             "id": spec.get("id"),
             "next_seq": counts.next_seq,
             "spec": spec.get("spec"),
-            "unprocessed": written.get((name, "unprocessed"), 0),
-            "history": (prev.get("history", 0) if same else 0) + written.get((name, "history"), 0),
+            "gone": False,
+            "unrecorded": (prev.get("unrecorded", 0) if same else 0) + unrecorded,
         }
-    for name in queues:
-        queues[name].setdefault("gone", False)
-        if name in manifest.queues:
-            queues[name]["gone"] = False
+    for entry in [*queues.values(), *earlier.values()]:
+        entry["unprocessed"] = entry["history"] = 0
+    for (name, qid, section), n in sorted(rows.items(), key=str):
+        book: dict[str, Any] | None = queues.get(name)
+        if book is None or (qid is not None and qid != book.get("id")):
+            book = earlier.setdefault(
+                f"{name}#{qid}", {"queue": name, "id": qid, "gone": True, "history": 0}
+            )
+        book[section] = book.get(section, 0) + n
+    earlier = {k: v for k, v in earlier.items() if v.get("history") or v.get("unprocessed")}
     taken_at = to_datetime(manifest.taken_at).isoformat().replace("+00:00", "Z")
     books = dataset.Books(
         {
@@ -299,14 +438,18 @@ def _books(
         },
         queues,
         [*(old.runs if old else [])],
+        earlier,
     )
     books.runs.append(
         {
             "at": dataset.now(),
             "snapshot": taken_at,
             "full": full or old is None,
-            "history_added": sum(n for (_, s), n in written.items() if s == "history"),
-            "unprocessed": sum(n for (_, s), n in written.items() if s == "unprocessed"),
+            "history_added": sum(n for (_, s), n in decoded.items() if s == "history"),
+            "decoded": sum(decoded.values()),
+            "removed": removed,
+            "spark": night.spark,
+            "unprocessed": sum(n for (_, _, s), n in rows.items() if s == "unprocessed"),
             "rows": books.rows,
         }
     )

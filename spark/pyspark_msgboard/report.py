@@ -14,12 +14,17 @@ written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
   milliseconds: count, mean, max, and p50/p95/p99 *approximate*
   (``percentile_approx`` at ACCURACY: within 1/10,000 of the rank), which
   fit in memory whatever the number of rows.
-- ``deliveries``: per queue, messages, unprocessed, redelivered (delivery
-  count above 1), the highest delivery count, and whether it is a
-  dead-letter queue: one that a queue's properties name as its
-  ``dead_letter`` (recorded in the snapshot manifest and the dataset's
-  books), or whose name matches a ``--dead-letter`` glob. Its messages are
-  the dead letters. A header alone makes no queue a dead-letter queue.
+- ``deliveries``: per queue (every queue on the board at the snapshot, the
+  empty ones too, and any gone with rows left), messages, unprocessed,
+  redelivered (delivery count above 1), the highest delivery count
+  (``most_deliveries``), the queue's ``max_deliveries`` property (0: no
+  limit), ``posted`` (its ``next_seq`` - 1) and ``unrecorded`` (posted, but
+  the dataset has no row of it: it left the board with no history record),
+  so that posted = messages + unrecorded for a queue on the board; and
+  whether it is a dead-letter queue: one that a queue's
+  properties name as its ``dead_letter`` (recorded in the snapshot manifest
+  and the dataset's books), or whose name matches a ``--dead-letter`` glob.
+  Its messages are the dead letters. A header alone makes no queue a dead-letter queue.
 - ``dead_letters``: per dead-letter queue, the queue each dead letter came
   from and why (the board's ``x-dead-letter-queue`` and
   ``x-dead-letter-reason`` headers, believed only when that queue does name
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -50,16 +56,24 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 TOP_SHAPES = 20
+#: What a report records of what it shows (``commands.current`` reads it).
+MADE = "report.json"
 
 
-def _traffic(df: DataFrame, key: str) -> DataFrame:
+#: A span of posts shorter than this is charted by minute, not by hour.
+SHORT_US = 6 * 3600 * 1_000_000
+
+
+def _traffic(df: DataFrame, key: str, unit: str = "hour") -> DataFrame:
+    """Posted and processed per ``key`` and ``unit`` of time (the column is
+    called ``hour`` whatever the unit)."""
     from pyspark.sql import functions as F
 
     posted = df.select(
-        key, F.date_trunc("hour", "posted_at").alias("hour"), F.lit(1).alias("p"), F.lit(0)
+        key, F.date_trunc(unit, "posted_at").alias("hour"), F.lit(1).alias("p"), F.lit(0)
     )
     processed = df.where(F.col("processed_at").isNotNull()).select(
-        key, F.date_trunc("hour", "processed_at").alias("hour"), F.lit(0), F.lit(1)
+        key, F.date_trunc(unit, "processed_at").alias("hour"), F.lit(0), F.lit(1)
     )
     both = posted.union(processed).toDF(key, "hour", "posted", "processed")
     counts = both.groupBy(key, "hour").agg(
@@ -80,7 +94,15 @@ def _shape(tuple_col: str = "tuple") -> Column:
 #: returned is within 1/ACCURACY of the true rank of the requested one.
 ACCURACY = 10_000
 #: What the report reads: never the bodies, headers or tuples whole.
-COLUMNS = ("queue", "section", "address", "posted_at", "processed_at", "delivery_count")
+COLUMNS = (
+    "queue",
+    "queue_id",
+    "section",
+    "address",
+    "posted_at",
+    "processed_at",
+    "delivery_count",
+)
 #: The headers the board sets when it dead-letters a message (engine/overflow.py).
 REASON = "x-dead-letter-reason"
 SOURCE = "x-dead-letter-queue"
@@ -90,14 +112,17 @@ def tables(
     df: DataFrame,
     dead_letter: dict[str, list[str]] | None = None,
     globs: tuple[str, ...] = (),
+    queues: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, DataFrame]:
     """The report's tables, as Spark DataFrames over the messages ``df``.
     ``dead_letter``: each dead-letter queue with the queues that name it
     (their properties, ``dataset.Books.dead_letter_queues``); ``globs``:
-    more dead-letter queues by name."""
+    more dead-letter queues by name; ``queues``: the books' queues, so that
+    a queue with no rows is counted too, with its properties."""
     from pyspark.sql import functions as F
 
     dead_letter = dead_letter or {}
+    spark = df.sparkSession
     latency_ms = (F.unix_micros("processed_at") - F.unix_micros("posted_at")) / 1000.0
     processed = df.where(F.col("processed_at").isNotNull()).withColumn("ms", latency_ms)
     p = F.percentile_approx("ms", [0.5, 0.95, 0.99], ACCURACY)
@@ -118,16 +143,40 @@ def tables(
         )
         .orderBy("queue")
     )
-    queues = [r["queue"] for r in df.select("queue").distinct().collect()]
-    named = [q for q in queues if any(fnmatch.fnmatchcase(q, g) for g in globs)]
+    names = {r["queue"] for r in df.select("queue").distinct().collect()} | set(queues or {})
+    named = [q for q in names if any(fnmatch.fnmatchcase(q, g) for g in globs)]
     dlqs = sorted({*dead_letter, *named})
+    # Every queue of the books (an empty one too) with its max_deliveries
+    # property (0: no limit), and any queue with rows.
+    props = spark.createDataFrame(
+        [
+            (
+                name,
+                int(((q.get("spec") or {}).get("max_deliveries")) or 0),
+                int(q.get("next_seq", 1)) - 1,
+                int(q.get("unrecorded", 0)),
+            )
+            for name, q in sorted((queues or {}).items())
+        ],
+        "queue string, max_deliveries long, posted long, unrecorded long",
+    )
+    counts = df.groupBy("queue").agg(
+        F.count("*").alias("messages"),
+        F.sum((F.col("section") == "unprocessed").cast("long")).alias("unprocessed"),
+        F.sum((F.col("delivery_count") > 1).cast("long")).alias("redelivered"),
+        F.max("delivery_count").alias("most_deliveries"),
+    )
     deliveries = (
-        df.groupBy("queue")
-        .agg(
-            F.count("*").alias("messages"),
-            F.sum((F.col("section") == "unprocessed").cast("long")).alias("unprocessed"),
-            F.sum((F.col("delivery_count") > 1).cast("long")).alias("redelivered"),
-            F.max("delivery_count").alias("max_deliveries"),
+        counts.join(props, "queue", "full")
+        .select(
+            "queue",
+            *(
+                F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
+                for c in ("messages", "unprocessed", "redelivered", "most_deliveries")
+            ),
+            F.coalesce(F.col("max_deliveries"), F.lit(0)).alias("max_deliveries"),
+            "posted",
+            "unrecorded",
         )
         .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
         .orderBy("queue")
@@ -135,7 +184,6 @@ def tables(
     # A dead letter's source queue, from the board's header, believed only
     # when that queue does name this one as its dead-letter queue.
     pairs = [(dlq, src) for dlq, srcs in dead_letter.items() for src in srcs]
-    spark = df.sparkSession
     valid = spark.createDataFrame(pairs or [("", "")], "queue string, source string")
     letters = (
         df.where(F.col("queue").isin(dlqs))
@@ -168,6 +216,22 @@ def tables(
         "dead_letters": letters,
         "shapes": shapes,
     }
+
+
+def generation(ids: dict[str, int]) -> Column:
+    """The ``queue`` column with rows of a queue's earlier generations (a
+    queue deleted and made again under its name: another ``queue_id``) or
+    of a queue no longer on the board labelled ``NAME (deleted, id N)``,
+    so that every table keeps the generations apart. ``ids``: the queues
+    on the board, by name. Rows written before ``queue_id`` keep their
+    name."""
+    from pyspark.sql import functions as F
+
+    pairs = [F.lit(x) for name, qid in sorted(ids.items()) for x in (name, qid)]
+    current = F.create_map(*pairs)[F.col("queue")] if pairs else F.lit(None)
+    same = F.col("queue_id").isNull() | (F.col("queue_id") == current)
+    deleted = F.format_string("%s (deleted, id %d)", F.col("queue"), F.col("queue_id"))
+    return F.when(same, F.col("queue")).otherwise(deleted)
 
 
 def abbreviate(shape: str, most: int = 60) -> str:
@@ -224,11 +288,14 @@ def report(
     dlqs = books.dead_letter_queues() if books else {}
     # Nothing cached: each table reads the few Parquet columns it needs.
     df = load(spark, parquet).drop("day")
+    live = {n: q for n, q in books.queues.items() if not q.get("gone")} if books else None
+    if live is not None:
+        df = df.withColumn("queue", generation({n: int(q["id"]) for n, q in live.items()}))
     new = dataset.partial(out)
     try:
         os.makedirs(new)
         frames: dict[str, pd.DataFrame] = {}
-        for name, t in tables(df, dlqs, dead_letter).items():
+        for name, t in tables(df, dlqs, dead_letter, live).items():
             t.write.parquet(os.path.join(new, "parquet", name))
             frames[name] = t.toPandas()
             frames[name].to_csv(os.path.join(new, f"{name}.csv"), index=False)
@@ -240,18 +307,37 @@ def report(
             F.max(F.unix_micros("posted_at")).alias("last"),
         ).collect()[0]
         d = frames["deliveries"]
-        figures = {
+        figures: dict[str, Any] = {
             "messages": int(span["messages"]),
-            "queues": int(span["queues"]),
+            # On the board at the snapshot, the empty ones too (the books).
+            "queues": len(live) if live is not None else int(span["queues"]),
             "first": _utc(span["first"]),
             "last": _utc(span["last"]),
             "processed": int(frames["latency"]["processed"].sum()),
             "redelivered": int(d["redelivered"].sum()),
             "dead_letters": int(d.loc[d["dead_letter_queue"], "messages"].sum()),
         }
-        pngs = charts.draw(frames, new)
+        figures["taken_at"] = books.snapshot.get("taken_at") if books else None
+        figures["made_at"] = dataset.now()
+        drawn = dict(frames)
+        if span["first"] is not None and span["last"] - span["first"] < SHORT_US:
+            # Hours would draw a few flat blocks: the chart goes by minute.
+            by_minute = _traffic(df, "queue", "minute").withColumnRenamed("hour", "minute")
+            drawn["traffic_queue"] = by_minute.toPandas()
+        pngs = charts.draw(drawn, new)
         with open(os.path.join(new, "index.html"), "w") as f:
             f.write(page(frames, figures, pngs, parquet))
+        made = {
+            "taken_at": figures["taken_at"],
+            "taken_at_us": books.snapshot.get("taken_at_us") if books else None,
+            "runs": len(books.runs) if books else None,
+            "dead_letter": list(dead_letter),
+            "made_at": figures["made_at"],
+            "figures": {k: v for k, v in figures.items() if k not in ("first", "last")},
+        }
+        with open(os.path.join(new, MADE), "w") as f:
+            json.dump(made, f, indent=1)
+            f.write("\n")
         dataset.swap(new, out)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
@@ -259,11 +345,75 @@ def report(
     return Report(out, frames, figures)
 
 
+def nights(reports: str) -> str:
+    """Writes ``REPORTS/index.html``: one line per report under ``reports``
+    (each ``REPORTS/NAME/report.json``), newest snapshot first, with its
+    figures and a link. Python only, no Spark; written aside and renamed.
+    Returns its path."""
+    rows = []
+    for name in sorted(os.listdir(reports)) if os.path.isdir(reports) else []:
+        try:
+            with open(os.path.join(reports, name, MADE)) as f:
+                made = json.load(f)
+        except (OSError, ValueError):
+            continue  # not a report (or one from before report.json)
+        rows.append((made.get("taken_at") or "", name, made))
+    rows.sort(reverse=True)
+    cells = ["night", "snapshot taken", "report made", "messages", "queues", "processed"]
+    cells += ["redelivered", "dead letters"]
+    head = "".join(f"<th>{c}</th>" for c in cells)
+    body = []
+    for _, name, made in rows:
+        fig = made.get("figures") or {}
+        link = f'<a href="{html.escape(name)}/index.html">{html.escape(name)}</a>'
+        values = [_stamp(made.get("taken_at")), _stamp(made.get("made_at"))]
+        values += [_fmt(fig.get(k, "")) for k in ("messages", "queues", "processed")]
+        values += [_fmt(fig.get(k, "")) for k in ("redelivered", "dead_letters")]
+        tds = "".join(f"<td>{html.escape(v)}</td>" for v in values)
+        body.append(f"<tr><td>{link}</td>{tds}</tr>")
+    table = f"<table><tr>{head}</tr>{''.join(body)}</table>" if body else "<p>No reports yet.</p>"
+    page = f"""<!doctype html>
+<html lang=en><head><meta charset=utf-8><title>msgboard nights</title>
+<style>
+body{{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;
+  padding:0 1em}}
+table{{border-collapse:collapse;margin:.8em 0;font-size:14px}}
+td,th{{border-bottom:1px solid #e3e3e3;padding:.3em .8em;text-align:right}}
+th{{background:#fafafa}} td:first-child,th:first-child{{text-align:left}}
+</style></head><body>
+<h1>msgboard nights</h1>
+<p>One report per night, the newest snapshot first; times are UTC.</p>
+{table}
+</body></html>
+"""
+    path = os.path.join(reports, "index.html")
+    os.makedirs(reports, exist_ok=True)
+    aside = f"{path}.partial"
+    with open(aside, "w") as f:
+        f.write(page)
+    os.replace(aside, path)
+    return path
+
+
 def _utc(us: int | None) -> datetime | None:
     return None if us is None else datetime.fromtimestamp(us / 1e6, UTC)
 
 
-def _table(frame: pd.DataFrame, rows: int = 12) -> str:
+def _stamp(iso: str | None) -> str:
+    """``2026-11-25T02:00:03Z`` as ``2026-11-25 02:00:03 UTC``."""
+    return f"{iso.replace('T', ' ').removesuffix('Z').split('.')[0]} UTC" if iso else "?"
+
+
+#: What a page says for a table with no rows, by table.
+NONE = {
+    "dead_letters": "No dead letters: no message is in a dead-letter queue.",
+    "latency": "No message has been processed yet.",
+}
+
+
+def _table(frame: pd.DataFrame, rows: int = 12, none: str = "No rows.") -> str:
+    if frame.empty:
+        return f"<p class=none>{html.escape(none)}</p>"
     head = frame.head(rows)
     cells = "".join(f"<th>{html.escape(str(c))}</th>" for c in head.columns)
     body = []
@@ -285,13 +435,24 @@ def _fmt(v: Any) -> str:
 
 
 SECTIONS = [
-    ("traffic_queue", "Traffic per queue", "Messages posted per hour (UTC), per queue."),
+    (
+        "traffic_queue",
+        "Traffic per queue",
+        "Messages posted per hour (UTC), per queue (the chart goes by minute when the "
+        "posts span less than six hours).",
+    ),
     (
         "latency",
         "Post-to-processed latency",
         "Per queue, milliseconds; p50, p95 and p99 are approximate (within 0.01% of rank).",
     ),
-    ("deliveries", "Redeliveries and dead letters", "Per queue."),
+    (
+        "deliveries",
+        "Redeliveries and dead letters",
+        "Per queue, every queue on the board: most_deliveries is the highest delivery "
+        "count of a message, max_deliveries the queue's limit (0: none); posted = "
+        "messages + unrecorded (posted, but left the board with no history record).",
+    ),
     (
         "dead_letters",
         "Dead letters by source",
@@ -320,8 +481,11 @@ def page(
         img = f'<img src="{pngs[name]}" alt="{title}">' if name in pngs else ""
         parts.append(
             f"<section><h2>{title}</h2><p>{note} <a href='{name}.csv'>{name}.csv</a></p>"
-            f"{img}{_table(frames[name])}</section>"
+            f"{img}{_table(frames[name], none=NONE.get(name, 'No rows.'))}</section>"
         )
+    taken = figures.get("taken_at")
+    made = f"snapshot taken {_stamp(taken)}" if taken else "snapshot: not recorded"
+    made += f" · report made {_stamp(figures.get('made_at'))}"
     span = "no messages"
     if figures["first"] is not None:
         span = f"{figures['first']:%Y-%m-%d %H:%M} to {figures['last']:%Y-%m-%d %H:%M} UTC"
@@ -339,9 +503,11 @@ table{{border-collapse:collapse;margin:.8em 0;font-size:13px}}
 td,th{{border-bottom:1px solid #e3e3e3;padding:.25em .8em;text-align:right}}
 th{{background:#fafafa}} td:first-child,th:first-child{{text-align:left}}
 .more{{color:#777;font-size:13px}} section{{margin:2.5em 0}}
+.none{{color:#555;font-style:italic}}
 </style></head><body>
 <h1>msgboard history</h1>
 <p class=sub>{html.escape(source)} &middot; {span}</p>
+<p class=sub>{html.escape(made)}</p>
 <div class=tiles>{head}</div>
 {"".join(parts)}
 </body></html>

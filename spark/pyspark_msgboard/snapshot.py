@@ -27,11 +27,9 @@ ranges of a section tile all of its keys: every message is read exactly once.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,71 +37,26 @@ from typing import Any
 import lmdb
 import pyarrow as pa
 
-from msgboard.errors import FailedPrecondition, RecordDamaged
-from msgboard.lmdbstore import datafile, record
-from msgboard.lmdbstore.layout import KEY, QID, SCHEMAS, STATE, U64, is_sealed
+from msgboard.errors import RecordDamaged
+from msgboard.lmdbstore import record
+from msgboard.lmdbstore.layout import KEY, QID, STATE, U64, is_sealed
 from pyspark_msgboard import columns
 from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
+from pyspark_msgboard.snapfile import SECTIONS, Range, SnapshotError, check, opened
 
-__all__ = ["ARROW", "MAX_US", "MIN_US", "SCHEMA", "VALUE", "clamp"]  # where they were
-
-SECTIONS = ("unprocessed", "history")
-
-
-class SnapshotError(FailedPrecondition):
-    """The path is not a snapshot this reader can read."""
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    """The keys of one queue section from seq ``lo`` (inclusive) to ``hi``
-    (exclusive; None: to the queue's end)."""
-
-    section: str
-    queue: str
-    qid: int
-    lo: int
-    hi: int | None
-    #: Rows expected (exact for whole sections, planned for cuts).
-    rows: int
-
-    def bounds(self) -> tuple[bytes, bytes | None]:
-        """First key and the key past the last (None: no key is past it)."""
-        if self.hi is not None:
-            return KEY.pack(self.qid, self.lo), KEY.pack(self.qid, self.hi)
-        end = QID.pack(self.qid + 1) if self.qid < 0xFFFFFFFF else None
-        return KEY.pack(self.qid, self.lo), end
-
-
-@contextlib.contextmanager
-def opened(path: str) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
-    """The snapshot's environment, read-only with no lock file, and its
-    sub-databases by name."""
-    if not os.path.isfile(os.path.join(path, "data.mdb")):
-        raise SnapshotError(f"{path}: no data.mdb here; is it a msgboard snapshot?")
-    datafile.check(path)
-    env = lmdb.open(path, readonly=True, lock=False, max_dbs=32, subdir=True)
-    try:
-        dbs = {
-            name: env.open_db(name.encode(), create=False)
-            for name in ("meta", "queues", "state", *SECTIONS)
-        }
-        with env.begin() as txn:
-            schema = txn.get(b"schema", db=dbs["meta"])
-        if schema not in SCHEMAS:
-            raise SnapshotError(f"{path}: storage schema {schema!r}; this reader reads {SCHEMAS}")
-        yield env, dbs
-    except lmdb.Error as e:
-        raise SnapshotError(f"{path}: {e}") from e
-    finally:
-        env.close()
-
-
-def check(path: str) -> None:
-    """Raises SnapshotError, saying what is wrong, unless ``path`` is a
-    snapshot this reader reads."""
-    with opened(path):
-        return
+__all__ = [  # where they were
+    "ARROW",
+    "MAX_US",
+    "MIN_US",
+    "SCHEMA",
+    "SECTIONS",
+    "VALUE",
+    "Range",
+    "SnapshotError",
+    "check",
+    "clamp",
+    "opened",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,33 +142,54 @@ def plan(
     SnapshotError."""
     with opened(path) as (env, dbs), env.begin() as txn:
         sections = _sections(txn, dbs, since)
-        total = sum(s.rows for s in sections)
-        target = max(1, math.ceil(total / parts) if parts > 0 else rows_per_part)
-        out: list[list[Range]] = []
-        small: list[Range] = []
-        size = 0
+        target = _target(sum(s.rows for s in sections), rows_per_part, parts)
+        pieces: list[Range] = []
         for s in sections:
             if s.rows <= target:
-                if size + s.rows > target and small:
-                    out.append(small)
-                    small, size = [], 0
-                small.append(Range(s.section, s.queue, s.qid, s.lo, None, s.rows))
-                size += s.rows
+                pieces.append(Range(s.section, s.queue, s.qid, s.lo, None, s.rows))
                 continue
             n = math.ceil(s.rows / target)
             edges = [s.lo, *_cuts(txn, dbs, s, n), None]
             for lo, hi in itertools.pairwise(edges):
                 assert lo is not None
-                out.append([Range(s.section, s.queue, s.qid, lo, hi, s.rows // n)])
-        if small:
+                pieces.append(Range(s.section, s.queue, s.qid, lo, hi, s.rows // n))
+        return _packed(pieces, target)
+
+
+def _target(total: int, rows_per_part: int, parts: int) -> int:
+    return max(1, math.ceil(total / parts) if parts > 0 else rows_per_part)
+
+
+def _packed(pieces: list[Range], target: int) -> list[list[Range]]:
+    """Ranges in order as partitions of about ``target`` rows; one empty
+    partition for none (Spark wants at least one)."""
+    out: list[list[Range]] = []
+    small: list[Range] = []
+    size = 0
+    for r in pieces:
+        if size + r.rows > target and small:
             out.append(small)
-        return out or [[]]  # an empty snapshot: one partition that yields nothing
+            small, size = [], 0
+        small.append(r)
+        size += r.rows
+    if small:
+        out.append(small)
+    return out or [[]]
 
 
-def first_waiting(path: str) -> dict[str, int]:
-    """Each queue's first unprocessed seq (queues with none waiting left out)."""
-    with opened(path) as (env, dbs), env.begin() as txn:
-        return {s.queue: s.first for s in _sections(txn, dbs) if s.section == "unprocessed"}
+def pack(ranges: list[Range], rows_per_part: int = 250_000, parts: int = 0) -> list[list[Range]]:
+    """Partitions for the explicit ``ranges`` of a night's changes
+    (``changes.py``: runs of seqs that are all there, so a range of ``rows``
+    rows is cut exactly at every ``rows_per_part``-th seq), as ``plan``
+    makes them for whole sections; one empty partition for none."""
+    target = _target(sum(r.rows for r in ranges), rows_per_part, parts)
+    pieces = []
+    for r in ranges:
+        assert r.hi is not None and r.hi - r.lo == r.rows, r
+        for lo in range(r.lo, r.hi, target):
+            hi = min(lo + target, r.hi)
+            pieces.append(Range(r.section, r.queue, r.qid, lo, hi, hi - lo))
+    return _packed(pieces, target)
 
 
 def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:

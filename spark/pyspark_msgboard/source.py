@@ -8,7 +8,10 @@ Options (all optional): ``rowsPerPartition`` (default 250000) or
 ``numPartitions`` (overrides it), and ``batchRows``, the rows per Arrow
 record batch (default 8192), and ``historySince``, a JSON object of queue
 name -> seq: the history of those queues is read from that seq on (what
-``msgboard export`` passes so that a night decodes only what it adds). The
+an earlier export passed so that a night decodes only what it adds), and
+``ranges``, the path of a JSON file of ranges to read instead of the whole
+snapshot (``[[section, queue, qid, lo, hi, rows], ...]``, runs of seqs that
+are all there: what ``msgboard export`` decodes of a night, ``changes.py``). The
 driver plans key ranges from the snapshot's counters (``snapshot.plan``);
 each executor opens the LMDB file read-only with no lock and yields Arrow
 record batches, never Python rows.
@@ -43,15 +46,20 @@ class MsgboardReader(DataSourceReader):
         parts: int,
         batch_rows: int,
         since: dict[str, int] | None = None,
+        listed: str | None = None,
     ) -> None:
         self.path = path
         self.rows_per_part = rows_per_part
         self.parts = parts
         self.batch_rows = batch_rows
         self.since = since
+        self.listed = listed
 
     def partitions(self) -> list[InputPartition]:
-        plan = snapshot.plan(self.path, self.rows_per_part, self.parts, self.since)
+        if self.listed is not None:
+            plan = snapshot.pack(_ranges(self.listed), self.rows_per_part, self.parts)
+        else:
+            plan = snapshot.plan(self.path, self.rows_per_part, self.parts, self.since)
         return [Ranges(ranges) for ranges in plan]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -91,7 +99,18 @@ class MsgboardDataSource(DataSource):
             _int(opts, "numPartitions", 0),
             _int(opts, "batchRows", 8192) or 8192,
             _since(opts.get("historySince")),
+            opts.get("ranges"),
         )
+
+
+def _ranges(path: str) -> list[Range]:
+    """The ranges option: a JSON file of ``[section, queue, qid, lo, hi, rows]``."""
+    try:
+        with open(path) as f:
+            items = json.load(f)
+        return [Range(str(a), str(b), int(c), int(d), int(e), int(g)) for a, b, c, d, e, g in items]
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"option ranges: {path}: {e}") from None
 
 
 def _since(text: str | None) -> dict[str, int] | None:

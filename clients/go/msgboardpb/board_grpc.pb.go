@@ -19,7 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 type BoardClient interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(ctx context.Context, in *CreateQueueRequest, opts ...grpc.CallOption) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
@@ -50,9 +52,11 @@ type BoardClient interface {
 	Browse(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -95,6 +99,17 @@ type BoardClient interface {
 	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
 	// NOT_FOUND for an unknown id. Needs the admin verb.
 	KickConsumer(ctx context.Context, in *KickConsumerRequest, opts ...grpc.CallOption) (*KickConsumerResponse, error)
+	// Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+	// counted in `damaged`) without decoding it: by its seq, or by its place
+	// (`after`: the seq of the last good record before it, as the DATA_LOSS
+	// log line names a record whose key is damaged too). Any record of
+	// `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+	// by its seq. Its counters follow; its index entries, which cannot be read
+	// from damaged bytes, are skipped when met (`msgboard check --repair`
+	// rebuilds the index). NOT_FOUND if no damaged record is there,
+	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
+	// verb.
+	DropDamaged(ctx context.Context, in *DropDamagedRequest, opts ...grpc.CallOption) (*DropDamagedResponse, error)
 }
 
 type boardClient struct {
@@ -320,13 +335,24 @@ func (c *boardClient) KickConsumer(ctx context.Context, in *KickConsumerRequest,
 	return out, nil
 }
 
+func (c *boardClient) DropDamaged(ctx context.Context, in *DropDamagedRequest, opts ...grpc.CallOption) (*DropDamagedResponse, error) {
+	out := new(DropDamagedResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/DropDamaged", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BoardServer is the server API for Board service.
 // All implementations must embed UnimplementedBoardServer
 // for forward compatibility
 type BoardServer interface {
 	// Creates a queue. Creating a queue that exists with the same properties
 	// succeeds and returns it (idempotent); with other properties it is
-	// ALREADY_EXISTS, naming the properties that differ. A dead-letter overflow
+	// ALREADY_EXISTS, naming each property that differs by its QueueSpec
+	// field, with the value it has and the one asked: `queue "jobs" exists
+	// with max_history 1000 (asked: 500)`. A dead-letter overflow
 	// or unmatched policy without a dead_letter queue is INVALID_ARGUMENT.
 	CreateQueue(context.Context, *CreateQueueRequest) (*Queue, error)
 	// Returns one queue with its current counts. NOT_FOUND if it does not exist.
@@ -357,9 +383,11 @@ type BoardServer interface {
 	Browse(context.Context, *BrowseRequest) (*BrowseResponse, error)
 	// Acknowledges messages taken with a lease (TakeRequest.lease): they are
 	// processed for good. With `nack`, gives them back to the queue instead.
-	// Nothing is changed unless every lease in the request is good:
-	// INVALID_ARGUMENT for no lease ids, a lease id never given, or a lease on
-	// another queue; NOT_FOUND for a lease already acked or run out.
+	// Acks are per lease, by the rule of a Subscribe stream's acks: the board
+	// applies every lease it can; one it cannot does not stop the others and
+	// comes back in `rejected` of the answer. The call itself fails only for
+	// a bad request: INVALID_ARGUMENT for no lease ids or a bad queue name,
+	// NOT_FOUND for a queue that does not exist.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Board and per-queue figures.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
@@ -402,6 +430,17 @@ type BoardServer interface {
 	// and its Subscribe stream ends with ABORTED (ErrorInfo reason `Kicked`).
 	// NOT_FOUND for an unknown id. Needs the admin verb.
 	KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error)
+	// Drops one damaged record of a queue (one that fails its check: DATA_LOSS,
+	// counted in `damaged`) without decoding it: by its seq, or by its place
+	// (`after`: the seq of the last good record before it, as the DATA_LOSS
+	// log line names a record whose key is damaged too). Any record of
+	// `$damaged`, where `msgboard check --repair` sets damage aside, is dropped
+	// by its seq. Its counters follow; its index entries, which cannot be read
+	// from damaged bytes, are skipped when met (`msgboard check --repair`
+	// rebuilds the index). NOT_FOUND if no damaged record is there,
+	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
+	// verb.
+	DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error)
 	mustEmbedUnimplementedBoardServer()
 }
 
@@ -465,6 +504,9 @@ func (UnimplementedBoardServer) ListConsumers(context.Context, *ListConsumersReq
 }
 func (UnimplementedBoardServer) KickConsumer(context.Context, *KickConsumerRequest) (*KickConsumerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method KickConsumer not implemented")
+}
+func (UnimplementedBoardServer) DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DropDamaged not implemented")
 }
 func (UnimplementedBoardServer) mustEmbedUnimplementedBoardServer() {}
 
@@ -837,6 +879,24 @@ func _Board_KickConsumer_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_DropDamaged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropDamagedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).DropDamaged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/DropDamaged",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).DropDamaged(ctx, req.(*DropDamagedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Board_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Board",
 	HandlerType: (*BoardServer)(nil),
@@ -908,6 +968,10 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KickConsumer",
 			Handler:    _Board_KickConsumer_Handler,
+		},
+		{
+			MethodName: "DropDamaged",
+			Handler:    _Board_DropDamaged_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

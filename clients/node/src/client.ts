@@ -14,7 +14,7 @@
 
 import { Connection, type ConnectOptions } from "./connection.js";
 import { randomUUID } from "node:crypto";
-import { InvalidArgument, Unavailable } from "./errors.js";
+import { InvalidArgument, type MsgboardError, Unavailable } from "./errors.js";
 import { messageType } from "./proto.js";
 import { streamError, Subscription, type ReconnectOptions } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
@@ -97,10 +97,25 @@ export interface SubscribeOptions extends PatternOptions, StartOptions, Reconnec
 export interface Lease {
   id: number;
   message: Message;
-  /** Processes it for good. */
+  /** Processes it for good; throws why if the board cannot (its `rejected` error). */
   ack(): Promise<void>;
-  /** Gives it back to the queue now. */
+  /** Gives it back to the queue now; throws why if the board cannot. */
   nack(): Promise<void>;
+}
+
+/**
+ * What an ack of leases did. Acks are per lease, as a subscription's are
+ * per delivery: one the board cannot ack does not stop the others.
+ */
+export interface Acked {
+  /** The leases applied (acked, or given back by a nack), in request order. */
+  ids: number[];
+  /**
+   * Each lease the board could not ack, by id, with why: NotFound (already
+   * acked or given back, or run out) or InvalidArgument (never given, or on
+   * another queue); its `field` is its place in the request (`lease_ids[1]`).
+   */
+  rejected: Map<number, MsgboardError>;
 }
 
 /**
@@ -357,18 +372,31 @@ export class Client {
     const r = await this.match("Take", { queue, lease: duration(o.lease) }, t, o);
     return (r.messages ?? []).map((m: Wire, i: number) => {
       const id = num(r.leaseIds?.[i]);
-      return { id, message: messageFrom(m), ack: () => this.ack(queue, [id]), nack: () => this.nack(queue, [id]) };
+      const one = async (nack: boolean): Promise<void> => {
+        const e = (await this.ack(queue, [id], { nack })).rejected.get(id);
+        if (e !== undefined) throw e;
+      };
+      return { id, message: messageFrom(m), ack: () => one(false), nack: () => one(true) };
     });
   }
 
-  /** Acks leased messages (processed for good); with `nack`, gives them back now. */
-  async ack(queue: string, leases: readonly (Lease | number)[], options: { nack?: boolean } = {}): Promise<void> {
+  /**
+   * Acks leased messages (processed for good); with `nack`, gives them back
+   * now. Per lease: the answer says which were applied and why each other
+   * one was not (`rejected`); the call throws only for a bad request (no
+   * leases, a missing queue).
+   */
+  async ack(queue: string, leases: readonly (Lease | number)[], options: { nack?: boolean } = {}): Promise<Acked> {
     const ids = leases.map((l) => String(typeof l === "number" ? l : l.id));
-    await this.connection.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
+    const r = await this.connection.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
+    return {
+      ids: (r.leaseIds ?? []).map(num),
+      rejected: new Map((r.rejected ?? []).map((x: Wire) => [num(x.id), streamError(x.error ?? {})])),
+    };
   }
 
-  /** Gives leased messages back to the queue now. */
-  nack(queue: string, leases: readonly (Lease | number)[]): Promise<void> {
+  /** Gives leased messages back to the queue now (per lease, as `ack`). */
+  nack(queue: string, leases: readonly (Lease | number)[]): Promise<Acked> {
     return this.ack(queue, leases, { nack: true });
   }
 

@@ -43,7 +43,10 @@ export class MsgboardError extends Error {
   code = "UNKNOWN";
   /** The error's class in the board's error tree (ErrorInfo.reason), e.g. "QueueNotFound". */
   reason: string;
-  /** For INVALID_ARGUMENT: the path of the bad part of the request (`messages[1].tuple[0]`), or "". */
+  /**
+   * The path of the part of the request to blame (`messages[1].tuple[0]`), or
+   * "": for INVALID_ARGUMENT, and for a rejected ack's NOT_FOUND (`lease_ids[1]`).
+   */
   field = "";
   /** ErrorInfo.metadata: more about the error (queue, seq ...). */
   metadata: Record<string, string> = {};
@@ -179,7 +182,8 @@ export function makeError(p: ErrorParts): MsgboardError {
   const err = new cls(p.message);
   err.code = p.code;
   if (p.reason) err.reason = p.reason;
-  err.field = p.field ?? ""; // only what the board said (BadRequest), never guessed from the text
+  // Only what the board said (BadRequest, else ErrorInfo's field), never guessed from the text.
+  err.field = p.field ?? p.metadata?.field ?? "";
   if (p.metadata) err.metadata = p.metadata;
   return err;
 }

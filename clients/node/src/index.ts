@@ -3,7 +3,7 @@
  */
 
 export { Client, connect } from "./client.js";
-export type { BrowseOptions, Lease, LeaseOptions, MatchOptions, Page, Postable, QueueStats, SnapshotInfo, Stats, SubscribeOptions } from "./client.js";
+export type { Acked, BrowseOptions, Lease, LeaseOptions, MatchOptions, Page, Postable, QueueStats, SnapshotInfo, Stats, SubscribeOptions } from "./client.js";
 export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js";
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";

@@ -265,7 +265,24 @@ describe("leases", () => {
     const [again] = await board.take(q);
     assert.deepEqual(again!.tuple, ["b"]);
     assert.equal(again!.deliveryCount, 2);
-    await assert.rejects(board.ack(q, [l1!]), NotFound);
+    await assert.rejects(l1!.ack(), NotFound);
+  });
+
+  it("acks are per lease: one the board cannot ack comes back in rejected, the others go through", async () => {
+    const q = fresh();
+    await board.createQueue(q);
+    await board.postMessages(q, [["a"], ["b"]]);
+    const [l1, l2] = await board.takeLeased(q, { lease: 60_000, max: 2 });
+    await l1!.ack();
+    const got = await board.ack(q, [l1!, 999_999_999, l2!]);
+    assert.deepEqual(got.ids, [l2!.id]);
+    assert.deepEqual([...got.rejected.keys()], [l1!.id, 999_999_999]);
+    const gone = got.rejected.get(l1!.id);
+    assert.ok(gone instanceof NotFound && gone.field === "lease_ids[0]", String(gone));
+    const never = got.rejected.get(999_999_999);
+    assert.ok(never instanceof InvalidArgument && never.field === "lease_ids[1]", String(never));
+    assert.equal((await board.getQueue(q)).unprocessed, 0);
+    await assert.rejects(board.ack(q, []), InvalidArgument);
   });
 });
 

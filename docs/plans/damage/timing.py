@@ -13,7 +13,7 @@ import sys
 import time
 
 import childwalk
-import pageverify
+from msgboard.lmdbstore import verify as pageverify
 
 
 def _children_cpu() -> float:

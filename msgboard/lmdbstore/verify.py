@@ -1,235 +1,64 @@
-"""LMDB's pages checked by hand, before LMDB reads them.
+"""LMDB's pages checked by hand, before LMDB reads them: ``DataFile`` walks
+every B-tree of ``data.mdb`` with ``os.pread`` (never a map, so a damaged
+or short file is a finding here, never a signal) and records each page
+LMDB could not walk safely as a ``pages.Problem`` with its place (tree,
+page, and the key range the parent gives the damaged subtree). The format
+it reads, and why LMDB dies on such pages, is in ``pages.py``.
 
-LMDB trusts its data file. A page that is not what its parent says (zeroed,
-overwritten, a flipped byte in a child's page number) reaches an assertion
-(``IS_LEAF(mp)`` in ``mdb_cursor_next`` on a zeroed page, ``IS_BRANCH`` in
-``mdb_cursor_sibling``) and the process dies by SIGABRT, or a node offset past
-its page makes LMDB read outside the map (SIGSEGV, SIGBUS). So this module
-walks every B-tree of ``data.mdb`` with ``os.pread`` (never a map: a short or
-shrinking file is an error here, not a signal) and finds, before LMDB does,
-every page that LMDB could not walk safely. It never raises for what it
-finds; it reports each damaged page as a ``Problem`` with its *place*: the
-tree, the page, and the range of keys the damaged subtree held (read from
-the parent's separator keys, which are intact), so a caller can name the
-queues affected without trusting a byte of the damaged page.
-
-``verify(path)`` checks the whole file; ``DataFile(path).items(name)``
-yields the readable entries of one named database in key order, skipping
-damaged subtrees (a salvage walk: what ``check --repair`` copies).
-
-The layout read here is LMDB 0.9's (data version 1) on a 64-bit machine, in
-native byte order (``libraries/liblmdb/mdb.c``: ``MDB_page``, ``MDB_node``,
-``MDB_db``, ``MDB_meta``):
-
-- Page header, 16 bytes: ``mp_pgno`` u64 (its own number), ``mp_pad`` u16
-  (key size on a LEAF2 page), ``mp_flags`` u16 (P_BRANCH 0x01, P_LEAF 0x02,
-  P_OVERFLOW 0x04, P_META 0x08, P_DIRTY 0x10, P_LEAF2 0x20, P_SUBP 0x40),
-  ``mp_lower`` u16, ``mp_upper`` u16 (an overflow page has instead
-  ``mp_pages`` u32 there: the length of its run). Then ``(lower - 16) / 2``
-  u16 offsets of the nodes, from the page's start; the nodes sit between
-  ``upper`` and the end of the page.
-- Node: ``mn_lo`` u16, ``mn_hi`` u16, ``mn_flags`` u16, ``mn_ksize`` u16,
-  the key, then (leaf) the data. A branch node's child page is
-  ``lo | hi << 16 | flags << 32`` (its first key is empty: the lower bound is
-  the parent's). A leaf node's data size is ``lo | hi << 16``; flags
-  F_BIGDATA 0x01 (the data is the u64 first page of an overflow run of
-  ``OVPAGES(size) = (16 - 1 + size) // psize + 1`` pages, the data after the
-  first page's header), F_SUBDATA 0x02 (the data is an ``MDB_db``: a named
-  database in the main tree), F_DUPDATA 0x04 (the key's duplicates: with
-  F_SUBDATA an ``MDB_db`` of a sub-tree, without it an inline sub-page,
-  P_LEAF|P_SUBP, whose nodes' keys are the values).
-- ``MDB_db``, 48 bytes: pad u32, flags u16, depth u16, branch, leaf and
-  overflow page counts and entries u64, root pgno u64 (P_INVALID: empty).
-- Meta page (pages 0 and 1): the header, then magic u32 0xBEEFC0DE, version
-  u32, address u64, map size u64, the free list's ``MDB_db`` (its pad holds
-  the page size) and the main one's, last page u64, txn id u64. Commit N
-  writes slot N % 2, and an environment opened with its lock file reads and
-  writes on slot ``newest txnid % 2`` (``mdb_txn_renew0``): swapped meta
-  pages serve the older commit, and the next commit overwrites the newer.
-
-Two depths. ``deep=False`` (the server's start) checks what LMDB relies on
-not to crash; ``deep=True`` (``msgboard check``) adds every key's order,
-the trees' counters and the free list against the pages in use. Costs on
-the development VM, in CPU seconds: 0.37 (shallow) and 0.55 (deep) for a
-100 MB file, 1.3 and 3.3 for a board of 100,000 queues (99 MB), 3.4 and 5.6
-for 1 GB.
+``verify(path)`` checks the whole file (``msgboard check``: ``deep``; the
+server's start: shallow); ``DataFile(path).items(name)`` yields the
+readable entries of one named database in key order and skips damaged
+subtrees: the salvage walk ``check`` and ``check --repair`` read with.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from itertools import pairwise
 
-PAGE_HEADER = 16
-NODE_HEADER = 8
-NUM_METAS = 2
-MAGIC = 0xBEEFC0DE
-DATA_VERSION = 1
-#: LMDB's cursor stack (CURSOR_STACK): no tree is deeper.
-MAX_DEPTH = 32
-P_INVALID = 2**64 - 1
-
-P_BRANCH, P_LEAF, P_OVERFLOW, P_META = 0x01, 0x02, 0x04, 0x08
-P_DIRTY, P_LEAF2, P_SUBP = 0x10, 0x20, 0x40
-F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
-MDB_REVERSEKEY, MDB_DUPSORT, MDB_INTEGERKEY = 0x02, 0x04, 0x08
-MDB_DUPFIXED, MDB_INTEGERDUP, MDB_REVERSEDUP = 0x10, 0x20, 0x40
-#: Flags a stored MDB_db may carry (mdb.c's PERSISTENT_FLAGS).
-DB_FLAGS = 0x7E
-
-_HEADER = struct.Struct("=QHHHH")  # pgno, pad, flags, lower, upper
-_NODE = struct.Struct("=HHHH")  # lo, hi, flags, ksize
-_DB = struct.Struct("=IHHQQQQQ")  # pad, flags, depth, branch, leaf, overflow, entries, root
-_META = struct.Struct("=IIQQ")  # magic, version, address, map size
-_U64 = struct.Struct("=Q")
-_U32 = struct.Struct("=I")
-_U16 = struct.Struct("=H")
-_SUBHEAD = struct.Struct("=HHH")  # a sub-page's flags, lower, upper (at +10)
-#: The node offsets of a page of n nodes, for small n.
-_OFFSETS = [struct.Struct(f"={n}H") for n in range(16)]
-_LITTLE = sys.byteorder == "little"
-
-
-class NotLmdb(Exception):
-    """The file cannot be read as an LMDB 0.9 data file at all (no valid meta
-    page, a foreign layout): nothing past this can be checked."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tree:
-    """An ``MDB_db`` record: one B-tree's root and counters."""
-
-    flags: int
-    depth: int
-    branch_pages: int
-    leaf_pages: int
-    overflow_pages: int
-    entries: int
-    root: int
-    pad: int = 0
-
-    @classmethod
-    def parse(cls, buf: bytes, at: int) -> Tree:
-        pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack_from(buf, at)
-        return cls(flags, depth, branch, leaf, overflow, entries, root, pad)
-
-
-@dataclass(frozen=True, slots=True)
-class Meta:
-    """One meta page (slot 0 or 1), as read; ``valid`` False when it is not
-    one LMDB would accept (flags, magic, version)."""
-
-    slot: int
-    pgno: int
-    valid: bool
-    psize: int
-    free: Tree
-    main: Tree
-    last_pgno: int
-    txnid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One damage found: in which tree (``"main"``, ``"free"``, a named
-    database, or ``"meta"``), on which page (-1: none in particular), what,
-    and the keys the damaged subtree held: from ``low`` (None: the tree's
-    start) up to, not including, ``high`` (None: its end)."""
-
-    tree: str
-    pgno: int
-    what: str
-    low: bytes | None = None
-    high: bytes | None = None
-
-    def __str__(self) -> str:
-        where = f"page {self.pgno}: " if self.pgno >= 0 else ""
-        keys = ""
-        if self.low is not None and self.high == self.low + b"\0":
-            keys = f" (key {self.low.hex()})"
-        elif self.low is not None or self.high is not None:
-            lo = "start" if self.low is None else self.low.hex()
-            hi = "end" if self.high is None else self.high.hex()
-            keys = f" (keys {lo} .. {hi})"
-        return f"{self.tree}: {where}{self.what}{keys}"
-
-
-@dataclass
-class Report:
-    """What ``verify`` found: the meta pages, the named databases, the
-    damage, and how many pages were read."""
-
-    path: str
-    psize: int = 0
-    metas: list[Meta] = field(default_factory=list)
-    #: The meta page LMDB's writer would take (the higher valid txn id).
-    meta: Meta | None = None
-    named: dict[bytes, Tree] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    pages_read: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def _ovpages(size: int, psize: int) -> int:
-    return (PAGE_HEADER - 1 + size) // psize + 1
-
-
-def _order(flags: int) -> Callable[[bytes], bytes]:
-    """The sort key of LMDB's built-in key comparator for these DB flags, as
-    bytes compared lexically: reverse keys compare as their bytes reversed,
-    and so do integer keys (native order, one size per database) on a
-    little-endian machine."""
-    if flags & MDB_REVERSEKEY or (flags & MDB_INTEGERKEY and _LITTLE):
-        return _reversed
-    return _same
-
-
-def _dup_order(flags: int) -> Callable[[bytes], bytes]:
-    """The same for a dupsort database's values."""
-    if flags & MDB_REVERSEDUP or (flags & MDB_INTEGERDUP and _LITTLE):
-        return _reversed
-    return _same
-
-
-def _same(key: bytes) -> bytes:
-    return key
-
-
-def _reversed(key: bytes) -> bytes:
-    return key[::-1]
-
-
-class _Bad(Exception):
-    """A page (or node) that fails a check: its subtree is skipped."""
-
-
-@dataclass(slots=True)
-class _Walk:
-    """The state of one tree's walk, and what it counted."""
-
-    name: str
-    tree: Tree
-    order: Callable[[bytes], bytes]
-    #: Keep the leaf entries (key, value): a salvage walk, the main tree's
-    #: named databases, the free list's page lists.
-    keep: bool
-    #: A duplicates sub-tree: its leaf keys are the values of ``dupkey``.
-    dupkey: bytes | None = None
-    is_free: bool = False
-    branch: int = 0
-    leaf: int = 0
-    overflow: int = 0
-    entries: int = 0
-    dup_pages: int = 0
-    #: The last key met (its sort key), for the deep order check.
-    last: bytes | None = None
+from msgboard.lmdbstore.pages import (
+    DATA_VERSION,
+    DB,
+    DB_FLAGS,
+    F_BIGDATA,
+    F_DUPDATA,
+    F_SUBDATA,
+    HEADER,
+    MAGIC,
+    MAX_DEPTH,
+    MDB_DUPFIXED,
+    MDB_INTEGERKEY,
+    META,
+    NODE,
+    NODE_HEADER,
+    NUM_METAS,
+    P_BRANCH,
+    P_DIRTY,
+    P_INVALID,
+    P_LEAF,
+    P_LEAF2,
+    P_META,
+    P_OVERFLOW,
+    P_SUBP,
+    PAGE_HEADER,
+    U16,
+    U32,
+    U64,
+    Bad,
+    Meta,
+    NotLmdb,
+    Problem,
+    Report,
+    Tree,
+    Walk,
+    dup_order,
+    order,
+    ovpages,
+    plain_subpage,
+    uniform,
+)
 
 
 class DataFile:
@@ -245,9 +74,12 @@ class DataFile:
     ``deep`` adds what ``msgboard check`` wants: every key in order, each
     tree's counters, and the free list against the pages in use."""
 
-    def __init__(self, path: str, *, deep: bool = True) -> None:
+    def __init__(self, path: str, *, deep: bool = True, txnid: int | None = None) -> None:
+        """``txnid``: walk the commit of that id (a reader pinned by the
+        caller keeps its pages), LookupError if neither meta page holds it."""
         self.path = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
         self.deep = deep
+        self._txnid = txnid
         self.report = Report(self.path)
         #: When a dict: each page read, with its tree and kind (the sweep's map).
         self.trace: dict[int, str] | None = None
@@ -277,7 +109,7 @@ class DataFile:
     # -- meta pages ---------------------------------------------------
 
     def _read_metas(self) -> None:
-        head = os.pread(self._fd, PAGE_HEADER + _META.size + 2 * _DB.size + 16, 0)
+        head = os.pread(self._fd, PAGE_HEADER + META.size + 2 * DB.size + 16, 0)
         first = self._meta(0, head)
         # The second meta page sits one page in: at the first's page size,
         # or (first damaged) at the first common size where one is found.
@@ -293,6 +125,11 @@ class DataFile:
         if not valid:
             raise NotLmdb(f"{self.path}: no valid LMDB meta page ({self._size} bytes)")
         meta = max(valid, key=lambda m: m.txnid)
+        if self._txnid is not None:
+            pinned = [m for m in valid if m.txnid == self._txnid]
+            if not pinned:
+                raise LookupError(f"commit {self._txnid} is no longer on a meta page")
+            meta = pinned[0]
         self.report.meta = meta
         self.report.psize = meta.psize
         for m in metas:
@@ -320,11 +157,11 @@ class DataFile:
             )
 
     def _meta(self, slot: int, buf: bytes) -> Meta:
-        pgno, _pad, flags, _lo, _up = _HEADER.unpack_from(buf, 0)
-        magic, version, _addr, _mapsize = _META.unpack_from(buf, PAGE_HEADER)
-        at = PAGE_HEADER + _META.size
-        free, main = Tree.parse(buf, at), Tree.parse(buf, at + _DB.size)
-        last, txnid = struct.unpack_from("=QQ", buf, at + 2 * _DB.size)
+        pgno, _pad, flags, _lo, _up = HEADER.unpack_from(buf, 0)
+        magic, version, _addr, _mapsize = META.unpack_from(buf, PAGE_HEADER)
+        at = PAGE_HEADER + META.size
+        free, main = Tree.parse(buf, at), Tree.parse(buf, at + DB.size)
+        last, txnid = struct.unpack_from("=QQ", buf, at + 2 * DB.size)
         psize = free.pad  # mm_psize is the free list's md_pad
         valid = (
             bool(flags & P_META)
@@ -345,13 +182,13 @@ class DataFile:
             self.report.problems.append(p)
 
     def _page(self, pgno: int, what: str) -> bytes:
-        """Page ``pgno``, once per walk; _Bad if LMDB may not read it."""
+        """Page ``pgno``, once per walk; Bad if LMDB may not read it."""
         if pgno < NUM_METAS or pgno >= len(self._seen):
-            raise _Bad(f"{what} points at page {pgno}, outside 2..{len(self._seen) - 1}")
+            raise Bad(f"{what} points at page {pgno}, outside 2..{len(self._seen) - 1}")
         if pgno >= self.pages:
-            raise _Bad(f"{what} points at page {pgno}, past the end of the file")
+            raise Bad(f"{what} points at page {pgno}, past the end of the file")
         if self._seen[pgno]:
-            raise _Bad(f"{what} points at page {pgno}, which is reached twice")
+            raise Bad(f"{what} points at page {pgno}, which is reached twice")
         self._seen[pgno] = 1
         self.report.pages_read += 1
         return os.pread(self._fd, self.psize, pgno * self.psize)
@@ -363,7 +200,7 @@ class DataFile:
         (``names``: only those; None: all), recording every problem."""
         meta = self.report.meta
         assert meta is not None
-        free = _Walk("free", meta.free, _order(MDB_INTEGERKEY), self.deep, is_free=True)
+        free = Walk("free", meta.free, order(MDB_INTEGERKEY), self.deep, is_free=True)
         lists = [v for _, v in self._tree(free) if isinstance(v, bytes)]
         named = self.named()
         for name in named if names is None else [n for n in names if n in named]:
@@ -378,7 +215,7 @@ class DataFile:
         if not self.report.named and not any(p.tree == "main" for p in self.report.problems):
             meta = self.report.meta
             assert meta is not None
-            main = _Walk("main", meta.main, _order(meta.main.flags), True)
+            main = Walk("main", meta.main, order(meta.main.flags), True)
             for key, value in self._tree(main):
                 if isinstance(value, Tree):
                     self.report.named[key] = value
@@ -397,12 +234,12 @@ class DataFile:
         t = self.named().get(name)
         if t is None:
             return
-        w = _Walk(name.decode(errors="replace"), t, _order(t.flags), keep)
+        w = Walk(name.decode(errors="replace"), t, order(t.flags), keep)
         for key, value in self._tree(w):
             if isinstance(value, bytes):
                 yield key, value
 
-    def _tree(self, w: _Walk) -> Iterator[tuple[bytes, bytes | Tree]]:
+    def _tree(self, w: Walk) -> Iterator[tuple[bytes, bytes | Tree]]:
         """Walks one tree depth first, in key order; yields the entries of
         its leaves when ``w.keep``."""
         t = w.tree
@@ -430,24 +267,26 @@ class DataFile:
                     continue
                 w.leaf += 1
                 yield from self._leaf(w, page, pgno, low, high)
-            except _Bad as e:
+            except Bad as e:
                 self._problem(w.name, pgno, str(e), low, high)
+                w.last = None  # the next page's keys are compared afresh
             except struct.error as e:  # a field past the page: never expected
                 self._problem(w.name, pgno, f"unreadable ({e})", low, high)
+                w.last = None
         if self.deep and not any(p.tree == w.name for p in self.report.problems):
             self._counters(w)
 
     def _header(self, page: bytes, pgno: int, want: int) -> tuple[int, int]:
         """Checks a tree page's header; its (upper, number of nodes)."""
-        stored, _pad, flags, lower, upper = _HEADER.unpack_from(page, 0)
+        stored, _pad, flags, lower, upper = HEADER.unpack_from(page, 0)
         if stored != pgno:
-            raise _Bad(f"stores page number {stored} (flags {flags:#x}): overwritten")
+            raise Bad(f"stores page number {stored} (flags {flags:#x}): overwritten")
         if flags & ~P_DIRTY != want:
-            raise _Bad(f"flags {flags:#x}, its parent needs {want:#x}")
+            raise Bad(f"flags {flags:#x}, its parent needs {want:#x}")
         if flags & P_DIRTY:
-            raise _Bad("marked dirty at rest")
+            raise Bad("marked dirty at rest")
         if lower < PAGE_HEADER or upper > len(page) or lower > upper or lower & 1 or upper & 1:
-            raise _Bad(f"bounds lower {lower}, upper {upper}")
+            raise Bad(f"bounds lower {lower}, upper {upper}")
         return upper, (lower - PAGE_HEADER) >> 1
 
     def _offsets(self, page: bytes, at: int, upper: int, n: int, size: int) -> tuple[int, ...]:
@@ -456,57 +295,57 @@ class DataFile:
         header."""
         offs = struct.unpack_from(f"={n}H", page, at + PAGE_HEADER)
         if min(offs) < upper or max(offs) > size - NODE_HEADER:
-            raise _Bad(f"node offsets outside {upper}..{size}")
+            raise Bad(f"node offsets outside {upper}..{size}")
         return offs
 
     def _branch(
-        self, w: _Walk, page: bytes, pgno: int, low: bytes | None, high: bytes | None
+        self, w: Walk, page: bytes, pgno: int, low: bytes | None, high: bytes | None
     ) -> list[tuple[int, bytes | None, bytes | None]]:
         """A branch page's children with their key ranges: child i holds
         the keys from separator i (the first: the page's own low bound) up
         to separator i + 1."""
         upper, n = self._header(page, pgno, P_BRANCH)
         if n < (1 if w.is_free else 2):  # LMDB asserts NUMKEYS > 1 (but in the free list)
-            raise _Bad(f"a branch page of {n} node(s)")
+            raise Bad(f"a branch page of {n} node(s)")
         children: list[int] = []
         bounds: list[bytes | None] = [low]
         for o in self._offsets(page, 0, upper, n, len(page)):
-            lo, hi, flags, ksize = _NODE.unpack_from(page, o)
+            lo, hi, flags, ksize = NODE.unpack_from(page, o)
             if o + NODE_HEADER + ksize > len(page):
-                raise _Bad(f"a separator key past the page, at {o}")
+                raise Bad(f"a separator key past the page, at {o}")
             children.append(lo | hi << 16 | flags << 32)
             if len(children) > 1:
                 bounds.append(page[o + NODE_HEADER : o + NODE_HEADER + ksize])
         bounds.append(high)
         order = [w.order(k) for k in bounds if k is not None]
         if any(a >= b for a, b in pairwise(order)):
-            raise _Bad("separator keys out of order or outside the page's range")
+            raise Bad("separator keys out of order or outside the page's range")
         return [(c, bounds[i], bounds[i + 1]) for i, c in enumerate(children)]
 
     def _leaf(
-        self, w: _Walk, page: bytes, pgno: int, low: bytes | None, high: bytes | None
+        self, w: Walk, page: bytes, pgno: int, low: bytes | None, high: bytes | None
     ) -> list[tuple[bytes, bytes | Tree]]:
         """Checks a leaf page; its entries when ``w.keep`` (checked whole
         before any is returned: a damaged page gives none)."""
         dupfixed = w.dupkey is not None and w.tree.flags & MDB_DUPFIXED
         upper, n = self._header(page, pgno, P_LEAF | P_LEAF2 if dupfixed else P_LEAF)
         if n < 1:
-            raise _Bad("an empty leaf page")
+            raise Bad("an empty leaf page")
         if dupfixed:
             return self._leaf2(w, page, n, low, high)
         psize = len(page)
         offs = self._offsets(page, 0, upper, n, psize)
         if any(o & 1 for o in (offs[0], offs[-1])) or psize & 1:
-            raise _Bad("a node at an odd offset")
+            raise Bad("a node at an odd offset")
         h = memoryview(page).cast("H")  # node fields are 2-byte aligned
         for o in {offs[0], offs[-1]}:
             end = o + NODE_HEADER + h[(o >> 1) + 3]
             if end > psize:
-                raise _Bad(f"a node's key past the page, at {o}")
+                raise Bad(f"a node's key past the page, at {o}")
             self._bounded(w, page[o + NODE_HEADER : end], low, high)
         w.entries += n
         keep = w.keep or self.deep
-        if not keep and self._uniform(page, h, offs, upper):
+        if not keep and uniform(page, h, offs, upper):
             return []
         if not keep:
             # One pass for aligned nodes whose data (or duplicates sub-page)
@@ -523,7 +362,7 @@ class DataFile:
             )
             if worst <= psize:
                 dups = [
-                    self._plain_subpage(
+                    plain_subpage(
                         page, o + NODE_HEADER + h[(i := o >> 1) + 3], h[i] | h[i + 1] << 16
                     )
                     for o in offs
@@ -535,76 +374,57 @@ class DataFile:
         out: list[tuple[bytes, bytes | Tree]] = []
         for o in offs:
             if o & 1:
-                raise _Bad(f"a node at odd offset {o}")
+                raise Bad(f"a node at odd offset {o}")
             i = o >> 1
             size, flags, at = h[i] | h[i + 1] << 16, h[i + 2], o + NODE_HEADER + h[i + 3]
             if at > psize:
-                raise _Bad(f"a node's key past the page, at {o}")
+                raise Bad(f"a node's key past the page, at {o}")
             key = page[o + NODE_HEADER : at] if keep else b""
             if self.deep:
                 self._in_order(w, w.order(key))
             if flags == 0:
                 if at + size > psize:
-                    raise _Bad(f"node data of {size} bytes past the page")
+                    raise Bad(f"node data of {size} bytes past the page")
                 if w.keep:
                     out.append((key, page[at : at + size]))
                 continue
             if flags & ~(F_BIGDATA | F_SUBDATA | F_DUPDATA) or (
                 flags & F_BIGDATA and flags & (F_SUBDATA | F_DUPDATA)
             ):
-                raise _Bad(f"node flags {flags:#x}")
+                raise Bad(f"node flags {flags:#x}")
             if flags & F_BIGDATA:
                 if at + 8 > psize:
-                    raise _Bad("an overflow node past the page")
-                value = self._overflow(w, _U64.unpack_from(page, at)[0], size)
+                    raise Bad("an overflow node past the page")
+                value = self._overflow(w, U64.unpack_from(page, at)[0], size)
                 if w.keep:
                     out.append((key, value))
                 continue
             if at + size > psize:
-                raise _Bad(f"node data of {size} bytes past the page")
+                raise Bad(f"node data of {size} bytes past the page")
             if flags == F_DUPDATA:
                 out += [(key, v) for v in self._subpage(w, page, at, size)]
                 continue
-            if size != _DB.size:
-                raise _Bad(f"a sub-database record of {size} bytes")
+            if size != DB.size:
+                raise Bad(f"a sub-database record of {size} bytes")
             sub = Tree.parse(page, at)
             if sub.flags & ~DB_FLAGS or (
                 sub.root != P_INVALID and not NUM_METAS <= sub.root < len(self._seen)
             ):
-                raise _Bad(f"sub-database record: flags {sub.flags:#x}, root {sub.root}")
+                raise Bad(f"sub-database record: flags {sub.flags:#x}, root {sub.root}")
             if flags & F_DUPDATA:
                 out += [(key, v) for v in self._dups(w, key or page[o + 8 : at], sub)]
             else:
                 out.append((page[o + NODE_HEADER : at], sub))  # a named database
         return out if w.keep else []
 
-    def _uniform(self, page: bytes, h: memoryview, offs: tuple[int, ...], upper: int) -> bool:
-        """True for a leaf whose nodes are all alike, with no flags, and
-        tile the page from ``upper`` (a duplicates sub-tree of 8-byte seqs:
-        hundreds of nodes): checked in a few C-speed steps, not node by
-        node. False: not such a page (check it the long way)."""
-        o = offs[0]
-        i = o >> 1
-        if o & 1 or h[i + 2]:
-            return False
-        size = NODE_HEADER + h[i + 3] + (h[i] | h[i + 1] << 16)
-        size += size & 1  # LMDB keeps nodes 2-byte aligned (EVEN)
-        psize = len(page)
-        if size & 7 or len(offs) * size != psize - upper:
-            return False
-        heads = memoryview(page)[upper:].cast("Q")[:: size >> 3].tolist()
-        return heads.count(heads[0]) == len(offs) and sorted(offs) == list(
-            range(upper, psize, size)
-        )
-
     def _leaf2(
-        self, w: _Walk, page: bytes, n: int, low: bytes | None, high: bytes | None
+        self, w: Walk, page: bytes, n: int, low: bytes | None, high: bytes | None
     ) -> list[tuple[bytes, bytes | Tree]]:
         """A LEAF2 page (a DUPFIXED duplicates tree): keys of ``mp_pad``
         bytes packed after the header, no nodes."""
-        size = _HEADER.unpack_from(page, 0)[1]
+        size = HEADER.unpack_from(page, 0)[1]
         if not size or PAGE_HEADER + n * size > len(page):
-            raise _Bad(f"LEAF2 keys of {size} bytes x {n}")
+            raise Bad(f"LEAF2 keys of {size} bytes x {n}")
         keys = [page[PAGE_HEADER + i * size : PAGE_HEADER + (i + 1) * size] for i in range(n)]
         self._bounded(w, keys[0], low, high)
         self._bounded(w, keys[-1], low, high)
@@ -614,101 +434,79 @@ class DataFile:
         w.entries += n
         return [(k, b"") for k in keys] if w.keep else []
 
-    def _bounded(self, w: _Walk, key: bytes, low: bytes | None, high: bytes | None) -> None:
-        """_Bad if ``key`` is outside the range the parent gives its page."""
+    def _bounded(self, w: Walk, key: bytes, low: bytes | None, high: bytes | None) -> None:
+        """Bad if ``key`` is outside the range the parent gives its page."""
         o = w.order(key)
         if (low is not None and o < w.order(low)) or (high is not None and o >= w.order(high)):
-            raise _Bad(f"key {key[:16].hex()} outside the range its parent gives")
+            raise Bad(f"key {key[:16].hex()} outside the range its parent gives")
 
-    def _in_order(self, w: _Walk, o: bytes) -> None:
-        """Deep: _Bad if the key (its sort key ``o``) is not past the last."""
+    def _in_order(self, w: Walk, o: bytes) -> None:
+        """Deep: Bad if the key (its sort key ``o``) is not past the last."""
         if w.last is not None and o <= w.last:
-            raise _Bad("keys out of order")
+            raise Bad("keys out of order")
         w.last = o
 
-    def _overflow(self, w: _Walk, first: int, size: int) -> bytes:
-        """The data of an overflow run (when ``w.keep``); _Bad if its first
+    def _overflow(self, w: Walk, first: int, size: int) -> bytes:
+        """The data of an overflow run (when ``w.keep``); Bad if its first
         page is not one, or the run is not all in the file."""
-        n = _ovpages(size, self.psize)
+        n = ovpages(size, self.psize)
         if first + n > len(self._seen) or first + n > self.pages:
-            raise _Bad(f"an overflow run {first}+{n} past the last page")
+            raise Bad(f"an overflow run {first}+{n} past the last page")
         page = self._page(first, "an overflow node")
-        stored, _pad, flags = _HEADER.unpack_from(page, 0)[:3]
-        pages = _U32.unpack_from(page, 12)[0]
+        stored, _pad, flags = HEADER.unpack_from(page, 0)[:3]
+        pages = U32.unpack_from(page, 12)[0]
         if stored != first or flags != P_OVERFLOW or pages != n:
-            raise _Bad(f"overflow page {first}: number {stored}, flags {flags:#x}, {pages} pages")
+            raise Bad(f"overflow page {first}: number {stored}, flags {flags:#x}, {pages} pages")
         for p in range(first, first + n):
             if self.trace is not None:
                 self.trace[p] = f"{w.name} overflow"
             if p != first and self._seen[p]:
-                raise _Bad(f"overflow page {p} is reached twice")
+                raise Bad(f"overflow page {p} is reached twice")
             self._seen[p] = 1
         w.overflow += n
         if not w.keep:
             return b""
         return os.pread(self._fd, size, first * self.psize + PAGE_HEADER)
 
-    def _plain_subpage(self, page: bytes, at: int, size: int) -> int:
-        """The shallow check of a duplicates sub-page in as few steps as it
-        takes (an index of many small keys has one per key): the number of
-        its values if it is sound; 0 sends it to ``_subpage``, which says
-        what is wrong (or checks one of more than 15 values)."""
-        if size < PAGE_HEADER:
-            return 0
-        flags, lower, upper = _SUBHEAD.unpack_from(page, at + 10)
-        n: int = (lower - PAGE_HEADER) >> 1
-        if flags | P_DIRTY != P_LEAF | P_SUBP | P_DIRTY or not 0 < n < 16:
-            return 0
-        if lower > upper or upper > size:
-            return 0
-        offs = _OFFSETS[n].unpack_from(page, at + PAGE_HEADER)
-        if min(offs) < upper or max(offs) > size - NODE_HEADER:
-            return 0
-        u16 = _U16.unpack_from
-        for o in offs:
-            if o + NODE_HEADER + u16(page, at + o + 6)[0] > size:
-                return 0
-        return n
-
-    def _subpage(self, w: _Walk, page: bytes, at: int, size: int) -> list[bytes]:
+    def _subpage(self, w: Walk, page: bytes, at: int, size: int) -> list[bytes]:
         """Checks the inline duplicates sub-page of ``size`` bytes at ``at``
         (a P_LEAF|P_SUBP page whose nodes' keys are the values); its values
         when ``w.keep``."""
         if size < PAGE_HEADER:
-            raise _Bad(f"a duplicates sub-page of {size} bytes")
-        _pgno, pad, flags, lower, upper = _HEADER.unpack_from(page, at)
+            raise Bad(f"a duplicates sub-page of {size} bytes")
+        _pgno, pad, flags, lower, upper = HEADER.unpack_from(page, at)
         if not flags & P_SUBP or not flags & P_LEAF:
-            raise _Bad(f"a duplicates sub-page with flags {flags:#x}")
+            raise Bad(f"a duplicates sub-page with flags {flags:#x}")
         if lower < PAGE_HEADER or upper > size or lower > upper:
-            raise _Bad(f"a duplicates sub-page with bounds {lower}/{upper} of {size}")
+            raise Bad(f"a duplicates sub-page with bounds {lower}/{upper} of {size}")
         n = (lower - PAGE_HEADER) >> 1
         if n < 1:
-            raise _Bad("an empty duplicates sub-page")
+            raise Bad("an empty duplicates sub-page")
         w.entries += n - 1
         if flags & P_LEAF2:
             if not pad or PAGE_HEADER + n * pad > size:
-                raise _Bad(f"a LEAF2 sub-page of {n} x {pad} bytes")
+                raise Bad(f"a LEAF2 sub-page of {n} x {pad} bytes")
             base = at + PAGE_HEADER
             values = [page[base + i * pad : base + (i + 1) * pad] for i in range(n)]
         else:
             offs = self._offsets(page, at, upper, n, size)
-            ends = [o + NODE_HEADER + _U16.unpack_from(page, at + o + 6)[0] for o in offs]
+            ends = [o + NODE_HEADER + U16.unpack_from(page, at + o + 6)[0] for o in offs]
             if max(ends) > size:
-                raise _Bad("a value past its duplicates sub-page")
+                raise Bad("a value past its duplicates sub-page")
             if not (w.keep or self.deep):
                 return []
             values = [page[at + o + NODE_HEADER : at + e] for o, e in zip(offs, ends, strict=True)]
         if self.deep:
-            order = [_dup_order(w.tree.flags)(v) for v in values]
+            order = [dup_order(w.tree.flags)(v) for v in values]
             if any(a >= b for a, b in pairwise(order)):
-                raise _Bad("duplicates out of order in a sub-page")
+                raise Bad("duplicates out of order in a sub-page")
         return values if w.keep else []
 
-    def _dups(self, w: _Walk, key: bytes, sub: Tree) -> list[bytes]:
+    def _dups(self, w: Walk, key: bytes, sub: Tree) -> list[bytes]:
         """The values of a duplicates sub-tree (its pages count as the
         parent's); its damage is reported under the parent's name, at the
         key whose duplicates it held."""
-        d = _Walk(w.name, sub, _dup_order(w.tree.flags), w.keep, dupkey=key)
+        d = Walk(w.name, sub, dup_order(w.tree.flags), w.keep, dupkey=key)
         before = len(self.report.problems)
         values = [v for v, _ in self._tree(d)]
         for i in range(before, len(self.report.problems)):
@@ -723,7 +521,7 @@ class DataFile:
 
     # -- deep checks --------------------------------------------------
 
-    def _counters(self, w: _Walk) -> None:
+    def _counters(self, w: Walk) -> None:
         """The tree's counters against the walk (a dupsort tree's page
         counts may or may not include its duplicates' sub-trees: LMDB 0.9.36
         counts them, older writers did not)."""
@@ -750,7 +548,7 @@ class DataFile:
         problem: a damaged tree leaves pages unseen."""
         free = bytearray(len(self._seen))
         for value in lists:
-            count = _U64.unpack_from(value)[0] if len(value) >= 8 else -1
+            count = U64.unpack_from(value)[0] if len(value) >= 8 else -1
             if len(value) != 8 + 8 * count:
                 self._problem("free", -1, f"a free-list entry of {len(value)} bytes")
                 continue
@@ -766,39 +564,14 @@ class DataFile:
             self._problem("free", leaked[0], f"{len(leaked)} page(s) neither in use nor free")
 
 
-def verify(path: str, *, deep: bool = True, names: Iterable[bytes] | None = None) -> Report:
+def verify(
+    path: str, *, deep: bool = True, names: Iterable[bytes] | None = None, txnid: int | None = None
+) -> Report:
     """Checks the data file at ``path`` (a directory: its ``data.mdb``):
     every page of the free list, the main tree and the named databases
     (``names``: only those); ``deep=False`` checks only what LMDB needs to
-    walk the trees without crashing. Raises NotLmdb (and OSError) only when
-    nothing can be checked."""
-    with DataFile(path, deep=deep) as f:
+    walk the trees without crashing; ``txnid``: the commit to walk (see
+    ``DataFile``). Raises NotLmdb (and OSError) only when nothing can be
+    checked."""
+    with DataFile(path, deep=deep, txnid=txnid) as f:
         return f.verify(names)
-
-
-def main(argv: list[str]) -> int:
-    """``python pageverify.py [--shallow] PATH``: prints the problems; exit 1
-    on any."""
-    import time
-
-    deep = "--shallow" not in argv
-    path = next(a for a in argv if not a.startswith("--"))
-    t = time.perf_counter()
-    try:
-        report = verify(path, deep=deep)
-    except NotLmdb as e:
-        print(e)
-        return 1
-    for p in report.problems:
-        print(p)
-    print(
-        f"{report.pages_read} pages read in {time.perf_counter() - t:.2f} s: "
-        + ("clean" if report.ok else f"{len(report.problems)} problem(s)")
-    )
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    import sys
-
-    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""The damage sweep and the corruption table of issue 23, in full: the
+harness of ``tests/sweep.py`` (a board of two queues, damages on copies,
+``msgboard check`` and a real server as probes, the judge), run over every
+page of the board or every row of the table. ``tests/test_damage.py`` runs
+a sample of the same.
+
+    .venv/bin/python bench/damage.py sweep [--mode zero|flip] [--seed 6]
+    .venv/bin/python bench/damage.py table
+
+Each prints a Markdown table (the figures of docs/operating.md), then every
+violation found, if any. Not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests import sweep
+
+
+def _said(served: dict[str, Any], path: str) -> str:
+    """The server's refusal line (cut short), or the damage it counted."""
+    if "refused" in served:
+        line = str(served["refused"]).replace(path, "DIR")
+        return "`" + (line if len(line) < 110 else line[:107] + "...") + "`"
+    counted = {n: q.get("damaged", 0) for n, q in served.get("queues", {}).items()}
+    return ", ".join(f"{n}: damaged {d}" for n, d in counted.items() if d) or "-"
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=("sweep", "table"))
+    p.add_argument("--mode", choices=("zero", "flip"), default="zero")
+    p.add_argument("--seed", type=int, default=6, help="where --mode flip flips")
+    a = p.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        board = Path(tmp) / "board"
+        sweep.build(board)
+        pages = sweep.kinds(board)
+        clean = sweep.run_serve(sweep.copy(board, Path(tmp) / "clean"))
+        broken: list[str] = []
+        if a.what == "sweep":
+            results = {}
+            for pgno in sorted(pages):
+                copy = sweep.copy(board, Path(tmp) / "copy")
+                if a.mode == "zero":
+                    sweep.zero(copy, pgno)
+                else:
+                    sweep.flip(copy, pgno, a.seed)
+                checked = sweep.run_check(copy)
+                verdict = sweep.judge(clean, sweep.run_serve(copy), checked)
+                results[pgno] = (checked, verdict)
+                broken += [f"page {pgno} ({pages[pgno]}): {v}" for v in verdict.violations]
+            print(f"{len(pages)} pages, each {a.mode}ed in turn on a copy of the board")
+            print()
+            print("\n".join(sweep.rows(pages, results)))
+        else:
+            print("| damage | msgboard check | server | what the server said | violations |")
+            print("| --- | --- | --- | --- | --- |")
+            for name, damage, allowed in sweep.TABLE:
+                copy = sweep.copy(board, Path(tmp) / "copy")
+                damage(copy, pages)
+                checked = sweep.run_check(copy)
+                served = sweep.run_serve(copy)
+                verdict = sweep.judge(clean, served, checked)
+                check = checked.signal or f"exit {checked.rc}"
+                if verdict.outcome not in allowed:
+                    verdict.violations.append(f"{verdict.outcome}, allowed {sorted(allowed)}")
+                broken += [f"{name}: {v}" for v in verdict.violations]
+                said = _said(served, str(copy))
+                print(
+                    f"| {name} | {check} | {verdict.outcome} | {said} | {len(verdict.violations)} |"
+                )
+    print()
+    print(f"{len(broken)} violation(s); {time.monotonic() - started:.0f} s")
+    print("\n".join(broken))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

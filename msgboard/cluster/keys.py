@@ -1,0 +1,92 @@
+"""Keys: where a cluster's state lives in etcd, and what its values say.
+
+Everything of a cluster named NAME is under ``/msgboard/NAME/``:
+
+- ``leader``: the primary's key, under its lease; its value is the JSON
+  ``{"name": ..., "address": ...}`` (the board's name and the address its
+  clients should use). It is created once per term and never modified, so
+  its ``create_revision`` (= its ``mod_revision``) is the term's **epoch**;
+- ``sync``: the standbys the primary counts on, the JSON
+  ``{"epoch": E, "standbys": [names]}``, written only by the primary of
+  epoch E (a transaction that compares the leader key's revision).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from msgboard.cluster.etcd import Entry
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def checked(what: str, name: str) -> str:
+    """``name`` if it is a valid cluster or board name, else ValueError."""
+    if not NAME.fullmatch(name):
+        raise ValueError(
+            f"{what} {name!r} is not a name: 1 to 63 letters, digits, '.', '_' or '-',"
+            " starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The etcd keys of one cluster."""
+
+    cluster: str
+
+    def __post_init__(self) -> None:
+        checked("cluster", self.cluster)
+
+    @property
+    def prefix(self) -> str:
+        return f"/msgboard/{self.cluster}/"
+
+    @property
+    def leader(self) -> str:
+        return self.prefix + "leader"
+
+    @property
+    def sync(self) -> str:
+        return self.prefix + "sync"
+
+
+@dataclass(frozen=True)
+class Primary:
+    """Who leads: the board's name, where its clients reach it, and its epoch."""
+
+    name: str
+    address: str
+    epoch: int
+
+    def value(self) -> str:
+        return json.dumps({"name": self.name, "address": self.address}, sort_keys=True)
+
+    @classmethod
+    def of(cls, entry: Entry) -> Primary:
+        """The primary a leader key names (its epoch is the key's revision)."""
+        body = json.loads(entry.value)
+        return cls(str(body["name"]), str(body["address"]), entry.create_revision)
+
+
+@dataclass(frozen=True)
+class SyncSet:
+    """The standbys the primary of ``epoch`` counts on, as stored in etcd.
+    ``revision`` is the sync key's mod_revision (0: never written)."""
+
+    epoch: int
+    standbys: tuple[str, ...]
+    revision: int = 0
+
+    def value(self) -> str:
+        return json.dumps({"epoch": self.epoch, "standbys": sorted(self.standbys)})
+
+    @classmethod
+    def of(cls, entry: Entry | None) -> SyncSet | None:
+        if entry is None:
+            return None
+        body = json.loads(entry.value)
+        return cls(int(body["epoch"]), tuple(body["standbys"]), entry.mod_revision)

@@ -1,0 +1,234 @@
+"""What changed on the board since the dataset's last night, found before
+any JVM starts: the survey that makes a night's work proportional to the
+day, not to the backlog.
+
+Messages are immutable, so a message the dataset saw waiting needs no new
+decode while it waits. What the survey reads, per queue generation (name
+and id), is keys and the 4-byte checksum every record's framing stores
+(``msgboard.lmdbstore.record``), never a payload:
+
+- the seqs and CRCs of the waiting section now, against last night's
+  (the dataset keeps them in ``_msgboard/waiting/<qid>.npy``: 12 bytes per
+  waiting message, written each night);
+- **left**: waiting then, not now. Those in history now are decoded there
+  (a presence check, no decode); the others left with no history record
+  (``max_history``) and are counted;
+- **changed**: waiting then and now with another CRC (given back with its
+  delivery count raised): decoded again;
+- **new**: waiting now, not then: decoded. One below last night's mark came
+  back from history (a take whose caller went away): its history row goes;
+- **tail**: history at or past the mark (posted and processed since).
+
+A stuck message, or an undrained dead-letter queue, is then read as keys
+each night and decoded once. A queue made again (a new id) is a new
+generation: everything of it is new, and the dataset's waiting rows of the
+old one go. Without books (the first night) or with ``full``, everything is
+decoded (``Changes.full``); books from before the index (no waiting index
+yet) take last night's waiting seqs from the dataset's unprocessed files
+and decode them all once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from msgboard.lmdbstore import record
+from msgboard.lmdbstore.layout import KEY, QID, STATE, U64, is_sealed
+from pyspark_msgboard.snapfile import Range, opened
+
+#: Last night's waiting index, per queue id, inside the dataset.
+INDEX = os.path.join("_msgboard", "waiting")
+#: One waiting message in the index.
+ENTRY = np.dtype([("seq", "<u8"), ("crc", "<u4")])
+
+
+@dataclass
+class Queue:
+    """One queue generation's change since the last night."""
+
+    name: str
+    qid: int
+    #: ``next_seq`` at the last night (1: a new generation, all of it new).
+    mark: int
+    next_seq: int
+    #: The waiting index now: seqs (sorted) and their CRCs (``ENTRY``).
+    index: np.ndarray
+    #: The runs of seqs to decode tonight, both sections.
+    decode: list[Range] = field(default_factory=list)
+    #: Seqs whose rows leave the dataset's unprocessed section.
+    drop_unprocessed: np.ndarray = field(default_factory=lambda: np.zeros(0, "<u8"))
+    #: Seqs whose rows leave its history (came back to waiting).
+    drop_history: np.ndarray = field(default_factory=lambda: np.zeros(0, "<u8"))
+    #: The same generation as last night's books (False: its old rows go).
+    same: bool = True
+    #: Posted but in neither section for the dataset to keep: left the
+    #: waiting section with no history record, or posted and processed
+    #: since the last night with none (``max_history``). So, per
+    #: generation, posted (``next_seq - 1``) = rows kept + unrecorded.
+    unrecorded: int = 0
+
+    @property
+    def rows(self) -> int:
+        return sum(r.rows for r in self.decode)
+
+
+@dataclass
+class Changes:
+    """A night's change set, queue by queue."""
+
+    queues: dict[str, Queue]
+    #: Decode the whole snapshot (first night, or ``full``): ``decode`` is empty.
+    full: bool
+
+    @property
+    def rows(self) -> int:
+        """Rows to decode (an incremental night's; 0 with ``full``)."""
+        return sum(q.rows for q in self.queues.values())
+
+    @property
+    def spark(self) -> bool:
+        """Whether the night needs Spark: rows to decode. Without any, the
+        night only drops rows from files and writes books (no JVM)."""
+        return self.full or self.rows > 0
+
+
+def runs(section: str, name: str, qid: int, seqs: np.ndarray) -> list[Range]:
+    """Sorted, distinct ``seqs`` as ranges of consecutive seqs."""
+    if not len(seqs):
+        return []
+    cuts = np.flatnonzero(np.diff(seqs.astype(np.int64)) != 1) + 1
+    out = []
+    for part in np.split(seqs, cuts):
+        lo, hi = int(part[0]), int(part[-1]) + 1
+        out.append(Range(section, name, qid, lo, hi, hi - lo))
+    return out
+
+
+def _waiting(txn: Any, dbs: dict[str, Any], qid: int, sealed: bool) -> np.ndarray:
+    """The waiting section's seqs and CRCs, from keys and record headers."""
+    prefix = QID.pack(qid)
+    seqs: list[int] = []
+    crcs: list[int] = []
+    cur = txn.cursor(db=dbs["unprocessed"])
+    if cur.set_range(prefix):
+        unpack = U64.unpack_from
+        for key, value in cur.iternext():
+            if key[:4] != prefix:
+                break
+            seqs.append(unpack(key, 4)[0])
+            if sealed:
+                crcs.append(int.from_bytes(value[1 : record.HEADER], "big"))
+            else:  # schema 1 and 2: no stored checksum; the same sum of the value
+                crcs.append(record.crc(bytes(key), bytes(value)))
+    index = np.empty(len(seqs), ENTRY)
+    index["seq"] = seqs
+    index["crc"] = crcs
+    return index
+
+
+def _tail(txn: Any, dbs: dict[str, Any], qid: int, mark: int) -> np.ndarray:
+    """History seqs at or past ``mark``: keys only."""
+    prefix = QID.pack(qid)
+    seqs: list[int] = []
+    cur = txn.cursor(db=dbs["history"])
+    if cur.set_range(KEY.pack(qid, mark)):
+        unpack = U64.unpack_from
+        for key in cur.iternext(values=False):
+            if key[:4] != prefix:
+                break
+            seqs.append(unpack(key, 4)[0])
+    return np.array(seqs, "<u8")
+
+
+def _in_history(txn: Any, dbs: dict[str, Any], qid: int, seqs: np.ndarray) -> np.ndarray:
+    """Which of ``seqs`` have a history record (a presence check each)."""
+    cur = txn.cursor(db=dbs["history"])
+    found = [cur.set_key(KEY.pack(qid, int(s))) for s in seqs]
+    return np.array(found, bool) if found else np.zeros(0, bool)
+
+
+def last_index(out: str, qid: int) -> np.ndarray | None:
+    """Last night's waiting index of queue id ``qid`` in the dataset at
+    ``out``; None if it has none (books from before the index)."""
+    path = os.path.join(out, INDEX, f"{qid}.npy")
+    if os.path.exists(path):
+        index: np.ndarray = np.load(path, allow_pickle=False)
+        return index
+    return None
+
+
+def _from_files(out: str, name: str) -> np.ndarray:
+    """The seqs of ``name``'s rows in the dataset's unprocessed section."""
+    import pyarrow.parquet as pq
+
+    from pyspark_msgboard import dataset
+
+    seqs = [np.zeros(0, "<u8")]
+    for rel in dataset.files(out, "unprocessed"):
+        if dataset.queue_of(rel) == name:
+            col = pq.read_table(os.path.join(out, rel), columns=["seq"]).column("seq")
+            seqs.append(col.to_numpy().astype("<u8"))
+    return np.unique(np.concatenate(seqs))
+
+
+def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
+    """The change set of the snapshot at ``snap`` against the dataset at
+    ``out`` with ``books`` (None: none yet)."""
+    whole = full or books is None
+    queues: dict[str, Queue] = {}
+    with opened(snap) as (env, dbs), env.begin(buffers=True) as txn:
+        sealed = is_sealed(bytes(txn.get(b"schema", db=dbs["meta"]) or b"0"))
+        cur = txn.cursor(db=dbs["queues"])
+        names = [(bytes(k).decode(), json.loads(bytes(v))["id"]) for k, v in cur]
+        for name, qid in sorted(names):
+            state = txn.get(QID.pack(qid), db=dbs["state"])
+            next_seq, _, kept = (1, 0, 0) if state is None else STATE.unpack(bytes(state))
+            now = _waiting(txn, dbs, qid, sealed)
+            prev = {} if whole else books.queues.get(name) or {}
+            same = bool(prev) and not prev.get("gone") and prev.get("id") == qid
+            q = Queue(name, qid, int(prev["next_seq"]) if same else 1, next_seq, now, same=same)
+            queues[name] = q
+            if whole:  # posted, and neither waiting nor in history now
+                q.unrecorded = next_seq - 1 - len(now) - kept
+                continue
+            last = last_index(out, qid) if same else None
+            if same and last is None:  # books from before the index: no CRCs
+                seqs = _from_files(out, name)
+                last = np.empty(len(seqs), ENTRY)
+                last["seq"] = seqs
+                known = False
+            else:
+                last = last if last is not None else np.zeros(0, ENTRY)
+                known = True
+            common, i_last, i_now = np.intersect1d(
+                last["seq"], now["seq"], assume_unique=True, return_indices=True
+            )
+            changed = (
+                common[last["crc"][i_last] != now["crc"][i_now]] if known else common
+            ).astype("<u8")
+            left = np.setdiff1d(last["seq"], now["seq"], assume_unique=True).astype("<u8")
+            new = np.setdiff1d(now["seq"], last["seq"], assume_unique=True).astype("<u8")
+            there = _in_history(txn, dbs, qid, left)
+            tail = _tail(txn, dbs, qid, q.mark)
+            # Left the waiting section with no history record, and posted
+            # since the mark but neither waiting nor in history now.
+            since = next_seq - q.mark - len(tail) - int((now["seq"] >= q.mark).sum())
+            q.unrecorded = int(len(left) - there.sum()) + since
+            history = np.union1d(left[there], tail).astype("<u8")
+            waiting = np.union1d(new, changed).astype("<u8")
+            q.decode = runs("history", name, qid, history) + runs("unprocessed", name, qid, waiting)
+            q.drop_unprocessed = np.union1d(left, changed).astype("<u8")
+            q.drop_history = new[new < q.mark]
+    return Changes(queues, whole)
+
+
+def write_index(new: str, changes: Changes) -> None:
+    """Tonight's waiting index of every queue into the version ``new``."""
+    os.makedirs(os.path.join(new, INDEX), exist_ok=True)
+    for q in changes.queues.values():
+        np.save(os.path.join(new, INDEX, f"{q.qid}.npy"), q.index, allow_pickle=False)
