@@ -222,6 +222,52 @@ SETTINGS: tuple[Setting, ...] = (
         "FILE|-",
         const="-",
     ),
+    # -- replication (docs/replication.md) --
+    Setting(
+        "replication_token",
+        str,
+        "",
+        "the cluster's shared secret: a primary given it keeps an operation log and "
+        "serves it to standbys that show it; a standby shows it to its primary",
+        "TOKEN",
+    ),
+    Setting(
+        "standby_of",
+        str,
+        "",
+        "run as a standby of the primary at HOST:PORT (needs --replication-token): "
+        "follow its log, refuse every client call with NotPrimary",
+        "HOST:PORT",
+    ),
+    Setting(
+        "sync_standbys",
+        _count,
+        1,
+        "a primary answers a write once this many standbys have it too",
+        "N",
+    ),
+    Setting(
+        "sync_timeout_ms",
+        _positive,
+        5000,
+        "how long a write waits for its standbys before it fails UNAVAILABLE",
+        "MS",
+    ),
+    Setting(
+        "allow_async",
+        _bool,
+        False,
+        "answer writes without the standbys when they are not there in time (logged; "
+        "a failover may then lose acknowledged writes)",
+    ),
+    Setting("log_keep", _positive, 10_000, "log entries a primary keeps at least", "N"),
+    Setting(
+        "log_limit",
+        _positive,
+        1_000_000,
+        "log entries a primary keeps at most, for standbys that are behind",
+        "N",
+    ),
     Setting(
         "ready_file",
         str,
@@ -261,6 +307,13 @@ class ServeConfig:
     log_level: str = "info"
     access_log: str = ""
     ready_file: str = ""
+    replication_token: str = ""
+    standby_of: str = ""
+    sync_standbys: int = 1
+    sync_timeout_ms: int = 5000
+    allow_async: bool = False
+    log_keep: int = 10_000
+    log_limit: int = 1_000_000
 
     @property
     def tls(self) -> bool:
@@ -271,6 +324,8 @@ class ServeConfig:
             raise ConfigError("tls_cert and tls_key go together: give both or neither")
         if self.tls_client_ca and not self.tls_cert:
             raise ConfigError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.standby_of and not self.replication_token:
+            raise ConfigError("standby_of needs replication_token: the primary asks for it")
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:

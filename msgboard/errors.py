@@ -15,9 +15,11 @@
     │   ├── MessageTooLarge
     │   └── StoreFull             the disk refused a write
     ├── FailedPrecondition
-    │   └── Exposed               a non-loopback listener without TLS and users
+    │   ├── Exposed               a non-loopback listener without TLS and users
+    │   └── LogTruncated          a standby asked for log entries no longer kept
     ├── Unavailable               the board is closed or unreachable
-    │   └── ListenFailed          the server cannot bind its address
+    │   ├── ListenFailed          the server cannot bind its address
+    │   └── NotPrimary            a standby: .primary, where the primary is
     ├── DeadlineExceeded          (client side: the call's deadline passed)
     ├── Aborted
     │   └── Kicked                an operator ended the consumer (KickConsumer)
@@ -212,6 +214,26 @@ class Unavailable(MsgboardError):
 class ListenFailed(Unavailable):
     """The server cannot listen where it was told (address in use, bad
     address)."""
+
+
+class NotPrimary(Unavailable):
+    """This board is a standby: it answers no client call. ``primary``: the
+    address of its primary (HOST:PORT), where clients should go."""
+
+    def __init__(self, primary: str) -> None:
+        super().__init__(f"this board is a standby; its primary is at {primary}")
+        self.primary = primary
+
+    def info(self) -> dict[str, str]:
+        return {"primary": self.primary}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.primary = info.get("primary", "")
+
+
+class LogTruncated(FailedPrecondition):
+    """A standby asked for log entries the primary no longer keeps: it must
+    be seeded again."""
 
 
 class DeadlineExceeded(MsgboardError):

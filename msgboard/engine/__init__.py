@@ -16,6 +16,7 @@ from msgboard.engine.board import Board
 from msgboard.engine.events import BOARD_STOPPING
 from msgboard.engine.limits import Limits
 from msgboard.engine.traffic import Traffic
+from msgboard.engine.writer import Release
 from msgboard.lmdbstore.snapshot import SnapshotInfo
 
-__all__ = ["BOARD_STOPPING", "Board", "Limits", "SnapshotInfo", "Traffic"]
+__all__ = ["BOARD_STOPPING", "Board", "Limits", "Release", "SnapshotInfo", "Traffic"]

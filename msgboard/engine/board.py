@@ -55,9 +55,9 @@ from msgboard.engine.subscriptions import Subscriptions
 from msgboard.engine.taking import Taking
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.waiters import Waiters
-from msgboard.engine.writer import Batch, Writer
+from msgboard.engine.writer import Batch, Release, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
-from msgboard.lmdbstore import DurableStore, MemoryStore, QueueInfo, Txn
+from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
 from msgboard.message import TRIMMED, Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
@@ -87,11 +87,17 @@ class Board:
         map_size: int = 256 * 1024 * 1024,
         init: bool = False,
         accept_rollback: bool = False,
+        log: Log | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.path = os.fspath(path)
         self._durable = DurableStore(
-            self.path, sync=sync, map_size=map_size, init=init, accept_rollback=accept_rollback
+            self.path,
+            sync=sync,
+            map_size=map_size,
+            init=init,
+            accept_rollback=accept_rollback,
+            log=log,
         )
         self._memory = MemoryStore()
         self._waiters = Waiters()
@@ -131,6 +137,31 @@ class Board:
         then on every call fails with Unavailable, and whoever serves the
         board must stop serving it."""
         self._writer.on_failure = fn
+
+    # -- replication (msgboard.cluster drives it) ------------------------
+
+    @property
+    def log(self) -> Log | None:
+        """The operation log's settings and position; None without one."""
+        return self._durable.log
+
+    def entries(self, start: int, budget: int = 4 << 20) -> list[bytes]:
+        """The log's entries from index ``start`` on (about ``budget`` bytes
+        at most); any thread."""
+        return self._durable.entries(start, budget)
+
+    def log_bounds(self) -> tuple[int, int]:
+        """The log's (first, last) index as committed; any thread."""
+        return self._durable.log_bounds()
+
+    def hold_answers(self, gate: Callable[[Release], object]) -> None:
+        """Has ``gate`` given each committed group's release: the group's
+        answers and after-commit work wait until it calls it (writer.py)."""
+        self._writer.gate = gate
+
+    def call_soon(self, fn: Callable[[], object]) -> None:
+        """Runs ``fn`` on the writer thread before its next group."""
+        self._writer.call_soon(fn)
 
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends

@@ -29,6 +29,14 @@ makes to the engine's memory goes through its batch, in one of four ways:
 
 A group that fails is retried only after MapFull (the map grows), from
 scratch: the undos have put memory back as it was.
+
+A replicated board's group is durable only once its standbys have it too:
+``Writer.gate`` (set by ``msgboard.cluster``) is then handed each
+committed group's ``release``, and calls it (through ``call_soon``, on this
+thread) once enough standbys acknowledged the group, or with the error its
+callers get instead. The thread goes on to the next group meanwhile. Its
+``after`` work and its answers wait for the release; its memory changes
+are already made, and later groups, built on them, are released after it.
 """
 
 from __future__ import annotations
@@ -136,7 +144,9 @@ class Batch:
         dead letter for that reason."""
         self._after.append(partial(count, self._traffic, queue, reason, by))
 
-    def commit(self) -> None:
+    def commit(self, after: bool = True) -> None:
+        """Commits the transactions, then (``after``) runs the ``after``
+        work; without, ``finish`` runs it later."""
         durable = self._txns.pop(True, None)
         if durable is not None:
             try:
@@ -147,6 +157,11 @@ class Batch:
         memory = self._txns.pop(False, None)
         if memory is not None:
             memory.commit()
+        if after:
+            self.finish()
+
+    def finish(self) -> None:
+        """Runs the ``after`` work of a committed batch."""
         for fn in self._after:
             fn()
 
@@ -160,6 +175,11 @@ class Batch:
 
 
 Run = Callable[[Batch], Any]
+#: A held group's release: None lets its answers and ``after`` work go; an
+#: error answers its callers with it instead (its ``after`` work still runs).
+Release = Callable[[MsgboardError | None], None]
+#: The inbox item size of a ``call_soon`` wake-up (not an operation).
+_WAKE = -1
 
 
 class Timer:
@@ -200,6 +220,9 @@ class Writer:
         self.traffic: dict[str, Traffic] = {}
         #: Called after each group commit with its seconds and size.
         self.observe: Callable[[float, int], object] | None = None
+        #: A replicated board's: given each committed group's release.
+        self.gate: Callable[[Release], object] | None = None
+        self._soon: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         #: Why the thread died (None while it runs or once it stopped
         #: cleanly), and who is told: a board that cannot write must stop
         #: serving, never hang.
@@ -219,6 +242,23 @@ class Writer:
                 raise Unavailable("the board is closed")
             self._inbox.put((run, fut, size))
         return fut
+
+    def call_soon(self, fn: Callable[[], object]) -> None:
+        """Runs ``fn`` on the writer thread before its next group (any
+        thread may call it); dropped once the writer has stopped."""
+        with self._lock:
+            if self._closed:
+                return
+            self._soon.put(fn)
+            self._inbox.put((_noop, Future(), _WAKE))
+
+    def _run_soon(self) -> None:
+        while True:
+            try:
+                fn = self._soon.get_nowait()
+            except queue.Empty:
+                return
+            fn()
 
     def at(self, deadline: float, run: Run) -> Timer:
         """Runs ``run`` in the first group commit after the monotonic time
@@ -305,18 +345,21 @@ class Writer:
                     if item is None:
                         stop = True
                         break
-                    ops.append(item)
-                    if len(ops) >= self._max_batch:
-                        break
+                    if item[2] != _WAKE:
+                        ops.append(item)
+                        if len(ops) >= self._max_batch:
+                            break
                     item = self._inbox.get_nowait()
             except queue.Empty:
                 pass
+            self._run_soon()
             now = time.monotonic()
             for w in self._waiters.expire(now):
                 answer(w.future, [])
             ops += self._due(now)
             if ops:
                 self._execute(ops)
+        self._run_soon()
         for w in self._waiters.all():
             self._waiters.remove(w)
             answer(w.future, [])
@@ -343,7 +386,7 @@ class Writer:
                         raise
                     except MsgboardError as e:
                         results.append((None, e))
-                batch.commit()
+                batch.commit(after=self.gate is None)
             except Rerun:
                 if not ops:
                     return
@@ -367,11 +410,40 @@ class Writer:
         self.committed_ops += len(ops)
         if self.observe is not None:
             self.observe(time.perf_counter() - started, batch.stored)
-        for (_, fut, _), (value, err) in zip(ops, results, strict=True):
-            if fut.done() or value is PENDING:
-                continue
-            if err is not None:
-                if fut.running() or fut.set_running_or_notify_cancel():
-                    fut.set_exception(err)
-            elif fut.running() or fut.set_running_or_notify_cancel():
-                fut.set_result(value)
+        if self.gate is None:
+            _answer(ops, results, None)
+        else:
+            self.gate(partial(_release, batch, ops, results))
+
+
+def _noop(b: Batch) -> None:
+    """The run of a ``call_soon`` wake-up, never called."""
+
+
+def _release(
+    batch: Batch,
+    ops: list[tuple[Run, Future[Any], int]],
+    results: list[tuple[Any, BaseException | None]],
+    failed: MsgboardError | None,
+) -> None:
+    """A held group's release (writer thread): its ``after`` work, then its
+    answers, or ``failed`` for each caller that had a value coming."""
+    batch.finish()
+    _answer(ops, results, failed)
+
+
+def _answer(
+    ops: list[tuple[Run, Future[Any], int]],
+    results: list[tuple[Any, BaseException | None]],
+    failed: MsgboardError | None,
+) -> None:
+    for (_, fut, _), (value, err) in zip(ops, results, strict=True):
+        if fut.done() or value is PENDING:
+            continue
+        if err is None and failed is not None:
+            err = failed
+        if err is not None:
+            if fut.running() or fut.set_running_or_notify_cancel():
+                fut.set_exception(err)
+        elif fut.running() or fut.set_running_or_notify_cancel():
+            fut.set_result(value)

@@ -7,7 +7,9 @@ reads and writes it (``txn.py``, with ``dedup.py`` for idempotency keys,
 ``schedule.py`` for scheduled messages and ``queuereader.py`` for what
 ``Search`` and ``seq_at`` read), and ``layout.py`` declares its keys,
 records and sub-databases, for the store, ``msgboard check`` (``check.py``)
-and the Spark reader alike.
+and the Spark reader alike. A replicated board's store also writes the
+operation log (``oplog.py``), which a standby's store applies;
+``compare.py`` tells two boards' data apart.
 
 Damage (issue 23): ``pages.py`` and ``verify.py`` verify LMDB's pages by
 hand before LMDB reads them; ``salvage.py`` names damage by queue from a
@@ -22,6 +24,7 @@ from __future__ import annotations
 from msgboard.lmdbstore.durable import DurableStore
 from msgboard.lmdbstore.layout import DAMAGED
 from msgboard.lmdbstore.memory import MemoryStore
+from msgboard.lmdbstore.oplog import Log, LogGap
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, MapFull, QueueInfo, Store, StoreInfo, Txn
 
@@ -30,6 +33,8 @@ __all__ = [
     "FIND_BUDGET",
     "Counts",
     "DurableStore",
+    "Log",
+    "LogGap",
     "MapFull",
     "MemoryStore",
     "QueueInfo",

@@ -3,7 +3,7 @@
 This module opens, grows, copies and closes the environment
 (``DurableStore``); its transaction, which reads and writes queues,
 messages and selectors, is ``DurableTxn`` in ``txn.py``. The layout of the
-environment (its eight sub-databases, their keys and records, the schemas)
+environment (its sub-databases, their keys and records, the schemas)
 is written down, and declared in code, in ``layout.py``; an older schema is
 upgraded at open (``upgrade.py``).
 
@@ -47,12 +47,13 @@ import json
 import os
 import struct
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import lmdb
 
 from msgboard.errors import DataFileDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import datafile, opening, snapshot, upgrade
+from msgboard.lmdbstore import datafile, opening, oplog, snapshot, upgrade
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
@@ -68,9 +69,11 @@ from msgboard.lmdbstore.layout import (
 from msgboard.lmdbstore.lock import DirectoryLock
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.snapshot import SnapshotInfo
-from msgboard.lmdbstore.store import QueueInfo, Store, StoreInfo
+from msgboard.lmdbstore.store import MapFull, QueueInfo, Store, StoreInfo
 from msgboard.lmdbstore.txn import HEADROOM, DurableTxn, MiB
 from msgboard.spec import QueueSpec
+
+T = TypeVar("T")
 
 #: Decodes one JSON document with none of ``json.loads``'s checks of the
 #: input's type and encoding: at open, for 100,000 queues, 0.2 s of CPU
@@ -94,7 +97,10 @@ class DurableStore(Store):
     (None: no limit; beyond it writes fail with StoreFull).
     ``disk_reserve``: disk bytes that posts may not use, kept for deletes,
     takes and acks (``reserve.py``; None: a sixteenth of the file system,
-    from 256 KiB to 64 MiB).
+    from 256 KiB to 64 MiB). ``log``: the operation log's settings, for a
+    replicated board (``oplog.py``; None: no log, and a log left from before
+    is dropped at open). ``standby``: the store only applies a primary's
+    log (``apply``): ``begin`` refuses.
 
     Raises DirectoryLocked if another store holds the directory,
     DataFileDamaged if its data file is truncated or not LMDB's, StoreError
@@ -112,9 +118,13 @@ class DurableStore(Store):
         disk_reserve: int | None = None,
         init: bool = False,
         accept_rollback: bool = False,
+        log: oplog.Log | None = None,
+        standby: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
+        self.log = log
+        self._standby = standby
         self._max_map_size = max_map_size
         self._txn: DurableTxn | None = None
         self._closed = False
@@ -175,6 +185,10 @@ class DurableStore(Store):
                         f"{self.path}: schema {schema!r}, this version reads {SCHEMA!r}"
                     )
                 upgrade.run(txn, dbs, schema, SCHEMA, self.path)
+            if self.log is None:
+                oplog.hole(txn, dbs)
+            else:
+                self.log.last = oplog.bounds(txn, dbs)[1]
             raw = txn.get(b"next_qid", db=dbs.meta)
             next_qid = 1 if raw is None else U64.unpack(raw)[0]
             raw = txn.get(b"next_sid", db=dbs.meta)
@@ -207,6 +221,8 @@ class DurableStore(Store):
 
     def begin(self, reserve: int = 0) -> DurableTxn:
         self._check()
+        if self._standby:
+            raise StoreError(f"{self.path} is a standby's: it only applies its primary's log")
         free = self._reserve.tend()
         with Guard():
             info = self._env.info()
@@ -229,6 +245,7 @@ class DurableStore(Store):
                 reserve=reserve,
                 free=free,
                 committed=self._sidecar.write,
+                log=self.log,
             )
         return self._txn
 
@@ -261,6 +278,50 @@ class DurableStore(Store):
             self._copies -= 1
             self._copying.notify_all()
 
+    # -- the operation log (oplog.py) --------------------------------------
+
+    def apply(self, entries: list[bytes]) -> int:
+        """A standby's: applies the primary's ``entries`` (consecutive, the
+        first following the last applied) in one transaction, committed
+        with fsync; returns the last index. LogGap if they do not follow;
+        a full map grows and the whole runs again."""
+        log = self.log or oplog.Log()
+        while True:
+            try:
+                with Guard(), self._env.begin(write=True) as txn:
+                    last = log.last
+                    for entry in entries:
+                        last = oplog.apply(txn, self._dbs, entry, log)
+                    txnid = txn.id()
+                self._sidecar.write(txnid)  # as a board's commit does
+            except MapFull:
+                self._resize(self._env.info()["map_size"] * 2, wait=True)
+                continue
+            log.last = last
+            return last
+
+    def log_bounds(self) -> tuple[int, int]:
+        """(first, last) index of the log as committed (oplog.bounds)."""
+        return self._reading(oplog.bounds)
+
+    def entries(self, start: int, budget: int = 4 << 20) -> list[bytes]:
+        """The log's entries from index ``start`` on, about ``budget``
+        bytes at most; any thread. [] if ``start`` is past the last."""
+        return self._reading(lambda txn, dbs: oplog.entries(txn, dbs, start, budget))
+
+    def _reading(self, read: Callable[[lmdb.Transaction[bytes], Dbs], T]) -> T:
+        """``read`` in a read transaction, counted as a copy (growth waits
+        for it); any thread."""
+        with self._copying:
+            if self._closed:
+                raise StoreError(f"the store at {self.path} is closed")
+            self._copies += 1
+        try:
+            with Guard(), self._env.begin() as txn:
+                return read(txn, self._dbs)
+        finally:
+            self._end_copy()
+
     def grow(self) -> None:
         self._check()
         with Guard():
@@ -287,19 +348,12 @@ class DurableStore(Store):
         (``snapshot.py``). Call it on any thread but the writer's: the copy
         holds a read transaction while writes go on. Raises InvalidArgument,
         FailedPrecondition (path taken), StoreError or StoreFull."""
-        with self._copying:
-            if self._closed:
-                raise StoreError(f"the store at {self.path} is closed")
-            self._copies += 1
         try:
-            with Guard(), self._env.begin() as txn:
-                return self._copy(txn, path)
+            return self._reading(lambda txn, dbs: self._copy(txn, path))
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
             raise StoreError(f"snapshot {path}: {e}") from e
-        finally:
-            self._end_copy()
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""

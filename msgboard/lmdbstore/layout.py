@@ -7,7 +7,7 @@ upgrades (``upgrade.py``), snapshots (``snapshot.py``) and the Spark reader
 (``spark/pyspark_msgboard/snapshot.py``, which decodes these files directly)
 all import it; change the layout here, together with ``SCHEMA``.
 
-One environment (a directory), twelve named sub-databases. Integers are
+One environment (a directory), thirteen named sub-databases. Integers are
 big-endian, so keys sort by queue, then seq::
 
     sub-database  key                            value
@@ -35,6 +35,12 @@ big-endian, so keys sort by queue, then seq::
     scheduled     qid u32 + seq u64 (12 bytes)   a record, as unprocessed
     due           not_before u64 + qid u32 +     b"" (one per scheduled
                   seq u64 (20 bytes)               message)
+    oplog         index u64                      an entry of the operation log
+                                                   (``oplog.py``): one per
+                                                   logged group commit
+    meta          b"log_last"                    ">QQ": index, epoch of the
+                                                   last entry (once logged)
+                  b"log_first"                   u64: the oldest index kept
 
 A record is a format byte and a CRC32C of its key and payload
 (``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
@@ -77,8 +83,21 @@ so that releasing what is due reads from its start, and nothing at all
 when nothing is due (also after a restart). Releasing moves the record,
 bytes unchanged (its checksum covers the same key), to ``unprocessed``.
 
+``oplog`` is the operation log of a replicated board (``oplog.py``): each
+group commit of a board with its log on records the puts and deletes its
+transaction made on the other sub-databases as one entry, under the next
+index, in the same transaction; a standby applies the entry's operations
+and stores the same entry, so the two hold the same bytes. ``oplog`` and
+the ``log_*`` keys of ``meta`` are never themselves logged. A board
+without its log writes nothing there; opened so with a log left from
+before, it drops the entries and leaves a hole at the next index
+(``log_first`` past ``log_last``), so that no standby continues across
+writes the log does not hold.
+
 Schemas. ``2`` added ``index``; ``3`` framed every record with its
-checksum; ``4`` added ``keys``, ``keyends``, ``scheduled`` and ``due``. An older directory is
+checksum; ``4`` added ``keys``, ``keyends``, ``scheduled`` and ``due``, and
+later ``oplog``, which opening creates empty in any schema-4 directory
+(a board that never logs leaves it empty: no schema change). An older directory is
 upgraded when it is opened (``upgrade.py``), once, in one transaction,
 with a log line (the one time opening reads messages): from schema 1 the
 index is built from the unprocessed records; from 1 or 2 every record is
@@ -158,8 +177,14 @@ NAMES = (
     "keyends",
     "scheduled",
     "due",
+    "oplog",
 )
-#: Room for named sub-databases when an environment is opened (twelve used).
+#: The log's own keys in ``meta`` (never logged): the last entry's index and
+#: epoch (``LOG_LAST``), and the oldest index kept (``U64``).
+LOG_LAST_KEY = b"log_last"
+LOG_FIRST_KEY = b"log_first"
+LOG_LAST = struct.Struct(">QQ")
+#: Room for named sub-databases when an environment is opened (thirteen used).
 MAX_DBS = 16
 
 
@@ -170,7 +195,7 @@ def dupsort(name: str) -> bool:
 
 class Dbs:
     """An opened environment (``path``, its page size ``psize``) and its
-    twelve sub-databases, by the names of the table above. A DurableStore
+    thirteen sub-databases, by the names of the table above. A DurableStore
     opens them once and hands them to each of its transactions."""
 
     __slots__ = (
@@ -181,6 +206,7 @@ class Dbs:
         "keyends",
         "keys",
         "meta",
+        "oplog",
         "path",
         "psize",
         "queues",
@@ -215,6 +241,7 @@ class Dbs:
         self.keyends = db("keyends")
         self.scheduled = db("scheduled")
         self.due = db("due")
+        self.oplog = db("oplog")
 
     def pages(self, txn: lmdb.Transaction[bytes]) -> int:
         """The pages the environment's data uses: its meta pages, the main

@@ -21,6 +21,7 @@ import json
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from typing import cast
 
 import lmdb
 
@@ -28,7 +29,7 @@ from msgboard.associative import Pattern
 from msgboard.associative.keys import message_keys
 from msgboard.codec import encode_record, exit_suffix, processed_suffix
 from msgboard.errors import RecordDamaged, StoreError, StoreFull
-from msgboard.lmdbstore import damage, record
+from msgboard.lmdbstore import damage, oplog, record
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.dedup import Dedup
 from msgboard.lmdbstore.guard import Guard
@@ -74,7 +75,8 @@ class DurableTxn(Txn):
     queue table of its commit) a read-only one from ``DurableStore.reader``.
     ``ended`` is called once it has committed or aborted. ``reserve``: the
     bytes ``begin`` was told to expect; ``free``: the disk's free bytes when
-    it began."""
+    it began; ``log``: a replicated board's log, which its commit writes
+    one entry to (``oplog.py``)."""
 
     def __init__(
         self,
@@ -88,6 +90,7 @@ class DurableTxn(Txn):
         free: int = 0,
         frozen: dict[str, QueueState] | None = None,
         committed: Callable[[int], None] | None = None,
+        log: oplog.Log | None = None,
     ) -> None:
         self._dbs = dbs
         #: Told the txn id after each commit, before anyone is answered:
@@ -97,6 +100,11 @@ class DurableTxn(Txn):
         self._disk = disk
         self._ended = ended
         self._free = free
+        #: With a log (a replicated board), writes go through its recorder.
+        self._log = log
+        self._recorder = None if log is None or frozen is not None else oplog.Recorder(txn, dbs)
+        if self._recorder is not None:
+            txn = cast("lmdb.Transaction[bytes]", self._recorder)
         self._txn = txn
         self._reserve = reserve
         #: The queues as committed: the cache's (live) or a reader's copy.
@@ -148,6 +156,7 @@ class DurableTxn(Txn):
                     put(b"next_qid", U64.pack(self._next_qid), db=dbs.meta)
                 if self._next_sid != cache.next_sid:
                     put(b"next_sid", U64.pack(self._next_sid), db=dbs.meta)
+                logged = self._write_log()
                 txnid = self._txn.id()
                 self._txn.commit()
         except StoreError as e:
@@ -164,6 +173,18 @@ class DurableTxn(Txn):
             self._committed(txnid)
         cache.publish(self._q, self._next_qid, self._next_sid)
         self._ended()
+        if logged is not None and self._log is not None:
+            self._log.last = logged[0]
+            if self._log.logged is not None:
+                self._log.logged(*logged)
+
+    def _write_log(self) -> tuple[int, bytes] | None:
+        """The group's log entry, written in its transaction (a replicated
+        board); None without a log or with nothing to log."""
+        rec = self._recorder
+        if rec is None or self._log is None or not rec.ops:
+            return None
+        return oplog.append(rec.raw, self._dbs, rec.ops, self._log)
 
     def _fail(self) -> None:
         if not self._done:

@@ -32,7 +32,10 @@ from msgboard.v1 import board_pb2 as pb
 log = logging.getLogger("msgboard.guard")
 SERVICE = pb.DESCRIPTOR.services_by_name["Board"].full_name
 #: Served to anyone: health probes carry no credentials.
-_OPEN_SERVICES = ("/grpc.health.v1.Health/",)
+#: Services the users and permissions do not apply to: health, and the
+#: boards' replication service, which checks the cluster's own token
+#: (``msgboard/cluster/service.py``).
+_OPEN_SERVICES = ("/grpc.health.v1.Health/", "/msgboard.v1.Replication/")
 
 
 class Quota:

@@ -5,7 +5,10 @@
   a subscription hands out and how its answers reach the event loop;
 - ``reflection`` and ``readiness``: server reflection and the health service;
 - ``calls``, ``metrics`` and ``logs``: calls in progress and the access log,
-  the Prometheus listener, the log formats.
+  the Prometheus listener, the log formats;
+- ``roles`` and ``standby``: a replicating board's role asked before each
+  client call, and ``msgboard serve --standby-of`` (msgboard.cluster is
+  loaded only by a board that replicates).
 
 It may import everything below it (``engine``, ``security``, the shared
 vocabulary); nothing but ``msgboard.testing`` and the CLI imports it.

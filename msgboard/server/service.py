@@ -29,7 +29,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -48,9 +48,14 @@ from msgboard.server.handoff import wait
 from msgboard.server.metrics import Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
+from msgboard.server.roles import REPLICATION, RoleCheck
 from msgboard.server.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
+from msgboard.v1 import replication_pb2_grpc as rpb_grpc
+
+if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
+    from msgboard.cluster import Replication, ReplicationService
 
 log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
@@ -349,12 +354,14 @@ async def create_server(
     *,
     calls: Calls | None = None,
     readiness: Readiness | None = None,
+    replication: ReplicationService | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
     port) but not started. Returns the server and the bound port. Without
     ``security``: the open plaintext board. ``calls``: the outermost
     interceptor (connections, access log). ``readiness``: the health
-    answers, NOT_SERVING until its ``serving()``; without: SERVING at once."""
+    answers, NOT_SERVING until its ``serving()``; without: SERVING at once.
+    ``replication``: a primary's replication service, served beside."""
     room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
     server = grpc.aio.server(
         options=[
@@ -369,6 +376,8 @@ async def create_server(
             ("grpc.http2.bdp_probe", 0),
         ],
         interceptors=[
+            # A refusal by the role replaces whatever handler the rest made.
+            *([RoleCheck(replication.role)] if replication else []),
             prebuilt.Prebuilt(),  # first: the handler it changes is the one run
             *([calls] if calls else []),
             *(security.interceptors(board) if security else []),
@@ -377,7 +386,11 @@ async def create_server(
     snapshots = security.snapshots if security else None
     pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
     await (readiness or Readiness()).add_to(server, serving=readiness is None)
-    server.add_generic_rpc_handlers(Reflection((SERVICE, "grpc.health.v1.Health")).handlers())
+    names = [SERVICE, "grpc.health.v1.Health"]
+    if replication is not None:
+        rpb_grpc.add_ReplicationServicer_to_server(replication, server)
+        names.append(REPLICATION)
+    server.add_generic_rpc_handlers(Reflection(names).handlers())
     credentials = security.credentials() if security else None
     try:
         if credentials is None:
@@ -413,6 +426,11 @@ async def serve(
     """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
+    if config.standby_of:
+        from msgboard.server.standby import serve_standby
+
+        await serve_standby(config, grace=grace, ready=ready)
+        return
     # Everything that can refuse the start is checked before the board is
     # opened, so that a refused start leaves no new data directory behind:
     # the files (certificates, users), then the ports.
@@ -424,6 +442,18 @@ async def serve(
     # handovers (event loop, writer, back), and a listing building its
     # answer on a reader thread would otherwise add up to 5 ms to each.
     sys.setswitchinterval(SWITCH_INTERVAL)
+    primary: Replication | None = None
+    if config.replication_token:
+        from msgboard.cluster import Replication
+
+        primary = Replication(
+            config.replication_token,
+            needed=config.sync_standbys,
+            timeout=config.sync_timeout_ms / 1000,
+            allow_async=config.allow_async,
+            keep=config.log_keep,
+            limit=config.log_limit,
+        )
     _return_big_buffers()
     # What opening loads (one object set per queue) lives as long as the
     # board: no collection passes over it while it is made (some 0.15 s of
@@ -438,9 +468,11 @@ async def serve(
             limits=limits,
             init=config.init,
             accept_rollback=config.accept_rollback,
+            log=primary.log if primary else None,
         )
     finally:
         gc.enable()
+    replication = primary.attach(board) if primary else None
     gc.freeze()
     # Calls are watched (one interceptor more) only for what needs it.
     calls = None
@@ -454,7 +486,12 @@ async def serve(
             scheme = "https" if config.tls else "http"
             log.info("metrics on %s://%s/metrics", scheme, metrics_at)
         server, port = await create_server(
-            board, config.listen, security, calls=calls, readiness=readiness
+            board,
+            config.listen,
+            security,
+            calls=calls,
+            readiness=readiness,
+            replication=replication,
         )
         await server.start()
         host = config.listen.rsplit(":", 1)[0]
@@ -472,12 +509,13 @@ async def serve(
             stop.set()
         await readiness.serving(f"{host}:{port}", metrics_at)
         log.info(
-            "msgboard serving on %s:%d (data %s, sync %s; %s)",
+            "msgboard serving on %s:%d (data %s, sync %s; %s%s)",
             host,
             port,
             config.data,
             config.sync,
             security.describe(),
+            f"; {primary.describe()}" if primary else "",
         )
         if ready is not None:
             ready(port)
@@ -495,4 +533,6 @@ async def serve(
     finally:
         if metrics is not None:
             metrics.close()
+        if primary is not None:
+            primary.close()
         await asyncio.get_running_loop().run_in_executor(None, board.close)
