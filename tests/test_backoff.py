@@ -19,7 +19,7 @@ from msgboard.engine import Board, holders
 from msgboard.engine.writer import Batch
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message, now_us
-from msgboard.spec import Delivery, QueueSpec
+from msgboard.spec import NACK_BACKOFF, Delivery, QueueSpec
 
 S = 1_000_000
 
@@ -29,6 +29,27 @@ def test_the_steps_grow_by_the_multiplier_up_to_the_maximum() -> None:
     r = Redelivery(S, 2.0, 300 * S)
     assert [r.delay(n) // S for n in range(1, 11)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
     assert Redelivery(S, 1.0, S).delay(50) == S
+
+
+def test_a_huge_step_is_capped_not_overflowed() -> None:
+    """Given the default nack backoff past 1,024 returns, or a multiplier of
+    1,000 at its millionth return, I expect the maximum delay, not an
+    OverflowError (which failed the whole commit group)."""
+    assert NACK_BACKOFF.delay(2_000) == NACK_BACKOFF.most
+    assert NACK_BACKOFF.delay(2**40) == NACK_BACKOFF.most
+    assert Redelivery(1, 1_000.0, 86_400 * S).delay(10**6) == 86_400 * S
+    assert Redelivery(1, 1e300, 86_400 * S).delay(3) == 86_400 * S
+    assert Redelivery(0, 2.0, 0).delay(5) == 0
+    assert Redelivery(S, 1_000.0, 86_400 * S).delay(2) == 1_000 * S
+
+
+def test_a_multiplier_over_1000_is_invalid_argument(client: Client) -> None:
+    """Given a multiplier of 1e300, I expect INVALID_ARGUMENT naming it."""
+    with pytest.raises(InvalidArgument) as e:
+        client.create_queue("q", redelivery=Redelivery(S, 1e300, 10 * S))
+    assert e.value.field == "spec.redelivery.multiplier"
+    assert "at most 1000" in str(e.value)
+    client.create_queue("q", redelivery=Redelivery(S, 1_000.0, 10 * S))
 
 
 def test_nacks_wait_each_step_then_max_deliveries_dead_letters(client: Client) -> None:
