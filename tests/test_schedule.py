@@ -26,7 +26,7 @@ from msgboard.lmdbstore.layout import QID, SCHEDULED, U64
 from msgboard.lmdbstore.store import Store
 from msgboard.message import Message, Section, now_us
 from msgboard.server.metrics import gauges
-from msgboard.spec import Op, QueueSpec, SelectorSpec
+from msgboard.spec import Op, OverflowPolicy, QueueSpec, SelectorSpec
 from msgboard.testing import ServerThread
 from tests import damage
 
@@ -123,6 +123,35 @@ def test_a_scheduled_message_is_unseen_then_routed_keeping_its_seq(board: Board)
         (m.seq, m.body) for m in history
     ] == [(1, b"later"), (2, b"now")]
     assert board.stats("in").queues[0].scheduled == 0
+
+
+def test_a_release_into_a_full_queue_takes_its_overflow_path(board: Board) -> None:
+    """Given queues of max_unprocessed 2 (reject with a dead-letter queue,
+    drop-new, and reject with nowhere to put more), when ten, four and five
+    messages due in a second are posted to them, I expect each to hold two
+    once released: the rest dead-lettered (reason overflow), dropped, or
+    kept scheduled and released as room is made."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("full", max_unprocessed=2, dead_letter="dlq"))
+    board.create_queue(QueueSpec("drop", max_unprocessed=2, overflow=OverflowPolicy.DROP_NEW))
+    board.create_queue(QueueSpec("keep", max_unprocessed=2))
+    at = now_us() + S
+    for name, n in (("full", 10), ("drop", 4), ("keep", 5)):
+        board.post(name, [Message(tuple=(name, i), not_before=at) for i in range(n)])
+
+    def counts(name: str) -> tuple[int, int]:
+        [st] = board.stats(name).queues
+        return st.unprocessed, st.scheduled
+
+    wait_for("the releases", lambda: counts("dlq")[0] == 8 and counts("keep")[0] == 2)
+    assert counts("full") == (2, 0) and counts("drop") == (2, 0)
+    assert counts("keep") == (2, 3)  # released in one step with the rest
+    dead = board.read("dlq", max=10)
+    assert {m.headers["x-dead-letter-reason"] for m in dead} == {"overflow"}
+    assert sorted(int(m.headers["x-dead-letter-seq"]) for m in dead) == list(range(3, 11))
+    assert [m.tuple for m in board.take("keep", max=2)] == [("keep", 0), ("keep", 1)]
+    wait_for("a retry", lambda: counts("keep") == (2, 1))
+    assert [m.seq for m in board.read("keep", max=5)] == [3, 4]
 
 
 def test_scheduled_messages_survive_a_restart(tmp_path: Path) -> None:

@@ -19,13 +19,16 @@ from functools import partial
 
 from msgboard.engine.writer import Batch, Timer, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message, now_us
+from msgboard.message import now_us
 
 #: Most messages one release moves per store.
 BUDGET = 1_000
 
-#: Routes a released message (``Network.release``).
-Route = Callable[[Batch, Txn, QueueInfo, Message], None]
+#: Releases and routes a due message (``Network.release``): False if it
+#: stays scheduled (its queue full, refusing, with nowhere to overflow).
+Route = Callable[[Batch, Txn, QueueInfo, int, int], bool]
+#: How long a message kept scheduled waits before it is tried again (µs).
+RETRY = 1_000_000
 
 
 class Releases:
@@ -64,17 +67,20 @@ class Releases:
             self._timer.cancel()  # a no-op for the timer running this
         self._timer, self._armed = None, 0
         b.undo(partial(self._arm, b.now))  # a group that fails tries again
-        nxt = 0
+        nxt = kept = 0
         for durable in (True, False):
             txn = b.txn(durable)
             due, after = txn.due(b.now, BUDGET)
             for name, seq, at in due:
                 info = txn.queue(name)
-                m = txn.release(name, seq, at)
-                if m is not None and info is not None:
-                    self._route(b, txn, info, m)
+                if info is None:
+                    txn.release(name, seq, at)
+                elif not self._route(b, txn, info, seq, at):
+                    kept += 1
             if after and (not nxt or after < nxt):
                 nxt = after
         self._settle(b)
+        if kept:  # still due: tried again later, not in a loop
+            nxt = max(nxt, b.now + RETRY)
         if nxt:
             self._arm(nxt)
