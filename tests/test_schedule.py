@@ -9,6 +9,8 @@ between the release steps); the wire through a real server."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 from msgboard.associative import EVERYTHING
 from msgboard.cli.main import main
 from msgboard.client import Client
-from msgboard.engine import Board
+from msgboard.engine import Board, releases
 from msgboard.errors import InvalidArgument
 from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
@@ -152,6 +154,35 @@ def test_a_release_into_a_full_queue_takes_its_overflow_path(board: Board) -> No
     assert [m.tuple for m in board.take("keep", max=2)] == [("keep", 0), ("keep", 1)]
     wait_for("a retry", lambda: counts("keep") == (2, 1))
     assert [m.seq for m in board.read("keep", max=5)] == [3, 4]
+
+
+def test_a_release_that_keeps_failing_backs_off_and_logs_once(
+    board: Board, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Given a release that fails every time (its group rolled back), with
+    the first retry at 0.1 s, I expect the tries 0.1, 0.2 and 0.4 s apart
+    at least (not a loop), one warning, and the message released once the
+    fault is gone."""
+    rel = board._releases
+    monkeypatch.setattr(releases, "RETRY", 100_000)
+    tries: list[float] = []
+    route = rel._route
+
+    def failing(*args: object) -> bool:
+        tries.append(time.monotonic())
+        raise RuntimeError("a damaged due page")
+
+    monkeypatch.setattr(rel, "_route", failing)
+    board.create_queue(QueueSpec("q"))
+    with caplog.at_level(logging.WARNING, logger=releases.__name__):
+        board.post("q", [Message(body=b"x", not_before=now_us() + S // 5)])
+        wait_for("four failed tries", lambda: len(tries) >= 4)
+        monkeypatch.setattr(rel, "_route", route)
+        wait_for("the release", lambda: board.stats("q").queues[0].unprocessed == 1)
+    gaps = [b - a for a, b in itertools.pairwise(tries[:4])]
+    assert all(gap >= 0.1 * 2**i - 0.02 for i, gap in enumerate(gaps)), gaps
+    said = [r.getMessage() for r in caplog.records if r.name == releases.__name__]
+    assert len(said) == 2 and "failed" in said[0] and "again" in said[1], said
 
 
 def test_scheduled_messages_survive_a_restart(tmp_path: Path) -> None:

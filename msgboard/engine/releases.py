@@ -8,14 +8,17 @@ report (``Txn.next_due``, one cursor read, also after a restart: the
 stores keep an index of the times on disk). A release reads only what is
 due, at most ``BUDGET`` messages per operation per store, and arms itself
 again at once for the rest: a mass of messages due in the same second is
-released in bounded steps, a group commit each, between other work.
+released in bounded steps, a group commit each, between other work. A
+release whose group fails (a damaged due page, a full disk) is tried again
+after 1 s, then 2, 4 ... at most ``MOST_RETRY``, logged once until one
+succeeds: never in a loop.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from functools import partial
 
 from msgboard.engine.writer import Batch, Timer, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
@@ -29,6 +32,10 @@ BUDGET = 1_000
 Route = Callable[[Batch, Txn, QueueInfo, int, int], bool]
 #: How long a message kept scheduled waits before it is tried again (µs).
 RETRY = 1_000_000
+#: The longest wait before a failed release is tried again (µs).
+MOST_RETRY = 60_000_000
+
+log = logging.getLogger(__name__)
 
 
 class Releases:
@@ -41,6 +48,8 @@ class Releases:
         #: The time (µs) the timer is armed for (0: none), and the timer.
         self._armed = 0
         self._timer: Timer | None = None
+        #: Release groups failed in a row.
+        self._failures = 0
 
     def start(self, b: Batch) -> None:
         """Arms the timer for the first scheduled message (a restart)."""
@@ -66,7 +75,8 @@ class Releases:
         if self._timer is not None:
             self._timer.cancel()  # a no-op for the timer running this
         self._timer, self._armed = None, 0
-        b.undo(partial(self._arm, b.now))  # a group that fails tries again
+        b.undo(self._failed)
+        b.after(self._succeeded)
         nxt = kept = 0
         for durable in (True, False):
             txn = b.txn(durable)
@@ -84,3 +94,19 @@ class Releases:
             nxt = max(nxt, b.now + RETRY)
         if nxt:
             self._arm(nxt)
+
+    def _failed(self) -> None:
+        """A release's group failed: it is tried again after a backoff."""
+        self._failures += 1
+        wait = min(MOST_RETRY, RETRY << min(self._failures - 1, 16))
+        if self._failures == 1:
+            log.warning(
+                "releasing scheduled messages failed; trying again in %g s, then less often",
+                wait / 1e6,
+            )
+        self._arm(now_us() + wait)
+
+    def _succeeded(self) -> None:
+        if self._failures:
+            log.warning("scheduled messages are released again")
+        self._failures = 0
