@@ -82,6 +82,40 @@ def test_a_scheduled_message_is_kept_apart_until_released(store: Store) -> None:
         assert txn.release("q", 1, 100) is None  # once
 
 
+class Counting(dict[str, object]):
+    """A queue cache that counts the entries read through ``items``."""
+
+    read = 0
+
+    def items(self) -> Iterator[tuple[str, object]]:  # type: ignore[override]
+        for kv in super().items():
+            self.read += 1
+            yield kv
+
+
+def test_due_names_only_the_queues_found(tmp_path: Path) -> None:
+    """Given 50 queues and one message scheduled on the first, I expect due()
+    to read no queue when nothing is due, and fewer than all 50 to name the
+    one found (it had mapped every queue on each run)."""
+    s = DurableStore(tmp_path / "board")
+    try:
+        with s.begin() as txn:
+            for i in range(50):
+                txn.create_queue(QueueSpec(f"q{i:03}"), 0)
+            txn.schedule("q000", Message(not_before=10 * S), now=0)
+            txn.schedule("q000", Message(not_before=100 * S), now=0)
+        with s.begin() as txn:
+            cache = Counting(txn._base)  # type: ignore[attr-defined]
+            txn._base = cache  # type: ignore[attr-defined]
+            assert txn.due(5 * S, 10) == ([], 10 * S)
+            assert cache.read == 0
+            assert txn.due(50 * S, 10) == ([("q000", 1, 10 * S)], 100 * S)
+            assert 0 < cache.read < 50
+            txn.abort()
+    finally:
+        s.close()
+
+
 def test_release_is_bounded_and_an_abort_leaves_it_scheduled(store: Store) -> None:
     """Given three messages due at once, I expect due() to list at most its
     budget, in seq order, and a release rolled back to leave it scheduled."""
