@@ -22,6 +22,8 @@ MAX_DEDUP_WINDOW = 30 * 86_400_000_000
 MAX_KEY_BYTES = 256
 #: The longest redelivery delay: 1 day, in µs.
 MAX_REDELIVERY = 86_400_000_000
+#: The largest redelivery multiplier.
+MAX_MULTIPLIER = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +37,15 @@ class Redelivery:
     most: int = MAX_REDELIVERY
 
     def delay(self, returns: int) -> int:
-        """The delay (µs) after the message's ``returns``-th return (1 on)."""
-        step = self.initial * self.multiplier ** max(0, returns - 1)
-        return int(min(self.most, step))
+        """The delay (µs) after the message's ``returns``-th return (1 on).
+        A step past ``most`` is capped before its power is computed, so no
+        count or multiplier overflows a float."""
+        n = max(0, returns - 1)
+        if n == 0 or self.multiplier <= 1 or self.initial <= 0:
+            return min(self.most, self.initial)
+        if self.most <= self.initial or n >= math.log(self.most / self.initial, self.multiplier):
+            return self.most
+        return int(min(self.most, self.initial * self.multiplier**n))
 
 
 #: A nack's delays when no policy is set: 0.1 s, doubling, up to 5 s.

@@ -19,7 +19,7 @@ from msgboard.engine import Board, holders
 from msgboard.engine.writer import Batch
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message, now_us
-from msgboard.spec import Delivery, QueueSpec
+from msgboard.spec import NACK_BACKOFF, Delivery, QueueSpec
 
 S = 1_000_000
 
@@ -29,6 +29,27 @@ def test_the_steps_grow_by_the_multiplier_up_to_the_maximum() -> None:
     r = Redelivery(S, 2.0, 300 * S)
     assert [r.delay(n) // S for n in range(1, 11)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
     assert Redelivery(S, 1.0, S).delay(50) == S
+
+
+def test_a_huge_step_is_capped_not_overflowed() -> None:
+    """Given the default nack backoff past 1,024 returns, or a multiplier of
+    1,000 at its millionth return, I expect the maximum delay, not an
+    OverflowError (which failed the whole commit group)."""
+    assert NACK_BACKOFF.delay(2_000) == NACK_BACKOFF.most
+    assert NACK_BACKOFF.delay(2**40) == NACK_BACKOFF.most
+    assert Redelivery(1, 1_000.0, 86_400 * S).delay(10**6) == 86_400 * S
+    assert Redelivery(1, 1e300, 86_400 * S).delay(3) == 86_400 * S
+    assert Redelivery(0, 2.0, 0).delay(5) == 0
+    assert Redelivery(S, 1_000.0, 86_400 * S).delay(2) == 1_000 * S
+
+
+def test_a_multiplier_over_1000_is_invalid_argument(client: Client) -> None:
+    """Given a multiplier of 1e300, I expect INVALID_ARGUMENT naming it."""
+    with pytest.raises(InvalidArgument) as e:
+        client.create_queue("q", redelivery=Redelivery(S, 1e300, 10 * S))
+    assert e.value.field == "spec.redelivery.multiplier"
+    assert "at most 1000" in str(e.value)
+    client.create_queue("q", redelivery=Redelivery(S, 1_000.0, 10 * S))
 
 
 def test_nacks_wait_each_step_then_max_deliveries_dead_letters(client: Client) -> None:
@@ -142,15 +163,12 @@ class FakeClock:
         return self.now
 
 
-def test_the_engine_arms_each_step_on_a_fake_clock(
-    board: Board, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Given a queue redelivering after 1 s x 2 up to 5 min, with the
-    holders' clock standing still, when a consumer nacks the same message
-    ten times, I expect the engine to arm its redelivery 1, 2, 4 ... 256,
-    then 300 s ahead (the timer itself is run at once, so no time passes),
-    and a nack's own delay to win."""
-    clock = FakeClock(1000.0)
+def record_redeliveries(
+    board: Board, monkeypatch: pytest.MonkeyPatch, clock: FakeClock, *, at_once: bool
+) -> list[float]:
+    """Stands the holders' clock still at ``clock`` and returns the list
+    each redelivery timer armed appends its delay (s) to; with ``at_once``
+    the timer itself runs at once, so the test does not wait."""
     monkeypatch.setattr(holders, "time", clock)
     writer = board._writer
     armed: list[float] = []
@@ -159,10 +177,23 @@ def test_the_engine_arms_each_step_on_a_fake_clock(
     def at(deadline: float, run: Callable[[Batch], object]) -> object:
         if getattr(getattr(run, "func", None), "__name__", "") == "_release":
             armed.append(deadline - clock.now)
-            deadline = 0.0  # due at once: the test does not wait
+            if at_once:
+                deadline = 0.0
         return real_at(deadline, run)
 
     monkeypatch.setattr(writer, "at", at)
+    return armed
+
+
+def test_the_engine_arms_each_step_on_a_fake_clock(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a queue redelivering after 1 s x 2 up to 5 min, with the
+    holders' clock standing still, when a consumer nacks the same message
+    ten times, I expect the engine to arm its redelivery 1, 2, 4 ... 256,
+    then 300 s ahead (the timer itself is run at once, so no time passes),
+    and a nack's own delay to win."""
+    armed = record_redeliveries(board, monkeypatch, FakeClock(1000.0), at_once=True)
     board.create_queue(QueueSpec("jobs", redelivery=Redelivery(S, 2.0, 300 * S)))
     board.post("jobs", [Message(body=b"x")])
     got: queue.SimpleQueue[list[Delivery]] = queue.SimpleQueue()
@@ -173,3 +204,24 @@ def test_the_engine_arms_each_step_on_a_fake_clock(
         board.nack(c, [d.id], delay=7 * S if n == 10 else None)
     assert armed == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 7]
     board.unsubscribe(c)
+
+
+def test_a_nacked_lease_without_a_policy_waits_the_nack_backoff(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a queue without a redelivery policy, when a Take's lease is
+    nacked, I expect its message held back NACK_BACKOFF's first step (as a
+    Subscribe's nack is), not routed again at once."""
+    clock = FakeClock(time.monotonic())  # the lease runs on it too
+    armed = record_redeliveries(board, monkeypatch, clock, at_once=False)
+    board.create_queue(QueueSpec("jobs"))
+    board.post("jobs", [Message(body=b"x")])
+    [d] = board.take_leased("jobs", lease=60)
+    board.ack_leases("jobs", [d.id], nack=True)
+    deadline = time.monotonic() + 30  # the timer is armed once durable
+    while not armed:
+        assert time.monotonic() < deadline, "no redelivery timer was armed"
+        time.sleep(0.01)
+    assert armed == [pytest.approx(NACK_BACKOFF.initial / S)]
+    [m] = board.browse("jobs").messages
+    assert m.delivery_count == 1 and m.redeliver_at

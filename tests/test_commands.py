@@ -237,7 +237,7 @@ def test_take_with_a_lease_then_ack_and_nack(
     server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Given three leased takes, I expect ack to process one for good, nack
-    to give one back now, and unknown or used lease ids reported one by one
+    to give one back (after the nack backoff), and unknown or used lease ids reported one by one
     (exit status 1) while the good ones in the same command go through."""
     client.create_queue("jobs")
     client.post_many("jobs", [("n", i) for i in range(3)])

@@ -66,7 +66,7 @@ def test_a_leased_take_acked_is_acked_and_one_given_back_waits_without_an_exit(
     assert exits(board, "q") == [Exit(ExitKind.ACKED)]
     [back] = board.browse("q", section=Section.UNPROCESSED).messages
     assert back.tuple == ("b",) and back.exit is None
-    [again] = board.take("q")
+    [again] = board.take("q", timeout=30)  # a nacked lease waits the nack backoff first
     assert (again.delivery_count, again.exit) == (2, Exit(ExitKind.TAKEN))
 
 

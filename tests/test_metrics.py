@@ -60,7 +60,7 @@ def traffic(c: Client) -> None:
     c.take("a")
     c.ack("a", c.take_leased("a", lease=60))
     for _ in range(2):
-        c.ack("a", c.take_leased("a", lease=60), nack=True)
+        c.ack("a", c.take_leased("a", lease=60, timeout=30), nack=True)
     c.post("b", ("x",))
     c.post("b", ("y",))
     c.take_leased("b", lease=60)

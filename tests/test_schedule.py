@@ -9,6 +9,8 @@ between the release steps); the wire through a real server."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 from msgboard.associative import EVERYTHING
 from msgboard.cli.main import main
 from msgboard.client import Client
-from msgboard.engine import Board
+from msgboard.engine import Board, releases
 from msgboard.errors import InvalidArgument
 from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
@@ -26,7 +28,7 @@ from msgboard.lmdbstore.layout import QID, SCHEDULED, U64
 from msgboard.lmdbstore.store import Store
 from msgboard.message import Message, Section, now_us
 from msgboard.server.metrics import gauges
-from msgboard.spec import Op, QueueSpec, SelectorSpec
+from msgboard.spec import Op, OverflowPolicy, QueueSpec, SelectorSpec
 from msgboard.testing import ServerThread
 from tests import damage
 
@@ -80,6 +82,40 @@ def test_a_scheduled_message_is_kept_apart_until_released(store: Store) -> None:
         assert txn.release("q", 1, 100) is None  # once
 
 
+class Counting(dict[str, object]):
+    """A queue cache that counts the entries read through ``items``."""
+
+    read = 0
+
+    def items(self) -> Iterator[tuple[str, object]]:  # type: ignore[override]
+        for kv in super().items():
+            self.read += 1
+            yield kv
+
+
+def test_due_names_only_the_queues_found(tmp_path: Path) -> None:
+    """Given 50 queues and one message scheduled on the first, I expect due()
+    to read no queue when nothing is due, and fewer than all 50 to name the
+    one found (it had mapped every queue on each run)."""
+    s = DurableStore(tmp_path / "board")
+    try:
+        with s.begin() as txn:
+            for i in range(50):
+                txn.create_queue(QueueSpec(f"q{i:03}"), 0)
+            txn.schedule("q000", Message(not_before=10 * S), now=0)
+            txn.schedule("q000", Message(not_before=100 * S), now=0)
+        with s.begin() as txn:
+            cache = Counting(txn._base)  # type: ignore[attr-defined]
+            txn._base = cache  # type: ignore[attr-defined]
+            assert txn.due(5 * S, 10) == ([], 10 * S)
+            assert cache.read == 0
+            assert txn.due(50 * S, 10) == ([("q000", 1, 10 * S)], 100 * S)
+            assert 0 < cache.read < 50
+            txn.abort()
+    finally:
+        s.close()
+
+
 def test_release_is_bounded_and_an_abort_leaves_it_scheduled(store: Store) -> None:
     """Given three messages due at once, I expect due() to list at most its
     budget, in seq order, and a release rolled back to leave it scheduled."""
@@ -123,6 +159,64 @@ def test_a_scheduled_message_is_unseen_then_routed_keeping_its_seq(board: Board)
         (m.seq, m.body) for m in history
     ] == [(1, b"later"), (2, b"now")]
     assert board.stats("in").queues[0].scheduled == 0
+
+
+def test_a_release_into_a_full_queue_takes_its_overflow_path(board: Board) -> None:
+    """Given queues of max_unprocessed 2 (reject with a dead-letter queue,
+    drop-new, and reject with nowhere to put more), when ten, four and five
+    messages due in a second are posted to them, I expect each to hold two
+    once released: the rest dead-lettered (reason overflow), dropped, or
+    kept scheduled and released as room is made."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("full", max_unprocessed=2, dead_letter="dlq"))
+    board.create_queue(QueueSpec("drop", max_unprocessed=2, overflow=OverflowPolicy.DROP_NEW))
+    board.create_queue(QueueSpec("keep", max_unprocessed=2))
+    at = now_us() + S
+    for name, n in (("full", 10), ("drop", 4), ("keep", 5)):
+        board.post(name, [Message(tuple=(name, i), not_before=at) for i in range(n)])
+
+    def counts(name: str) -> tuple[int, int]:
+        [st] = board.stats(name).queues
+        return st.unprocessed, st.scheduled
+
+    wait_for("the releases", lambda: counts("dlq")[0] == 8 and counts("keep")[0] == 2)
+    assert counts("full") == (2, 0) and counts("drop") == (2, 0)
+    assert counts("keep") == (2, 3)  # released in one step with the rest
+    dead = board.read("dlq", max=10)
+    assert {m.headers["x-dead-letter-reason"] for m in dead} == {"overflow"}
+    assert sorted(int(m.headers["x-dead-letter-seq"]) for m in dead) == list(range(3, 11))
+    assert [m.tuple for m in board.take("keep", max=2)] == [("keep", 0), ("keep", 1)]
+    wait_for("a retry", lambda: counts("keep") == (2, 1))
+    assert [m.seq for m in board.read("keep", max=5)] == [3, 4]
+
+
+def test_a_release_that_keeps_failing_backs_off_and_logs_once(
+    board: Board, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Given a release that fails every time (its group rolled back), with
+    the first retry at 0.1 s, I expect the tries 0.1, 0.2 and 0.4 s apart
+    at least (not a loop), one warning, and the message released once the
+    fault is gone."""
+    rel = board._releases
+    monkeypatch.setattr(releases, "RETRY", 100_000)
+    tries: list[float] = []
+    route = rel._route
+
+    def failing(*args: object) -> bool:
+        tries.append(time.monotonic())
+        raise RuntimeError("a damaged due page")
+
+    monkeypatch.setattr(rel, "_route", failing)
+    board.create_queue(QueueSpec("q"))
+    with caplog.at_level(logging.WARNING, logger=releases.__name__):
+        board.post("q", [Message(body=b"x", not_before=now_us() + S // 5)])
+        wait_for("four failed tries", lambda: len(tries) >= 4)
+        monkeypatch.setattr(rel, "_route", route)
+        wait_for("the release", lambda: board.stats("q").queues[0].unprocessed == 1)
+    gaps = [b - a for a, b in itertools.pairwise(tries[:4])]
+    assert all(gap >= 0.1 * 2**i - 0.02 for i, gap in enumerate(gaps)), gaps
+    said = [r.getMessage() for r in caplog.records if r.name == releases.__name__]
+    assert len(said) == 2 and "failed" in said[0] and "again" in said[1], said
 
 
 def test_scheduled_messages_survive_a_restart(tmp_path: Path) -> None:

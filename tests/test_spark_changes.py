@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from msgboard import Message, QueueSpec
+from msgboard.associative import Pattern, template
 from msgboard.engine import Board
 from msgboard.results import Start
 from msgboard.spec import UNLIMITED
@@ -173,6 +174,8 @@ def test_the_survey_sorts_what_changed(tmp_path: Path) -> None:
 
         b.ack_leases("jobs", [leases[0].id])  # seq 1 into history
         b.ack_leases("jobs", [leases[1].id], nack=True)  # seq 2 changed
+        seq2 = Pattern(templates=(template("job", 1),))
+        assert b.read("jobs", seq2, timeout=30)  # back after the nack backoff
         b.take("jobs", max=3)  # seqs 2, 3, 4 (2 given back first)
         post(b, "jobs", [Message(tuple=("job", i)) for i in range(10, 12)])  # 11, 12
         post(b, "none", [Message(tuple=("n", i)) for i in range(3, 5)])  # 4, 5

@@ -73,6 +73,35 @@ def test_delete_queue_removes_it_and_a_new_one_starts_at_seq_1(store: Store) -> 
         assert txn.append("q", Message(), now=12 * S).seq == 1
 
 
+def test_delete_queue_forgets_its_due_times_and_key_ends(store: Store) -> None:
+    """Given a queue with a message scheduled at 100 s and a key whose
+    window ends at 50 s, when I delete it (a delete that fails first
+    changes nothing) and make it again with a message of the same seq due
+    in an hour, I expect only the hour's due time and no key end left."""
+    with store.begin() as txn:
+        txn.create_queue(QueueSpec("q", dedup_window=40 * S), created_at=1)
+        txn.append("q", Message(key="k"), now=10 * S)
+        txn.process("q", 1, now=10 * S, max_history=0)
+        assert txn.schedule("q", Message(not_before=100 * S), now=10 * S).seq == 2
+    with pytest.raises(RuntimeError), store.begin() as txn:
+        txn.delete_queue("q")
+        raise RuntimeError("boom")
+    with store.begin() as txn:
+        assert txn.next_due() == 100 * S
+        assert txn.due(200 * S, 10) == ([("q", 2, 100 * S)], 0)
+        assert txn.delete_queue("q") is True
+    with store.begin() as txn:
+        assert txn.next_due() == 0
+        assert txn.due(200 * S, 10) == ([], 0)
+        assert txn.sweep_keys(200 * S, 10) == (0, 0)
+        txn.create_queue(QueueSpec("q"), created_at=2)
+        txn.append("q", Message(), now=10 * S)
+        assert txn.schedule("q", Message(not_before=3600 * S), now=10 * S).seq == 2
+    with store.begin() as txn:
+        assert txn.due(200 * S, 10) == ([], 3600 * S)
+        assert txn.next_due() == 3600 * S
+
+
 def test_unknown_queue_is_a_key_error(store: Store) -> None:
     """Given no queue, when I use one, I expect KeyError (the engine checks first)."""
     with store.begin() as txn:

@@ -163,7 +163,7 @@ def test_leased_take_and_ack_over_grpc(client: Client) -> None:
     client.post("q", ("b",))
     [d] = client.take_leased("q", lease=30)
     client.ack("q", [d], nack=True)
-    [m] = client.take("q")
+    [m] = client.take("q", timeout=30)  # after the nack backoff
     assert (m.tuple, m.delivery_count) == (("b",), 2)
 
 

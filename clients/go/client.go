@@ -388,8 +388,8 @@ func (c *Client) Ack(ctx context.Context, queue string, leases ...uint64) (Acked
 	return c.ack(ctx, &pb.AckRequest{Queue: queue, LeaseIds: leases})
 }
 
-// Nack gives leased messages back to the queue now, each lease on its own,
-// as Ack.
+// Nack gives leased messages back to the queue (after the queue's
+// redelivery step, else the nack backoff), each lease on its own, as Ack.
 func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) (Acked, error) {
 	return c.ack(ctx, &pb.AckRequest{Queue: queue, LeaseIds: leases, Nack: true})
 }

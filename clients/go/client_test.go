@@ -175,7 +175,7 @@ func TestLeasedTakesAckAndNack(t *testing.T) {
 	if a, err := c.Ack(ctx(t), q, ls[0].Lease); err != nil || len(a.IDs) != 1 || a.IDs[0] != ls[0].Lease {
 		t.Fatal(a, err)
 	}
-	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2))
+	got, err := c.Take(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(2), msgboard.WithTimeout(30*time.Second)) // after the nack backoff
 	if err != nil || len(got) != 1 || got[0].Tuple[0] != "b" || got[0].DeliveryCount != 2 {
 		t.Fatalf("after ack a, nack b: took %v (%v)", got, err)
 	}

@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
     for name, what in (
         ("ack", "ack leased messages (processed for good)"),
-        ("nack", "give leased messages back now"),
+        ("nack", "give leased messages back (after the nack backoff)"),
     ):
         p = sub.add_parser(name, parents=[common], help=what)
         p.add_argument("queue", help="the queue they were taken from")

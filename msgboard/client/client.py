@@ -280,7 +280,7 @@ class Client(Admin, Poster):
 
     def ack(self, queue: str, leases: Iterable[Delivery | int], *, nack: bool = False) -> Acked:
         """Acks leased messages (processed for good); with ``nack`` gives
-        them back now. Acks are per lease: the answer's ``ids`` are the
+        them back (after the nack backoff). Acks are per lease: the answer's ``ids`` are the
         leases applied, its ``rejected`` each one that could not be, by
         lease id, with why (NotFound: already acked or given back, or run
         out; InvalidArgument: never given, or on another queue)."""

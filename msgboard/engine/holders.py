@@ -260,10 +260,14 @@ class Holders:
             self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
             self._pulls.settle(b)
 
-    def ack_leases(self, b: Batch, queue: str, ids: list[int], nack: bool) -> Acked:
+    def ack_leases(
+        self, b: Batch, queue: str, ids: list[int], nack: bool, *, lost: bool = False
+    ) -> Acked:
         """Processes every leased message it can (or, with ``nack``, gives it
-        back); the other leases are answered as rejected (``acks``'s rule, as
-        for a consumer's deliveries)."""
+        back: without a queue policy after ``NACK_BACKOFF``, or with ``lost``,
+        its taker never having got it, at once); the other leases are
+        answered as rejected (``acks``'s rule, as for a consumer's
+        deliveries)."""
         leases = self._leases
         mine = {lid for lid in ids if lid in leases and leases[lid].queue == queue}
 
@@ -284,7 +288,10 @@ class Holders:
             if found is None:
                 continue
             if nack:
-                self.give_back(b, *found, lease.message, policy=found[1].spec.redelivery)
+                policy = found[1].spec.redelivery
+                if policy is None and not lost:
+                    policy = NACK_BACKOFF
+                self.give_back(b, *found, lease.message, policy=policy)
             else:
                 self._process(b, *found, lease.message, ACKED)
                 b.count(queue, taken=1, acked=1)
@@ -294,7 +301,7 @@ class Holders:
         """Gives back a leased message whose taker never got it."""
         lease = self._leases.get(lid)
         if lease is not None and lease.queue == queue:
-            self.ack_leases(b, queue, [lid], nack=True)
+            self.ack_leases(b, queue, [lid], nack=True, lost=True)
 
     def drop_queue(self, b: Batch, queue: str) -> None:
         """Forgets a deleted queue's leases."""

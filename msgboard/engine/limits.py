@@ -19,6 +19,7 @@ from msgboard.message import Message, Section, size, stamp
 from msgboard.spec import (
     MAX_DEDUP_WINDOW,
     MAX_KEY_BYTES,
+    MAX_MULTIPLIER,
     MAX_REDELIVERY,
     QueueSpec,
     Redelivery,
@@ -173,12 +174,16 @@ class Limits:
 def check_redelivery(r: Redelivery, where: str) -> None:
     """InvalidArgument, naming the field under ``where``, for a redelivery
     policy out of bounds: delays from 0 to 1 day, ``most`` at least
-    ``initial``, a multiplier of at least 1."""
+    ``initial``, a multiplier from 1 to ``MAX_MULTIPLIER``."""
     if not 0 <= r.initial <= MAX_REDELIVERY:
         raise InvalidArgument(f"{where}.initial: must be 0 to 1 day (got {r.initial} µs)")
     if not (r.multiplier >= 1 and math.isfinite(r.multiplier)):
         raise InvalidArgument(
             f"{where}.multiplier: must be at least 1 (got {r.multiplier}): a delay never shrinks"
+        )
+    if r.multiplier > MAX_MULTIPLIER:
+        raise InvalidArgument(
+            f"{where}.multiplier: must be at most {MAX_MULTIPLIER} (got {r.multiplier:g})"
         )
     if not r.initial <= r.most <= MAX_REDELIVERY:
         raise InvalidArgument(

@@ -398,15 +398,31 @@ class Network:
             finish(q, m.seq, now, most, m, how)
         self.pulls.drained(q)
 
-    def release(self, b: Batch, txn: Txn, info: QueueInfo, m: Message) -> None:
-        """Routes a scheduled message now due (moved to the waiting ones,
-        under its seq) as if it had just arrived; the selectors that could
-        take it and have gone past its seq are rewound to it."""
-        for s in self.table.match(info.spec.name, m):
+    def release(self, b: Batch, txn: Txn, info: QueueInfo, seq: int, at: int) -> bool:
+        """Moves a scheduled message now due to the waiting ones, under its
+        seq, and routes it as if it had just arrived: into a full queue its
+        overflow (``Overflow.released``; False, left scheduled, when reject
+        has nowhere to put it); else the selectors that could take it and
+        have gone past its seq are rewound to it."""
+        q = info.spec.name
+        limit = info.spec.max_unprocessed
+        if limit and txn.counts(q).unprocessed >= limit:
+            due = txn.fetch(q, seq)
+            if due is not None and not self.overflow.takes(b, info, due):
+                return False
+            m = txn.release(q, seq, at)
+            if m is not None:
+                self.overflow.released(b, txn, info, m)
+            return True
+        m = txn.release(q, seq, at)
+        if m is None:
+            return True
+        for s in self.table.match(q, m):
             if s.spec.op is not Op.COPY and s.cursor > m.seq:
                 b.set(s, "cursor", m.seq)
                 self.pulls.wake(s)
         self.arrive(b, txn, info, m)
+        return True
 
     # -- a message comes back ---------------------------------------------
 

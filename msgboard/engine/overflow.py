@@ -18,7 +18,7 @@ from msgboard.engine.table import Table, by_turn
 from msgboard.engine.writer import Batch
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Exit, ExitKind, Message, Section, stamp
-from msgboard.spec import Disposition, Op, Role
+from msgboard.spec import Disposition, Op, OverflowPolicy, Role
 
 #: Most hops one message makes through selectors in one arrival (a bound on
 #: BOUNCE and dead-letter loops; static MOVE/COPY cycles are refused).
@@ -96,12 +96,42 @@ class Overflow:
 
     # -- overflow ---------------------------------------------------------
 
-    def route(self, b: Batch, info: QueueInfo, msg: Message) -> Disposition:
+    def takes(self, b: Batch, info: QueueInfo, msg: Message) -> bool:
+        """Whether a scheduled message released into its full queue can go
+        (``released``): always, unless the policy is reject and neither an
+        overflow selector nor the dead-letter queue has room for it."""
+        spec = info.spec
+        if spec.overflow is not OverflowPolicy.REJECT:
+            return True
+        for s in self._table.of(spec.name):
+            if s.spec.role is not Role.OVERFLOW or not s.spec.pattern.matches(msg):
+                continue
+            if s.spec.op is Op.DELETE or (s.quota > 0 and room(b, s.spec.destination) > 0):
+                return True
+        return bool(spec.dead_letter) and room(b, spec.dead_letter) > 0
+
+    def released(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message) -> None:
+        """A scheduled message was released into its full queue: it leaves
+        it (processed) and goes where a post's overflow would, but with no
+        poster to refuse, reject dead-letters it (``takes`` said it can).
+        Its history record says where it went: moved by an overflow
+        selector, dead-lettered or dropped, reason ``overflow``."""
+        went = self.route(b, info, msg, dead=True)
+        if went is Disposition.OVERFLOWED:
+            how = Exit(ExitKind.MOVED, "overflow")
+        elif went is Disposition.DEAD_LETTERED:
+            how = Exit(ExitKind.DEAD_LETTERED, "overflow", info.spec.dead_letter)
+        else:
+            how = Exit(ExitKind.DROPPED, "overflow")
+        self._process(b, txn, info, msg, how)
+
+    def route(self, b: Batch, info: QueueInfo, msg: Message, *, dead: bool = False) -> Disposition:
         """Rule 6: a post found the queue full. The matching overflow selectors
         take it round-robin, as MOVEs do: the first, in turn, with quota and
         room in its queue (an overflow DELETE drops it). With none that can,
         the overflow policy: dead-letter, or drop (drop-new, or reject when
-        every overflow selector's queue is full too). Says what became of it."""
+        every overflow selector's queue is full too; with ``dead``, reject
+        dead-letters too). Says what became of it."""
         q = info.spec.name
         b.count(q, overflowed=1)
         sels = [
@@ -120,10 +150,13 @@ class Overflow:
                 b.set(s, "quota", s.quota - 1)
                 self._table.to_back(b, s)
                 b.after(partial(self._table.bump, s.id))
-                self._append(b, spec.destination, msg, 1)
+                self._append(b, spec.destination, fresh(msg), 1)
                 return Disposition.OVERFLOWED
-        if info.spec.overflow.value == "dead-letter" and self.dead_letter(
-            b, info, msg, "overflow", 0
+        policy = info.spec.overflow
+        if (
+            policy is not OverflowPolicy.DROP_NEW
+            and (dead or policy is OverflowPolicy.DEAD_LETTER)
+            and self.dead_letter(b, info, msg, "overflow", 0)
         ):
             return Disposition.DEAD_LETTERED
         return Disposition.DROPPED

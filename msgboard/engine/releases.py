@@ -8,24 +8,34 @@ report (``Txn.next_due``, one cursor read, also after a restart: the
 stores keep an index of the times on disk). A release reads only what is
 due, at most ``BUDGET`` messages per operation per store, and arms itself
 again at once for the rest: a mass of messages due in the same second is
-released in bounded steps, a group commit each, between other work.
+released in bounded steps, a group commit each, between other work. A
+release whose group fails (a damaged due page, a full disk) is tried again
+after 1 s, then 2, 4 ... at most ``MOST_RETRY``, logged once until one
+succeeds: never in a loop.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from functools import partial
 
 from msgboard.engine.writer import Batch, Timer, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message, now_us
+from msgboard.message import now_us
 
 #: Most messages one release moves per store.
 BUDGET = 1_000
 
-#: Routes a released message (``Network.release``).
-Route = Callable[[Batch, Txn, QueueInfo, Message], None]
+#: Releases and routes a due message (``Network.release``): False if it
+#: stays scheduled (its queue full, refusing, with nowhere to overflow).
+Route = Callable[[Batch, Txn, QueueInfo, int, int], bool]
+#: How long a message kept scheduled waits before it is tried again (µs).
+RETRY = 1_000_000
+#: The longest wait before a failed release is tried again (µs).
+MOST_RETRY = 60_000_000
+
+log = logging.getLogger(__name__)
 
 
 class Releases:
@@ -38,6 +48,8 @@ class Releases:
         #: The time (µs) the timer is armed for (0: none), and the timer.
         self._armed = 0
         self._timer: Timer | None = None
+        #: Release groups failed in a row.
+        self._failures = 0
 
     def start(self, b: Batch) -> None:
         """Arms the timer for the first scheduled message (a restart)."""
@@ -63,18 +75,38 @@ class Releases:
         if self._timer is not None:
             self._timer.cancel()  # a no-op for the timer running this
         self._timer, self._armed = None, 0
-        b.undo(partial(self._arm, b.now))  # a group that fails tries again
-        nxt = 0
+        b.undo(self._failed)
+        b.after(self._succeeded)
+        nxt = kept = 0
         for durable in (True, False):
             txn = b.txn(durable)
             due, after = txn.due(b.now, BUDGET)
             for name, seq, at in due:
                 info = txn.queue(name)
-                m = txn.release(name, seq, at)
-                if m is not None and info is not None:
-                    self._route(b, txn, info, m)
+                if info is None:
+                    txn.release(name, seq, at)
+                elif not self._route(b, txn, info, seq, at):
+                    kept += 1
             if after and (not nxt or after < nxt):
                 nxt = after
         self._settle(b)
+        if kept:  # still due: tried again later, not in a loop
+            nxt = max(nxt, b.now + RETRY)
         if nxt:
             self._arm(nxt)
+
+    def _failed(self) -> None:
+        """A release's group failed: it is tried again after a backoff."""
+        self._failures += 1
+        wait = min(MOST_RETRY, RETRY << min(self._failures - 1, 16))
+        if self._failures == 1:
+            log.warning(
+                "releasing scheduled messages failed; trying again in %g s, then less often",
+                wait / 1e6,
+            )
+        self._arm(now_us() + wait)
+
+    def _succeeded(self) -> None:
+        if self._failures:
+            log.warning("scheduled messages are released again")
+        self._failures = 0

@@ -73,7 +73,8 @@ class Taking:
 
     def ack_leases_async(self, queue: str, ids: Sequence[int], nack: bool = False) -> Future[Acked]:
         """Processes leased messages for good (or, with ``nack``, gives them
-        back now), once durable. Acks are per lease: the answer holds the
+        back after the queue's redelivery step, else ``NACK_BACKOFF``'s),
+        once durable. Acks are per lease: the answer holds the
         leases applied (``Acked.ids``) and, one by one, the ones that could
         not be: never given or on another queue (InvalidArgument), already
         acked, given back or run out (NotFound) (``Acked.rejected``). The

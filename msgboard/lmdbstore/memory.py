@@ -212,6 +212,17 @@ class MemoryTxn(Txn):
             return False
         # The queue object is left as it was, so undo just puts it back.
         self._log.append((self._queues.__setitem__, (name, q)))
+        # Its due times and key ends go too: they are filed by name, and a
+        # queue made again by that name starts its seqs at 1 again.
+        store = self._store
+        for index, gone in (
+            (store._due, [(m.not_before, name, seq) for seq, m in q.scheduled.items()]),
+            (store._keyends, [(e[1], name, k) for k, e in q.keys.items() if e[1]]),
+        ):
+            for entry in gone:
+                if entry in index:
+                    index.remove(entry)
+                    self._log.append((index.add, (entry,)))
         return True
 
     def counts(self, name: str) -> Counts:

@@ -378,17 +378,27 @@ class DurableTxn(Txn):
     def due(self, now: int, budget: int) -> tuple[list[tuple[str, int, int]], int]:
         with self._guard:
             found, after = self._schedule.due(now, budget)
-        names = {q.qid: name for name, q in self._base.items()}
-        names.update((q.qid, name) for name, q in self._q.items() if q is not None)
+        if not found:
+            return [], after
+        # Only the queues found are named (there may be 100,000 others):
+        # this transaction's own first, then the committed ones, until done.
+        wanted = {qid for _, qid, _ in found}
+        names = {q.qid: name for name, q in self._q.items() if q is not None and q.qid in wanted}
+        if len(names) < len(wanted):
+            for name, q in self._base.items():
+                if q.qid in wanted and q.qid not in names:
+                    names[q.qid] = name
+                    if len(names) == len(wanted):
+                        break
         out = []
         for at, qid, seq in found:
-            name = names.get(qid)
-            if name is None:  # its queue went while a record could not be read
+            known = names.get(qid)
+            if known is None:  # its queue went while a record could not be read
                 with self._guard:
                     self._schedule.stale(qid, seq, at)
                 self._wrote = True
                 continue
-            out.append((name, seq, at))
+            out.append((known, seq, at))
         return out, after
 
     def next_due(self) -> int:

@@ -382,7 +382,7 @@ export class Client {
 
   /**
    * Acks leased messages (processed for good); with `nack`, gives them back
-   * now. Per lease: the answer says which were applied and why each other
+   * (after the nack backoff). Per lease: the answer says which were applied and why each other
    * one was not (`rejected`); the call throws only for a bad request (no
    * leases, a missing queue).
    */
@@ -395,7 +395,7 @@ export class Client {
     };
   }
 
-  /** Gives leased messages back to the queue now (per lease, as `ack`). */
+  /** Gives leased messages back to the queue, after the nack backoff (per lease, as `ack`). */
   nack(queue: string, leases: readonly (Lease | number)[]): Promise<Acked> {
     return this.ack(queue, leases, { nack: true });
   }

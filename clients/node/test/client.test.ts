@@ -262,7 +262,7 @@ describe("leases", () => {
     assert.deepEqual(await board.take(q), []);
     await l1!.ack();
     await l2!.nack();
-    const [again] = await board.take(q);
+    const [again] = await board.take(q, { timeout: 30000 }); // after the nack backoff
     assert.deepEqual(again!.tuple, ["b"]);
     assert.equal(again!.deliveryCount, 2);
     await assert.rejects(l1!.ack(), NotFound);
