@@ -693,6 +693,8 @@ class DurableTxn(Txn):
             seq, section = damage.drop(self._txn, dbs, name, q.prefix, seq, after)
             if section is _SCHEDULED:  # its time unread: found by a walk of due
                 self._schedule.unfile(KEY.pack(q.qid, seq))
+            elif section is _UNPROCESSED:  # its fields unread: a walk of index
+                damage.unindex(self._txn, self._index, q.prefix, seq)
             # It left the queue: its key (unread, found by its seq) ends.
             when = now_us() if now is None else now
             self._dedup.lost(q.prefix, seq, when, q.info.spec.dedup_window)
