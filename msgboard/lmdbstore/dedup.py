@@ -75,7 +75,7 @@ class Dedup:
                 if k[:4] != prefix:
                     break
                 if HOLD.unpack(v) == (seq, 0):
-                    held.append(k[4:].decode())
+                    held.append(bytes(k[4:]).decode())
         for key in held:
             self.left(prefix, key, seq, now, window)
 
