@@ -380,3 +380,43 @@ def test_check_repair_keeps_scheduled_messages_and_idempotency_keys(
         while b.get_queue("q").scheduled and time.monotonic() < deadline:
             time.sleep(0.1)
         assert b"LATER" in [m.body for m in b.take("q", max=100)]
+
+
+def test_a_dropped_damaged_record_ends_its_key_and_may_be_scheduled(tmp_path: Path) -> None:
+    # Given keyed messages, each damaged: one waiting and one scheduled an
+    # hour ahead on a queue without a dedup window, one waiting on a queue
+    # with an hour's window
+    from msgboard.lmdbstore.check import check
+
+    path = tmp_path / "board"
+    hour = 3600 * 1_000_000
+    with Board(path, sync=False) as b:
+        b.create_queue(QueueSpec("q", dedup_window=0))
+        b.create_queue(QueueSpec("w", dedup_window=hour))
+        b.post("q", [Message(body=b"WAIT-1", key="k1")])
+        b.post("q", [Message(body=b"SOON-2", key="k2", not_before=now_us() + hour)])
+        b.post("w", [Message(body=b"WIND-1", key="k3")])
+    for body in (b"WAIT-1", b"SOON-2", b"WIND-1"):
+        damage.flip(path, body)
+    with Board(path, sync=False) as b:
+        # When an admin drops them
+        assert b.drop_damaged("q", 1) == (1, Section.UNPROCESSED)
+        assert b.drop_damaged("q", 2) == (2, Section.SCHEDULED)
+        assert b.drop_damaged("w", 1) == (1, Section.UNPROCESSED)
+        # I expect the scheduled count to follow, the keys of q free at
+        # once (no window), and k3 held through its window as when a
+        # message leaves: answered with the seq it had
+        q = b.get_queue("q")
+        assert (q.unprocessed, q.scheduled, q.next_seq) == (0, 0, 3)
+        again = b.post_receipts("q", [Message(body=b"a", key="k1"), Message(body=b"b", key="k2")])
+        assert [(r.disposition, r.seq) for r in again] == [
+            (Disposition.STORED, 3),
+            (Disposition.STORED, 4),
+        ]
+        held = b.post_receipts("w", [Message(body=b"c", key="k3")])
+        assert [(r.disposition, r.seq) for r in held] == [(Disposition.DUPLICATE, 1)]
+    # and the board whole: no key held by a seq that is gone, no due entry
+    # without its record, the counters right, k3 filed under its end
+    # nor index entries of a dropped seq
+    report = check(path)
+    assert report.ok, "\n".join(report.lines())

@@ -449,10 +449,10 @@ def test_long_shapes_are_abbreviated() -> None:
 
 
 def test_the_books_column_flags_a_queue_that_does_not_add_up(spark: SparkSession) -> None:
-    """``balanced``: posted = unprocessed + every way out + unrecorded; one
-    message short is False, a queue gone (no posted) is null."""
-    cols = ["posted", "unprocessed", "unrecorded", *report.EXITS]
+    """``balanced``: posted = unprocessed + every way out + unrecorded +
+    scheduled; one message short is False, a queue gone (no posted) is null."""
+    cols = ["posted", "unprocessed", "unrecorded", "scheduled", *report.EXITS]
     ways = (3, 1, 1, 1, 1, 0)
-    rows = [(10, 1, 2, *ways), (11, 1, 2, *ways), (None, 1, 0, *ways)]
+    rows = [(12, 1, 2, 2, *ways), (12, 1, 2, 1, *ways), (None, 1, 0, 0, *ways)]
     df = spark.createDataFrame(rows, ", ".join(f"{c} long" for c in cols))
     assert [r[0] for r in df.select(report.balanced()).collect()] == [True, False, None]

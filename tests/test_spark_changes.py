@@ -23,6 +23,7 @@ import pytest
 from msgboard import Message, QueueSpec
 from msgboard.associative import Pattern, template
 from msgboard.engine import Board
+from msgboard.lmdbstore import DurableStore
 from msgboard.results import Start
 from msgboard.spec import UNLIMITED
 from tests.sparking import post
@@ -433,3 +434,70 @@ def test_books_from_before_the_index_decode_the_waiting_section_once(tmp_path: P
     decoded = {(r.section, s) for r in jobs.decode for s in range(r.lo, r.hi or 0)}
     assert decoded == {("history", 1), ("history", 2)} | {("unprocessed", s) for s in (3, 4, 5, 6)}
     assert list(jobs.drop_unprocessed) == [1, 2, 3, 4] and jobs.unrecorded == 0
+
+
+def test_scheduled_messages_are_neither_unrecorded_nor_new_until_released(
+    tmp_path: Path,
+) -> None:
+    """Given messages scheduled an hour ahead (and one due at t=100) beside
+    waiting ones, I expect the survey to count them neither unrecorded nor
+    new, so that posted = waiting + history + unrecorded + scheduled each
+    night; and one released since the last night to be new (waiting), or,
+    released and taken with no history record, unrecorded exactly once."""
+    out = tmp_path / "history"
+    hour = 3600 * 1_000_000
+    store = DurableStore(tmp_path / "board", sync=False)
+
+    def balanced(q: changes.Queue, unrecorded: int) -> None:
+        with store.begin() as txn:
+            c = txn.counts(q.name)
+        assert q.next_seq - 1 == c.unprocessed + c.history + unrecorded + len(q.scheduled)
+        assert len(q.scheduled) == c.scheduled and len(q.index) == c.unprocessed
+
+    try:
+        with store.begin() as txn:
+            txn.create_queue(QueueSpec("jobs", max_history=UNLIMITED), 0)
+            txn.create_queue(QueueSpec("none", max_history=0), 0)
+            txn.append("jobs", Message(tuple=("job", 1)), now=1)  # 1
+            txn.schedule("jobs", Message(tuple=("job", 2), not_before=100), now=1)  # 2
+            txn.schedule("jobs", Message(tuple=("job", 3), not_before=hour), now=1)  # 3
+            txn.append("jobs", Message(tuple=("job", 4)), now=1)  # 4
+            txn.schedule("none", Message(tuple=("n", 1), not_before=100), now=1)  # 1
+        store.snapshot(str(tmp_path / "snap1"))
+        night = changes.survey(str(tmp_path / "snap1"), str(out), None, False)
+        jobs, none = night.queues["jobs"], night.queues["none"]
+        assert (jobs.unrecorded, none.unrecorded) == (0, 0)
+        assert (list(jobs.scheduled), jobs.unrecorded) == ([2, 3], 0)
+        assert (list(none.scheduled), none.unrecorded) == ([1], 0)
+        balanced(jobs, 0)
+        balanced(none, 0)
+        os.makedirs(out)
+        changes.write_index(str(out), night)
+        marks = {name: {"id": q.qid, "next_seq": q.next_seq} for name, q in night.queues.items()}
+
+        with store.begin() as txn:
+            assert txn.release("jobs", 2, 100) is not None  # waiting now: new
+            assert txn.release("none", 1, 100) is not None
+            txn.process("none", 1, 101, 0)  # taken, leaving no history record
+            txn.schedule("jobs", Message(tuple=("job", 5), not_before=hour), now=101)  # 5
+            txn.append("jobs", Message(tuple=("job", 6)), now=101)  # 6
+        store.snapshot(str(tmp_path / "snap2"))
+    finally:
+        store.close()
+
+    class Books:
+        queues = marks
+
+    night = changes.survey(str(tmp_path / "snap2"), str(out), Books, False)
+    jobs, none = night.queues["jobs"], night.queues["none"]
+    store = DurableStore(tmp_path / "board", sync=False)
+    try:
+        decoded = [(r.section, s) for r in jobs.decode for s in range(r.lo, r.hi or 0)]
+        assert decoded == [("unprocessed", 2), ("unprocessed", 6)]
+        assert list(jobs.drop_history) == []  # seq 2 never had a history row
+        assert (list(jobs.scheduled), jobs.unrecorded) == ([3, 5], 0)
+        balanced(jobs, 0)
+        assert (list(none.scheduled), none.unrecorded, none.rows) == ([], 1, 0)
+        balanced(none, 1)
+    finally:
+        store.close()

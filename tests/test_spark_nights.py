@@ -308,6 +308,9 @@ def test_three_nights_from_an_empty_board(
             c.create_queue("dlq", max_history=UNLIMITED)
             c.create_queue("jobs", max_history=4)
             c.create_queue("small", max_unprocessed=3, overflow="dead-letter", dead_letter="dlq")
+            # Scheduled an hour ahead: no row and not unrecorded, every night.
+            c.create_queue("later")
+            c.post("later", ("l", 1), delay=3600.0)
             for night, (posts, takes) in enumerate([(0, 0), (12, 5), (6, 9)], start=1):
                 for i in range(posts):
                     c.post("jobs", ("job", night, i))
@@ -315,7 +318,7 @@ def test_three_nights_from_an_empty_board(
                 if takes:
                     c.take("jobs", max=takes)
                     c.take("small", max=1)
-                now = _board_keys(server.board)
+                now = {k: s for k, s in _board_keys(server.board).items() if s != "scheduled"}
                 # What was history stays (trimmed or not); the rest as now.
                 seen = {**{k: s for k, s in seen.items() if s == "history"}, **now}
                 args = [
@@ -337,7 +340,12 @@ def test_three_nights_from_an_empty_board(
                 books = json.loads((out / "_msgboard.json").read_text())
                 for name, q in books["queues"].items():
                     kept = q["unprocessed"] + q["history"]
-                    assert q["next_seq"] - 1 == kept + q["unrecorded"], (night, name)
+                    balance = kept + q["unrecorded"] + q["scheduled"]
+                    assert q["next_seq"] - 1 == balance, (night, name)
+                assert (
+                    books["queues"]["later"]["scheduled"],
+                    books["queues"]["later"]["unrecorded"],
+                ) == (1, 0)
         # Each night took more jobs than max_history keeps: the dataset kept
         # the 4 history rows of night 2 that the board has trimmed since,
         # beside the 4 it holds (what a night trims before its snapshot is

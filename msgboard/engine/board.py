@@ -246,7 +246,7 @@ class Board:
 
         def run(b: Batch) -> tuple[int, Section]:
             txn, _ = b.find(queue)
-            return txn.drop(queue, seq, after)
+            return txn.drop(queue, seq, after, b.now)
 
         return self._writer.submit(run)
 

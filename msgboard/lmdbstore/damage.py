@@ -46,6 +46,22 @@ def drop(
     raise NotFound(f"queue {name!r}: no damaged record {where}")
 
 
+def unindex(txn: lmdb.Transaction[bytes], index: Any, prefix: bytes, seq: int) -> None:
+    """Removes the ``index`` entries of queue ``prefix``'s unprocessed
+    ``seq``, whose record was dropped unread: a walk of the queue's index."""
+    want = U64.pack(seq)
+    cur = txn.cursor(index)
+    gone = []
+    if cur.set_range(prefix):
+        for k, v in cur:  # every duplicate
+            if k[:4] != prefix:
+                break
+            if bytes(v) == want:
+                gone.append(bytes(k))
+    for k in gone:
+        txn.delete(k, want, db=index)
+
+
 def _after(cur: lmdb.Cursor[bytes], prefix: bytes, seq: int) -> bool:
     """Puts ``cur`` on the first damaged record met, walking the queue from
     its start, after the good record ``seq`` (0: before any); False if there

@@ -64,6 +64,21 @@ class Dedup:
         self._txn.put(k, HOLD.pack(seq, until), db=self._keys)
         self._txn.put(key_end(until, prefix, k[4:]), b"", db=self._ends)
 
+    def lost(self, prefix: bytes, seq: int, now: int, window: int) -> None:
+        """``seq`` left its queue unread (a damaged record dropped): the key
+        it holds, found by a walk of the queue's keys, ends as ``left``
+        ends it."""
+        cur = self._txn.cursor(self._keys)
+        held = []
+        if cur.set_range(prefix):
+            for k, v in cur:
+                if k[:4] != prefix:
+                    break
+                if HOLD.unpack(v) == (seq, 0):
+                    held.append(bytes(k[4:]).decode())
+        for key in held:
+            self.left(prefix, key, seq, now, window)
+
     def drop(self, prefix: bytes) -> None:
         """Removes a deleted queue's keys and their ends."""
         txn = self._txn

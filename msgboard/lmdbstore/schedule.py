@@ -79,6 +79,14 @@ class Schedule:
             if at:
                 txn.delete(U64.pack(at) + k, db=self._due)
 
+    def unfile(self, key: bytes) -> None:
+        """Removes the ``due`` entries of ``key`` (qid, seq) whose record
+        went unread, its time unknown: a walk of ``due``."""
+        cur = self._txn.cursor(self._due)
+        gone = [k for k in cur.iternext(values=False) if k[8:] == key]
+        for k in gone:
+            self._txn.delete(k, db=self._due)
+
     def stale(self, qid: int, seq: int, at: int) -> None:
         """Drops a ``due`` entry whose record is gone."""
         self._txn.delete(U64.pack(at) + KEY.pack(qid, seq), db=self._due)

@@ -200,12 +200,17 @@ class Txn(abc.ABC):
         message (an ack): a store may skip building it."""
         self.process(name, seq, now, max_history, known, how)
 
-    def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
+    def drop(
+        self, name: str, seq: int, after: bool = False, now: int | None = None
+    ) -> tuple[int, Section]:
         """Drops the damaged record at ``seq`` (``after``: the first damaged
-        one after the good record ``seq``) without decoding it, and returns
-        the seq its key read and its section. NotFound if there is none,
-        FailedPrecondition if the record at ``seq`` passes its check. A
-        memory store holds no damaged records."""
+        one after the good record ``seq``) without decoding it, from any
+        section (a scheduled one with its ``due`` entry, a waiting one with
+        its ``index`` entries), and returns the seq its key read and its
+        section. The idempotency key it held ends as when a message leaves:
+        at ``now`` (None: the clock's) plus the queue's ``dedup_window``.
+        NotFound if there is none, FailedPrecondition if the record at
+        ``seq`` passes its check. A memory store holds no damaged records."""
         raise NotFound(f"queue {name!r}: no damaged record (a transient queue)")
 
     @abc.abstractmethod

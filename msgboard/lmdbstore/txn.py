@@ -53,7 +53,7 @@ from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.schedule import Schedule
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
-from msgboard.message import Exit, Message, Section, left, stamp
+from msgboard.message import Exit, Message, Section, left, now_us, stamp
 from msgboard.spec import QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
@@ -690,13 +690,28 @@ class DurableTxn(Txn):
         if seen < want:
             self._cache.short(name, "records", want, seen)
 
-    def drop(self, name: str, seq: int, after: bool = False) -> tuple[int, Section]:
+    def drop(
+        self, name: str, seq: int, after: bool = False, now: int | None = None
+    ) -> tuple[int, Section]:
         q = self._touch(name)
         with self._guard:
-            dbs = ((_UNPROCESSED, self._unprocessed), (_HISTORY, self._history))
+            dbs = (
+                (_UNPROCESSED, self._unprocessed),
+                (_HISTORY, self._history),
+                (_SCHEDULED, self._dbs.scheduled),
+            )
             seq, section = damage.drop(self._txn, dbs, name, q.prefix, seq, after)
+            if section is _SCHEDULED:  # its time unread: found by a walk of due
+                self._schedule.unfile(KEY.pack(q.qid, seq))
+            elif section is _UNPROCESSED:  # its fields unread: a walk of index
+                damage.unindex(self._txn, self._index, q.prefix, seq)
+            # It left the queue: its key (unread, found by its seq) ends.
+            when = now_us() if now is None else now
+            self._dedup.lost(q.prefix, seq, when, q.info.spec.dedup_window)
         if section is _UNPROCESSED:
             q.unprocessed -= 1
+        elif section is _SCHEDULED:
+            q.scheduled -= 1
         else:
             q.history -= 1
         self._wrote = True

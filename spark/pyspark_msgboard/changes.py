@@ -17,7 +17,13 @@ and id), is keys and the 4-byte checksum every record's framing stores
   delivery count raised): decoded again;
 - **new**: waiting now, not then: decoded. One below last night's mark came
   back from history (a take whose caller went away): its history row goes;
-- **tail**: history at or past the mark (posted and processed since).
+- **tail**: history at or past the mark (posted and processed since);
+- **scheduled**: posted with a ``not_before`` still to come (schema 4's
+  ``scheduled`` section, keys only): neither waiting nor unrecorded until
+  released. Their seqs are kept next to the waiting index
+  (``_msgboard/scheduled/<qid>.npy``); one scheduled then and not now was
+  released since: waiting now (new), in history (decoded there) or gone
+  with no history record (counted).
 
 A stuck message, or an undrained dead-letter queue, is then read as keys
 each night and decoded once. A queue made again (a new id) is a new
@@ -38,11 +44,13 @@ from typing import Any
 import numpy as np
 
 from msgboard.lmdbstore import record
-from msgboard.lmdbstore.layout import KEY, QID, STATE, U64, is_sealed
+from msgboard.lmdbstore.layout import KEY, KEYED, QID, STATE, U64, is_sealed
 from pyspark_msgboard.snapfile import Range, opened
 
 #: Last night's waiting index, per queue id, inside the dataset.
 INDEX = os.path.join("_msgboard", "waiting")
+#: Last night's scheduled seqs, per queue id, inside the dataset.
+SCHEDULED = os.path.join("_msgboard", "scheduled")
 #: One waiting message in the index.
 ENTRY = np.dtype([("seq", "<u8"), ("crc", "<u4")])
 
@@ -69,8 +77,12 @@ class Queue:
     #: Posted but in neither section for the dataset to keep: left the
     #: waiting section with no history record, or posted and processed
     #: since the last night with none (``max_history``). So, per
-    #: generation, posted (``next_seq - 1``) = rows kept + unrecorded.
+    #: generation, posted (``next_seq - 1``) = rows kept + unrecorded +
+    #: scheduled.
     unrecorded: int = 0
+    #: The seqs scheduled now (posted with a ``not_before`` still to come):
+    #: no row, and not unrecorded either.
+    scheduled: np.ndarray = field(default_factory=lambda: np.zeros(0, "<u8"))
 
     @property
     def rows(self) -> int:
@@ -131,18 +143,27 @@ def _waiting(txn: Any, dbs: dict[str, Any], qid: int, sealed: bool) -> np.ndarra
     return index
 
 
-def _tail(txn: Any, dbs: dict[str, Any], qid: int, mark: int) -> np.ndarray:
-    """History seqs at or past ``mark``: keys only."""
+def _seqs(txn: Any, db: Any, qid: int, start: int = 0) -> np.ndarray:
+    """The seqs at or past ``start`` of queue id ``qid`` in the section
+    ``db`` (None: a section the snapshot has not, none): keys only."""
     prefix = QID.pack(qid)
     seqs: list[int] = []
-    cur = txn.cursor(db=dbs["history"])
-    if cur.set_range(KEY.pack(qid, mark)):
-        unpack = U64.unpack_from
-        for key in cur.iternext(values=False):
-            if key[:4] != prefix:
-                break
-            seqs.append(unpack(key, 4)[0])
+    if db is not None:
+        cur = txn.cursor(db=db)
+        if cur.set_range(KEY.pack(qid, start)):
+            unpack = U64.unpack_from
+            for key in cur.iternext(values=False):
+                if key[:4] != prefix:
+                    break
+                seqs.append(unpack(key, 4)[0])
     return np.array(seqs, "<u8")
+
+
+def _scheduled_db(env: Any, schema: bytes) -> Any:
+    """The snapshot's ``scheduled`` sub-database; None before schema 4."""
+    if schema < KEYED:
+        return None
+    return env.open_db(b"scheduled", create=False)
 
 
 def _in_history(txn: Any, dbs: dict[str, Any], qid: int, seqs: np.ndarray) -> np.ndarray:
@@ -160,6 +181,15 @@ def last_index(out: str, qid: int) -> np.ndarray | None:
         index: np.ndarray = np.load(path, allow_pickle=False)
         return index
     return None
+
+
+def last_scheduled(out: str, qid: int) -> np.ndarray:
+    """Last night's scheduled seqs of queue id ``qid`` (none if it kept none)."""
+    path = os.path.join(out, SCHEDULED, f"{qid}.npy")
+    if os.path.exists(path):
+        seqs: np.ndarray = np.load(path, allow_pickle=False)
+        return seqs
+    return np.zeros(0, "<u8")
 
 
 def _from_files(out: str, name: str) -> np.ndarray:
@@ -180,9 +210,20 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
     """The change set of the snapshot at ``snap`` against the dataset at
     ``out`` with ``books`` (None: none yet)."""
     whole = full or books is None
+    with opened(snap) as (env, dbs):
+        with env.begin() as txn:
+            schema = bytes(txn.get(b"schema", db=dbs["meta"]) or b"0")
+        scheduled = _scheduled_db(env, schema)
+        return _survey(env, dbs, scheduled, is_sealed(schema), out, books, whole)
+
+
+def _survey(
+    env: Any, dbs: dict[str, Any], scheduled: Any, sealed: bool, out: str, books: Any, whole: bool
+) -> Changes:
+    """``survey`` inside the opened snapshot (``scheduled``: its
+    sub-database, None before schema 4)."""
     queues: dict[str, Queue] = {}
-    with opened(snap) as (env, dbs), env.begin(buffers=True) as txn:
-        sealed = is_sealed(bytes(txn.get(b"schema", db=dbs["meta"]) or b"0"))
+    with env.begin(buffers=True) as txn:
         cur = txn.cursor(db=dbs["queues"])
         names = [(bytes(k).decode(), json.loads(bytes(v))["id"]) for k, v in cur]
         for name, qid in sorted(names):
@@ -193,8 +234,9 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
             same = bool(prev) and not prev.get("gone") and prev.get("id") == qid
             q = Queue(name, qid, int(prev["next_seq"]) if same else 1, next_seq, now, same=same)
             queues[name] = q
-            if whole:  # posted, and neither waiting nor in history now
-                q.unrecorded = next_seq - 1 - len(now) - kept
+            q.scheduled = sched = _seqs(txn, scheduled, qid)
+            if whole:  # posted, and neither waiting, scheduled nor in history now
+                q.unrecorded = next_seq - 1 - len(now) - kept - len(sched)
                 continue
             last = last_index(out, qid) if same else None
             if same and last is None:  # books from before the index: no CRCs
@@ -213,17 +255,31 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
             ).astype("<u8")
             left = np.setdiff1d(last["seq"], now["seq"], assume_unique=True).astype("<u8")
             new = np.setdiff1d(now["seq"], last["seq"], assume_unique=True).astype("<u8")
-            there = _in_history(txn, dbs, qid, left)
-            tail = _tail(txn, dbs, qid, q.mark)
-            # Left the waiting section with no history record, and posted
-            # since the mark but neither waiting nor in history now.
-            since = next_seq - q.mark - len(tail) - int((now["seq"] >= q.mark).sum())
-            q.unrecorded = int(len(left) - there.sum()) + since
-            history = np.union1d(left[there], tail).astype("<u8")
+            # Scheduled last night and not now: released since. Those
+            # waiting now are new; the others left like a waiting one.
+            then = last_scheduled(out, qid) if same else np.zeros(0, "<u8")
+            released = np.setdiff1d(then, sched, assume_unique=True)
+            gone = np.union1d(left, np.setdiff1d(released, now["seq"], assume_unique=True))
+            there = _in_history(txn, dbs, qid, gone)
+            tail = _seqs(txn, dbs["history"], qid, q.mark)
+            # Left the waiting (or scheduled) section with no history
+            # record, and posted since the mark but neither waiting,
+            # scheduled nor in history now.
+            since = (
+                next_seq
+                - q.mark
+                - len(tail)
+                - int((now["seq"] >= q.mark).sum())
+                - int((sched >= q.mark).sum())
+            )
+            q.unrecorded = int(len(gone) - there.sum()) + since
+            history = np.union1d(gone[there], tail).astype("<u8")
             waiting = np.union1d(new, changed).astype("<u8")
             q.decode = runs("history", name, qid, history) + runs("unprocessed", name, qid, waiting)
             q.drop_unprocessed = np.union1d(left, changed).astype("<u8")
-            q.drop_history = new[new < q.mark]
+            # Came back from history (a released one never had a row there).
+            back = new[new < q.mark]
+            q.drop_history = np.setdiff1d(back, released, assume_unique=True).astype("<u8")
     return Changes(queues, whole)
 
 
@@ -232,3 +288,7 @@ def write_index(new: str, changes: Changes) -> None:
     os.makedirs(os.path.join(new, INDEX), exist_ok=True)
     for q in changes.queues.values():
         np.save(os.path.join(new, INDEX, f"{q.qid}.npy"), q.index, allow_pickle=False)
+    os.makedirs(os.path.join(new, SCHEDULED), exist_ok=True)
+    for q in changes.queues.values():
+        if len(q.scheduled):
+            np.save(os.path.join(new, SCHEDULED, f"{q.qid}.npy"), q.scheduled, allow_pickle=False)

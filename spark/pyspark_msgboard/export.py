@@ -418,6 +418,8 @@ def _books(
             "spec": spec.get("spec"),
             "gone": False,
             "unrecorded": (prev.get("unrecorded", 0) if same else 0) + unrecorded,
+            # Posted with a not_before still to come: no row yet, not unrecorded.
+            "scheduled": len(change.scheduled) if change else 0,
         }
     for entry in [*queues.values(), *earlier.values()]:
         entry["unprocessed"] = entry["history"] = 0

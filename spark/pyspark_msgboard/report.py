@@ -25,8 +25,10 @@ written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
   ``dropped`` and ``not_recorded`` (a record from before exits were
   recorded), ``posted`` (its ``next_seq`` - 1) and ``unrecorded`` (posted,
   but the dataset has no row of it: it left the board with no history
-  record), and ``balanced``: posted = unprocessed + processed + moved +
-  dead_lettered + expired + dropped + not_recorded + unrecorded (null for a
+  record), ``scheduled`` (posted with a ``not_before`` still to come at
+  the snapshot: no row yet), and ``balanced``: posted = unprocessed +
+  processed + moved + dead_lettered + expired + dropped + not_recorded +
+  unrecorded + scheduled (null for a
   queue no longer on the board); and
   whether it is a dead-letter queue: one that a queue's
   properties name as its ``dead_letter`` (recorded in the snapshot manifest
@@ -167,10 +169,11 @@ def tables(
                 int(((q.get("spec") or {}).get("max_deliveries")) or 0),
                 int(q.get("next_seq", 1)) - 1,
                 int(q.get("unrecorded", 0)),
+                int(q.get("scheduled", 0)),
             )
             for name, q in sorted((queues or {}).items())
         ],
-        "queue string, max_deliveries long, posted long, unrecorded long",
+        "queue string, max_deliveries long, posted long, unrecorded long, scheduled long",
     )
     counts = df.groupBy("queue").agg(
         F.count("*").alias("messages"),
@@ -190,6 +193,7 @@ def tables(
             F.coalesce(F.col("max_deliveries"), F.lit(0)).alias("max_deliveries"),
             "posted",
             "unrecorded",
+            F.coalesce(F.col("scheduled"), F.lit(0)).alias("scheduled"),
         )
         .withColumn("dead_letter_queue", F.col("queue").isin(dlqs))
         .withColumn("balanced", balanced())
@@ -247,11 +251,12 @@ def _exit_count(name: str) -> Column:
 
 
 def balanced() -> Column:
-    """posted = waiting + every way out + unrecorded, for a queue on the
-    board (null for one gone, whose posted the books no longer know)."""
+    """posted = waiting + every way out + unrecorded + scheduled, for a
+    queue on the board (null for one gone, whose posted the books no longer
+    know)."""
     from pyspark.sql import functions as F
 
-    total = F.col("unprocessed") + F.col("unrecorded")
+    total = F.col("unprocessed") + F.col("unrecorded") + F.col("scheduled")
     for name in EXITS:
         total = total + F.col(name)
     return F.when(F.col("posted").isNull(), F.lit(None)).otherwise(F.col("posted") == total)
@@ -500,7 +505,8 @@ SECTIONS = [
         "rows left, as the board recorded it (processed: acked or taken; not_recorded: "
         "written before exits were recorded); balanced: posted = unprocessed + processed "
         "+ moved + dead_lettered + expired + dropped + not_recorded + unrecorded (posted, "
-        "but left the board with no history record).",
+        "but left the board with no history record) + scheduled (posted with a not_before "
+        "still to come: no row yet).",
     ),
     (
         "dead_letters",
