@@ -32,6 +32,8 @@ class Proxy:
         self._tainted: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._cut = False
+        #: While set, what ``target`` sends back is dropped.
+        self._mute = threading.Event()
         self._closed = False
         self._thread = threading.Thread(target=self._accept, name="proxy", daemon=True)
         self._thread.start()
@@ -45,6 +47,14 @@ class Proxy:
         with self._lock:
             self._cut = True
             self._tainted |= self._open
+
+    def mute(self) -> None:
+        """From now on what ``target`` sends back is dropped, until
+        ``unmute()``; what the client sends still crosses."""
+        self._mute.set()
+
+    def unmute(self) -> None:
+        self._mute.clear()
 
     def heal(self) -> None:
         with self._lock:
@@ -87,18 +97,19 @@ class Proxy:
                 self._open |= pair
                 if self._cut:
                     self._tainted |= pair
-            self._start(client, server)
+            self._start(client, server, back=False)
             if server is not None:
-                self._start(server, client)
+                self._start(server, client, back=True)
 
-    def _start(self, source: socket.socket, sink: socket.socket | None) -> None:
-        threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+    def _start(self, source: socket.socket, sink: socket.socket | None, back: bool) -> None:
+        threading.Thread(target=self._pump, args=(source, sink, back), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket | None) -> None:
-        """Copies ``source`` to ``sink``, dropping what arrives while cut."""
+    def _pump(self, source: socket.socket, sink: socket.socket | None, back: bool) -> None:
+        """Copies ``source`` to ``sink``, dropping what arrives while cut,
+        and what comes ``back`` from the target while muted."""
         try:
             while data := source.recv(65536):
-                if sink is not None and not self._cut:
+                if sink is not None and not self._cut and not (back and self._mute.is_set()):
                     sink.sendall(data)
         except OSError:
             pass

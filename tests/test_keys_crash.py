@@ -3,7 +3,7 @@ sends the batch again with the same key once the board is back, and the
 board stores it once.
 
 The answer is lost for real: the client talks to the board through a TCP
-proxy (``Proxy``) that, once told to, drops every byte the board sends;
+proxy (``tests.proxy.Proxy``, muted) that drops every byte the board sends;
 the post is seen durable by a second client connected straight to the
 board, which is then killed with SIGKILL and started again on the same
 port. ``violations`` is the invariant; its own test shows it catches each
@@ -11,60 +11,14 @@ way of breaking it."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from pathlib import Path
 
 from msgboard.client import Client
 from msgboard.message import Message
 from msgboard.testing import ServerProcess
+from tests.proxy import Proxy
 from tests.served import free_port
-
-
-class Proxy:
-    """Forwards loopback TCP connections to ``upstream``'s port; while
-    ``drop`` is set, what comes back is discarded."""
-
-    def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self.drop = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        self._socks: list[socket.socket] = [self._listener]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                down, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                up = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
-            except OSError:
-                down.close()  # the board is down: the client tries again
-                continue
-            up.settimeout(None)
-            self._socks += [down, up]
-            threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, back: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                if not (back and self.drop.is_set()):
-                    dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-    def close(self) -> None:
-        for s in self._socks:
-            s.close()
 
 
 def violations(stored: list[Message], key: str, answered: int) -> list[str]:
@@ -97,14 +51,14 @@ def test_a_post_whose_answer_died_with_the_board_is_stored_once(tmp_path: Path) 
     data = tmp_path / "board"
     port = free_port()
     server = ServerProcess(data, "--listen", f"127.0.0.1:{port}")
-    proxy = Proxy(port)
+    proxy = Proxy(f"127.0.0.1:{port}")
     answer: list[object] = []
     try:
         with Client(proxy.address, timeout=60) as c, Client(server.address) as direct:
             c.create_queue("jobs")
             with c.publisher(idempotent=True, retry_for=120) as pub:
                 assert pub.post("jobs", ("warm",)) == 1
-                proxy.drop.set()
+                proxy.mute()
 
                 def post() -> None:
                     try:
@@ -122,7 +76,7 @@ def test_a_post_whose_answer_died_with_the_board_is_stored_once(tmp_path: Path) 
                     raise AssertionError("the keyed post never reached the board")
                 server.kill()
                 assert not answer, "the answer got through the proxy"
-                proxy.drop.clear()
+                proxy.unmute()
                 server = ServerProcess(data, "--listen", f"127.0.0.1:{port}")
                 poster.join(120)
                 assert not poster.is_alive(), "the publisher never came back"
