@@ -443,7 +443,7 @@ class Node:
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
                 eligible=self._eligible,
             ).start()  # fmt: skip
-            await self.readiness.serving(self.address)
+            await self.readiness.serving(f"{self.host}:{self.port}")
             log.info(
                 "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
                 self.name,
