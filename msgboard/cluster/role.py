@@ -52,6 +52,10 @@ class Role:
         #: A primary handing over (switchover): the address of its successor,
         #: where new calls are sent while what it took in is replicated.
         self.handover: str | None = None
+        #: Count the unary calls let in (a cluster's: a switchover waits for
+        #: them), in ``calls``.
+        self.counting = False
+        self.calls = 0
         self._lock = threading.Lock()
         self._listeners: list[RoleListener] = []
 

@@ -77,6 +77,9 @@ log = logging.getLogger("msgboard.cluster")
 
 #: How often the node looks at its term and the primary (seconds).
 STEER = 0.05
+#: Seconds a standby's server gives its calls in progress (refusals,
+#: answered at once) when it makes way for the primary's.
+REFUSALS = 1.0
 #: The file that says this board led (its log may have a tail of its own).
 LED = "led"
 
@@ -103,6 +106,7 @@ class Node:
         self.security = Security.build(config)
         self.keys = Keys(config.cluster)
         self.role = Role(leading=False, term=self._term)
+        self.role.counting = True
         self.name = ""
         self.address = ""
         self.port = 0
@@ -277,11 +281,12 @@ class Node:
             raise ListenFailed(f"cannot listen on {listen}")
         self.port = port
 
-    async def _swap(self, make: Callable[[], Any]) -> None:
-        """Stops the current server and starts ``make()``'s on the same
-        port (retried a while: the port is freed as the old one closes)."""
+    async def _swap(self, make: Callable[[], Any], grace: float = 0) -> None:
+        """Stops the current server (its calls get ``grace`` seconds) and
+        starts ``make()``'s on the same port (retried a while: the port is
+        freed as the old one closes)."""
         if self.server is not None:
-            await self.server.stop(0)
+            await self.server.stop(grace)
             self.server = None
         deadline = time.monotonic() + 10
         while True:
@@ -350,7 +355,8 @@ class Node:
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
         ).start()
         self.role.become(leading=True, primary=None, epoch=epoch)
-        await self._swap(self._primary_server)
+        # The standby's calls in progress are refusals: let them be answered.
+        await self._swap(self._primary_server, REFUSALS)
         if self.membership is not None:
             self.membership.nudge()
         log.info("%s is the primary, epoch %d, at %s", self.name, epoch, self.address)
@@ -383,7 +389,9 @@ class Node:
         still = 0
         while still < 3:  # caught up, and nothing more committed for a while
             last = board.log.last
-            caught_up = gate.acked(handover.to) >= last and gate.pending == 0
+            caught_up = (
+                gate.acked(handover.to) >= last and gate.pending == 0 and self.role.calls == 0
+            )
             still = still + 1 if caught_up else 0
             if time.monotonic() > deadline:
                 log.warning("switchover to %s: it did not catch up; staying", handover.to)
@@ -403,7 +411,8 @@ class Node:
         self.role.become(leading=False, primary=None, epoch=self.epoch)
         if replication is not None:
             replication.close()
-        await self._swap(self._standby_server)
+        # After a switchover what is still in progress finishes (refused).
+        await self._swap(self._standby_server, self.grace if self._handed else 0)
         with self._lock:
             self.board = self.replication = None
             self.epoch = 0
