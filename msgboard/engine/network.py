@@ -242,7 +242,10 @@ class Network:
 
         def wake() -> None:
             self._waiters.remove(w)
-            answer(w.future, found)
+            if b.failed is None:
+                answer(w.future, found)
+            elif not w.future.done():  # a held group that failed: no OK
+                w.future.set_exception(b.failed)
 
         b.after(wake)
 
