@@ -240,6 +240,11 @@ class SyncGate:
             "it is committed on the primary but may not be replicated"
         )
 
+    def waiting(self) -> int:
+        """Groups held for their standbys now."""
+        with self._cond:
+            return len(self._held)
+
     def status(self) -> dict[str, int]:
         """Each connected standby's acknowledged index."""
         with self._cond:
