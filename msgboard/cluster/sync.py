@@ -129,8 +129,6 @@ class SyncGate:
 
     def connected(self, name: str, index: int) -> None:
         """A standby connected, holding every entry up to ``index``."""
-        with self._cond:
-            self._away.pop(name, None)
         self.ack(name, index)
 
     def ack(self, name: str, index: int) -> None:
@@ -138,6 +136,7 @@ class SyncGate:
         with self._cond:
             self._acked[name] = index
             self._known[name] = index
+            self._away.pop(name, None)
             self._pin()
             self._schedule(self._ready(), None)
 
