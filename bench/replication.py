@@ -127,9 +127,26 @@ def run(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     return runs
 
 
+def paired(runs: list[dict[str, Any]], row: str, system: str, base: str) -> list[float]:
+    """``system``'s figure over ``base``'s in each round where both ran
+    ``row`` (back to back: a drift of the machine's load between rounds
+    cancels out)."""
+    by: dict[tuple[str, int], float] = {
+        (r["system"], r["round"]): r["figures"]["msgs_per_s"]
+        for r in runs
+        if r["row"] == row and "figures" in r
+    }
+    return [
+        v / by[(base, rnd)]
+        for (s, rnd), v in sorted(by.items())
+        if s == system and (base, rnd) in by
+    ]
+
+
 def table(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     """Prints each row's median (min-max) per system, with each cluster's
-    ratio to its single server; returns the same as data."""
+    ratio to its single server: the ratio of the medians, and the median
+    (min-max) of the rounds' ratios; returns the same as data."""
     out: dict[str, Any] = {}
     for row in args.only:
         label, count = ROWS[row]
@@ -150,6 +167,14 @@ def table(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
             if base in cells and "median" in cells[base]:
                 cell["ratio"] = med / cells[base]["median"]
                 ratio = f"x{cell['ratio']:.2f} of {base}"
+                rounds = paired(runs, row, s, base)
+                if rounds:
+                    cell["round_ratios"] = rounds
+                    cell["round_ratio_median"] = statistics.median(rounds)
+                    ratio += (
+                        f"; by round x{statistics.median(rounds):.2f} "
+                        f"(x{min(rounds):.2f}-x{max(rounds):.2f})"
+                    )
             cells[s] = cell
             note = f"  ({failed} failed)" if failed else ""
             print(f"  {s:<16} {med:>10,.0f} ({min(vals):,.0f}-{max(vals):,.0f})  {ratio}{note}")
@@ -181,6 +206,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     started = time.time()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="msgboard-bench-repl-") as tmp:
         try:
             runs = run(args, Path(tmp))
@@ -190,7 +216,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"\nmedian (min-max) of {args.rounds} alternating rounds, 100-byte durable messages, "
         f"on {platform.node()} ({os.cpu_count()} cores, servers and clients sharing them; "
-        f"load average at the end {load[0]:.1f}), {time.strftime('%Y-%m-%d')}, "
+        f"load average {load_before[0]:.1f} at the start, {load[0]:.1f} at the end), "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, "
         f"{(time.time() - started) / 60:.1f} min"
     )
     figures = table(runs, args)
@@ -200,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": sys.argv if argv is None else argv,
         "args": vars(args),
-        "load_average": load,
+        "load_average": {"start": load_before, "end": load},
         "rows": figures,
         "runs": runs,
     }
