@@ -1,6 +1,7 @@
 """Throw-away servers on loopback for the side-by-side benchmark: msgboard,
 RabbitMQ (with its own epmd) and Redis, each on free ports with a data
-directory under the run's temporary directory.
+directory under the run's temporary directory; for bench/replication.py,
+msgboard as a primary with standbys and RabbitMQ as a cluster of nodes.
 
 Every process started here is recorded and stopped by ``stop_all`` (called
 by the harness in a ``finally`` and registered with ``atexit``). The peers'
@@ -372,10 +373,10 @@ class RabbitCluster:
     Erlang cookie (``$HOME/.erlang.cookie``, HOME shared). All are started
     at once; then each node after the first is joined to the first with
     ``rabbitmqctl stop_app``, ``join_cluster``, ``start_app``, and the
-    first must list them all as running. ``port`` is the first node's AMQP
-    port: a quorum queue declared through it has its leader there
-    (``client-local``) and a member on every node. Anything that fails
-    stops what was started, by PID."""
+    first must list them all as running, and a probe quorum queue must have
+    a member on each. ``port`` is the first node's AMQP port: a quorum
+    queue declared through it has its leader there (``client-local``).
+    Anything that fails stops what was started, by PID."""
 
     def __init__(self, tmp: Path, nodes: int = 3, name: str = "rabbitmq-cluster") -> None:
         base = tmp / name
@@ -417,6 +418,27 @@ class RabbitCluster:
             raise RuntimeError(f"the cluster runs {running}, not {want}")
         self.port = self.nodes[0][2]
         self.names = want
+        members = self.quorum_members()
+        if members != want:
+            raise RuntimeError(f"a quorum queue has members {members}, not {want}")
+
+    def quorum_members(self) -> list[str]:
+        """The nodes a new quorum queue declared through ``port`` has a
+        member on (a probe queue, deleted after)."""
+        import pika
+
+        probe = f"probe-{secrets.token_hex(4)}"
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port))
+        try:
+            ch = conn.channel()
+            ch.queue_declare(probe, durable=True, arguments={"x-queue-type": "quorum"})
+            listed = json.loads(
+                self.ctl(self.nodes[0][1], "list_queues", "name", "members", "--formatter", "json")
+            )
+            ch.queue_delete(probe)
+        finally:
+            conn.close()
+        return sorted(next(q["members"] for q in listed if q["name"] == probe))
 
     @staticmethod
     def ctl(env: dict[str, str], *args: str) -> str:
