@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--only", nargs="+", choices=list(ROWS), default=list(ROWS), metavar="ROW")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = p.parse_args(argv)
+    args.systems = list(dict.fromkeys(args.systems))
     # A cluster's ratio needs its single server in the same run.
     for s in list(args.systems):
         base = SYSTEMS[s].get("base")
