@@ -221,12 +221,19 @@ class Board:
     def __repr__(self) -> str:
         return f"<msgboard serve pids {[s.proc.pid for s in self.servers]}>"
 
-    def stop(self) -> None:
-        """Stops the standbys, then the primary."""
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM to every board at once, then waits for each; SIGKILL to
+        one still there after ``timeout``."""
         try:
-            while self.servers:
-                self.servers.pop().stop()
+            for s in self.servers:
+                if s.proc.poll() is None:
+                    s.proc.send_signal(signal.SIGTERM)
+            for s in self.servers:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    s.proc.wait(timeout)
         finally:
+            while self.servers:
+                self.servers.pop().kill()  # a no-op for one that has exited
             with contextlib.suppress(ValueError):
                 _started.remove(self)
 
