@@ -224,6 +224,7 @@ class Node:
                 self.config.replication_token,
                 self.name,
                 reopen=self._open_standby,
+                board_id=self.name,  # the name the in-sync set and the election use
             )
             self.role.become(leading=False, primary=primary.address, epoch=primary.epoch)
         if self.membership is not None:
@@ -331,6 +332,7 @@ class Node:
             allow_async=c.allow_async,
             keep=c.log_keep,
             limit=c.log_limit,
+            forget=c.log_pin_seconds,
             role=self.role,
             gate=functools.partial(InSync, self.leadership),
         )
@@ -349,6 +351,8 @@ class Node:
             self.epoch = 0
             return
         self.board, self.replication = board, replication
+        # Standbys that saw this epoch follow at once, before its first commit.
+        replication.log.epoch = max(replication.log.epoch, epoch)
         replication.attach(board)
         self._handing = threading.Event()
         threading.Thread(
