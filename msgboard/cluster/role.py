@@ -61,7 +61,7 @@ class Role:
 
     @property
     def is_primary(self) -> bool:
-        return self.leading
+        return self.leading and self.primary is None
 
     def listen(self, callback: RoleListener) -> None:
         """Calls ``callback(role)`` after every change of role or epoch (on
@@ -85,10 +85,10 @@ class Role:
 
     def refusal(self) -> MsgboardError | None:
         """The error a client call gets here (None: serve it)."""
-        if not self.leading:
-            if self.primary is None:
-                return Unavailable("this board is a standby and knows of no primary yet")
+        if self.primary is not None:
             return NotPrimary(self.primary)
+        if not self.leading:
+            return Unavailable("this board is a standby and knows of no primary yet")
         if self.handover is not None:
             return NotPrimary(self.handover)
         if self._term is not None and self._term() is None:
