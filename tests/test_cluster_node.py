@@ -193,7 +193,8 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     threads, takes), when I kill -9 the primary, I expect a standby of the
     in-sync set to be promoted, holding every post answered OK before the
     kill exactly once and nothing taken; a client moved by hand writes
-    again on it."""
+    again on it; the old primary, restarted on its data, sets it aside and
+    follows the new one."""
     p = three.primary()
     hand = Hand([three.address(n) for n in three.names])
     hand.at = three.address(p)
@@ -218,6 +219,18 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     with Client(three.address(q)) as c:
         assert violations(waiting(c, ["a", "b"]), answered, gone) == []
     assert f"leadership {q}: elected" in three.log(q)
+    # Restarted on its data, the old primary sets it aside and follows.
+    three.start(p)
+    wait_until(
+        "the old primary, restarted, follows the new one",
+        lambda: (
+            isinstance(e := refusal(three.address(p)), NotPrimary)
+            and e.primary == three.address(q)
+            and last_index(three.data(p)) == last_index(three.data(q))
+        ),
+        60,
+    )
+    assert "set aside" in three.log(p)
 
 
 def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
