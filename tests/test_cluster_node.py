@@ -465,3 +465,27 @@ def test_a_primary_cut_off_from_etcd_fences_itself_before_another_is_elected(
         )
         with Client(b.address(q)) as c:
             assert violations(waiting(c, ["q"]), dict.fromkeys(poster.answered, "q"), set()) == []
+
+
+def test_a_lone_board_of_a_cluster_leads_again_after_a_restart(
+    tmp_path: Path, etcd: EtcdCluster
+) -> None:
+    """Given a cluster of one board (its in-sync set stays empty: no
+    standby ever joins) with a queue and a message, when I kill it (-9)
+    and start it again, I expect it to lead again, with its data: the
+    primary that wrote the set may always lead again."""
+    b = Boards(tmp_path, etcd.endpoints, cluster_name(), "--lease-ttl", TTL, "--allow-async",
+               "--sync-timeout-ms", "200", size=1)  # fmt: skip
+    try:
+        b.start()
+        p = b.primary()
+        with Client(b.address(p)) as c:
+            c.create_queue("q")
+            c.post("q", body=b"kept")
+        b.kill(p)
+        b.start(p)
+        assert b.primary() == p
+        with Client(b.address(p)) as c:
+            assert [m.body for m in c.browse("q").messages] == [b"kept"]
+    finally:
+        b.stop()

@@ -19,11 +19,14 @@ the server of the node's mode:
 Elected, the node stops its Replica, closes the standby's store, opens the
 directory as a board (the restart path, as after kill -9), and only then
 serves it; the gate (``InSync``) counts only standbys of the in-sync set it
-keeps in etcd. Fenced or resigned, it stops answering at once, closes the
-board, moves its data aside (``data.mdb.deposed``: its log may hold entries
-no standby has, written in a term that lost its lease) and seeds itself
-from the new primary as a standby. A board restarted after leading
-(``led``, a file in its directory) does the same before it follows.
+keeps in etcd. Fenced or resigned, it stops answering at once and closes
+the board; it may lead again while the in-sync set is still the one it
+wrote (it holds all it answered). Once another board leads, a board that
+led (``led``, a file in its directory, also after a restart) moves its
+data aside (``data.mdb.deposed``: its log may hold entries no standby has,
+written in a term that lost its lease) and seeds itself from the new
+primary as a standby; after a switchover its log is a prefix of its
+successor's, and it follows on.
 
 The server is rebuilt on the same port at each change of mode: a client
 sees its connection refused for a moment, and moves on.
@@ -126,8 +129,6 @@ class Node:
         self.watch: PrimaryWatch | None = None
         self.membership: Membership | None = None
         self._last = Position("", "", 0, 0)
-        #: Its data was set aside: the next standby store starts empty.
-        self._aside = False
         #: Set when the term ends: stops the switchover watch.
         self._handing = threading.Event()
         #: The term ended by a switchover its successor had all of.
@@ -215,8 +216,7 @@ class Node:
                 self._set_aside(f"{self.name} led before and {primary.name} leads now")
                 self.store, fresh = None, True
             if self.store is None:
-                self.store = self._open_standby(init=fresh or self._aside)
-                self._aside = False
+                self.store = self._open_standby(init=fresh)
             self.following = primary
             self.replica = Replica(
                 self.store,
@@ -426,11 +426,12 @@ class Node:
                 # Its log is a prefix of its successor's: it follows on.
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.config.data, LED))
-            else:
-                self._set_aside(f"{self.name} was deposed")
-                self._aside = True
+            # Otherwise its data is set aside only once another board leads
+            # (``_follow``): until then it may be elected again, holding
+            # everything it answered.
             self._handed = False
             self.following = None
+            self.store = self._open_standby()
         if self.membership is not None:
             self.membership.nudge()
 
@@ -438,7 +439,7 @@ class Node:
 
     async def run(self) -> None:
         c = self.config
-        self.store = None if self._led() else self._open_standby()
+        self.store = self._open_standby()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
