@@ -189,9 +189,12 @@ def early_deliveries(
     return [b for b in list(delivered) if b not in acknowledged]
 
 
-def consume(address: str, name: str) -> tuple[list[bytes], threading.Event]:
+def consume(
+    address: str, name: str, ended: list[MsgboardError] | None = None
+) -> tuple[list[bytes], threading.Event]:
     """A consumer of ``name`` in a thread: the bodies it receives, and an
-    event set once it is subscribed."""
+    event set once it is subscribed; the error that ends it goes to
+    ``ended``."""
     got: list[bytes] = []
     ready = threading.Event()
 
@@ -202,8 +205,9 @@ def consume(address: str, name: str) -> tuple[list[bytes], threading.Event]:
                 for d in sub:
                     got.append(d.message.body)
                     sub.ack(d)
-            except MsgboardError:
-                return  # the primary stopped at the test's end
+            except MsgboardError as e:
+                if ended is not None:
+                    ended.append(e)
 
     threading.Thread(target=run, daemon=True).start()
     return got, ready
@@ -254,3 +258,40 @@ def test_the_consumer_check_catches_a_primary_that_does_not_wait(
     p = primary(tmp_path, "--sync-standbys", "0")
     stopped.append(p)
     assert held_deliveries(p, follower_of) == [b"second"]
+
+
+def test_a_consumer_of_a_failed_group_gets_an_error_not_its_message(
+    tmp_path: Path, stopped: list[Served], follower_of: list[Follower]
+) -> None:
+    """Given a strict primary (a 2 s wait) whose standby (played by the
+    test) stops acknowledging, and a consumer, when a post's group fails to
+    reach the standby, I expect the post to fail UNAVAILABLE and the
+    consumer's subscription to end with that error, never delivering the
+    message; and the message, once the standby acknowledges again, to be
+    waiting on its queue (it came back)."""
+    p = primary(tmp_path, "--sync-timeout-ms", "2000")
+    stopped.append(p)
+    f = Follower(p.address)
+    follower_of.append(f)
+    with Client(p.address, timeout=90) as c:
+        wait_for(lambda: _created(c, "jobs"), "a write answered with the standby")
+        ended: list[MsgboardError] = []
+        got, ready = consume(p.address, "jobs", ended)
+        assert ready.wait(60)
+        f.auto = False
+        with pytest.raises(Unavailable, match="no standby in sync"):
+            c.post("jobs", body=b"failed group")
+        wait_for(lambda: bool(ended), "the subscription ended")
+        assert got == []
+        assert isinstance(ended[0], Unavailable) and "no standby in sync" in str(ended[0])
+        f.auto = True
+        f.ack(f.last)
+
+        def back() -> bool:
+            try:
+                page = c.browse("jobs", limit=10, section="unprocessed")
+            except Unavailable:
+                return False
+            return [m.body for m in page.messages] == [b"failed group"]
+
+        wait_for(back, "the message waiting again")
