@@ -146,9 +146,11 @@ def test_judge_lets_a_standby_follow_only_from_the_same_entry() -> None:
     assert isinstance(judge(hello(12, entry(12)), "s", 1, 9, None), LogDiverged)
     # Below the log's front: cannot be checked, seeded again.
     assert isinstance(judge(hello(2, entry(2)), "s", 3, 9, None), LogTruncated)
-    # Seeded at the start of a log that keeps no entry (a hole at 9).
-    assert judge(hello(9), "s", 10, 9, None) is None
-    assert isinstance(judge(hello(9, entry(9)), "s", 10, 9, None), LogTruncated)
+    # Seeded at the start of a log that keeps no entry (a hole at 9): only
+    # from a copy this primary made.
+    assert judge(hello(9), "s", 10, 9, None, seeded=True) is None
+    assert isinstance(judge(hello(9), "s", 10, 9, None), LogTruncated)
+    assert isinstance(judge(hello(9, entry(9)), "s", 10, 9, None, seeded=True), LogTruncated)
 
 
 def test_a_standby_refuses_an_entry_whose_epoch_goes_down(tmp_path: Path) -> None:
