@@ -124,7 +124,7 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         woken = shipper.attach()
         acks = asyncio.create_task(self._acks(requests, key, gate))
         if gate is not None:
-            gate.connected(key, start - 1)
+            gate.connected(key, start - 1, name)
         try:
             while not acks.done():
                 woken.clear()
