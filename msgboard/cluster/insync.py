@@ -82,6 +82,8 @@ class InSync(SyncGate):
         self._standbys: dict[str, int] = {}
         #: The members the gate counts, with their acks as it was told.
         self._counted: dict[str, int] = {}
+        #: How each connected standby is named in messages (its address).
+        self._labels_seen: dict[str, str] = {}
         #: When each standby's stream last ended.
         self._left: dict[str, float] = {}
         #: Groups held and not yet released (a switchover waits for none).
@@ -127,14 +129,15 @@ class InSync(SyncGate):
 
     # -- the streams' side (event loop) ---------------------------------
 
-    def connected(self, name: str, index: int) -> None:
+    def connected(self, name: str, index: int, label: str = "") -> None:
         with self._lock:
             self._standbys[name] = index
+            self._labels_seen[name] = label
             counted = name in self.members
             if counted:
                 self._count(name, index)
         if counted:
-            super().connected(name, index)
+            super().connected(name, index, label)
 
     def ack(self, name: str, index: int) -> None:
         with self._lock:
@@ -208,7 +211,7 @@ class InSync(SyncGate):
                     if index is not None:
                         self._count(name, index)
                 if index is not None:
-                    SyncGate.connected(self, name, index)
+                    SyncGate.connected(self, name, index, self._labels_seen.get(name, ""))
                 log.info("in-sync set: %s joined: %s", name, ", ".join(self.members))
                 return
         for name in lagging[:1]:
@@ -230,7 +233,7 @@ class InSync(SyncGate):
                 self._count(name, index)
         if not safe:
             if index is not None:
-                SyncGate.connected(self, name, index)
+                SyncGate.connected(self, name, index, self._labels_seen.get(name, ""))
             return
         left = tuple(n for n in self.members if n != name)
         if self._write(left):
