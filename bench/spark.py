@@ -249,7 +249,7 @@ def steps(n: int) -> None:
             ("  and list its rows", lambda: [list(c._Batch.FromString(b).rows) for b in framed]),
             (
                 "seq, from the keys",
-                lambda: [np.frombuffer(b"".join(k), c._KEYS) for k, _ in chunks],
+                lambda: [np.frombuffer(b"".join(k), c.KEYS) for k, _ in chunks],
             ),
             (
                 "6 scalar columns",
