@@ -21,6 +21,7 @@ from msgboard.codec import exit_suffix, processed_suffix
 from msgboard.errors import RecordDamaged
 from msgboard.message import Exit, ExitKind
 from msgboard.v1 import board_pb2 as pb
+from tests.sparking import exact
 
 pytest.importorskip("pyspark")
 
@@ -108,17 +109,6 @@ def _us(t: Any) -> int:
     return int(t.seconds * 1_000_000 + t.nanos // 1000)
 
 
-def _exact(v: Any) -> Any:
-    """Floats by their bits, so that NaN equals NaN and -0.0 is not 0.0."""
-    if isinstance(v, float):
-        return struct.pack("<d", v)
-    if isinstance(v, dict):
-        return {k: _exact(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_exact(x) for x in v]
-    return v
-
-
 def expected(seq: int, payload: bytes) -> dict[str, Any]:
     """The row of one record, decoded by upb field by field."""
     m = pb.Message.FromString(payload)
@@ -163,7 +153,7 @@ def test_a_batch_is_what_upb_reads_record_by_record(decode: Any, batch: list[byt
     got = decode(keys, batch, "q", "history")
     # I expect each row to be what upb reads from its record alone
     assert got.schema == columns.ARROW
-    assert _exact(got.to_pylist()) == _exact([expected(i + 1, p) for i, p in enumerate(batch)])
+    assert exact(got.to_pylist()) == exact([expected(i + 1, p) for i, p in enumerate(batch)])
 
 
 #: Records as the board writes them (one member per Value, each header key
@@ -184,7 +174,7 @@ def test_plain_records_take_the_compiled_path(batch: list[bytes]) -> None:
     # When ptars decodes them (no fallback to upb: _batch raises if it would)
     got = compiled._batch(keys, batch, "q", "history")
     # I expect what upb reads record by record
-    assert _exact(got.to_pylist()) == _exact([expected(i + 1, p) for i, p in enumerate(batch)])
+    assert exact(got.to_pylist()) == exact([expected(i + 1, p) for i, p in enumerate(batch)])
 
 
 def test_plain_records_take_the_bulk_path() -> None:
