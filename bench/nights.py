@@ -110,12 +110,14 @@ def main(
         nights: list[dict[str, object]] = []
 
         def night(label: str, snap: Path) -> None:
+            books = Path(out) / "_msgboard.json"
+            before = len(json.loads(books.read_text())["runs"]) if books.exists() else 0
             fig: dict[str, object] = {"night": label, **run([*export, str(snap), out])}
-            books = json.loads((Path(out) / "_msgboard.json").read_text())
-            last = books["runs"][-1]
-            fig["decoded"] = last["decoded"] if last["snapshot"] == books["taken_at"] else 0
-            fig["spark"] = bool(last["spark"]) and fig["decoded"] != 0
-            fig["rows"] = last["rows"]
+            runs = json.loads(books.read_text())["runs"]
+            ran = len(runs) > before  # a no-op run adds no line to the books
+            fig["decoded"] = runs[-1]["decoded"] if ran else 0
+            fig["spark"] = bool(runs[-1]["spark"]) if ran else False
+            fig["rows"] = runs[-1]["rows"]
             nights.append(fig)
             print(fig, file=sys.stderr)
 

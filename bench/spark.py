@@ -233,14 +233,16 @@ def report_scale(n: int, master: str) -> None:
 
 
 def steps(n: int) -> None:
-    """The data source's decode (``columns.batch``) step by step, in µs per
+    """The data source's decode (``columns.batch``, then ``compiled.batch``) step by step, in µs per
     record, on a board of ``n`` messages of the benchmark's shape: the best
     of 5 of each step over the whole snapshot, in batches of 8192."""
     from operator import attrgetter
 
     import numpy as np
+    import pyarrow as pa
 
     from pyspark_msgboard import columns as c
+    from pyspark_msgboard import compiled
 
     with tempfile.TemporaryDirectory(prefix="msgboard-bench-steps-") as tmp:
         root = Path(tmp)
@@ -293,6 +295,11 @@ def steps(n: int) -> None:
             (
                 "the whole batch (columns.batch)",
                 lambda: [c.batch(k, p, "q", "history") for k, p in chunks],
+            ),
+            ("payloads to one Arrow array", lambda: [pa.array(p, pa.binary()) for _, p in chunks]),
+            (
+                "the whole batch (compiled.batch)",
+                lambda: [compiled.batch(k, p, "q", "history") for k, p in chunks],
             ),
         ]
         for label, fn in figures:
