@@ -269,6 +269,14 @@ SETTINGS: tuple[Setting, ...] = (
         "N",
     ),
     Setting(
+        "log_pin_seconds",
+        _positive,
+        3600,
+        "how long a primary keeps log entries for a standby that went away (it is "
+        "seeded again if it comes back later)",
+        "S",
+    ),
+    Setting(
         "ready_file",
         str,
         "",
@@ -314,6 +322,7 @@ class ServeConfig:
     allow_async: bool = False
     log_keep: int = 10_000
     log_limit: int = 1_000_000
+    log_pin_seconds: int = 3600
 
     @property
     def tls(self) -> bool:

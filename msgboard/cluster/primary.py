@@ -26,7 +26,8 @@ class Replication:
     ``needed``: standbys that must have a write before it is answered;
     ``timeout``: seconds a write waits for them; ``allow_async``: answer
     anyway after that (else Unavailable); ``keep``/``limit``: the log's
-    retention (``oplog.Log``)."""
+    retention (``oplog.Log``); ``forget``: seconds the log is kept for a
+    standby that went away (``SyncGate``)."""
 
     def __init__(
         self,
@@ -37,6 +38,7 @@ class Replication:
         allow_async: bool = False,
         keep: int = 10_000,
         limit: int = 1_000_000,
+        forget: float = 3600.0,
     ) -> None:
         self.token = token
         self.log = Log(keep=keep, limit=limit)
@@ -44,6 +46,7 @@ class Replication:
         self.needed = needed
         self.timeout = timeout
         self.allow_async = allow_async
+        self.forget = forget
         self.gate: SyncGate | None = None
         self.service: ReplicationService | None = None
 
@@ -58,6 +61,7 @@ class Replication:
             needed=self.needed,
             timeout=self.timeout,
             allow_async=self.allow_async,
+            forget=self.forget,
         )
         board.hold_answers(self.gate.hold)
         if self.allow_async:
