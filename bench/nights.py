@@ -12,10 +12,11 @@ its own JVM start, as cron's does):
 4. an idle night: a third snapshot of the board, unchanged since.
 
 Per night: wall time, rows decoded (the books' run line), whether Spark
-ran, and the peak resident memory of the driver's Python process and of
-its JVM (sampled every 0.2 s from /proc; in local mode the JVM holds the
-executors too), against the one-process scan + decode floor of the
-snapshot (what the night's rows cost a bare check-and-parse loop).
+ran, and the peak resident memory of the driver's Python process (all of
+it, and its own memory alone: RssAnon, without the snapshot's pages it
+maps) and of its JVM (sampled every 0.2 s from /proc; in local mode the
+JVM holds the executors too), and the night's rows per second of wall
+time (a JVM start included) against the one-process scan + decode floor.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from msgboard.engine import Board
 MSGBOARD = str(Path(sys.executable).parent / "msgboard")
 
 
-def _rss(pid: int) -> int:
-    """The process's resident memory now, KiB (0 if it is gone)."""
+def _rss(pid: int, field: str = "VmRSS") -> int:
+    """The process's resident memory now, KiB (0 if it is gone): all of it
+    (VmRSS), or only its own memory (RssAnon: not the pages of files it
+    maps, such as the snapshot's data.mdb, which the page cache holds)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -65,7 +68,7 @@ def _comm(pid: int) -> str:
 def run(cmd: list[str]) -> dict[str, float]:
     """Runs ``cmd``; its wall time and the peak RSS (MiB) of the process
     itself (the Python driver) and of its JVM child, sampled."""
-    peaks = {"python": 0, "jvm": 0}
+    peaks = {"python": 0, "python_anon": 0, "jvm": 0}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = threading.Event()
@@ -73,6 +76,7 @@ def run(cmd: list[str]) -> dict[str, float]:
     def sample() -> None:
         while not done.wait(0.2):
             peaks["python"] = max(peaks["python"], _rss(proc.pid))
+            peaks["python_anon"] = max(peaks["python_anon"], _rss(proc.pid, "RssAnon"))
             for child in _children(proc.pid):
                 if _comm(child) == "java":
                     peaks["jvm"] = max(peaks["jvm"], _rss(child))
@@ -86,7 +90,12 @@ def run(cmd: list[str]) -> dict[str, float]:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
     print(out.strip(), file=sys.stderr)
-    return {"wall_s": wall, "python_mib": peaks["python"] / 1024, "jvm_mib": peaks["jvm"] / 1024}
+    return {
+        "wall_s": wall,
+        "python_mib": peaks["python"] / 1024,
+        "python_anon_mib": peaks["python_anon"] / 1024,
+        "jvm_mib": peaks["jvm"] / 1024,
+    }
 
 
 def main(
@@ -144,14 +153,15 @@ def main(
     )
     print(
         f"{'night':32} {'decoded':>10} {'Spark':>6} {'wall s':>8} {'rows/s':>9} "
-        f"{'x floor':>8} {'py MiB':>7} {'JVM MiB':>8}"
+        f"{'x floor':>8} {'py MiB':>7} {'py anon':>7} {'JVM MiB':>8}"
     )
     for f in nights:
         decoded, wall = int(f["decoded"]), float(f["wall_s"])  # type: ignore[call-overload, arg-type]
         per = decoded / wall if decoded else 0
         print(
             f"{f['night']!s:32} {decoded:>10,} {'yes' if f['spark'] else 'no':>6} {wall:>8.1f} "
-            f"{per:>9,.0f} {per / rate:>8.3f} {f['python_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
+            f"{per:>9,.0f} {per / rate:>8.3f} {f['python_mib']:>7.0f} "
+            f"{f['python_anon_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
         )
     print(f"whole run: {time.perf_counter() - started:.0f} s")
     os.makedirs(results, exist_ok=True)
