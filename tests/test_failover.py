@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from msgboard.client import Client, Delivery
+from msgboard.client import Client, Delivery, Disposition, Message
 from msgboard.client.failover import Failover, addresses_of, refused
 from msgboard.errors import (
     InvalidArgument,
@@ -177,15 +177,23 @@ def test_a_post_whose_answer_was_lost_is_stored_once(server: ServerThread) -> No
     its answer is lost (the proxy drops it, then resets the connection), I
     expect the client to send it again to the board (its key), and the
     board to hold it once, under the seq the client was told."""
-    c, proxy, t, out = _lost_answer(server, ("post", "q", ("once",)))
+    c, proxy, t, out = _lost_answer(
+        server, ("post_receipts", "q", [Message(tuple=("once",)), Message(key="k")])
+    )
     with Client(server.address) as direct:
-        wait_for(lambda: direct.get_queue("q").unprocessed == 1, "the post stored")
+        wait_for(lambda: direct.get_queue("q").unprocessed == 2, "the post stored")
         proxy.close()
         t.join(60)
-        [seq] = out
-        assert isinstance(seq, int), seq
+        [receipts] = out
+        # Its own key's duplicate is its first attempt, stored; the
+        # caller's key is reported as the board says.
+        assert isinstance(receipts, list), receipts
+        assert [r.disposition for r in receipts] == [Disposition.STORED, Disposition.DUPLICATE]
         page = direct.browse("q")
-        assert [(m.seq, m.tuple) for m in page.messages] == [(seq, ("once",))]
+        assert [(m.seq, m.tuple) for m in page.messages] == [
+            (receipts[0].seq, ("once",)),
+            (receipts[1].seq, ()),
+        ]
     c.close()
 
 

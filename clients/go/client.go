@@ -308,7 +308,12 @@ func (c *Client) Post(ctx context.Context, queue string, msgs ...Message) ([]uin
 // failover on, each message without a Key gets one, so that a post whose
 // answer was lost is sent again and stored once.
 func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
+	// A duplicate of a key the client made is its own earlier attempt, stored.
+	mine := make([]bool, len(msgs))
 	if c.boards.on() {
+		for i, m := range msgs {
+			mine[i] = m.Key == ""
+		}
 		var err error
 		if msgs, err = withKeys(msgs); err != nil {
 			return nil, err
@@ -322,7 +327,13 @@ func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message
 	if err != nil {
 		return nil, err
 	}
-	return receipts(r.Seqs, r.Dispositions), nil
+	out := receipts(r.Seqs, r.Dispositions)
+	for i := range out {
+		if i < len(mine) && mine[i] && out[i].Seq != 0 && out[i].Disposition == pb.Disposition_DISPOSITION_DUPLICATE {
+			out[i].Disposition = pb.Disposition_DISPOSITION_STORED
+		}
+	}
+	return out, nil
 }
 
 // PostIdempotent posts as PostReceipts does, safe to retry: every message

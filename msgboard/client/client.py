@@ -44,6 +44,7 @@ from msgboard.results import (
 )
 from msgboard.spec import (
     Delivery,
+    Disposition,
     Position,
     Receipt,
     Redelivery,
@@ -143,11 +144,19 @@ class Client(Admin, Poster):
 
     def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Posts messages in one transaction (one unary Post)."""
-        if self._failover.on:  # keyed, so that it may be sent again
+        # With failover on, keyed so that it may be sent again; a duplicate
+        # of a key the client made is its own earlier attempt, stored.
+        mine = [self._failover.on and not m.key for m in messages]
+        if any(mine):
             messages = [m if m.key else dataclasses.replace(m, key=new_key()) for m in messages]
         req = pb.PostRequest(queue=queue, messages=codec.messages_to_pb(messages))
         r = self._calls.Post(req, timeout=self.timeout)
-        return codec.receipts_from_pb(r.seqs, r.dispositions)
+        return [
+            Receipt(x.seq, Disposition.STORED)
+            if own and x.seq and x.disposition is Disposition.DUPLICATE
+            else x
+            for own, x in zip(mine, codec.receipts_from_pb(r.seqs, r.dispositions), strict=True)
+        ]
 
     def post_many(
         self,

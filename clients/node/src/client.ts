@@ -315,9 +315,13 @@ export class Client {
    * are durable, each one's seq and what became of it.
    */
   async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
+    // With failover on, keyed so that it may be sent again; a duplicate of a
+    // key the client made is its own earlier attempt, stored.
+    const mine = messages.map((m) => this.failover.on && !asMessage(m).key);
     const keyed = this.failover.on ? messages.map(withKey) : messages;
     const wire = keyed.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
-    return receiptsFrom(await this.failover.unary("Post", { queue, messages: wire }));
+    const rs = receiptsFrom(await this.failover.unary("Post", { queue, messages: wire }));
+    return rs.map((r, i) => (mine[i] && r.seq && r.disposition === "duplicate" ? { ...r, disposition: "stored" } : r));
   }
 
   /**
