@@ -127,8 +127,25 @@ def test_a_client_given_the_standby_first_lands_on_the_primary(
         d = next(sub)
         assert d.message.tuple == ("job", 2)
         sub.ack(d)
+    # A take and an ack refused by the standby ran nowhere: sent to the primary.
+    with Client([s.address, p.address]) as c:
+        c.post("jobs", ("job", 3))
+    with Client([s.address, p.address]) as c:
+        [lease] = c.take_leased("jobs", lease=600)
+        assert lease.message.tuple == ("job", 3)
+    with Client([s.address, p.address]) as c:
+        assert c.ack("jobs", [lease]).ids == [lease.id]
     with Client(s.address) as c, pytest.raises(NotPrimary):
         c.stats()
+
+
+def test_a_client_gives_up_after_the_failover_deadline() -> None:
+    """With no board at any address, a call is tried again until the
+    deadline, then raises the last error (here: no connection)."""
+    dead = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    with Client(dead, failover=1.0) as c, pytest.raises(Unavailable) as e:
+        c.stats()
+    assert refused(e.value)
 
 
 def test_a_client_skips_an_address_where_nothing_listens(server: ServerThread) -> None:
