@@ -342,3 +342,193 @@ def campaigners(
     finally:
         for c in started:
             c.stop()
+
+
+# -- boards of a cluster ------------------------------------------------------
+
+#: The cluster's replication token in the tests.
+TOKEN = "cluster-tests-token"
+
+
+class Boards:
+    """``msgboard serve --cluster`` processes on loopback, one directory
+    each under ``root``, started, killed (-9), paused and stopped by PID
+    (``tests/served.py``'s ``Served``). ``etcd``: the members' endpoints.
+    Board ``i`` is named ``b{i}``; ``args`` go to every board.
+
+    ``proxied``: each board reaches etcd through ``Proxy`` objects of its
+    own (``etcd_links[name]``, one per member), and is reached, by the
+    other boards and by the clients its NotPrimary answers send, through
+    one more (``links[name]``, the address it advertises; the test's own
+    calls go straight to it). ``cut_from_etcd(name)`` and ``links[name].cut()``
+    partition it."""
+
+    def __init__(
+        self,
+        root: Path,
+        etcd: str,
+        cluster: str,
+        *args: str,
+        size: int = 3,
+        proxied: bool = False,
+    ) -> None:
+        from tests.proxy import Proxy
+        from tests.served import Served
+
+        self.root = root
+        self.etcd = etcd
+        self.cluster = cluster
+        self.args = args
+        self.names = [f"b{i}" for i in range(size)]
+        self.procs: dict[str, Served | None] = dict.fromkeys(self.names)
+        self._served = Served
+        self.proxied = proxied
+        self.etcd_links: dict[str, list[Proxy]] = {}
+        self.links: dict[str, Proxy] = {}
+        self.ports: dict[str, int] = {}
+        if proxied:
+            members = [u.removeprefix("http://") for u in etcd.split(",")]
+            for name, port in zip(self.names, free_ports(size), strict=True):
+                self.etcd_links[name] = [Proxy(m) for m in members]
+                self.ports[name] = port
+                self.links[name] = Proxy(f"127.0.0.1:{port}")
+
+    def cut_from_etcd(self, name: str) -> None:
+        for p in self.etcd_links[name]:
+            p.cut()
+
+    def heal_etcd(self, name: str) -> None:
+        for p in self.etcd_links[name]:
+            p.heal()
+
+    def advertised(self, name: str) -> str:
+        """Where the cluster sends clients of ``name`` (its link if proxied)."""
+        return self.links[name].address if self.proxied else self.address(name)
+
+    def start(self, *names: str) -> Boards:
+        for name in names or self.names:
+            where = self.root / name
+            where.mkdir(exist_ok=True)
+            (where / "ready.json").unlink(missing_ok=True)  # left by a kill -9
+            more: tuple[str, ...] = ()
+            etcd = self.etcd
+            if self.proxied:
+                etcd = ",".join(f"http://{p.address}" for p in self.etcd_links[name])
+                more = (
+                    *("--listen", f"127.0.0.1:{self.ports[name]}"),
+                    *("--advertise", self.links[name].address),
+                )
+            self.procs[name] = self._served(
+                where,
+                *("--cluster", self.cluster, "--etcd", etcd, "--board-name", name),
+                *("--replication-token", TOKEN),
+                *self.args,
+                *more,
+                wait=False,
+            )
+        for name in names or self.names:
+            proc = self.procs[name]
+            assert proc is not None
+            proc.wait_ready()
+        return self
+
+    def proc(self, name: str) -> subprocess.Popen[bytes]:
+        served = self.procs[name]
+        assert served is not None
+        return served.proc
+
+    def address(self, name: str) -> str:
+        served = self.procs[name]
+        assert served is not None
+        return served.address
+
+    def data(self, name: str) -> Path:
+        return self.root / name / "board"
+
+    def log(self, name: str) -> str:
+        served = self.procs[name]
+        return "" if served is None else served.log.read_text(errors="replace")
+
+    def primary(self, timeout: float = 60.0, among: list[str] | None = None) -> str:
+        """The board etcd names as the primary once it serves (a client
+        call answers), waiting for one."""
+        etcd = Etcd(self.etcd, timeout=2.0)
+        found: list[str] = []
+
+        def serving() -> bool:
+            try:
+                entry, _ = etcd.get(f"/msgboard/{self.cluster}/leader")
+            except TRANSIENT:
+                return False
+            if entry is None:
+                return False
+            name = json.loads(entry.value)["name"]
+            if among is not None and name not in among:
+                return False
+            if not _answers(self.address(name)):
+                return False
+            found[:] = [name]
+            return True
+
+        try:
+            wait_until("a primary serves", serving, timeout)
+        finally:
+            etcd.close()
+        return found[0]
+
+    def in_sync(self) -> list[str]:
+        """The in-sync set stored in etcd."""
+        etcd = Etcd(self.etcd, timeout=2.0)
+        try:
+            entry, _ = etcd.get(f"/msgboard/{self.cluster}/sync")
+        finally:
+            etcd.close()
+        return [] if entry is None else list(json.loads(entry.value)["standbys"])
+
+    def kill(self, name: str) -> None:
+        served = self.procs[name]
+        if served is not None:
+            served.kill()
+
+    def pause(self, name: str) -> None:
+        os.kill(self.proc(name).pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.kill(self.proc(name).pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        for served in self.procs.values():
+            if served is not None and served.proc.poll() is None:
+                os.kill(served.proc.pid, signal.SIGCONT)
+                served.stop()
+        for proxy in [*self.links.values(), *(p for ps in self.etcd_links.values() for p in ps)]:
+            proxy.close()
+
+
+def _answers(address: str) -> bool:
+    """Whether the board at ``address`` serves a client call."""
+    from msgboard.client import Client
+    from msgboard.errors import MsgboardError
+
+    try:
+        with Client(address, timeout=2.0) as c:
+            c.list_queues()
+        return True
+    except (MsgboardError, OSError):
+        return False
+
+
+@contextmanager
+def boards(
+    root: Path, etcd: str, cluster: str, *args: str, proxied: bool = False
+) -> Iterator[Boards]:
+    """Three boards of ``cluster`` on ``etcd``, stopped (by PID) at the end."""
+    b = Boards(root, etcd, cluster, *args, proxied=proxied)
+    try:
+        yield b.start()
+    except BaseException:
+        for name in b.names:  # shown by pytest with the failure
+            print(f"===== {name}'s log\n{b.log(name)[-6000:]}")
+        raise
+    finally:
+        b.stop()

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
+from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
@@ -162,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run a board")
     config.add_flags(p)  # one option per setting of msgboard.config
+
+    p = sub.add_parser("cluster", help="a cluster of boards through etcd (docs/cluster.md)")
+    clusters = p.add_subparsers(dest="cluster_command", required=True)
+    add_switchover(clusters)  # msgboard/cli/cluster.py
 
     q = sub.add_parser("user", help="users of a board with a users file")
     qs = q.add_subparsers(dest="action", required=True)
@@ -511,6 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "user":
             return _user(args)
+        if args.command == "cluster" and args.cluster_command == "switchover":
+            return switchover(args)
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
@@ -555,7 +562,12 @@ def _serve(args: argparse.Namespace) -> int:
             max_outstanding_bytes=c.max_outstanding_bytes,
             max_read_ahead_bytes=c.max_read_ahead_bytes,
         )
-        asyncio.run(serve(c, limits=limits))
+        if c.cluster:  # a board of a cluster (msgboard.server.node)
+            from msgboard.server.node import serve_cluster
+
+            asyncio.run(serve_cluster(c, limits=limits))
+        else:
+            asyncio.run(serve(c, limits=limits))
     except (MsgboardError, OSError) as e:
         print(f"msgboard serve: {e}", file=sys.stderr)
         return 1
