@@ -421,6 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
     p.add_argument("queue", nargs="?", default="", help="only this queue (default every queue)")
 
+    from msgboard.cli import clusterstatus
+
+    q = sub.add_parser("cluster", help="a cluster of boards: its primary and standbys")
+    qs = q.add_subparsers(dest="action", required=True)
+    clusterstatus.add_parser(qs, common)
+
     p = sub.add_parser(
         "snapshot", parents=[common], help="have the server write a consistent copy of the board"
     )
@@ -500,6 +506,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "user":
             return _user(args)
+        if args.command == "cluster":
+            os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
+            from msgboard.cli.clusterstatus import status
+
+            return status(args)
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads

@@ -14,6 +14,7 @@ import logging
 from msgboard.cluster.role import Role
 from msgboard.cluster.service import ReplicationService
 from msgboard.cluster.shipper import Shipper
+from msgboard.cluster.status import Lag, Standbys, StatusService
 from msgboard.cluster.sync import SyncGate
 from msgboard.engine import Board
 from msgboard.lmdbstore import Log
@@ -46,12 +47,20 @@ class Replication:
         self.allow_async = allow_async
         self.gate: SyncGate | None = None
         self.service: ReplicationService | None = None
+        #: Its standbys as it sees them (status, metrics, ``$sys`` events).
+        self.standbys: Standbys | None = None
 
     def attach(self, board: Board) -> ReplicationService:
         """Starts replicating ``board`` (opened with ``log``); returns the
         service to install."""
         shipper = Shipper(board)
-        self.log.logged = shipper.logged
+        lag = Lag()
+
+        def logged(index: int, entry: bytes) -> None:
+            shipper.logged(index, entry)
+            lag.logged(index)
+
+        self.log.logged = logged
         self.gate = SyncGate(
             self.log,
             board.call_soon,
@@ -66,11 +75,16 @@ class Replication:
                 "when none is in sync within %g s; a failover may then lose them",
                 self.timeout,
             )
-        self.service = ReplicationService(self.token, self.role, board, shipper, self.gate)
+        self.standbys = Standbys(self.log, self.gate, lag, self.role, board.emit).start()
+        self.service = StatusService(
+            self.token, self.role, board, shipper, self.gate, standbys=self.standbys
+        )
         return self.service
 
     def close(self) -> None:
         """Answers what still waits for the standbys with Unavailable."""
+        if self.standbys is not None:
+            self.standbys.stop()
         if self.gate is not None:
             self.gate.close()
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmsgboard/v1/replication.proto\x12\x0bmsgboard.v1\"\x1c\n\x0bSeedRequest\x12\r\n\x05\x62oard\x18\x01 \x01(\t\"\x19\n\tSeedChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"]\n\rFollowRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.msgboard.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.msgboard.v1.AckH\x00\x42\x06\n\x04kind\"*\n\x05Hello\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\"\x14\n\x03\x41\x63k\x12\r\n\x05index\x18\x01 \x01(\x04\"/\n\x0e\x46ollowResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x0c\n\x04last\x18\x02 \x01(\x04\x32\x90\x01\n\x0bReplication\x12\x45\n\x06\x46ollow\x12\x1a.msgboard.v1.FollowRequest\x1a\x1b.msgboard.v1.FollowResponse(\x01\x30\x01\x12:\n\x04Seed\x12\x18.msgboard.v1.SeedRequest\x1a\x16.msgboard.v1.SeedChunk0\x01\x42\x9c\x01\n\x15io.github.msgboard.v1B\x10ReplicationProtoP\x01Z=github.com/msgboard/msgboard/clients/go/msgboardpb;msgboardpb\xa2\x02\x04MSGB\xaa\x02\x0bMsgboard.V1\xca\x02\x0bMsgboard\\V1\xea\x02\x0cMsgboard::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmsgboard/v1/replication.proto\x12\x0bmsgboard.v1\"\x0f\n\rStatusRequest\"[\n\x0eStatusResponse\x12\x0c\n\x04last\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12,\n\x08standbys\x18\x03 \x03(\x0b\x32\x1a.msgboard.v1.StandbyStatus\"W\n\rStandbyStatus\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\r\n\x05\x61\x63ked\x18\x02 \x01(\x04\x12\x13\n\x0blag_entries\x18\x03 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x04 \x01(\x01\"\x1c\n\x0bSeedRequest\x12\r\n\x05\x62oard\x18\x01 \x01(\t\"\x19\n\tSeedChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"]\n\rFollowRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.msgboard.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.msgboard.v1.AckH\x00\x42\x06\n\x04kind\"*\n\x05Hello\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\"\x14\n\x03\x41\x63k\x12\r\n\x05index\x18\x01 \x01(\x04\"/\n\x0e\x46ollowResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x0c\n\x04last\x18\x02 \x01(\x04\x32\xd3\x01\n\x0bReplication\x12\x45\n\x06\x46ollow\x12\x1a.msgboard.v1.FollowRequest\x1a\x1b.msgboard.v1.FollowResponse(\x01\x30\x01\x12:\n\x04Seed\x12\x18.msgboard.v1.SeedRequest\x1a\x16.msgboard.v1.SeedChunk0\x01\x12\x41\n\x06Status\x12\x1a.msgboard.v1.StatusRequest\x1a\x1b.msgboard.v1.StatusResponseB\x9c\x01\n\x15io.github.msgboard.v1B\x10ReplicationProtoP\x01Z=github.com/msgboard/msgboard/clients/go/msgboardpb;msgboardpb\xa2\x02\x04MSGB\xaa\x02\x0bMsgboard.V1\xca\x02\x0bMsgboard\\V1\xea\x02\x0cMsgboard::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,18 +32,24 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'msgboard.v1.replication_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.github.msgboard.v1B\020ReplicationProtoP\001Z=github.com/msgboard/msgboard/clients/go/msgboardpb;msgboardpb\242\002\004MSGB\252\002\013Msgboard.V1\312\002\013Msgboard\\V1\352\002\014Msgboard::V1'
-  _globals['_SEEDREQUEST']._serialized_start=46
-  _globals['_SEEDREQUEST']._serialized_end=74
-  _globals['_SEEDCHUNK']._serialized_start=76
-  _globals['_SEEDCHUNK']._serialized_end=101
-  _globals['_FOLLOWREQUEST']._serialized_start=103
-  _globals['_FOLLOWREQUEST']._serialized_end=196
-  _globals['_HELLO']._serialized_start=198
-  _globals['_HELLO']._serialized_end=240
-  _globals['_ACK']._serialized_start=242
-  _globals['_ACK']._serialized_end=262
-  _globals['_FOLLOWRESPONSE']._serialized_start=264
-  _globals['_FOLLOWRESPONSE']._serialized_end=311
-  _globals['_REPLICATION']._serialized_start=314
-  _globals['_REPLICATION']._serialized_end=458
+  _globals['_STATUSREQUEST']._serialized_start=46
+  _globals['_STATUSREQUEST']._serialized_end=61
+  _globals['_STATUSRESPONSE']._serialized_start=63
+  _globals['_STATUSRESPONSE']._serialized_end=154
+  _globals['_STANDBYSTATUS']._serialized_start=156
+  _globals['_STANDBYSTATUS']._serialized_end=243
+  _globals['_SEEDREQUEST']._serialized_start=245
+  _globals['_SEEDREQUEST']._serialized_end=273
+  _globals['_SEEDCHUNK']._serialized_start=275
+  _globals['_SEEDCHUNK']._serialized_end=300
+  _globals['_FOLLOWREQUEST']._serialized_start=302
+  _globals['_FOLLOWREQUEST']._serialized_end=395
+  _globals['_HELLO']._serialized_start=397
+  _globals['_HELLO']._serialized_end=439
+  _globals['_ACK']._serialized_start=441
+  _globals['_ACK']._serialized_end=461
+  _globals['_FOLLOWRESPONSE']._serialized_start=463
+  _globals['_FOLLOWRESPONSE']._serialized_end=510
+  _globals['_REPLICATION']._serialized_start=513
+  _globals['_REPLICATION']._serialized_end=724
 # @@protoc_insertion_point(module_scope)

@@ -62,6 +62,11 @@ class ReplicationStub:
     standby puts it in place of its own, then follows from the index after
     the copy's last.
     """
+    Status: _grpc.UnaryUnaryMultiCallable[_replication_pb2.StatusRequest, _replication_pb2.StatusResponse]
+    """Where the primary's log stands and how far behind each connected
+    standby is (`msgboard cluster status`). UNAVAILABLE with reason
+    `NotPrimary`: the board called is a standby.
+    """
 
 @_typing.type_check_only
 class ReplicationAsyncStub(ReplicationStub):
@@ -81,6 +86,11 @@ class ReplicationAsyncStub(ReplicationStub):
     one commit, log included, as the bytes of its data.mdb in order. The
     standby puts it in place of its own, then follows from the index after
     the copy's last.
+    """
+    Status: _aio.UnaryUnaryMultiCallable[_replication_pb2.StatusRequest, _replication_pb2.StatusResponse]  # type: ignore[assignment]
+    """Where the primary's log stands and how far behind each connected
+    standby is (`msgboard cluster status`). UNAVAILABLE with reason
+    `NotPrimary`: the board called is a standby.
     """
 
 class ReplicationServicer(metaclass=_abc_1.ABCMeta):
@@ -110,6 +120,17 @@ class ReplicationServicer(metaclass=_abc_1.ABCMeta):
         one commit, log included, as the bytes of its data.mdb in order. The
         standby puts it in place of its own, then follows from the index after
         the copy's last.
+        """
+
+    @_abc_1.abstractmethod
+    def Status(
+        self,
+        request: _replication_pb2.StatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_replication_pb2.StatusResponse, _abc.Awaitable[_replication_pb2.StatusResponse]]:
+        """Where the primary's log stands and how far behind each connected
+        standby is (`msgboard cluster status`). UNAVAILABLE with reason
+        `NotPrimary`: the board called is a standby.
         """
 
 def add_ReplicationServicer_to_server(servicer: ReplicationServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -31,6 +31,10 @@ type ReplicationClient interface {
 	// standby puts it in place of its own, then follows from the index after
 	// the copy's last.
 	Seed(ctx context.Context, in *SeedRequest, opts ...grpc.CallOption) (Replication_SeedClient, error)
+	// Where the primary's log stands and how far behind each connected
+	// standby is (`msgboard cluster status`). UNAVAILABLE with reason
+	// `NotPrimary`: the board called is a standby.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type replicationClient struct {
@@ -104,6 +108,15 @@ func (x *replicationSeedClient) Recv() (*SeedChunk, error) {
 	return m, nil
 }
 
+func (c *replicationClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Replication/Status", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility
@@ -122,6 +135,10 @@ type ReplicationServer interface {
 	// standby puts it in place of its own, then follows from the index after
 	// the copy's last.
 	Seed(*SeedRequest, Replication_SeedServer) error
+	// Where the primary's log stands and how far behind each connected
+	// standby is (`msgboard cluster status`). UNAVAILABLE with reason
+	// `NotPrimary`: the board called is a standby.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -134,6 +151,9 @@ func (UnimplementedReplicationServer) Follow(Replication_FollowServer) error {
 }
 func (UnimplementedReplicationServer) Seed(*SeedRequest, Replication_SeedServer) error {
 	return status.Errorf(codes.Unimplemented, "method Seed not implemented")
+}
+func (UnimplementedReplicationServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 
@@ -195,10 +215,33 @@ func (x *replicationSeedServer) Send(m *SeedChunk) error {
 	return x.ServerStream.SendMsg(m)
 }
 
+func _Replication_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Replication/Status",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Replication_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Replication",
 	HandlerType: (*ReplicationServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Status",
+			Handler:    _Replication_Status_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Follow",

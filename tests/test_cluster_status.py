@@ -1,0 +1,222 @@
+"""Operating a cluster: ``msgboard cluster status`` and the ``$sys`` events
+of a primary's standbys, told with real processes on loopback (a primary
+and a standby of static roles, each a ``msgboard serve`` of its own), and,
+for what lives in etcd, three real etcd members (tests/cluster.py).
+
+The stories: the status names the primary, its log index and each standby's
+acknowledged index and lag; a standby that stops (SIGSTOP) shows its lag in
+entries and seconds growing and is announced ``standby.lost`` (lagging),
+then ``standby.joined`` again once it is back and caught up, and
+``standby.lost`` (disconnected) when it is killed; a standby refuses the
+status with NotPrimary and the primary's address; the cluster's token is
+needed; with etcd, the status reads the primary, its epoch, the in-sync set
+and the members' published positions from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from msgboard.cli import main
+from msgboard.client import Client
+from msgboard.cluster import Etcd, Keys, Leadership, write_sync
+from msgboard.cluster.etcd import encode
+from tests.cluster import EtcdCluster, etcd_cluster
+from tests.served import Served
+
+TOKEN = "cluster-secret"
+
+etcd = pytest.fixture(scope="module")(etcd_cluster)
+
+
+def primary(tmp: Path, *args: str) -> Served:
+    (tmp / "p").mkdir(exist_ok=True)
+    return Served(tmp / "p", "--replication-token", TOKEN, *args)
+
+
+def standby(tmp: Path, of: Served) -> Served:
+    (tmp / "s").mkdir(exist_ok=True)
+    (tmp / "s" / "ready.json").unlink(missing_ok=True)
+    return Served(tmp / "s", "--replication-token", TOKEN, "--standby-of", of.address)
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[Served]]:
+    """Every process a test starts, killed at its end whatever happened."""
+    procs: list[Served] = []
+    yield procs
+    for p in procs:
+        if p.proc.poll() is None:
+            os.kill(p.proc.pid, signal.SIGCONT)
+        p.kill()
+
+
+def wait_for(cond: Callable[[], Any], what: str, seconds: float = 60) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := cond()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.05)
+    return found
+
+
+def status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``msgboard cluster status ARGS``: its exit status, stdout and stderr."""
+    code = main(["cluster", "status", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def status_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code, out, err = status(capsys, *args, "--json")
+    assert code == 0, err
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
+def events(c: Client, name: str) -> list[tuple[Any, ...]]:
+    """The fields of each ``name`` event on ``$sys`` so far, oldest first."""
+    page = c.browse("$sys", limit=1000)
+    return [tuple(m.tuple[1:]) for m in page.messages if m.tuple and m.tuple[0] == name]
+
+
+def test_status_shows_each_standbys_lag_and_events_follow_it(
+    tmp_path: Path, stopped: list[Served], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a primary (writes answered without a standby after 0.3 s) and
+    its standby, I expect the status to show the standby caught up and a
+    ``standby.joined`` event; when the standby is stopped (SIGSTOP) and I
+    post, I expect its lag to grow in entries and seconds and a
+    ``standby.lost`` (lagging); continued, it catches up and is announced
+    joined again; killed, it is announced lost (disconnected) and the status
+    shows no standby."""
+    p = primary(tmp_path, "--allow-async", "--sync-timeout-ms", "300")
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    server = ("--server", p.address, "--replication-token", TOKEN)
+    with Client(p.address, timeout=30) as c:
+        c.create_queue("q")
+        c.post("q", body=b"first")
+
+        def caught_up() -> dict[str, Any] | None:
+            found = status_json(capsys, *server)
+            standbys = found["standbys"]
+            ok = standbys and standbys[0]["acked"] == found["last"]
+            return found if ok else None
+
+        found = wait_for(caught_up, "the standby caught up")
+        assert found["primary"]["address"] == p.address
+        assert found["epoch"] == 0 and found["cluster"] is None
+        (s_row,) = found["standbys"]
+        assert s_row["board"] == s.address
+        assert s_row["lag_entries"] == 0 and s_row["lag_seconds"] == 0
+        joined = wait_for(lambda: events(c, "standby.joined"), "standby.joined")
+        assert joined[0][0] == s.address
+
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        for i in range(3):
+            c.post("q", body=f"while stopped {i}".encode())
+        time.sleep(0.5)  # lets the lag in seconds pass the sync timeout
+        found = status_json(capsys, *server)
+        (s_row,) = found["standbys"]
+        assert s_row["lag_entries"] >= 3
+        assert s_row["lag_entries"] == found["last"] - s_row["acked"]
+        assert s_row["lag_seconds"] > 0.3
+        lost = wait_for(lambda: events(c, "standby.lost"), "standby.lost (lagging)")
+        assert lost[0][0] == s.address and lost[0][2] == "lagging"
+        code, out, _ = status(capsys, *server)
+        assert code == 0
+        assert f"primary  {p.address}, static roles, log index {found['last']}" in out
+        assert s.address in out and "lag entries" in out
+
+        os.kill(s.proc.pid, signal.SIGCONT)
+        wait_for(caught_up, "the standby caught up again")
+        wait_for(lambda: len(events(c, "standby.joined")) == 2, "standby.joined again")
+
+        s.kill()
+        gone = wait_for(
+            lambda: [e for e in events(c, "standby.lost") if e[2] == "disconnected"],
+            "standby.lost (disconnected)",
+        )
+        assert gone[0][0] == s.address
+        assert status_json(capsys, *server)["standbys"] == []
+        code, out, _ = status(capsys, *server)
+        assert "standbys none connected" in out
+
+
+def test_status_needs_the_token_and_a_standby_names_its_primary(
+    tmp_path: Path, stopped: list[Served], capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = primary(tmp_path, "--allow-async")
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    code, _, err = status(capsys, "--server", s.address, "--replication-token", TOKEN)
+    assert code == 1
+    assert f"UNAVAILABLE: this board is a standby; its primary is at {p.address}" in err
+    code, _, err = status(capsys, "--server", p.address, "--replication-token", "guess")
+    assert code == 1 and "UNAUTHENTICATED" in err
+    code, _, err = status(capsys, "--server", p.address)
+    assert code == 2 and "--server needs --replication-token" in err
+    code, _, err = status(capsys, "--cluster", "demo")
+    assert code == 2 and "--cluster and --etcd go together" in err
+
+
+def test_status_reads_the_primary_epoch_and_in_sync_set_from_etcd(
+    tmp_path: Path,
+    stopped: list[Served],
+    capsys: pytest.CaptureFixture[str],
+    etcd: EtcdCluster,
+) -> None:
+    """Given a primary whose leadership of cluster ``ops`` is held in etcd,
+    an in-sync set naming its standby, and a member's published position, I
+    expect the status to show them all with the primary's own figures; for
+    a cluster with no primary, I expect it to say so and exit 1."""
+    p = primary(tmp_path, "--allow-async")
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    lead = Leadership(etcd.endpoints, "ops", "alpha", p.address).start()
+    client = Etcd(etcd.endpoints)
+    try:
+        term = lead.wait(30)
+        assert term is not None
+        keys = Keys("ops")
+        assert write_sync(client, keys, term.epoch, ["beta"], None) is not None
+        member = json.dumps({"index": 7, "epoch": term.epoch, "address": s.address})
+        client.call(
+            "kv/put", {"key": encode(keys.prefix + "members/beta"), "value": encode(member)}
+        )
+        cluster = ("--cluster", "ops", "--etcd", etcd.endpoints)
+
+        def connected() -> dict[str, Any] | None:
+            found = status_json(capsys, *cluster, "--replication-token", TOKEN)
+            return found if found["standbys"] else None
+
+        found = wait_for(connected, "the standby connected")
+        assert found["cluster"] == "ops"
+        assert found["primary"] == {"board": "alpha", "address": p.address}
+        assert found["epoch"] == term.epoch
+        assert found["in_sync"] == ["beta"]
+        assert found["members"] == [
+            {"board": "beta", "index": 7, "epoch": term.epoch, "address": s.address}
+        ]
+        assert found["standbys"][0]["in_sync"] is False  # named by address, not "beta"
+        code, out, _ = status(capsys, *cluster)
+        assert code == 0
+        assert f"primary  {p.address} (board alpha), epoch {term.epoch}" in out
+        assert "in sync  beta" in out and "standbys not asked" in out
+        code, out, _ = status(capsys, "--cluster", "nobody", "--etcd", etcd.endpoints)
+        assert code == 1 and "primary  none" in out
+    finally:
+        lead.stop()
+        client.close()
