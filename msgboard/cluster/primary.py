@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from msgboard.cluster.role import Role
+from msgboard.cluster.roleevents import RoleEvents
 from msgboard.cluster.service import ReplicationService
 from msgboard.cluster.shipper import Shipper
 from msgboard.cluster.status import Lag, Standbys, StatusService
@@ -54,13 +55,7 @@ class Replication:
         """Starts replicating ``board`` (opened with ``log``); returns the
         service to install."""
         shipper = Shipper(board)
-        lag = Lag()
-
-        def logged(index: int, entry: bytes) -> None:
-            shipper.logged(index, entry)
-            lag.logged(index)
-
-        self.log.logged = logged
+        self.log.logged = shipper.logged
         self.gate = SyncGate(
             self.log,
             board.call_soon,
@@ -75,6 +70,9 @@ class Replication:
                 "when none is in sync within %g s; a failover may then lose them",
                 self.timeout,
             )
+        RoleEvents(self.role, board.emit)
+        lag = Lag()
+        self.log.logged = lag.after(shipper.logged)
         self.standbys = Standbys(self.log, self.gate, lag, self.role, board.emit).start()
         self.service = StatusService(
             self.token, self.role, board, shipper, self.gate, standbys=self.standbys

@@ -1,8 +1,8 @@
 """What a primary tells about its standbys: ``Standbys``, and the
 replication service's ``Status`` call (``StatusService``).
 
-``Lag`` remembers when each recent log entry was committed (the store's
-``Log.logged``, on the writer thread: one clock read and one append per
+``Lag`` remembers when each recent log entry was committed (wrapped around
+the store's ``Log.logged``, on the writer thread: one clock read and one append per
 group commit), so that a standby's lag can be told in seconds as well as in
 entries: how long ago the primary committed the oldest entry the standby has
 not acknowledged.
@@ -51,9 +51,14 @@ class Lag:
     def __init__(self) -> None:
         self._times: deque[tuple[int, float]] = deque(maxlen=KEPT)
 
-    def logged(self, index: int) -> None:
-        """Entry ``index`` was committed now (writer thread)."""
-        self._times.append((index, time.monotonic()))
+    def after(self, logged: Callable[[int, bytes], object]) -> Callable[[int, bytes], None]:
+        """A ``Log.logged`` that calls ``logged``, then notes the time."""
+
+        def both(index: int, entry: bytes) -> None:
+            logged(index, entry)
+            self._times.append((index, time.monotonic()))
+
+        return both
 
     def seconds(self, acked: int, last: int) -> float:
         """How long ago the oldest entry after ``acked`` was committed; 0
@@ -122,18 +127,13 @@ class Standbys:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="msgboard-standbys", daemon=True)
 
-    @property
-    def epoch(self) -> int:
-        """The primary's epoch (0: static roles)."""
-        return int(getattr(self._role, "epoch", 0) or 0)
-
     def report(self) -> Report:
         last = self._log.last
         standbys = tuple(
             Standby(name, acked, max(0, last - acked), self._lag.seconds(acked, last))
             for name, acked in sorted(self._gate.status().items())
         )
-        return Report(last, self.epoch, standbys)
+        return Report(last, self._role.epoch, standbys)
 
     def start(self) -> Standbys:
         self._thread.start()

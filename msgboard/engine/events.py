@@ -21,15 +21,15 @@ event                       tuple after the name
 ``board.stopping``          (none)
 ``user.denied``             user, what was refused
 ``cluster.promoted``        epoch (0: static roles)
-``cluster.demoted``         epoch it led in, reason
+``cluster.demoted``         epoch it led in, the primary it follows ("")
 ``standby.joined``          standby, its acknowledged log index
 ``standby.lost``            standby, its last acknowledged index, reason
 ==========================  ===============================================
 
 The last four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
-changes, ``standby.*`` on a primary as its standbys come, keep up, fall
-behind and go (``msgboard/cluster/status.py``).
+changes (``cluster/roleevents.py``), ``standby.*`` on a primary as its
+standbys come, keep up, fall behind and go (``cluster/status.py``).
 
 A subscription's session selector is not announced (its consumer is); an
 event about ``$sys`` itself (a consumer of ``$sys``, a selector reading it)
