@@ -18,12 +18,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from msgboard.cli import main
 from msgboard.client import Client
@@ -220,3 +224,90 @@ def test_status_reads_the_primary_epoch_and_in_sync_set_from_etcd(
     finally:
         lead.stop()
         client.close()
+
+
+# -- metrics ------------------------------------------------------------------
+
+
+def scrape(at: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://{at}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def metrics_at(served: Served) -> str:
+    ready = json.loads(served.ready_file.read_text())
+    return str(ready["metrics"])
+
+
+CLUSTER_SERIES = ("msgboard_role", "msgboard_epoch", "msgboard_replication_lag")
+
+
+def test_a_primary_s_metrics_show_its_role_and_each_standby_s_lag(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a primary serving metrics and its standby, I expect role 1,
+    epoch 0 and the standby's lag 0; with the standby stopped (SIGSTOP)
+    and writes answered without it, I expect its lag in entries to count
+    them and its lag in seconds to grow."""
+    p = primary(
+        tmp_path, "--allow-async", "--sync-timeout-ms", "300", "--metrics-listen", "127.0.0.1:0"
+    )
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    at = metrics_at(p)
+    lag = ("msgboard_replication_lag_entries", (("standby", s.address),))
+    seconds = ("msgboard_replication_lag_seconds", (("standby", s.address),))
+    with Client(p.address, timeout=30) as c:
+        c.create_queue("q")
+        found = wait_for(lambda: (m := scrape(at)).get(lag) == 0 and m, "the standby's lag 0")
+        assert found["msgboard_role", ()] == 1
+        assert found["msgboard_epoch", ()] == 0
+        assert found[seconds] == 0
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        for i in range(3):
+            c.post("q", body=f"while stopped {i}".encode())
+        found = scrape(at)
+        assert found[lag] >= 3
+        assert found[seconds] > 0
+        os.kill(s.proc.pid, signal.SIGCONT)
+        wait_for(lambda: scrape(at).get(lag) == 0, "the standby caught up")
+
+
+def test_a_board_with_no_cluster_settings_serves_no_cluster_metrics_nor_loads_it(
+    tmp_path: Path,
+) -> None:
+    """Given a board with metrics and no replication, I expect none of the
+    cluster's series on /metrics, and msgboard.cluster never imported by
+    the serving process."""
+    (tmp_path / "b").mkdir()
+    plain = Served(tmp_path / "b", "--metrics-listen", "127.0.0.1:0")
+    try:
+        names = {name for name, _ in scrape(metrics_at(plain))}
+        assert "msgboard_disk_free_bytes" in names
+        assert not [n for n in names if n.startswith(CLUSTER_SERIES)]
+    finally:
+        plain.stop()
+    code = (
+        "import asyncio, os, signal, sys\n"
+        "from msgboard.config import ServeConfig\n"
+        "from msgboard.server import serve\n"
+        "def ready(port):\n"
+        "    print(sorted(m for m in sys.modules if m.startswith('msgboard.cluster')))\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "c = ServeConfig(data=sys.argv[1], listen='127.0.0.1:0', metrics_listen='127.0.0.1:0')\n"
+        "asyncio.run(serve(c, ready=ready))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]", out.stderr

@@ -16,6 +16,12 @@ every queue and its traffic, so it needs TLS, served with the board's
 ``--tls-client-ca`` when that is set), or ``--insecure``, which logs a
 warning. Prometheus's ``tls_config`` scrapes it.
 
+A replicating board adds its role in the cluster (``ClusterCollector``):
+``msgboard_role`` (1 primary, 0 standby), ``msgboard_epoch``, and on a
+primary each connected standby's ``msgboard_replication_lag_entries`` and
+``msgboard_replication_lag_seconds``; a board with no cluster settings
+serves none of them (and never loads ``msgboard.cluster``).
+
 The names and meanings are tabled in docs/operating.md ("Metrics").
 """
 
@@ -25,7 +31,7 @@ import logging
 import shutil
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, start_http_server
@@ -38,6 +44,10 @@ from msgboard.errors import Exposed, ListenFailed
 from msgboard.results import BoardStats
 from msgboard.server.calls import Calls
 from msgboard.tls import is_loopback
+
+if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
+    from msgboard.cluster import Role
+    from msgboard.cluster.status import Standbys
 
 log = logging.getLogger("msgboard.metrics")
 
@@ -155,13 +165,57 @@ def gauges(stats: BoardStats) -> Iterator[Metric]:
     )
 
 
-class Metrics:
-    """The metrics of one served board and their HTTP listener."""
+class ClusterCollector(Collector):
+    """A replicating board's role, epoch and (on a primary) its standbys'
+    lag, read at each scrape."""
 
-    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+    def __init__(self, role: Role, standbys: Standbys | None = None) -> None:
+        self.role = role
+        self.standbys = standbys
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "msgboard_role",
+            "1 while this board is its cluster's primary, 0 while a standby",
+            value=1 if self.role.is_primary else 0,
+        )
+        yield GaugeMetricFamily(
+            "msgboard_epoch",
+            "The epoch this board leads in or follows (0: static roles)",
+            value=self.role.epoch,
+        )
+        if self.standbys is None or not self.role.is_primary:
+            return
+        standbys = self.standbys.report().standbys
+        entries = GaugeMetricFamily(
+            "msgboard_replication_lag_entries",
+            "Log entries committed on this primary that the standby has not acknowledged",
+            labels=["standby"],
+        )
+        seconds = GaugeMetricFamily(
+            "msgboard_replication_lag_seconds",
+            "Age of the oldest log entry the standby has not acknowledged (0: none)",
+            labels=["standby"],
+        )
+        for sb in standbys:
+            entries.add_metric([sb.board], sb.lag_entries)
+            seconds.add_metric([sb.board], sb.lag_seconds)
+        yield entries
+        yield seconds
+
+
+class Metrics:
+    """The metrics of one served board and their HTTP listener.
+    ``cluster``: a replicating board's (``ClusterCollector``)."""
+
+    def __init__(
+        self, board: Board, calls: Calls | None = None, cluster: ClusterCollector | None = None
+    ) -> None:
         self.board = board
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BoardCollector(board, calls))
+        if cluster is not None:
+            self.registry.register(cluster)
         ProcessCollector(registry=self.registry)
         self.commit_seconds = Histogram(
             "msgboard_commit_seconds",
