@@ -211,15 +211,16 @@ def _ask(found: Status, token: str, args: argparse.Namespace) -> None:
     import grpc
 
     from msgboard.client.wire import rpc_error
-    from msgboard.cluster.channel import Dialing, channel
+    from msgboard.cluster.channel import channel
     from msgboard.cluster.service import TOKEN_KEY
+    from msgboard.tls import channel_credentials
     from msgboard.v1 import replication_pb2 as rpb
     from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
     ca = args.tls_ca or os.environ.get("MSGBOARD_TLS_CA", "")
-    dialing = Dialing(ca, args.tls_cert or "", args.tls_key or "")
+    credentials = channel_credentials(ca, args.tls_cert or "", args.tls_key or "") if ca else None
     try:
-        with channel(found.primary, dialing.credentials()) as ch:
+        with channel(found.primary, credentials) as ch:
             answer = rpb_grpc.ReplicationStub(ch).Status(
                 rpb.StatusRequest(), metadata=((TOKEN_KEY, token),), timeout=TIMEOUT
             )

@@ -14,10 +14,11 @@ cluster is built the same way, by whichever part opens it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
-from msgboard.tls import channel_credentials
+from msgboard.errors import ConfigError
 
 #: A batch is about 1 MiB, but one entry (a group commit) may be larger than
 #: gRPC's default 4 MiB limit.
@@ -39,11 +40,24 @@ class Dialing:
         return bool(self.ca)
 
     def credentials(self) -> grpc.ChannelCredentials | None:
-        """The channel credentials (None: plaintext). Raises InvalidArgument
-        for a file that cannot be read, or a certificate without its key."""
+        """The channel credentials (None: plaintext). Raises ConfigError for
+        a file that cannot be read, or a certificate without its key."""
         if not self.ca:
             return None
-        return channel_credentials(self.ca, self.cert, self.key)
+        if bool(self.cert) != bool(self.key):
+            raise ConfigError("tls_cert and tls_key go together: give both or neither")
+        return grpc.ssl_channel_credentials(
+            _read(self.ca, "cluster_ca"),
+            _read(self.key, "tls_key") if self.key else None,
+            _read(self.cert, "tls_cert") if self.cert else None,
+        )
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{what} {path}: {e.strerror}") from None
 
 
 _dialing = Dialing()

@@ -426,6 +426,10 @@ async def serve(
     """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
+    if config.cluster_ca:
+        from msgboard.cluster.channel import Dialing, use
+
+        use(Dialing(config.cluster_ca, config.tls_cert, config.tls_key))
     if config.standby_of:
         from msgboard.server.standby import serve_standby
 
