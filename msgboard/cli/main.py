@@ -26,6 +26,8 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
+from msgboard.cli import clusterstatus
+from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
@@ -151,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run a board")
     config.add_flags(p)  # one option per setting of msgboard.config
+
+    p = sub.add_parser("cluster", help="a cluster of boards through etcd (docs/cluster.md)")
+    clusters = p.add_subparsers(dest="cluster_command", required=True)
+    add_switchover(clusters)  # msgboard/cli/cluster.py
+    clusterstatus.add_parser(clusters, common)  # msgboard/cli/clusterstatus.py
 
     q = sub.add_parser("user", help="users of a board with a users file")
     qs = q.add_subparsers(dest="action", required=True)
@@ -421,12 +428,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", parents=[common], help="board and queue figures")
     p.add_argument("queue", nargs="?", default="", help="only this queue (default every queue)")
 
-    from msgboard.cli import clusterstatus
-
-    q = sub.add_parser("cluster", help="a cluster of boards: its primary and standbys")
-    qs = q.add_subparsers(dest="action", required=True)
-    clusterstatus.add_parser(qs, common)
-
     p = sub.add_parser(
         "snapshot", parents=[common], help="have the server write a consistent copy of the board"
     )
@@ -506,6 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "user":
             return _user(args)
+        if args.command == "cluster" and args.cluster_command == "switchover":
+            return switchover(args)
         if args.command == "cluster":
             os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
             from msgboard.cli.clusterstatus import status
@@ -555,7 +558,12 @@ def _serve(args: argparse.Namespace) -> int:
             max_outstanding_bytes=c.max_outstanding_bytes,
             max_read_ahead_bytes=c.max_read_ahead_bytes,
         )
-        asyncio.run(serve(c, limits=limits))
+        if c.cluster:  # a board of a cluster (msgboard.server.node)
+            from msgboard.server.node import serve_cluster
+
+            asyncio.run(serve_cluster(c, limits=limits))
+        else:
+            asyncio.run(serve(c, limits=limits))
     except (MsgboardError, OSError) as e:
         print(f"msgboard serve: {e}", file=sys.stderr)
         return 1
