@@ -33,7 +33,8 @@ from msgboard.cli import main
 from msgboard.client import Client
 from msgboard.cluster import Etcd, Keys, Leadership, write_sync
 from msgboard.cluster.etcd import encode
-from tests.cluster import EtcdCluster, etcd_cluster
+from tests.cluster import TOKEN as BOARDS_TOKEN
+from tests.cluster import Boards, EtcdCluster, etcd_cluster
 from tests.served import Served
 
 TOKEN = "cluster-secret"
@@ -244,6 +245,12 @@ def metrics_at(served: Served) -> str:
     return str(ready["metrics"])
 
 
+def boards_metrics(boards: Boards, name: str) -> str:
+    served = boards.procs[name]
+    assert served is not None
+    return metrics_at(served)
+
+
 CLUSTER_SERIES = ("msgboard_role", "msgboard_epoch", "msgboard_replication_lag")
 
 
@@ -311,3 +318,69 @@ def test_a_board_with_no_cluster_settings_serves_no_cluster_metrics_nor_loads_it
         check=True,
     )
     assert out.stdout.strip() == "[]", out.stderr
+
+
+# -- a cluster through etcd ---------------------------------------------------
+
+
+def test_a_cluster_s_status_metrics_and_events_follow_a_failover(
+    tmp_path: Path, etcd: EtcdCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given three boards of a cluster serving metrics, I expect the status
+    to name the primary, its epoch and both standbys in sync with no lag;
+    the primary's metrics role 1 and its epoch, each standby's lag; a
+    standby's role 0 and the same epoch; ``cluster.promoted`` and two
+    ``standby.joined`` on the primary's ``$sys``. When I kill -9 the
+    primary, I expect a survivor promoted in a later epoch, and the status,
+    metrics and events to say so."""
+    boards = Boards(tmp_path, etcd.endpoints, "watched", "--metrics-listen", "127.0.0.1:0")
+    try:
+        boards.start()
+        cluster = ("--cluster", "watched", "--etcd", etcd.endpoints)
+        token = ("--replication-token", BOARDS_TOKEN)
+
+        def settled(among: list[str]) -> dict[str, Any] | None:
+            found = status_json(capsys, *cluster, *token)
+            rows = found["standbys"]
+            ok = (
+                found["primary"]["board"] in among
+                and len(rows) == len(among) - 1
+                and all(r["in_sync"] and r["lag_entries"] == 0 for r in rows)
+            )
+            return found if ok else None
+
+        p = boards.primary()
+        with Client(boards.address(p), timeout=30) as c:
+            c.create_queue("q")
+            c.post("q", body=b"first")
+        found = wait_for(lambda: settled(boards.names), "both standbys in sync")
+        epoch = found["epoch"]
+        assert found["primary"] == {"board": p, "address": boards.address(p)}
+        assert epoch > 0
+        standbys = sorted(n for n in boards.names if n != p)
+        assert sorted(r["board"] for r in found["standbys"]) == standbys
+        assert sorted(found["in_sync"]) == standbys
+        assert {m["board"] for m in found["members"]} == set(boards.names)
+
+        m = scrape(boards_metrics(boards, p))
+        assert (m["msgboard_role", ()], m["msgboard_epoch", ()]) == (1, epoch)
+        for s in standbys:
+            assert m["msgboard_replication_lag_entries", (("standby", s),)] == 0
+            sm = scrape(boards_metrics(boards, s))
+            assert (sm["msgboard_role", ()], sm["msgboard_epoch", ()]) == (0, epoch)
+            assert not [k for k in sm if k[0].startswith("msgboard_replication_lag")]
+        with Client(boards.address(p), timeout=30) as c:
+            assert events(c, "cluster.promoted") == [(epoch,)]
+            wait_for(lambda: len(events(c, "standby.joined")) == 2, "both standbys joined")
+            assert sorted(e[0] for e in events(c, "standby.joined")) == standbys
+
+        boards.kill(p)
+        q = boards.primary(among=standbys)
+        found = wait_for(lambda: settled(standbys), "the new primary and its standby in sync")
+        assert found["primary"]["board"] == q and found["epoch"] > epoch
+        m = scrape(boards_metrics(boards, q))
+        assert (m["msgboard_role", ()], m["msgboard_epoch", ()]) == (1, found["epoch"])
+        with Client(boards.address(q), timeout=30) as c:
+            assert events(c, "cluster.promoted") == [(found["epoch"],)]
+    finally:
+        boards.stop()

@@ -13,6 +13,7 @@ checked before the board starts.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -23,6 +24,8 @@ import pytest
 
 from msgboard.cli import main
 from msgboard.client import Client
+from tests.cluster import TOKEN as BOARDS_TOKEN
+from tests.cluster import Boards, EtcdCluster, etcd_cluster
 from tests.pki import CA, Issued
 from tests.served import Served
 
@@ -136,3 +139,48 @@ def test_cluster_settings_are_checked_before_the_board_starts(tmp_path: Path) ->
         assert run.returncode == 1
         assert said in run.stderr
         assert not (tmp_path / "d").exists()
+
+
+etcd = pytest.fixture(scope="module")(etcd_cluster)
+
+
+def test_the_boards_of_a_cluster_follow_each_other_over_mutual_tls(
+    tmp_path: Path, etcd: EtcdCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given three boards of a cluster with one board certificate, mutual
+    TLS and the cluster's name for it, I expect the two standbys to follow
+    the elected primary over TLS (both in sync, no lag), as the status,
+    asked over TLS with the boards' certificate, shows."""
+    ca = CA(tmp_path / "pki")
+    cert = ca.issue("board", server=True, client=True)
+    boards = Boards(
+        tmp_path,
+        etcd.endpoints,
+        "sealed",
+        *("--tls-cert", str(cert.cert), "--tls-key", str(cert.key)),
+        *("--tls-client-ca", str(ca.pem), "--cluster-ca", str(ca.pem)),
+        *("--cluster-cert-cn", "board"),
+    )
+    ask = [
+        *("cluster", "status", "--cluster", "sealed", "--etcd", etcd.endpoints, "--json"),
+        *("--replication-token", BOARDS_TOKEN, "--tls-ca", str(ca.pem)),
+        *("--tls-cert", str(cert.cert), "--tls-key", str(cert.key)),
+    ]
+
+    def in_sync() -> bool:
+        try:
+            code = main(ask)
+        finally:
+            out, _ = capsys.readouterr()
+        if code != 0:
+            return False
+        found = json.loads(out)
+        rows = found["standbys"]
+        return len(rows) == 2 and all(r["in_sync"] and r["lag_entries"] == 0 for r in rows)
+
+    try:
+        boards.start()
+        wait_for(in_sync, "both standbys in sync over TLS")
+        assert "UNAUTHENTICATED" not in "".join(boards.log(n) for n in boards.names)
+    finally:
+        boards.stop()

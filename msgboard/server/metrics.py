@@ -99,11 +99,14 @@ def reason_label(reason: str) -> str:
 class BoardCollector(Collector):
     """Reads the board's figures at each scrape."""
 
-    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+    def __init__(self, board: Board | None, calls: Calls | None = None) -> None:
+        #: None while a board of a cluster is a standby (it has no board open).
         self.board = board
         self.calls = calls
 
     def collect(self) -> Iterator[Metric]:
+        if self.board is None:
+            return
         stats = self.board.stats_async().result(SCRAPE_TIMEOUT)
         traffic = self.board.traffic_async().result(SCRAPE_TIMEOUT)
         yield from counters(traffic, [q.name for q in stats.queues])
@@ -206,14 +209,22 @@ class ClusterCollector(Collector):
 
 class Metrics:
     """The metrics of one served board and their HTTP listener.
-    ``cluster``: a replicating board's (``ClusterCollector``)."""
+    ``cluster``: a replicating board's (``ClusterCollector``). A board of a
+    cluster starts as a standby with no board open (``board`` None: only
+    the cluster's series and the process's) and calls ``use`` as it opens
+    and closes its board."""
 
     def __init__(
-        self, board: Board, calls: Calls | None = None, cluster: ClusterCollector | None = None
+        self,
+        board: Board | None,
+        calls: Calls | None = None,
+        cluster: ClusterCollector | None = None,
     ) -> None:
         self.board = board
+        self.cluster = cluster
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BoardCollector(board, calls))
+        self.boards = BoardCollector(board, calls)
+        self.registry.register(self.boards)
         if cluster is not None:
             self.registry.register(cluster)
         ProcessCollector(registry=self.registry)
@@ -232,7 +243,19 @@ class Metrics:
         )
         self._server: WSGIServer | None = None
         self.address = ""
-        board.on_commit(self._committed)
+        if board is not None:
+            board.on_commit(self._committed)
+
+    def use(self, board: Board | None, standbys: Standbys | None = None) -> None:
+        """A board of a cluster opened ``board`` (promoted; ``standbys``: its
+        replication's), or closed its own (None: a standby again)."""
+        if self.board is not None:
+            self.board.on_commit(None)
+        self.board = self.boards.board = board
+        if self.cluster is not None:
+            self.cluster.standbys = standbys
+        if board is not None:
+            board.on_commit(self._committed)
 
     def _committed(self, seconds: float, messages: int) -> None:
         self.commit_seconds.observe(seconds)
@@ -295,7 +318,8 @@ class Metrics:
         return self.address
 
     def close(self) -> None:
-        self.board.on_commit(None)
+        if self.board is not None:
+            self.board.on_commit(None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -58,6 +58,7 @@ from msgboard.cluster import (
     Role,
     SyncSet,
 )
+from msgboard.cluster.channel import Dialing, use
 from msgboard.cluster.insync import InSync
 from msgboard.cluster.members import Membership, promotable, unmoved
 from msgboard.config import ServeConfig
@@ -65,6 +66,7 @@ from msgboard.engine import Board, Limits
 from msgboard.errors import ListenFailed, NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
+from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION
@@ -101,8 +103,15 @@ class Node:
         self.grace = grace
         self.ready = ready
         self.security = Security.build(config)
+        if config.cluster_ca:  # TLS to the other boards (cluster/channel.py)
+            use(Dialing(config.cluster_ca, config.tls_cert, config.tls_key))
         self.keys = Keys(config.cluster)
         self.role = Role(leading=False, term=self._term)
+        #: Role, epoch, the board's figures while it leads (cluster-operations.md).
+        self.metrics: Metrics | None = None
+        if config.metrics_listen:
+            Metrics.check(config)
+            self.metrics = Metrics(None, cluster=ClusterCollector(self.role))
         self.name = ""
         self.address = ""
         self.port = 0
@@ -345,6 +354,8 @@ class Node:
             return
         self.board, self.replication = board, replication
         replication.attach(board)
+        if self.metrics is not None:
+            self.metrics.use(board, replication.standbys)
         self._handing = threading.Event()
         threading.Thread(
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
@@ -403,6 +414,8 @@ class Node:
         self.role.become(leading=False, primary=None, epoch=self.epoch)
         if replication is not None:
             replication.close()
+        if self.metrics is not None:
+            self.metrics.use(None)
         await self._swap(self._standby_server)
         with self._lock:
             self.board = self.replication = None
@@ -432,6 +445,7 @@ class Node:
             loop.add_signal_handler(sig, stop.set)
         try:
             self.server = await self._standby_server()
+            metrics_at = self.metrics.serve(c) if self.metrics is not None else ""
             self.address = c.advertise or f"{self.host}:{self.port}"
             self.name = board_name(c, self.address)
             self._last = Position(self.name, self.address, 0, 0, True)
@@ -443,7 +457,7 @@ class Node:
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
                 eligible=self._eligible,
             ).start()  # fmt: skip
-            await self.readiness.serving(self.address)
+            await self.readiness.serving(self.address, metrics_at)
             log.info(
                 "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
                 self.name,
@@ -480,6 +494,8 @@ class Node:
             await asyncio.to_thread(self.leadership.stop)
         if self.replication is not None:
             self.replication.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.server is not None:
             await self.server.stop(self.grace if leading else 0)
         if self.board is not None:
