@@ -26,17 +26,21 @@ def test_promotions_and_demotions_are_announced_once_each(tmp_path: Path) -> Non
     it, when the role is elected in epoch 7, then learns of a new primary
     (demoted, following b:2 in epoch 9), is told the same again, and is
     elected in epoch 12, I expect promoted 7, demoted 7 b:2, promoted 12,
-    and nothing for the repeated change."""
+    and nothing for the repeated change, nor once stopped."""
     with Board(tmp_path) as board:
         got: list[Delivery] = []
         board.subscribe("$sys", deliver=got.extend, end=lambda why: None, credit=100)
         role = Role(leading=False)
-        RoleEvents(role, board.emit)
+        events = RoleEvents(role, board.emit)
         role.become(leading=True, primary=None, epoch=7)
         role.become(leading=False, primary="b:2", epoch=9)
         role.become(leading=False, primary="b:2", epoch=9)
         role.become(leading=True, primary=None, epoch=12)
-        assert _events(got, 4) == [
+        events.stop()  # the board closes: a later change is another board's to announce
+        role.become(leading=False, primary="c:3", epoch=13)
+        board.emit("board.stopping")
+        _events(got, 5)
+        assert _events(got, 5) == [
             ("cluster.promoted", 7),
             ("cluster.demoted", 7, "b:2"),
             ("cluster.promoted", 12),

@@ -35,7 +35,7 @@ from msgboard.cluster import Etcd, Keys, Leadership, write_sync
 from msgboard.cluster.etcd import encode
 from tests.cluster import TOKEN as BOARDS_TOKEN
 from tests.cluster import Boards, EtcdCluster, etcd_cluster
-from tests.served import Served
+from tests.served import Served, free_port
 
 TOKEN = "cluster-secret"
 
@@ -158,22 +158,30 @@ def test_status_shows_each_standbys_lag_and_events_follow_it(
         assert "standbys none connected" in out
 
 
-def test_status_needs_the_token_and_a_standby_names_its_primary(
+def test_status_needs_the_token_and_finds_the_primary_among_addresses(
     tmp_path: Path, stopped: list[Served], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Given a primary and its standby, I expect the status asked of the
+    standby, or of a list starting with an address where nothing listens,
+    to be the primary's; asked of the standby alone once the primary is
+    gone, UNAVAILABLE; and the token needed."""
     p = primary(tmp_path, "--allow-async")
     stopped.append(p)
     s = standby(tmp_path, p)
     stopped.append(s)
-    code, _, err = status(capsys, "--server", s.address, "--replication-token", TOKEN)
-    assert code == 1
-    assert f"UNAVAILABLE: this board is a standby; its primary is at {p.address}" in err
+    nowhere = f"127.0.0.1:{free_port()}"
+    for server in (s.address, f"{nowhere},{s.address}"):
+        found = status_json(capsys, "--server", server, "--replication-token", TOKEN)
+        assert found["primary"]["address"] == p.address
     code, _, err = status(capsys, "--server", p.address, "--replication-token", "guess")
     assert code == 1 and "UNAUTHENTICATED" in err
     code, _, err = status(capsys, "--server", p.address)
     assert code == 2 and "--server needs --replication-token" in err
     code, _, err = status(capsys, "--cluster", "demo")
     assert code == 2 and "--cluster and --etcd go together" in err
+    p.kill()
+    code, _, err = status(capsys, "--server", s.address, "--replication-token", TOKEN)
+    assert code == 1 and "UNAVAILABLE" in err
 
 
 def test_status_reads_the_primary_epoch_and_in_sync_set_from_etcd(
@@ -222,6 +230,17 @@ def test_status_reads_the_primary_epoch_and_in_sync_set_from_etcd(
         assert "in sync  beta" in out and "standbys not asked" in out
         code, out, _ = status(capsys, "--cluster", "nobody", "--etcd", etcd.endpoints)
         assert code == 1 and "primary  none" in out
+        nowhere = f"127.0.0.1:{free_port()}"
+        ghost = Leadership(etcd.endpoints, "ghost", "gamma", nowhere).start()
+        try:
+            assert ghost.wait(30) is not None
+            ask = ("--cluster", "ghost", "--etcd", etcd.endpoints, "--replication-token", TOKEN)
+            code, out, _ = status(capsys, *ask)
+            assert code == 1
+            assert f"primary  {nowhere} (board gamma)" in out
+            assert "the primary did not answer: UNAVAILABLE" in out
+        finally:
+            ghost.stop()
     finally:
         lead.stop()
         client.close()

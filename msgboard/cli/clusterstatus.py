@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from msgboard.errors import InvalidArgument, Unavailable
+from msgboard.errors import InvalidArgument, MsgboardError, NotPrimary, Unavailable
 
 #: The environment variable of ``--replication-token`` (as ``msgboard serve``'s).
 TOKEN_ENV = "MSGBOARD_REPLICATION_TOKEN"
@@ -129,9 +129,11 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def status(args: argparse.Namespace) -> int:
     """Runs ``msgboard cluster status``: prints the table (or one JSON object);
-    0 when there is a primary, 1 when etcd names none. Raises what the
-    primary answered (Unavailable when it cannot be reached, NotPrimary from
-    a standby, Unauthenticated without the token)."""
+    0 when the primary answered (or was not asked: no token), 1 when etcd
+    names none or the primary etcd names did not answer (what etcd holds is
+    printed all the same). With ``--server`` it raises what the board
+    answered (Unavailable when none of the addresses could be reached,
+    Unauthenticated without the right token)."""
     token = args.replication_token or os.environ.get(TOKEN_ENV, "")
     if args.etcd or args.cluster:
         if not (args.etcd and args.cluster):
@@ -149,17 +151,47 @@ def status(args: argparse.Namespace) -> int:
                 f"--server needs --replication-token (or ${TOKEN_ENV}): the primary "
                 "tells its standbys' lag only to the cluster"
             )
-        found = Status(primary=server)
-    if found.primary and token:
-        _ask(found, token, args)
-    elif found.primary:
+        found = _ask_any([a.strip() for a in server.split(",") if a.strip()], token, args)
+    answered = True
+    if found.cluster and found.primary and token:
+        try:
+            _ask(found, token, args)
+        except MsgboardError as e:
+            found.unasked = f"the primary did not answer: {e.code}: {e}"
+            answered = False
+    elif found.cluster and found.primary:
         found.unasked = f"give --replication-token (or ${TOKEN_ENV}) to ask the primary"
     if args.json:
         print(json.dumps(found.to_json()))
     else:
         for line in found.lines():
             print(line)
-    return 0 if found.primary else 1
+    return 0 if found.primary and answered else 1
+
+
+def _ask_any(addresses: list[str], token: str, args: argparse.Namespace) -> Status:
+    """The status of the primary among ``addresses`` (static roles): each is
+    asked in turn; a standby's NotPrimary names the primary, asked next."""
+    last: MsgboardError | None = None
+    tried: set[str] = set()
+    queue = list(addresses)
+    while queue:
+        address = queue.pop(0)
+        if address in tried:
+            continue
+        tried.add(address)
+        found = Status(primary=address)
+        try:
+            _ask(found, token, args)
+            return found
+        except NotPrimary as e:
+            last = e
+            if e.primary:
+                queue.insert(0, e.primary)
+        except Unavailable as e:
+            last = e
+    assert last is not None
+    raise last
 
 
 def _from_etcd(cluster: str, urls: str) -> Status:

@@ -60,6 +60,8 @@ class Replication:
         self.service: ReplicationService | None = None
         #: Its standbys as it sees them (status, metrics, ``$sys`` events).
         self.standbys: Standbys | None = None
+        #: Its role's changes, announced on ``$sys`` while the board is open.
+        self.events: RoleEvents | None = None
 
     def attach(self, board: Board) -> ReplicationService:
         """Starts replicating ``board`` (opened with ``log``); returns the
@@ -80,7 +82,7 @@ class Replication:
                 "when none is in sync within %g s; a failover may then lose them",
                 self.timeout,
             )
-        RoleEvents(self.role, board.emit)
+        self.events = RoleEvents(self.role, board.emit)
         lag = Lag()
         self.log.logged = lag.after(shipper.logged)
         self.standbys = Standbys(self.log, self.gate, lag, self.role, board.emit).start()
@@ -93,6 +95,8 @@ class Replication:
         """Answers what still waits for the standbys with Unavailable."""
         if self.standbys is not None:
             self.standbys.stop()
+        if self.events is not None:
+            self.events.stop()
         if self.gate is not None:
             self.gate.close()
 

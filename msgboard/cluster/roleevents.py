@@ -33,6 +33,7 @@ class RoleEvents:
 
     def __init__(self, role: Role, emit: Emit) -> None:
         self._emit = emit
+        self._stopped = False
         self._lock = threading.Lock()
         self._leading = role.is_primary
         self._epoch = role.epoch
@@ -40,9 +41,16 @@ class RoleEvents:
             self._say(CLUSTER_PROMOTED, self._epoch)
         role.listen(self.changed)
 
+    def stop(self) -> None:
+        """Announces nothing more (the board closes; the role lives on)."""
+        with self._lock:
+            self._stopped = True
+
     def changed(self, role: Role) -> None:
         """``Role.listen``'s callback: announces what changed."""
         with self._lock:
+            if self._stopped:
+                return
             was, led = self._leading, self._epoch
             self._leading, self._epoch = role.is_primary, role.epoch
         if role.is_primary and (not was or role.epoch != led):
