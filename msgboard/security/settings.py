@@ -97,6 +97,8 @@ class Security:
             parts.append(f"{len(self.users.all)} users from {self.users_path}")
         root = self.snapshots.root
         parts.append(f"snapshots under {root}" if root else "snapshots: absolute paths")
+        if self.cluster_cns:
+            parts.append(f"replication for certificates {', '.join(self.cluster_cns)}")
         return ", ".join(parts)
 
     def warn(self) -> None:
