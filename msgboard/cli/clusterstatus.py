@@ -36,11 +36,16 @@ def add_parser(actions: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="the primary, its epoch, each standby's acked index and lag, the in-sync set",
     )
-    p.add_argument("--cluster", metavar="NAME", help="the cluster's name in etcd (with --etcd)")
+    p.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="the cluster's name in etcd, with --etcd (default $MSGBOARD_CLUSTER)",
+    )
     p.add_argument(
         "--etcd",
         metavar="URL[,URL...]",
-        help="etcd's members (with --cluster); without: --server names the primary",
+        help="etcd's members, with --cluster (default $MSGBOARD_ETCD); without them, "
+        "--server names the boards of static roles",
     )
     p.add_argument(
         "--replication-token",
@@ -135,10 +140,17 @@ def status(args: argparse.Namespace) -> int:
     answered (Unavailable when none of the addresses could be reached,
     Unauthenticated without the right token)."""
     token = args.replication_token or os.environ.get(TOKEN_ENV, "")
-    if args.etcd or args.cluster:
-        if not (args.etcd and args.cluster):
-            raise InvalidArgument("--cluster and --etcd go together: give both, or --server")
-        found = _from_etcd(args.cluster, args.etcd)
+    cluster, urls = args.cluster, args.etcd
+    if not (cluster or urls or args.server):  # the environment's, as switchover's
+        cluster = os.environ.get("MSGBOARD_CLUSTER", "")
+        urls = os.environ.get("MSGBOARD_ETCD", "")
+    if cluster or urls:
+        if not (cluster and urls):
+            raise InvalidArgument(
+                "--cluster and --etcd go together ($MSGBOARD_CLUSTER, $MSGBOARD_ETCD): "
+                "give both, or --server"
+            )
+        found = _from_etcd(cluster, urls)
     else:
         server = args.server or os.environ.get("MSGBOARD_SERVER", "")
         if not server:
