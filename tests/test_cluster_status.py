@@ -33,6 +33,7 @@ from msgboard.cli import main
 from msgboard.client import Client
 from msgboard.cluster import Etcd, Keys, Leadership, write_sync
 from msgboard.cluster.etcd import encode
+from msgboard.cluster.status import KEPT, Lag
 from tests.cluster import TOKEN as BOARDS_TOKEN
 from tests.cluster import Boards, EtcdCluster, etcd_cluster
 from tests.served import Served, free_port
@@ -403,3 +404,22 @@ def test_a_cluster_s_status_metrics_and_events_follow_a_failover(
             assert events(c, "cluster.promoted") == [(found["epoch"],)]
     finally:
         boards.stop()
+
+
+def test_a_standby_s_lag_in_seconds_is_the_age_of_the_oldest_entry_it_lacks() -> None:
+    """Given entries 1, 2 and 5 committed at 10, 20 and 30 s (the clock is
+    the test's), I expect a standby that acked 0 to be 40 s behind at 50 s,
+    one that acked 1 30 s behind, one that acked 2 (3 and 4 are not
+    remembered) 20 s behind, one that acked 5 not at all, and a standby
+    behind everything remembered at least as old as the oldest."""
+    now = [10.0]
+    lag = Lag(clock=lambda: now[0])
+    logged = lag.after(lambda index, entry: None)
+    for index, at in ((1, 10.0), (2, 20.0), (5, 30.0)):
+        now[0] = at
+        logged(index, b"")
+    now[0] = 50.0
+    assert [lag.seconds(acked, 5) for acked in (0, 1, 2, 4, 5)] == [40.0, 30.0, 20.0, 20.0, 0.0]
+    for index in range(6, 6 + KEPT):
+        logged(index, b"")
+    assert lag.seconds(0, 5 + KEPT) == 0.0  # all remembered entries are from now

@@ -18,6 +18,7 @@ A standby that leaves and comes back between two looks is not announced.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import deque
@@ -48,7 +49,8 @@ Emit = Callable[..., None]
 class Lag:
     """The commit times of the latest ``KEPT`` log indexes."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._times: deque[tuple[int, float]] = deque(maxlen=KEPT)
 
     def after(self, logged: Callable[[int, bytes], object]) -> Callable[[int, bytes], None]:
@@ -56,7 +58,7 @@ class Lag:
 
         def both(index: int, entry: bytes) -> None:
             logged(index, entry)
-            self._times.append((index, time.monotonic()))
+            self._times.append((index, self._clock()))
 
         return both
 
@@ -68,9 +70,9 @@ class Lag:
         times = list(self._times)
         if not times:
             return 0.0
-        first = times[0][0]
-        at = times[max(0, min(acked + 1 - first, len(times) - 1))][1]
-        return max(0.0, time.monotonic() - at)
+        # The first entry after ``acked`` (or the oldest remembered).
+        at = times[min(bisect.bisect_left(times, (acked + 1,)), len(times) - 1)][1]
+        return max(0.0, self._clock() - at)
 
 
 @dataclass(frozen=True)
