@@ -398,3 +398,41 @@ def test_a_switchover_to_a_board_out_of_the_set_is_refused(three: Boards) -> Non
         timeout=120,
     )
     assert done.returncode == 1 and "leads cluster" in done.stderr, done.stderr
+
+
+def test_a_primary_cut_off_from_etcd_fences_itself_before_another_is_elected(
+    tmp_path: Path, etcd: EtcdCluster
+) -> None:
+    """Given three boards that reach etcd and each other through proxies,
+    and a client posting to the primary, when I cut the primary off from
+    etcd (a black hole: nothing crosses, nothing is refused), I expect it
+    to refuse every call, reads included, by the time another board is
+    elected, and no OK after; when I heal the cut, I expect it back as a
+    standby that sends clients to the new primary."""
+    with boards(tmp_path, etcd.endpoints, cluster_name(), *PATIENT, proxied=True) as b:
+        p = b.primary()
+        with Client(b.address(p)) as c:
+            c.create_queue("q")
+        wait_until("both standbys in sync", lambda: len(b.in_sync()) == 2, 60)
+        poster = Poster(b.address(p), "q", "cut")
+        wait_until("posts answered", lambda: len(poster.answered) >= 5, 60)
+        b.cut_from_etcd(p)
+        q = b.primary(among=[n for n in b.names if n != p])
+        elected = time.monotonic()
+        # Fenced, then a standby that knows of no primary: it cannot tell.
+        with Client(b.address(p), timeout=10) as c, pytest.raises(Unavailable):
+            c.browse("q")
+        time.sleep(1)
+        poster.stopping.set()
+        poster.join(60)
+        assert [a for a in poster.answers if a[0] >= elected and a[1]] == []
+        b.heal_etcd(p)
+        wait_until(
+            "the old primary sends clients to the new one",
+            lambda: (
+                isinstance(e := refusal(b.address(p)), NotPrimary) and e.primary == b.advertised(q)
+            ),
+            60,
+        )
+        with Client(b.address(q)) as c:
+            assert violations(waiting(c, ["q"]), dict.fromkeys(poster.answered, "q"), set()) == []

@@ -457,7 +457,7 @@ class Node:
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
                 eligible=self._eligible,
             ).start()  # fmt: skip
-            await self.readiness.serving(self.address, metrics_at)
+            await self.readiness.serving(f"{self.host}:{self.port}", metrics_at)
             log.info(
                 "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
                 self.name,
