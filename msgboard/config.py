@@ -260,6 +260,22 @@ SETTINGS: tuple[Setting, ...] = (
         "answer writes without the standbys when they are not there in time (logged; "
         "a failover may then lose acknowledged writes)",
     ),
+    Setting(
+        "cluster_ca",
+        str,
+        "",
+        "PEM CA that signed the other boards' certificates: this board reaches its primary "
+        "with TLS, trusting it, and shows its --tls-cert/--tls-key as a client certificate",
+        "FILE",
+    ),
+    Setting(
+        "cluster_cert_cn",
+        str,
+        "",
+        "comma-separated certificate names: the replication service also needs a client "
+        "certificate (mutual TLS: --tls-client-ca) with one of these common names",
+        "CN[,CN...]",
+    ),
     Setting("log_keep", _positive, 10_000, "log entries a primary keeps at least", "N"),
     Setting(
         "log_limit",
@@ -352,6 +368,8 @@ class ServeConfig:
     sync_standbys: int = 1
     sync_timeout_ms: int = 5000
     allow_async: bool = False
+    cluster_ca: str = ""
+    cluster_cert_cn: str = ""
     log_keep: int = 10_000
     log_limit: int = 1_000_000
     cluster: str = ""
@@ -360,6 +378,11 @@ class ServeConfig:
     board_name: str = ""
     lease_ttl: int = 3
     log_pin_seconds: int = 3600
+
+    @property
+    def cluster_cns(self) -> tuple[str, ...]:
+        """The names of ``cluster_cert_cn``."""
+        return tuple(n.strip() for n in self.cluster_cert_cn.split(",") if n.strip())
 
     @property
     def tls(self) -> bool:
@@ -372,6 +395,11 @@ class ServeConfig:
             raise ConfigError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
         if self.standby_of and not self.replication_token:
             raise ConfigError("standby_of needs replication_token: the primary asks for it")
+        if self.cluster_cert_cn and not self.tls_client_ca:
+            raise ConfigError(
+                "cluster_cert_cn needs tls_client_ca: the names are checked on client "
+                "certificates, which only mutual TLS asks for"
+            )
         if self.cluster:
             if not self.replication_token:
                 raise ConfigError("cluster needs replication_token: its boards replicate")

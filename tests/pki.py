@@ -60,10 +60,17 @@ class CA:
         self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(
-        self, cn: str, *, server: bool = False, expired: bool = False, file: str = ""
+        self,
+        cn: str,
+        *,
+        server: bool = False,
+        expired: bool = False,
+        file: str = "",
+        client: bool = False,
     ) -> Issued:
         """A certificate for ``cn``: a server's (SAN localhost, 127.0.0.1,
-        ::1) or a client's; ``expired``: valid only in the past."""
+        ::1) or a client's; ``expired``: valid only in the past; ``server``
+        and ``client``: both (a board of a cluster, which dials the others)."""
         key = ec.generate_private_key(ec.SECP256R1())
         start, end = (
             (_NOW - datetime.timedelta(days=10), _NOW - datetime.timedelta(days=5))
@@ -80,7 +87,10 @@ class CA:
             .not_valid_after(end)
             .add_extension(
                 x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                    [
+                        *([ExtendedKeyUsageOID.SERVER_AUTH] if server else []),
+                        *([ExtendedKeyUsageOID.CLIENT_AUTH] if client or not server else []),
+                    ]
                 ),
                 critical=False,
             )

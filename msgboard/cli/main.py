@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
+from msgboard.cli import clusterstatus
 from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="a cluster of boards through etcd (docs/cluster.md)")
     clusters = p.add_subparsers(dest="cluster_command", required=True)
     add_switchover(clusters)  # msgboard/cli/cluster.py
+    clusterstatus.add_parser(clusters, common)  # msgboard/cli/clusterstatus.py
 
     q = sub.add_parser("user", help="users of a board with a users file")
     qs = q.add_subparsers(dest="action", required=True)
@@ -518,6 +520,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _user(args)
         if args.command == "cluster" and args.cluster_command == "switchover":
             return switchover(args)
+        if args.command == "cluster":
+            os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
+            from msgboard.cli.clusterstatus import status
+
+            return status(args)
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads

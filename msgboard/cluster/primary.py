@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable
 
 from msgboard.cluster.role import Role
+from msgboard.cluster.roleevents import RoleEvents
 from msgboard.cluster.service import ReplicationService
 from msgboard.cluster.shipper import Shipper
+from msgboard.cluster.status import Lag, Standbys, StatusService
 from msgboard.cluster.sync import SyncGate
 from msgboard.engine import Board
 from msgboard.lmdbstore import Log
@@ -59,6 +61,10 @@ class Replication:
         self.forget = forget
         self.gate: SyncGate | None = None
         self.service: ReplicationService | None = None
+        #: Its standbys as it sees them (status, metrics, ``$sys`` events).
+        self.standbys: Standbys | None = None
+        #: Its role's changes, announced on ``$sys`` while the board is open.
+        self.events: RoleEvents | None = None
 
     def attach(self, board: Board) -> ReplicationService:
         """Starts replicating ``board`` (opened with ``log``); returns the
@@ -80,11 +86,21 @@ class Replication:
                 "when none is in sync within %g s; a failover may then lose them",
                 self.timeout,
             )
-        self.service = ReplicationService(self.token, self.role, board, shipper, self.gate)
+        self.events = RoleEvents(self.role, board.emit)
+        lag = Lag()
+        self.log.logged = lag.after(shipper.logged)
+        self.standbys = Standbys(self.log, self.gate, lag, self.role, board.emit).start()
+        self.service = StatusService(
+            self.token, self.role, board, shipper, self.gate, standbys=self.standbys
+        )
         return self.service
 
     def close(self) -> None:
         """Answers what still waits for the standbys with Unavailable."""
+        if self.standbys is not None:
+            self.standbys.stop()
+        if self.events is not None:
+            self.events.stop()
         if self.gate is not None:
             self.gate.close()
 

@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from msgboard.cluster.channel import channel
 from msgboard.cluster.service import TOKEN_KEY
 from msgboard.details import DETAILS_KEY
 from msgboard.lmdbstore import DurableStore
@@ -209,12 +210,8 @@ class Replica:
         log.info("seeded from %s: log index %d", self.primary, self.applied)
 
     def _channel(self) -> grpc.Channel:
-        # A batch is about 1 MiB, but one entry (a group commit) may be
-        # larger than gRPC's default 4 MiB limit.
-        options = [("grpc.max_receive_message_length", -1)]
-        if self._credentials is None:
-            return grpc.insecure_channel(self.primary, options)
-        return grpc.secure_channel(self.primary, self._credentials, options)
+        # TLS as the cluster's settings say (channel.py).
+        return channel(self.primary, self._credentials)
 
     def stop(self) -> None:
         """Ends the stream and the thread (the store stays open)."""

@@ -197,6 +197,12 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         finally:
             await asyncio.to_thread(shutil.rmtree, where, True)
 
+    async def Status(self, request: rpb.StatusRequest, context: Any) -> rpb.StatusResponse:
+        """Answered by a replicating primary's ``StatusService`` (status.py);
+        here, refused as ``_check`` refuses (a standby: NotPrimary)."""
+        await self._check(context)
+        await abort(context, FailedPrecondition("this board does not report its standbys"))
+
     async def _check(self, context: Any) -> None:
         """Refuses a call without the token, or to a board that is not a
         replicating primary."""

@@ -20,7 +20,16 @@ event                       tuple after the name
 ``board.started``           (none)
 ``board.stopping``          (none)
 ``user.denied``             user, what was refused
+``cluster.promoted``        epoch (0: static roles)
+``cluster.demoted``         epoch it led in, the primary it follows ("")
+``standby.joined``          standby, its acknowledged log index
+``standby.lost``            standby, its last acknowledged index, reason
 ==========================  ===============================================
+
+The last four come from ``msgboard.cluster`` (a replicating board's), which
+announces them through ``Board.emit``: ``cluster.*`` as the board's role
+changes (``cluster/roleevents.py``), ``standby.*`` on a primary as its
+standbys come, keep up, fall behind and go (``cluster/status.py``).
 
 A subscription's session selector is not announced (its consumer is); an
 event about ``$sys`` itself (a consumer of ``$sys``, a selector reading it)
@@ -71,6 +80,10 @@ DEAD_LETTERED = "message.dead_lettered"
 BOARD_STARTED = "board.started"
 BOARD_STOPPING = "board.stopping"
 USER_DENIED = "user.denied"
+CLUSTER_PROMOTED = "cluster.promoted"
+CLUSTER_DEMOTED = "cluster.demoted"
+STANDBY_JOINED = "standby.joined"
+STANDBY_LOST = "standby.lost"
 
 #: Every event, in the order the module docstring lists them.
 EVENTS = (
@@ -84,6 +97,10 @@ EVENTS = (
     BOARD_STARTED,
     BOARD_STOPPING,
     USER_DENIED,
+    CLUSTER_PROMOTED,
+    CLUSTER_DEMOTED,
+    STANDBY_JOINED,
+    STANDBY_LOST,
 )
 
 Field = str | int

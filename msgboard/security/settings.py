@@ -22,6 +22,7 @@ from msgboard.config import ServeConfig
 from msgboard.engine import Board
 from msgboard.errors import ConfigError, Exposed, ListenFailed, MsgboardError
 from msgboard.security.auth import Users
+from msgboard.security.boards import BoardsOnly
 from msgboard.security.guard import Guard, Quota
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.tls import AUTH_KEY, ServerCerts, is_loopback
@@ -39,6 +40,9 @@ class Security:
     insecure: bool = False
     users_path: str = ""
     guard: Guard | None = None
+    #: The common names the replication service's callers need (none: the
+    #: token alone).
+    cluster_cns: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, c: ServeConfig) -> Security:
@@ -63,17 +67,22 @@ class Security:
         snapshots = SnapshotDir(c.snapshot_dir, required=users is not None)
         check_listen(c.listen)
         quota = Quota(c.max_streams, c.max_waits, c.max_consumers)
-        return cls(c.listen, certs, users, snapshots, quota, c.insecure, c.users)
+        return cls(
+            c.listen, certs, users, snapshots, quota, c.insecure, c.users, cluster_cns=c.cluster_cns
+        )
 
     def credentials(self) -> grpc.ServerCredentials | None:
         """The listening port's credentials; None: plaintext."""
         return self.certs.credentials() if self.certs is not None else None
 
     def interceptors(self, board: Board) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
+        boards: list[grpc.aio.ServerInterceptor[Any, Any]] = (
+            [BoardsOnly(self.cluster_cns)] if self.cluster_cns else []
+        )
         if self.users is None:
-            return [TokensIgnored()]
+            return [*boards, TokensIgnored()]
         self.guard = Guard(self.users, board, self.quota)
-        return [self.guard]
+        return [*boards, self.guard]
 
     def describe(self) -> str:
         """The start-up log line's security part."""
@@ -88,6 +97,8 @@ class Security:
             parts.append(f"{len(self.users.all)} users from {self.users_path}")
         root = self.snapshots.root
         parts.append(f"snapshots under {root}" if root else "snapshots: absolute paths")
+        if self.cluster_cns:
+            parts.append(f"replication for certificates {', '.join(self.cluster_cns)}")
         return ", ".join(parts)
 
     def warn(self) -> None:

@@ -16,6 +16,12 @@ every queue and its traffic, so it needs TLS, served with the board's
 ``--tls-client-ca`` when that is set), or ``--insecure``, which logs a
 warning. Prometheus's ``tls_config`` scrapes it.
 
+A replicating board adds its role in the cluster (``ClusterCollector``):
+``msgboard_role`` (1 primary, 0 standby), ``msgboard_epoch``, and on a
+primary each connected standby's ``msgboard_replication_lag_entries`` and
+``msgboard_replication_lag_seconds``; a board with no cluster settings
+serves none of them (and never loads ``msgboard.cluster``).
+
 The names and meanings are tabled in docs/operating.md ("Metrics").
 """
 
@@ -25,7 +31,7 @@ import logging
 import shutil
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, start_http_server
@@ -38,6 +44,10 @@ from msgboard.errors import Exposed, ListenFailed
 from msgboard.results import BoardStats
 from msgboard.server.calls import Calls
 from msgboard.tls import is_loopback
+
+if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
+    from msgboard.cluster import Role
+    from msgboard.cluster.status import Standbys
 
 log = logging.getLogger("msgboard.metrics")
 
@@ -89,11 +99,14 @@ def reason_label(reason: str) -> str:
 class BoardCollector(Collector):
     """Reads the board's figures at each scrape."""
 
-    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+    def __init__(self, board: Board | None, calls: Calls | None = None) -> None:
+        #: None while a board of a cluster is a standby (it has no board open).
         self.board = board
         self.calls = calls
 
     def collect(self) -> Iterator[Metric]:
+        if self.board is None:
+            return
         stats = self.board.stats_async().result(SCRAPE_TIMEOUT)
         traffic = self.board.traffic_async().result(SCRAPE_TIMEOUT)
         yield from counters(traffic, [q.name for q in stats.queues])
@@ -155,13 +168,65 @@ def gauges(stats: BoardStats) -> Iterator[Metric]:
     )
 
 
-class Metrics:
-    """The metrics of one served board and their HTTP listener."""
+class ClusterCollector(Collector):
+    """A replicating board's role, epoch and (on a primary) its standbys'
+    lag, read at each scrape."""
 
-    def __init__(self, board: Board, calls: Calls | None = None) -> None:
+    def __init__(self, role: Role, standbys: Standbys | None = None) -> None:
+        self.role = role
+        self.standbys = standbys
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "msgboard_role",
+            "1 while this board is its cluster's primary, 0 while a standby",
+            value=1 if self.role.is_primary else 0,
+        )
+        yield GaugeMetricFamily(
+            "msgboard_epoch",
+            "The epoch this board leads in or follows (0: static roles)",
+            value=self.role.epoch,
+        )
+        if self.standbys is None or not self.role.is_primary:
+            return
+        standbys = self.standbys.report().standbys
+        entries = GaugeMetricFamily(
+            "msgboard_replication_lag_entries",
+            "Log entries committed on this primary that the standby has not acknowledged",
+            labels=["standby"],
+        )
+        seconds = GaugeMetricFamily(
+            "msgboard_replication_lag_seconds",
+            "Age of the oldest log entry the standby has not acknowledged (0: none)",
+            labels=["standby"],
+        )
+        for sb in standbys:
+            entries.add_metric([sb.board], sb.lag_entries)
+            seconds.add_metric([sb.board], sb.lag_seconds)
+        yield entries
+        yield seconds
+
+
+class Metrics:
+    """The metrics of one served board and their HTTP listener.
+    ``cluster``: a replicating board's (``ClusterCollector``). A board of a
+    cluster starts as a standby with no board open (``board`` None: only
+    the cluster's series and the process's) and calls ``use`` as it opens
+    and closes its board."""
+
+    def __init__(
+        self,
+        board: Board | None,
+        calls: Calls | None = None,
+        cluster: ClusterCollector | None = None,
+    ) -> None:
         self.board = board
+        self.cluster = cluster
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BoardCollector(board, calls))
+        self.boards = BoardCollector(board, calls)
+        self.registry.register(self.boards)
+        if cluster is not None:
+            self.registry.register(cluster)
         ProcessCollector(registry=self.registry)
         self.commit_seconds = Histogram(
             "msgboard_commit_seconds",
@@ -178,7 +243,19 @@ class Metrics:
         )
         self._server: WSGIServer | None = None
         self.address = ""
-        board.on_commit(self._committed)
+        if board is not None:
+            board.on_commit(self._committed)
+
+    def use(self, board: Board | None, standbys: Standbys | None = None) -> None:
+        """A board of a cluster opened ``board`` (promoted; ``standbys``: its
+        replication's), or closed its own (None: a standby again)."""
+        if self.board is not None:
+            self.board.on_commit(None)
+        self.board = self.boards.board = board
+        if self.cluster is not None:
+            self.cluster.standbys = standbys
+        if board is not None:
+            board.on_commit(self._committed)
 
     def _committed(self, seconds: float, messages: int) -> None:
         self.commit_seconds.observe(seconds)
@@ -241,7 +318,8 @@ class Metrics:
         return self.address
 
     def close(self) -> None:
-        self.board.on_commit(None)
+        if self.board is not None:
+            self.board.on_commit(None)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

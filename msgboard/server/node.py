@@ -61,6 +61,7 @@ from msgboard.cluster import (
     Role,
     SyncSet,
 )
+from msgboard.cluster.channel import Dialing, use
 from msgboard.cluster.insync import InSync
 from msgboard.cluster.members import Membership, promotable, unmoved
 from msgboard.config import ServeConfig
@@ -68,6 +69,7 @@ from msgboard.engine import Board, Limits
 from msgboard.errors import ListenFailed, NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
+from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION
@@ -107,9 +109,16 @@ class Node:
         self.grace = grace
         self.ready = ready
         self.security = Security.build(config)
+        if config.cluster_ca:  # TLS to the other boards (cluster/channel.py)
+            use(Dialing(config.cluster_ca, config.tls_cert, config.tls_key))
         self.keys = Keys(config.cluster)
         self.role = Role(leading=False, term=self._term)
         self.role.counting = True
+        #: Role, epoch, the board's figures while it leads (cluster-operations.md).
+        self.metrics: Metrics | None = None
+        if config.metrics_listen:
+            Metrics.check(config)
+            self.metrics = Metrics(None, cluster=ClusterCollector(self.role))
         self.name = ""
         self.address = ""
         self.port = 0
@@ -354,6 +363,8 @@ class Node:
         # Standbys that saw this epoch follow at once, before its first commit.
         replication.log.epoch = max(replication.log.epoch, epoch)
         replication.attach(board)
+        if self.metrics is not None:
+            self.metrics.use(board, replication.standbys)
         self._handing = threading.Event()
         threading.Thread(
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
@@ -415,6 +426,8 @@ class Node:
         self.role.become(leading=False, primary=None, epoch=self.epoch)
         if replication is not None:
             replication.close()
+        if self.metrics is not None:
+            self.metrics.use(None)
         # After a switchover what is still in progress finishes (refused).
         await self._swap(self._standby_server, self.grace if self._handed else 0)
         with self._lock:
@@ -446,6 +459,7 @@ class Node:
             loop.add_signal_handler(sig, stop.set)
         try:
             self.server = await self._standby_server()
+            metrics_at = self.metrics.serve(c) if self.metrics is not None else ""
             self.address = c.advertise or f"{self.host}:{self.port}"
             self.name = board_name(c, self.address)
             self._last = Position(self.name, self.address, 0, 0, True)
@@ -457,7 +471,7 @@ class Node:
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
                 eligible=self._eligible,
             ).start()  # fmt: skip
-            await self.readiness.serving(f"{self.host}:{self.port}")
+            await self.readiness.serving(f"{self.host}:{self.port}", metrics_at)
             log.info(
                 "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
                 self.name,
@@ -494,6 +508,8 @@ class Node:
             await asyncio.to_thread(self.leadership.stop)
         if self.replication is not None:
             self.replication.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.server is not None:
             await self.server.stop(self.grace if leading else 0)
         if self.board is not None:

@@ -45,7 +45,7 @@ from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
 from msgboard.server.handoff import wait
-from msgboard.server.metrics import Metrics
+from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION, RoleCheck
@@ -426,6 +426,10 @@ async def serve(
     """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
+    if config.cluster_ca:
+        from msgboard.cluster.channel import Dialing, use
+
+        use(Dialing(config.cluster_ca, config.tls_cert, config.tls_key))
     if config.standby_of:
         from msgboard.server.standby import serve_standby
 
@@ -479,7 +483,10 @@ async def serve(
     calls = None
     if config.metrics_listen or config.access_log:
         calls = Calls(access=bool(config.access_log))
-    metrics = Metrics(board, calls) if config.metrics_listen else None
+    metrics = None
+    if config.metrics_listen:
+        role = ClusterCollector(primary.role, primary.standbys) if primary else None
+        metrics = Metrics(board, calls, role)
     readiness = Readiness(config.ready_file)
     try:
         metrics_at = metrics.serve(config) if metrics else ""

@@ -34,6 +34,87 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class StatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StatusRequest: _TypeAlias = StatusRequest  # noqa: Y015
+
+@_typing.final
+class StatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LAST_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    STANDBYS_FIELD_NUMBER: _builtins.int
+    last: _builtins.int
+    """The primary's last log index."""
+    epoch: _builtins.int
+    """The primary's epoch (0: static roles, no etcd)."""
+    @_builtins.property
+    def standbys(self) -> _containers.RepeatedCompositeFieldContainer[Global___StandbyStatus]:
+        """The standbys following the log now, by name."""
+
+    def __init__(
+        self,
+        *,
+        last: _builtins.int = ...,
+        epoch: _builtins.int = ...,
+        standbys: _abc.Iterable[Global___StandbyStatus] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "last", b"last", "standbys", b"standbys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StatusResponse: _TypeAlias = StatusResponse  # noqa: Y015
+
+@_typing.final
+class StandbyStatus(_message.Message):
+    """One connected standby, as the primary sees it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOARD_FIELD_NUMBER: _builtins.int
+    ACKED_FIELD_NUMBER: _builtins.int
+    LAG_ENTRIES_FIELD_NUMBER: _builtins.int
+    LAG_SECONDS_FIELD_NUMBER: _builtins.int
+    board: _builtins.str
+    """Its name (its Hello's `board`)."""
+    acked: _builtins.int
+    """Every entry up to this index is applied and fsynced on it."""
+    lag_entries: _builtins.int
+    """Entries the primary has committed and it has not acknowledged."""
+    lag_seconds: _builtins.float
+    """How long ago the primary committed the oldest entry it has not
+    acknowledged (0 when it has them all).
+    """
+    def __init__(
+        self,
+        *,
+        board: _builtins.str = ...,
+        acked: _builtins.int = ...,
+        lag_entries: _builtins.int = ...,
+        lag_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "board", b"board", "lag_entries", b"lag_entries", "lag_seconds", b"lag_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StandbyStatus: _TypeAlias = StandbyStatus  # noqa: Y015
+
+@_typing.final
 class SeedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -49,6 +49,11 @@ class ReplicationStub:
                 request_serializer=msgboard_dot_v1_dot_replication__pb2.ProbeRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_replication__pb2.ProbeResponse.FromString,
                 _registered_method=True)
+        self.Status = channel.unary_unary(
+                '/msgboard.v1.Replication/Status',
+                request_serializer=msgboard_dot_v1_dot_replication__pb2.StatusRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_replication__pb2.StatusResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -94,6 +99,15 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Status(self, request, context):
+        """Where the primary's log stands and how far behind each connected
+        standby is (`msgboard cluster status`). UNAVAILABLE with reason
+        `NotPrimary`: the board called is a standby.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +125,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.Probe,
                     request_deserializer=msgboard_dot_v1_dot_replication__pb2.ProbeRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_replication__pb2.ProbeResponse.SerializeToString,
+            ),
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=msgboard_dot_v1_dot_replication__pb2.StatusRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_replication__pb2.StatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -194,6 +213,33 @@ class Replication:
             '/msgboard.v1.Replication/Probe',
             msgboard_dot_v1_dot_replication__pb2.ProbeRequest.SerializeToString,
             msgboard_dot_v1_dot_replication__pb2.ProbeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Replication/Status',
+            msgboard_dot_v1_dot_replication__pb2.StatusRequest.SerializeToString,
+            msgboard_dot_v1_dot_replication__pb2.StatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,11 @@ class ReplicationStub:
     `crc`: a board that rejoins asks before it follows (found: it has
     nothing the primary lacks). Follow makes the same check by itself.
     """
+    Status: _grpc.UnaryUnaryMultiCallable[_replication_pb2.StatusRequest, _replication_pb2.StatusResponse]
+    """Where the primary's log stands and how far behind each connected
+    standby is (`msgboard cluster status`). UNAVAILABLE with reason
+    `NotPrimary`: the board called is a standby.
+    """
 
 @_typing.type_check_only
 class ReplicationAsyncStub(ReplicationStub):
@@ -105,6 +110,11 @@ class ReplicationAsyncStub(ReplicationStub):
     """Whether the primary's log holds the entry `index` with `epoch` and
     `crc`: a board that rejoins asks before it follows (found: it has
     nothing the primary lacks). Follow makes the same check by itself.
+    """
+    Status: _aio.UnaryUnaryMultiCallable[_replication_pb2.StatusRequest, _replication_pb2.StatusResponse]  # type: ignore[assignment]
+    """Where the primary's log stands and how far behind each connected
+    standby is (`msgboard cluster status`). UNAVAILABLE with reason
+    `NotPrimary`: the board called is a standby.
     """
 
 class ReplicationServicer(metaclass=_abc_1.ABCMeta):
@@ -152,6 +162,17 @@ class ReplicationServicer(metaclass=_abc_1.ABCMeta):
         """Whether the primary's log holds the entry `index` with `epoch` and
         `crc`: a board that rejoins asks before it follows (found: it has
         nothing the primary lacks). Follow makes the same check by itself.
+        """
+
+    @_abc_1.abstractmethod
+    def Status(
+        self,
+        request: _replication_pb2.StatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_replication_pb2.StatusResponse, _abc.Awaitable[_replication_pb2.StatusResponse]]:
+        """Where the primary's log stands and how far behind each connected
+        standby is (`msgboard cluster status`). UNAVAILABLE with reason
+        `NotPrimary`: the board called is a standby.
         """
 
 def add_ReplicationServicer_to_server(servicer: ReplicationServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -42,6 +42,10 @@ type ReplicationClient interface {
 	// `crc`: a board that rejoins asks before it follows (found: it has
 	// nothing the primary lacks). Follow makes the same check by itself.
 	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
+	// Where the primary's log stands and how far behind each connected
+	// standby is (`msgboard cluster status`). UNAVAILABLE with reason
+	// `NotPrimary`: the board called is a standby.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type replicationClient struct {
@@ -124,6 +128,15 @@ func (c *replicationClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 	return out, nil
 }
 
+func (c *replicationClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Replication/Status", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility
@@ -153,6 +166,10 @@ type ReplicationServer interface {
 	// `crc`: a board that rejoins asks before it follows (found: it has
 	// nothing the primary lacks). Follow makes the same check by itself.
 	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
+	// Where the primary's log stands and how far behind each connected
+	// standby is (`msgboard cluster status`). UNAVAILABLE with reason
+	// `NotPrimary`: the board called is a standby.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -168,6 +185,9 @@ func (UnimplementedReplicationServer) Seed(*SeedRequest, Replication_SeedServer)
 }
 func (UnimplementedReplicationServer) Probe(context.Context, *ProbeRequest) (*ProbeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Probe not implemented")
+}
+func (UnimplementedReplicationServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 
@@ -247,6 +267,24 @@ func _Replication_Probe_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replication_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Replication/Status",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Replication_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Replication",
 	HandlerType: (*ReplicationServer)(nil),
@@ -254,6 +292,10 @@ var _Replication_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Probe",
 			Handler:    _Replication_Probe_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _Replication_Status_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
