@@ -106,6 +106,13 @@ class History:
         with self._lock:
             return list(self._ops)
 
+    def summary(self) -> dict[str, int]:
+        """How many ops of each kind and outcome (``post ok``...)."""
+        out: dict[str, int] = {}
+        for o in self.ops():
+            out[f"{o.kind} {o.outcome}"] = out.get(f"{o.kind} {o.outcome}", 0) + 1
+        return dict(sorted(out.items()))
+
     def count(self, kind: str, outcome: str = OK, after: float = 0.0) -> int:
         """How many ``kind`` ops had ``outcome`` and were invoked after ``after``."""
         return sum(
