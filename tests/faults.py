@@ -16,39 +16,23 @@ history, the dump and the standbys' directories.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import lmdb
-
-from msgboard.lmdbstore.layout import LOG_LAST, LOG_LAST_KEY, MAX_DBS
+from tests.cluster import wait_until
 from tests.jepsen import Dump, check, dump
 from tests.proxy import Proxy
 from tests.served import Served
+from tests.test_replication import last_index
 from tests.workload import QUEUES, History
 
 TOKEN = "cluster-secret"
 
 
-def last_index(data: Path) -> int:
-    """The last log index a board's directory holds (read-only, while it runs)."""
-    env = lmdb.open(str(data), readonly=True, max_dbs=MAX_DBS, lock=True)
-    try:
-        with env.begin() as txn:
-            raw = txn.get(LOG_LAST_KEY, db=env.open_db(b"meta", txn=txn, create=False))
-        return 0 if raw is None else int(LOG_LAST.unpack(raw)[0])
-    finally:
-        env.close()
-
-
 def wait_for(cond: Callable[[], bool], what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {what}")
-        time.sleep(0.1)
+    wait_until(what, cond, seconds)
 
 
 def pause(s: Served) -> None:
@@ -60,45 +44,76 @@ def resume(s: Served) -> None:
 
 
 class Trio:
-    """A primary and two standbys under ``tmp``; every process stopped by
-    ``close`` whatever happened."""
+    """A primary and two standbys under ``tmp``, each in a directory of its
+    own (``p``, ``s0``, ``s1`` at first; a promotion moves the roles, not
+    the directories); every process stopped by ``close`` whatever happened.
+    ``primary_args`` go to every primary this trio starts."""
 
     def __init__(self, tmp: Path, *primary_args: str, proxied: bool = False) -> None:
         self.tmp = tmp
+        self.primary_args = primary_args
         self.everything: list[Served] = []
         self.proxies: list[Proxy] = []
+        #: Each process's directory name.
+        self.names: dict[int, str] = {}
         self.primary = self._serve("p", "--replication-token", TOKEN, *primary_args)
         if proxied:
             self.proxies = [Proxy(self.primary.address) for _ in range(2)]
-        self.standbys = [self._standby(i) for i in range(2)]
+        self.standbys = [self._standby(f"s{i}", self._upstream(i)) for i in range(2)]
 
     def _serve(self, name: str, *args: str) -> Served:
         (self.tmp / name).mkdir(exist_ok=True)
         (self.tmp / name / "ready.json").unlink(missing_ok=True)  # left by a kill -9
         s = Served(self.tmp / name, *args)
+        self.names[id(s)] = name
         self.everything.append(s)
         return s
 
-    def _standby(self, i: int, of: str = "") -> Served:
-        of = of or (self.proxies[i].address if self.proxies else self.primary.address)
-        return self._serve(f"s{i}", "--replication-token", TOKEN, "--standby-of", of)
+    def _upstream(self, i: int) -> str:
+        """Where standby ``i`` reaches the primary: its proxy, if it has one."""
+        return self.proxies[i].address if self.proxies else self.primary.address
 
-    def restart(self, i: int, of: str = "") -> Served:
+    def _standby(self, name: str, of: str) -> Served:
+        return self._serve(name, "--replication-token", TOKEN, "--standby-of", of)
+
+    def name(self, s: Served) -> str:
+        return self.names[id(s)]
+
+    def restart(self, i: int) -> Served:
         """Starts standby ``i`` again on its directory."""
-        self.standbys[i].kill()
-        self.standbys[i] = self._standby(i, of)
+        old = self.standbys[i]
+        old.kill()
+        self.standbys[i] = self._standby(self.name(old), self._upstream(i))
         return self.standbys[i]
 
-    def promote(self, i: int, *args: str) -> Served:
-        """Static promotion: the primary is gone; standby ``i`` is stopped and
-        its directory opened as the new primary; the other standby follows
-        it. Returns the new primary."""
+    def promote(self, i: int) -> Served:
+        """Static promotion, the primary being gone: the standbys are stopped,
+        standby ``i``'s directory opened as the new primary, and the other
+        standby follows it. Returns the new primary."""
         for s in self.standbys:
             s.stop()
-        self.primary = self._serve(f"s{i}", "--replication-token", TOKEN, *args)
-        other = 1 - i
-        self.standbys = [self._standby(other, self.primary.address)]
+        chosen, other = self.standbys[i], self.standbys[1 - i]
+        self.primary = self._serve(
+            self.name(chosen), "--replication-token", TOKEN, *self.primary_args
+        )
+        self.proxies = []
+        self.standbys = [self._standby(self.name(other), self.primary.address)]
         return self.primary
+
+    def most_advanced(self) -> int:
+        """The standby with the highest log index (the one to promote)."""
+        return max(range(len(self.standbys)), key=lambda i: last_index(self.standbys[i].data))
+
+    def rejoin(self, old: Served) -> Served:
+        """Starts the dead board ``old`` again as a standby of the primary,
+        from an empty directory (it seeds itself: a deposed primary's tail
+        may hold writes nobody acknowledged)."""
+        name = self.name(old)
+        old.kill()
+        shutil.rmtree(self.tmp / name)
+        s = self._standby(name, self.primary.address)
+        self.standbys.append(s)
+        return s
 
     def caught_up(self, seconds: float = 90) -> None:
         def done() -> bool:

@@ -234,7 +234,7 @@ def _fifo(
 
 
 def diverged(final: Dump, standbys: Sequence[Path]) -> list[str]:
-    out = []
+    out: list[str] = []
     for s in standbys:
         if final.path is not None:
             out.extend(f"diverged: standby {s.name}: {d}" for d in differences(final.path, s))

@@ -28,7 +28,7 @@ import pytest
 
 from msgboard.client import Client
 from msgboard.errors import Unavailable
-from tests.faults import Trio, last_index, pause, resume, wait_for
+from tests.faults import Trio, pause, resume, wait_for
 from tests.served import Served
 from tests.workload import History, Workload, now, posted, prepare
 
@@ -65,10 +65,14 @@ def failed_after(h: History, t: float, seconds: float = 90) -> None:
     wait_for(seen, f"a post invoked after {t:.1f} failed", seconds)
 
 
-def refused(address: str) -> None:
-    """A write now is answered UNAVAILABLE, saying the standbys are missing."""
+def writes_stop(h: History, address: str, since: float) -> None:
+    """Writes invoked after ``since`` fail: the workload's, and one now,
+    answered UNAVAILABLE saying the standbys are missing; none invoked
+    after ``since`` was answered OK by now."""
+    failed_after(h, since)
     with Client(address, timeout=60) as c, pytest.raises(Unavailable, match="no standby in sync"):
         c.post("kept", body=b"refused", key="refused")
+    assert posted(h.ops(), after=since, before=now()) == []
 
 
 def start(trio: Trio) -> tuple[History, Workload]:
@@ -117,10 +121,7 @@ def test_both_standbys_killed_writes_stop_and_resume(tmp: Path, trios: list[Trio
     killed = now()
     for s in trio.standbys:
         s.kill()
-    failed_after(h, killed)
-    refused(trio.primary.address)
-    back = now()
-    assert posted(h.ops(), after=killed, before=back) == []
+    writes_stop(h, trio.primary.address, killed)
     trio.restart(0)
     answered_after(h, now())
     trio.restart(1)
@@ -139,10 +140,7 @@ def test_a_standby_paused_past_the_sync_timeout(tmp: Path, trios: list[Trio]) ->
     h, w = start(trio)
     paused = now()
     pause(trio.standbys[0])
-    failed_after(h, paused)
-    refused(trio.primary.address)
-    back = now()
-    assert posted(h.ops(), after=paused, before=back) == []
+    writes_stop(h, trio.primary.address, paused)
     resume(trio.standbys[0])
     answered_after(h, now())
     w.stop()
@@ -160,8 +158,7 @@ def test_a_primary_cut_off_from_its_standbys_answers_no_write(tmp: Path, trios: 
     cut = now()
     for p in trio.proxies:
         p.cut()
-    failed_after(h, cut)
-    refused(trio.primary.address)
+    writes_stop(h, trio.primary.address, cut)
     trio.primary.kill()
     killed = now()
     w.stop()
@@ -189,8 +186,7 @@ def _failover(trio: Trio, h: History) -> None:
     on it for a while, and asks the checker."""
     for s in trio.standbys:
         s.stop()
-    best = max(range(2), key=lambda i: last_index(trio.standbys[i].data))
-    new: Served = trio.promote(best, *PATIENT)
+    new: Served = trio.promote(trio.most_advanced())
     w = Workload(h, new.address, name="w2").start()
     answered_after(h, now())
     busy(h, "w2")
