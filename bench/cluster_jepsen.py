@@ -124,9 +124,9 @@ def run(fault: str, cycles: int, load: float, tmp: Path) -> Row:
                     target=_probe, args=(trio, h, killed, n, timing), daemon=True
                 )
                 probe.start()
-                w.stop()
                 trio.promote(trio.most_advanced())
                 probe.join(150)
+                w.stop()  # its clients knew only the old primary
                 row.failovers.extend(timing)
                 trio.rejoin(old)
                 w = Workload(h, trio.primary.address, name=f"c{n + 1}").start()

@@ -62,7 +62,7 @@ class Trio:
         self.standbys = [self._standby(f"s{i}", self._upstream(i)) for i in range(2)]
 
     def _serve(self, name: str, *args: str) -> Served:
-        (self.tmp / name).mkdir(exist_ok=True)
+        (self.tmp / name).mkdir(parents=True, exist_ok=True)
         (self.tmp / name / "ready.json").unlink(missing_ok=True)  # left by a kill -9
         s = Served(self.tmp / name, *args)
         self.names[id(s)] = name
