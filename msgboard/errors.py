@@ -16,7 +16,8 @@
     │   └── StoreFull             the disk refused a write
     ├── FailedPrecondition
     │   ├── Exposed               a non-loopback listener without TLS and users
-    │   └── LogTruncated          a standby asked for log entries no longer kept
+    │   ├── LogTruncated          a standby asked for log entries no longer kept
+    │   └── LogDiverged           a standby's log is not the primary's
     ├── Unavailable               the board is closed or unreachable
     │   ├── ListenFailed          the server cannot bind its address
     │   └── NotPrimary            a standby: .primary, where the primary is
@@ -234,6 +235,12 @@ class NotPrimary(Unavailable):
 class LogTruncated(FailedPrecondition):
     """A standby asked for log entries the primary no longer keeps: it must
     be seeded again."""
+
+
+class LogDiverged(FailedPrecondition):
+    """A standby's last log entry is not the primary's entry at that index
+    (or is past the primary's last): it moves its data aside and is seeded
+    again."""
 
 
 class DeadlineExceeded(MsgboardError):

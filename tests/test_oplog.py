@@ -102,9 +102,9 @@ def test_the_log_keeps_what_a_standby_still_needs_up_to_its_limit(tmp_path: Path
 
     commits(3)
     assert s.log_bounds() == (3, 4)
-    log.pin = 3  # a standby has 3: 4 on are kept
+    log.pin = 3  # a standby has 3: 3 (its Hello names it) on are kept
     commits(2)
-    assert s.log_bounds() == (4, 6)
+    assert s.log_bounds() == (3, 6)
     commits(3)
     assert s.log_bounds() == (5, 9)  # past the limit: the standby must re-seed
     s.close()

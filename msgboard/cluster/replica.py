@@ -6,9 +6,18 @@ index after the last one its store applied, applies each batch of entries
 in one LMDB transaction with fsync (``DurableStore.apply``), then
 acknowledges the batch's last index. When the stream breaks (the primary
 restarted, the network) it connects again with capped backoff and goes on
-from where its store is. A ``LogTruncated`` answer (the primary no longer
-keeps the entries this standby needs, or never had them) makes it seed
-itself: the primary's ``Seed`` copy replaces its data, then it follows.
+from where its store is.
+
+Its Hello names its last entry by (index, epoch, CRC32C): the primary lets
+it follow only if its own entry at that index is the same. A
+``LogTruncated`` answer (the primary no longer keeps the entries this
+standby needs, or never had them) makes it seed itself: the primary's
+``Seed`` copy replaces its data, then it follows. A ``LogDiverged`` answer
+(its log is not the primary's: it was a primary itself, or the primary's
+log restarted) makes it move its data aside (``data.mdb.diverged-TIME``,
+kept for whoever wants to look, never served) and seed itself. It refuses
+an answer whose epoch is below the highest it has seen (a deposed
+primary), and an entry whose epoch is below the one before it.
 """
 
 from __future__ import annotations
@@ -17,7 +26,9 @@ import contextlib
 import logging
 import os
 import queue
+import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +38,7 @@ from google.rpc import error_details_pb2, status_pb2
 from msgboard.cluster.service import TOKEN_KEY
 from msgboard.details import DETAILS_KEY
 from msgboard.lmdbstore import DurableStore
+from msgboard.lmdbstore.oplog import identity, index_of
 from msgboard.lmdbstore.sidecar import SIDECAR
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
@@ -51,17 +63,25 @@ class Replica:
         name: str,
         credentials: grpc.ChannelCredentials | None = None,
         reopen: Callable[[], DurableStore] | None = None,
+        *,
+        board_id: str = "",
     ) -> None:
         self.store = store
         self._reopen = reopen
         self.primary = primary
         self._token = token
         self._name = name
+        #: This board's stable id (``board_id``), under which the primary
+        #: keeps its place.
+        self.board_id = board_id or stable_id(store.path)
         self._credentials = credentials
         self._stop = threading.Event()
         self._call: Any = None
         #: The primary's last index, as its last answer said.
         self.primary_last = 0
+        #: The highest epoch seen: in this store's last entry, or in a
+        #: primary's answer. A primary below it is refused.
+        self.epoch = 0
         self._thread = threading.Thread(target=self._run, name="msgboard-replica", daemon=True)
         self._thread.start()
 
@@ -80,10 +100,11 @@ class Replica:
                 if self._stop.is_set():
                     return
                 code, details = e.code(), e.details()
-                if truncated(e) and self._reopen is not None:
+                why = reason(e)
+                if why in SEEDS and self._reopen is not None:
                     log.warning("following %s: %s; seeding this standby", self.primary, details)
                     try:
-                        self._seed()
+                        self._seed(aside=why == "LogDiverged")
                         continue
                     except grpc.RpcError as again:
                         code, details = again.code(), again.details()
@@ -91,17 +112,36 @@ class Replica:
                 # Said once while the primary stays away, not every retry.
                 level = logging.ERROR if bad else logging.INFO if wait == BACKOFF else logging.DEBUG
                 log.log(level, "following %s: %s: %s", self.primary, code.name, details)
+            except Stale as e:
+                log.error("following %s: %s", self.primary, e)
             except Exception:
                 log.exception("following %s failed; trying again", self.primary)
             self._stop.wait(wait)
             wait = min(wait * 2, MAX_BACKOFF)
+
+    def hello(self) -> rpb.Hello:
+        """The Hello this standby sends: its last entry's identity."""
+        last, epoch, crc = self.applied, 0, 0
+        if last:
+            mine = self.store.entries(last, 1)
+            if mine and index_of(mine[0]) == last:
+                _, epoch, crc = identity(mine[0])
+        self.epoch = max(self.epoch, epoch)
+        return rpb.Hello(
+            board=self._name,
+            from_index=last + 1,
+            last_epoch=epoch,
+            last_crc=crc,
+            epoch=self.epoch,
+            board_id=self.board_id,
+        )
 
     def _follow(self) -> bool:
         """One Follow stream, until it ends; True if it applied anything."""
         target = self.primary
         channel = self._channel()
         sends: queue.SimpleQueue[rpb.FollowRequest | None] = queue.SimpleQueue()
-        hello = rpb.Hello(board=self._name, from_index=self.applied + 1)
+        hello = self.hello()
         sends.put(rpb.FollowRequest(hello=hello))
         applied = False
         try:
@@ -111,6 +151,13 @@ class Replica:
                 call.cancel()  # type: ignore[no-untyped-call]
             log.info("following %s from log index %d", target, hello.from_index)
             for r in call:
+                if r.epoch < self.epoch:
+                    call.cancel()  # type: ignore[no-untyped-call]
+                    raise Stale(
+                        f"its epoch is {r.epoch}, below {self.epoch} seen before: "
+                        "it is no longer the primary"
+                    )
+                self.epoch = r.epoch
                 self.primary_last = r.last
                 if r.entries:
                     last = self.store.apply(list(r.entries))
@@ -121,28 +168,37 @@ class Replica:
             channel.close()
         return applied
 
-    def _seed(self) -> None:
+    def _seed(self, *, aside: bool = False) -> None:
         """Replaces this standby's data by a copy of the primary's: the
         copy is written beside data.mdb and fsynced, the store closed, the
-        copy renamed into place and the store opened again."""
+        copy renamed into place (the old data.mdb renamed to
+        ``data.mdb.diverged-TIME`` first when ``aside``: kept, never
+        served), the directory fsynced and the store opened again."""
         assert self._reopen is not None
         path = self.store.path
         part = os.path.join(path, "data.mdb.seed")
         with self._channel() as channel, open(part, "wb") as out:
             stub = rpb_grpc.ReplicationStub(channel)
-            self._call = call = stub.Seed(
-                rpb.SeedRequest(board=self._name), metadata=((TOKEN_KEY, self._token),)
-            )
+            request = rpb.SeedRequest(board=self._name, board_id=self.board_id)
+            self._call = call = stub.Seed(request, metadata=((TOKEN_KEY, self._token),))
             for chunk in call:
                 out.write(chunk.data)
             out.flush()
             os.fsync(out.fileno())
         self.store.close()
-        os.replace(part, os.path.join(path, "data.mdb"))
+        data = os.path.join(path, "data.mdb")
+        if aside:
+            kept = f"{data}.diverged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            os.replace(data, kept)
+            log.warning(
+                "this standby's log diverged from %s: its data kept as %s", self.primary, kept
+            )
+        os.replace(part, data)
         # The commit sidecar spoke of the old file: the new one may be an
         # older commit of LMDB's count, and must not pass for a rollback.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(path, SIDECAR))
+        fsync_dir(path)
         self.store = self._reopen()
         log.info("seeded from %s: log index %d", self.primary, self.applied)
 
@@ -163,19 +219,58 @@ class Replica:
         self._thread.join(timeout=10)
 
 
-def truncated(e: grpc.RpcError) -> bool:
-    """Whether the primary answered LogTruncated (its ErrorInfo reason)."""
+#: The reasons a primary's refusal sends a standby to seed itself.
+SEEDS = ("LogTruncated", "LogDiverged")
+#: The file in a board's data directory that holds its stable id.
+ID_FILE = "board-id"
+
+
+class Stale(Exception):
+    """A primary answered with an epoch below one this standby has seen."""
+
+
+def reason(e: grpc.RpcError) -> str:
+    """The ErrorInfo reason of the primary's refusal ("" if none)."""
     call: Any = e
-    if call.code() != grpc.StatusCode.FAILED_PRECONDITION:
-        return False
     for key, value in call.trailing_metadata() or ():
         if key == DETAILS_KEY:
             status = status_pb2.Status.FromString(value)
             for d in status.details:
                 info = error_details_pb2.ErrorInfo()
-                if d.Unpack(info) and info.reason == "LogTruncated":
-                    return True
-    return False
+                if d.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
+def stable_id(path: str) -> str:
+    """The stable id of the board whose data directory is ``path``: a
+    random id written to ``path/board-id`` (fsynced) the first time it is
+    asked for, the same across restarts, ports and seeds (a seed replaces
+    data.mdb, not the directory)."""
+    where = os.path.join(path, ID_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        with open(where, encoding="ascii") as f:
+            found = f.read().strip()
+        if found:
+            return found
+    made = secrets.token_hex(8)
+    part = f"{where}.part"
+    with open(part, "w", encoding="ascii") as f:
+        f.write(made + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, where)
+    fsync_dir(path)
+    return made
+
+
+def fsync_dir(path: str) -> None:
+    """Makes the renames in directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _drain(sends: queue.SimpleQueue[rpb.FollowRequest | None]) -> Iterator[rpb.FollowRequest]:

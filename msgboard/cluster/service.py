@@ -6,14 +6,20 @@ Every call must carry the cluster's token (metadata ``TOKEN_KEY``),
 compared in constant time; the client-facing users and permissions do not
 apply to it (``security/guard.py`` leaves the service to this check).
 
-``Follow``: a standby's ``hello`` names the first index it needs; the
-stream sends every committed entry from there, in batches, as they come
-(``Shipper``), and each ``ack`` tells ``SyncGate`` how far the standby has
-applied and fsynced. A standby whose index the log no longer holds gets
-FAILED_PRECONDITION ``LogTruncated`` (it must be seeded again);
-one ahead of the primary's log, FAILED_PRECONDITION too. ``Seed``: a
-hot copy of the board (``Board.snapshot_async``, written beside its
-directory and removed after), streamed as its data.mdb's bytes.
+``Follow``: a standby's ``hello`` names the first index it needs and the
+identity of its last entry (index, epoch, CRC32C); ``judge`` lets it follow
+only if this log holds that same entry (FAILED_PRECONDITION ``LogDiverged``
+if the entry differs or is past this log's last, ``LogTruncated`` if the
+log no longer holds it: the standby seeds itself again). The stream sends
+every committed entry from there, in batches, as they come (``Shipper``),
+with this primary's epoch, and each ``ack`` tells ``SyncGate`` how far the
+standby has applied and fsynced (under its stable id, ``board_id``). A
+standby that falls behind the log's front while it follows gets
+``LogTruncated`` too. ``Seed``: a hot copy of the board
+(``Board.snapshot_async``, written beside its directory and removed after),
+streamed as its data.mdb's bytes; the log is pinned from the index the copy
+holds until the standby follows (``SyncGate.seeding``). ``Probe``: the same
+check as Follow's, for a board that rejoins.
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ from msgboard.cluster.shipper import Shipper
 from msgboard.cluster.sync import SyncGate
 from msgboard.details import abort
 from msgboard.engine import Board
-from msgboard.errors import FailedPrecondition, InvalidArgument, LogTruncated, Unauthenticated
+from msgboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    LogDiverged,
+    LogTruncated,
+    MsgboardError,
+    Unauthenticated,
+)
+from msgboard.lmdbstore.oplog import identity
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
@@ -78,61 +92,86 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
     ) -> AsyncIterator[rpb.FollowResponse]:
         await self._check(context)
         board, shipper, gate = self._board, self._shipper, self._gate
-        assert board is not None and shipper is not None  # _check
+        assert board is not None and shipper is not None and board.log is not None  # _check
         first = await anext(aiter(requests), None)
         if first is None or not first.HasField("hello"):
             await abort(
                 context, InvalidArgument("a Follow stream starts with a hello", field="hello")
             )
-        name = first.hello.board or context.peer()
-        start = first.hello.from_index
-        lo, hi = await asyncio.to_thread(board.log_bounds)
-        if start < max(lo, 1) and start != hi + 1:
-            await abort(
-                context,
-                LogTruncated(
-                    f"the log holds entries {lo} to {hi}; {name} needs {start} on: "
-                    "it must be seeded again (Seed)"
-                ),
+        hello = first.hello
+        name = hello.board or context.peer()
+        key = hello.board_id or name
+        if hello.from_index < 1:
+            why = "from_index is the first index the standby needs: 1 or more"
+            await abort(context, InvalidArgument(why, field="hello.from_index"))
+        oplog = board.log
+        if hello.epoch > oplog.epoch:
+            why = (
+                f"{name} has seen epoch {hello.epoch}, and this primary's is {oplog.epoch}: "
+                "it is no longer the primary"
             )
-        if start > hi + 1:
-            await abort(
-                context,
-                FailedPrecondition(
-                    f"{name} needs entry {start}, past this primary's last, {hi}: "
-                    "it holds writes this primary does not"
-                ),
-            )
+            await abort(context, FailedPrecondition(why))
+        refusal = await asyncio.to_thread(self._judge, hello, name)
+        if refusal is not None:
+            await abort(context, refusal)
+        start = hello.from_index
         log.info("standby %s follows from log index %d", name, start)
         woken = shipper.attach()
-        acks = asyncio.create_task(self._acks(requests, name, gate))
+        acks = asyncio.create_task(self._acks(requests, key, gate))
         if gate is not None:
-            gate.connected(name, start - 1)
+            gate.connected(key, start - 1)
         try:
             while not acks.done():
                 woken.clear()
                 entries = await shipper.read(start)
                 if entries:
                     start += len(entries)
-                    yield rpb.FollowResponse(entries=entries, last=start - 1)
+                    yield rpb.FollowResponse(entries=entries, last=start - 1, epoch=oplog.epoch)
                     continue
+                if start <= oplog.last:  # the log moved on without it
+                    lo, hi = await asyncio.to_thread(board.log_bounds)
+                    if start < lo:
+                        await abort(context, LogTruncated(_behind(name, start - 1, lo, hi)))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), HEARTBEAT)
                 if not woken.is_set():
-                    yield rpb.FollowResponse(last=start - 1)
+                    yield rpb.FollowResponse(last=start - 1, epoch=oplog.epoch)
         finally:
             shipper.detach(woken)
             acks.cancel()
             if gate is not None:
-                gate.gone(name)
+                gate.gone(key)
             log.info("standby %s stopped following at log index %d", name, start - 1)
+
+    def _judge(self, hello: rpb.Hello, name: str) -> MsgboardError | None:
+        """``judge`` with this board's log; a worker thread."""
+        board = self._board
+        assert board is not None
+        lo, hi = board.log_bounds()
+        last = hello.from_index - 1
+        mine = board.entries(last, 1) if last and lo <= last <= hi else []
+        return judge(hello, name, lo, hi, mine[0] if mine else None)
+
+    async def Probe(self, request: rpb.ProbeRequest, context: Any) -> rpb.ProbeResponse:
+        await self._check(context)
+        board = self._board
+        assert board is not None and board.log is not None  # _check
+        hello = rpb.Hello(from_index=request.index + 1, last_epoch=request.epoch)
+        hello.last_crc = request.crc
+        lo, hi = await asyncio.to_thread(board.log_bounds)
+        found = await asyncio.to_thread(self._judge, hello, "the board probing") is None
+        return rpb.ProbeResponse(found=found, first=lo, last=hi, epoch=board.log.epoch)
 
     async def Seed(self, request: rpb.SeedRequest, context: Any) -> AsyncIterator[rpb.SeedChunk]:
         await self._check(context)
         board = self._board
-        assert board is not None  # _check
+        assert board is not None and board.log is not None  # _check
         beside = os.path.dirname(os.path.abspath(board.path))
         where = tempfile.mkdtemp(prefix=".msgboard-seed-", dir=beside)
+        if self._gate is not None:
+            # The copy holds at least this index: the log keeps it, and
+            # what follows, until the standby follows (or is forgotten).
+            self._gate.seeding(request.board_id or request.board, board.log.last)
         try:
             copy = os.path.join(where, "copy")
             await asyncio.wrap_future(board.snapshot_async(copy))
@@ -154,8 +193,53 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
             await abort(context, refusal or FailedPrecondition("this board does not replicate"))
 
     async def _acks(
-        self, requests: AsyncIterator[rpb.FollowRequest], name: str, gate: SyncGate | None
+        self, requests: AsyncIterator[rpb.FollowRequest], key: str, gate: SyncGate | None
     ) -> None:
         async for r in requests:
             if r.HasField("ack") and gate is not None:
-                gate.ack(name, r.ack.index)
+                gate.ack(key, r.ack.index)
+
+
+def judge(
+    hello: rpb.Hello, name: str, first: int, last: int, mine: bytes | None
+) -> MsgboardError | None:
+    """Whether the standby ``name`` that says ``hello`` may follow a log
+    that holds entries ``first`` to ``last`` (``mine``: its entry at the
+    standby's last index, if it holds it): None if so, else the error that
+    sends the standby to seed itself (LogTruncated: this log no longer
+    holds what it needs; LogDiverged: its log is not this one)."""
+    at = hello.from_index - 1
+    if at == 0:  # an empty standby: from the log's first entry, if kept
+        if last == 0 or first <= 1:
+            return None
+        return LogTruncated(
+            f"the log holds entries {first} to {last}; {name} has none of them: "
+            "it must be seeded (Seed)"
+        )
+    if at > last:
+        return LogDiverged(
+            f"{name}'s last log entry is {at}, past this primary's last, {last}: "
+            "it holds writes this primary does not; it must be seeded again"
+        )
+    theirs = (hello.last_epoch, hello.last_crc)
+    if mine is not None:
+        _, epoch, crc = identity(mine)
+        if (epoch, crc) == theirs:
+            return None
+        return LogDiverged(
+            f"{name}'s log entry {at} (epoch {theirs[0]}, crc {theirs[1]:08x}) is not this "
+            f"primary's (epoch {epoch}, crc {crc:08x}): the logs diverged; it must be "
+            "seeded again"
+        )
+    if at == last and first > last and theirs == (0, 0):
+        # Neither holds an entry at ``at``: a standby seeded from this
+        # log's start (a board that wrote before it logged).
+        return None
+    return LogTruncated(_behind(name, at, first, last))
+
+
+def _behind(name: str, at: int, first: int, last: int) -> str:
+    return (
+        f"the log holds entries {first} to {last}; {name} has entries up to {at} and "
+        "needs the ones after (and its own last, to check): it must be seeded again (Seed)"
+    )

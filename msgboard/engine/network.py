@@ -242,7 +242,10 @@ class Network:
 
         def wake() -> None:
             self._waiters.remove(w)
-            answer(w.future, found)
+            if b.failed is None:
+                answer(w.future, found)
+            elif not w.future.done():  # a held group that failed: no OK
+                w.future.set_exception(b.failed)
 
         b.after(wake)
 
@@ -316,7 +319,7 @@ class Network:
     def _hand_out(self, b: Batch, c: Consumer, msg: Message) -> None:
         """Gives ``msg`` to consumer ``c`` under its next delivery id."""
         did = c.next_id
-        if not c.flushing:
+        if c.flushing is not b:
             self._first_out(b, c, did)
         c.next_id = did + 1
         c.outstanding.add(did, msg)
@@ -328,34 +331,47 @@ class Network:
     def _first_out(self, b: Batch, c: Consumer, did: int) -> None:
         """``c``'s first delivery (``did``) in this group: one undo and one
         flush for all of its deliveries in the group, not one each. The
-        undo runs after those of whatever the group did later (acks, give
-        backs, a detach), which put back what they took: the group's
-        deliveries are then exactly the ids from ``did`` on, and it also
-        drops the holds they made (``Holds.deliver``)."""
-        pending = c.pending
-        n = len(pending)
-        c.flushing = True
+        group's deliveries go in a list of their own (``c.pending`` while
+        the group runs, ``c.flushing`` its batch), sent by the group's own
+        flush: a replicated board releases a group only once its standbys
+        have it, and a later group's deliveries must not leave with an
+        earlier one's. The undo runs after those of whatever the group did
+        later (acks, give backs, a detach), which put back what they took:
+        the group's deliveries are then exactly the ids from ``did`` on,
+        and it also drops the holds they made (``Holds.deliver``)."""
+        pending: list[Delivery] = []
+        c.pending = pending
+        c.flushing = b
 
         def undo() -> None:
             out = c.outstanding
             taken = [out.pop(i, None) for i in range(did, c.next_id)]
             self.holds.undeliver(c.selector.source, c, [m for m in taken if m is not None])
             c.next_id = did
-            del pending[n:]
-            c.flushing = False
+            pending.clear()
+            c.flushing = None
 
         b.undo(undo)
-        b.after(lambda: self._flush(c))
+        b.after(lambda: self._flush(c, pending, b))
 
-    def _flush(self, c: Consumer) -> None:
-        batch, c.pending = c.pending, []
-        c.flushing = False
+    def _flush(self, c: Consumer, batch: list[Delivery], b: Batch) -> None:
+        """Sends the deliveries ``batch`` handed out in group ``b`` (once it
+        is durable); a group that failed (``b.failed``) ends the consumer's
+        subscription with the error instead: its deliveries stay
+        outstanding and come back when it detaches."""
+        if c.flushing is b:
+            c.flushing = None
+            c.pending = []
         s = self.table.selectors.get(c.selector.id)
         if s is not None:
             s.delivered += len(batch)  # one for each message handed out
-        if batch and not c.closed:
-            c.deliver(batch)
-            count(self._traffic, c.selector.source, "", {"delivered": len(batch)})
+        if not batch or c.closed:
+            return
+        if b.failed is not None:
+            c.end(b.failed)
+            return
+        c.deliver(batch)
+        count(self._traffic, c.selector.source, "", {"delivered": len(batch)})
 
     def append(self, b: Batch, name: str, msg: Message, hops: int) -> int:
         """Posts ``msg`` to queue ``name`` from inside the network (a MOVE,

@@ -66,6 +66,9 @@ class Reads:
 
         def hand() -> None:
             # A Batch.after must not raise: a failure answers the call.
+            if b.failed is not None:  # a held group that failed: no answer
+                _fail(fut, b.failed)
+                return
             try:
                 work = make()
                 view = self._durable.reader()

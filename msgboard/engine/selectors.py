@@ -140,8 +140,10 @@ class Consumer:
     #: Delivery id -> message as stored (MOVE) or as copied (COPY).
     outstanding: Outstanding = field(default_factory=Outstanding)
     next_id: int = 1
+    #: Deliveries handed out in the running group, and that group's batch
+    #: (network.py's ``_first_out``); None between groups.
     pending: list[Delivery] = field(default_factory=list)
-    flushing: bool = False
+    flushing: object = None
     closed: bool = False
     #: Who it is, for ListConsumers: its id ("con-N"), when it attached
     #: (µs), and what the server knows of the client (address, user).

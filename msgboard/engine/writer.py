@@ -98,6 +98,10 @@ class Batch:
         #: Messages stored on a queue by the batch's ops (posted, forwarded,
         #: dead-lettered): the size a group commit is observed with.
         self.stored = 0
+        #: A held group released with an error (``Writer.gate``): its
+        #: ``after`` work that answers a caller or hands out deliveries
+        #: answers with this error instead.
+        self.failed: MsgboardError | None = None
 
     def txn(self, durable: bool) -> Txn:
         """The batch's transaction on the durable or the memory store."""
@@ -176,7 +180,9 @@ class Batch:
 
 Run = Callable[[Batch], Any]
 #: A held group's release: None lets its answers and ``after`` work go; an
-#: error answers its callers with it instead (its ``after`` work still runs).
+#: error answers its callers with it instead: its ``after`` work still runs
+#: (timers, counts) but what answers a blocked call or hands out deliveries
+#: looks at ``Batch.failed`` and fails instead.
 Release = Callable[[MsgboardError | None], None]
 #: The inbox item size of a ``call_soon`` wake-up (not an operation).
 _WAKE = -1
@@ -427,7 +433,9 @@ def _release(
     failed: MsgboardError | None,
 ) -> None:
     """A held group's release (writer thread): its ``after`` work, then its
-    answers, or ``failed`` for each caller that had a value coming."""
+    answers, or ``failed`` for each caller that had a value coming (the
+    ``after`` work that answers or delivers sees ``batch.failed``)."""
+    batch.failed = failed
     batch.finish()
     _answer(ops, results, failed)
 

@@ -24,8 +24,13 @@ roles; leadership through etcd will set it.
 
 Retention (``Log``): the log keeps at least ``keep`` entries, and the
 entries a standby still needs (``pin``: the lowest index every standby has
-acknowledged), but never more than ``limit``: a standby further behind must
-be seeded again.
+acknowledged, kept itself since a standby's Hello names it), but never
+more than ``limit``: a standby further behind must be seeded again.
+
+Identity: a standby that follows names its last entry by (index, epoch,
+CRC32C), ``identity``; the primary follows it on only if its own entry at
+that index is the same (docs/replication.md). Entries' epochs never go
+down along a log: ``apply`` refuses one below the entry before it.
 """
 
 from __future__ import annotations
@@ -181,6 +186,15 @@ def index_of(entry: bytes) -> int:
     return index
 
 
+def identity(entry: bytes) -> tuple[int, int, int]:
+    """(index, epoch, crc) of an entry: what tells two logs' entries at one
+    index apart (a standby's Hello carries its last entry's). Not checked:
+    ``decode`` checks."""
+    index, epoch, _ = HEAD.unpack_from(entry)
+    crc: int = CRC.unpack_from(entry, len(entry) - CRC.size)[0]
+    return index, epoch, crc
+
+
 def decode(entry: bytes) -> tuple[int, int, list[Op]]:
     """(index, epoch, ops) of an entry; LogGap if it fails its check."""
     if len(entry) < HEAD.size + CRC.size:
@@ -217,8 +231,8 @@ def append(txn: lmdb.Transaction[bytes], dbs: Dbs, ops: list[Op], log: Log) -> t
     entry = encode(index, log.epoch, ops)
     _store(txn, dbs, index, log.epoch, entry, first)
     keep_from = index - log.keep + 1
-    if log.pin is not None:
-        keep_from = min(keep_from, log.pin + 1)
+    if log.pin is not None:  # the pinned entry too: a Hello names it
+        keep_from = min(keep_from, log.pin)
     _trim(txn, dbs, max(keep_from, index - log.limit + 1, first or index))
     return index, entry
 
@@ -251,6 +265,10 @@ def apply(txn: lmdb.Transaction[bytes], dbs: Dbs, entry: bytes, log: Log) -> int
     first, last = bounds(txn, dbs)
     if index != last + 1:
         raise LogGap(f"log entry {index} does not follow {last}, the last applied")
+    raw = txn.get(LOG_LAST_KEY, db=dbs.meta)
+    was = LOG_LAST.unpack(raw)[1] if raw is not None else 0
+    if epoch < was:
+        raise LogGap(f"log entry {index} has epoch {epoch}, below {was} of the entry before")
     handles = [getattr(dbs, name) for name in NAMES]
     for kind, pos, key, value in ops:
         db = handles[pos]

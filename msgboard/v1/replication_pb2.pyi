@@ -38,16 +38,22 @@ class SeedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     BOARD_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     board: _builtins.str
     """The standby's name, for logs."""
+    board_id: _builtins.str
+    """The standby's stable id (as in Hello): the primary keeps the log from
+    the copy's index for it until it follows (or is forgotten).
+    """
     def __init__(
         self,
         *,
         board: _builtins.str = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -107,19 +113,41 @@ class Hello(_message.Message):
 
     BOARD_FIELD_NUMBER: _builtins.int
     FROM_INDEX_FIELD_NUMBER: _builtins.int
+    LAST_EPOCH_FIELD_NUMBER: _builtins.int
+    LAST_CRC_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     board: _builtins.str
     """The standby's name, for logs and metrics (its advertised address)."""
     from_index: _builtins.int
     """The first index the standby does not have: its last applied + 1."""
+    last_epoch: _builtins.int
+    """The identity of the standby's last entry (index `from_index` - 1): its
+    epoch, and its CRC32C (the entry's last four bytes, oplog.py); both 0
+    when the standby holds no entry at that index (an empty log, or a
+    board seeded from a primary whose log had none).
+    """
+    last_crc: _builtins.int
+    epoch: _builtins.int
+    """The highest epoch the standby has seen: a primary below it is deposed."""
+    board_id: _builtins.str
+    """The standby's stable id: a random id kept in its data directory
+    (`board-id`), the same across restarts and ports. The primary keeps
+    its acknowledged index under it.
+    """
     def __init__(
         self,
         *,
         board: _builtins.str = ...,
         from_index: _builtins.int = ...,
+        last_epoch: _builtins.int = ...,
+        last_crc: _builtins.int = ...,
+        epoch: _builtins.int = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "from_index", b"from_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id", "epoch", b"epoch", "from_index", b"from_index", "last_crc", b"last_crc", "last_epoch", b"last_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -152,8 +180,13 @@ class FollowResponse(_message.Message):
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     LAST_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     last: _builtins.int
     """The primary's last index when it sent this."""
+    epoch: _builtins.int
+    """The primary's epoch (0 with static roles). A standby refuses a
+    response whose epoch is below the highest it has seen.
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """Consecutive log entries, oldest first (their bytes: oplog.py)."""
@@ -163,11 +196,69 @@ class FollowResponse(_message.Message):
         *,
         entries: _abc.Iterable[_builtins.bytes] | None = ...,
         last: _builtins.int = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "last", b"last"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last", b"last"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FollowResponse: _TypeAlias = FollowResponse  # noqa: Y015
+
+@_typing.final
+class ProbeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    CRC_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    epoch: _builtins.int
+    crc: _builtins.int
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        epoch: _builtins.int = ...,
+        crc: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["crc", b"crc", "epoch", b"epoch", "index", b"index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProbeRequest: _TypeAlias = ProbeRequest  # noqa: Y015
+
+@_typing.final
+class ProbeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FOUND_FIELD_NUMBER: _builtins.int
+    FIRST_FIELD_NUMBER: _builtins.int
+    LAST_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    found: _builtins.bool
+    """The primary's log holds entry `index` with that epoch and CRC."""
+    first: _builtins.int
+    """The oldest and the last index of the primary's log (first > last: it
+    keeps no entry), and its epoch.
+    """
+    last: _builtins.int
+    epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        found: _builtins.bool = ...,
+        first: _builtins.int = ...,
+        last: _builtins.int = ...,
+        epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "first", b"first", "found", b"found", "last", b"last"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProbeResponse: _TypeAlias = ProbeResponse  # noqa: Y015

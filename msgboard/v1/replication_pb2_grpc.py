@@ -44,6 +44,11 @@ class ReplicationStub:
                 request_serializer=msgboard_dot_v1_dot_replication__pb2.SeedRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_replication__pb2.SeedChunk.FromString,
                 _registered_method=True)
+        self.Probe = channel.unary_unary(
+                '/msgboard.v1.Replication/Probe',
+                request_serializer=msgboard_dot_v1_dot_replication__pb2.ProbeRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_replication__pb2.ProbeResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -51,12 +56,19 @@ class ReplicationServicer:
 
     def Follow(self, request_iterator, context):
         """A standby follows the primary's log. It sends one `hello` naming the
-        first index it needs, then an `ack` after each batch it has applied and
-        fsynced; the primary sends batches of consecutive entries, as they are
-        committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-        the primary's log no longer holds `from_index` (the standby must be
-        seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-        a standby itself.
+        first index it needs and the identity of its last entry, then an `ack`
+        after each batch it has applied and fsynced; the primary sends batches
+        of consecutive entries, as they are committed. FAILED_PRECONDITION with
+        ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+        standby's last entry or the ones after it (the standby must be seeded
+        again; a standby that falls that far behind while it follows gets it
+        too); reason `LogDiverged`: the standby's last entry is not the
+        primary's entry at that index, or is past the primary's last (a deposed
+        primary, a repaired board, a restored snapshot: the standby moves its
+        data aside and is seeded again). FAILED_PRECONDITION without a reason:
+        the standby has seen a higher epoch than this primary's (a deposed
+        primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+        standby itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -68,6 +80,15 @@ class ReplicationServicer:
         one commit, log included, as the bytes of its data.mdb in order. The
         standby puts it in place of its own, then follows from the index after
         the copy's last.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Probe(self, request, context):
+        """Whether the primary's log holds the entry `index` with `epoch` and
+        `crc`: a board that rejoins asks before it follows (found: it has
+        nothing the primary lacks). Follow makes the same check by itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -85,6 +106,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.Seed,
                     request_deserializer=msgboard_dot_v1_dot_replication__pb2.SeedRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_replication__pb2.SeedChunk.SerializeToString,
+            ),
+            'Probe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Probe,
+                    request_deserializer=msgboard_dot_v1_dot_replication__pb2.ProbeRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_replication__pb2.ProbeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -141,6 +167,33 @@ class Replication:
             '/msgboard.v1.Replication/Seed',
             msgboard_dot_v1_dot_replication__pb2.SeedRequest.SerializeToString,
             msgboard_dot_v1_dot_replication__pb2.SeedChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Probe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Replication/Probe',
+            msgboard_dot_v1_dot_replication__pb2.ProbeRequest.SerializeToString,
+            msgboard_dot_v1_dot_replication__pb2.ProbeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -48,12 +48,19 @@ class ReplicationStub:
     def __new__(cls, channel: _aio.Channel) -> ReplicationAsyncStub: ...
     Follow: _grpc.StreamStreamMultiCallable[_replication_pb2.FollowRequest, _replication_pb2.FollowResponse]
     """A standby follows the primary's log. It sends one `hello` naming the
-    first index it needs, then an `ack` after each batch it has applied and
-    fsynced; the primary sends batches of consecutive entries, as they are
-    committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-    the primary's log no longer holds `from_index` (the standby must be
-    seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-    a standby itself.
+    first index it needs and the identity of its last entry, then an `ack`
+    after each batch it has applied and fsynced; the primary sends batches
+    of consecutive entries, as they are committed. FAILED_PRECONDITION with
+    ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+    standby's last entry or the ones after it (the standby must be seeded
+    again; a standby that falls that far behind while it follows gets it
+    too); reason `LogDiverged`: the standby's last entry is not the
+    primary's entry at that index, or is past the primary's last (a deposed
+    primary, a repaired board, a restored snapshot: the standby moves its
+    data aside and is seeded again). FAILED_PRECONDITION without a reason:
+    the standby has seen a higher epoch than this primary's (a deposed
+    primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+    standby itself.
     """
     Seed: _grpc.UnaryStreamMultiCallable[_replication_pb2.SeedRequest, _replication_pb2.SeedChunk]
     """A copy of the primary's data for a standby that has nothing the log can
@@ -62,18 +69,30 @@ class ReplicationStub:
     standby puts it in place of its own, then follows from the index after
     the copy's last.
     """
+    Probe: _grpc.UnaryUnaryMultiCallable[_replication_pb2.ProbeRequest, _replication_pb2.ProbeResponse]
+    """Whether the primary's log holds the entry `index` with `epoch` and
+    `crc`: a board that rejoins asks before it follows (found: it has
+    nothing the primary lacks). Follow makes the same check by itself.
+    """
 
 @_typing.type_check_only
 class ReplicationAsyncStub(ReplicationStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Follow: _aio.StreamStreamMultiCallable[_replication_pb2.FollowRequest, _replication_pb2.FollowResponse]  # type: ignore[assignment]
     """A standby follows the primary's log. It sends one `hello` naming the
-    first index it needs, then an `ack` after each batch it has applied and
-    fsynced; the primary sends batches of consecutive entries, as they are
-    committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-    the primary's log no longer holds `from_index` (the standby must be
-    seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-    a standby itself.
+    first index it needs and the identity of its last entry, then an `ack`
+    after each batch it has applied and fsynced; the primary sends batches
+    of consecutive entries, as they are committed. FAILED_PRECONDITION with
+    ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+    standby's last entry or the ones after it (the standby must be seeded
+    again; a standby that falls that far behind while it follows gets it
+    too); reason `LogDiverged`: the standby's last entry is not the
+    primary's entry at that index, or is past the primary's last (a deposed
+    primary, a repaired board, a restored snapshot: the standby moves its
+    data aside and is seeded again). FAILED_PRECONDITION without a reason:
+    the standby has seen a higher epoch than this primary's (a deposed
+    primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+    standby itself.
     """
     Seed: _aio.UnaryStreamMultiCallable[_replication_pb2.SeedRequest, _replication_pb2.SeedChunk]  # type: ignore[assignment]
     """A copy of the primary's data for a standby that has nothing the log can
@@ -81,6 +100,11 @@ class ReplicationAsyncStub(ReplicationStub):
     one commit, log included, as the bytes of its data.mdb in order. The
     standby puts it in place of its own, then follows from the index after
     the copy's last.
+    """
+    Probe: _aio.UnaryUnaryMultiCallable[_replication_pb2.ProbeRequest, _replication_pb2.ProbeResponse]  # type: ignore[assignment]
+    """Whether the primary's log holds the entry `index` with `epoch` and
+    `crc`: a board that rejoins asks before it follows (found: it has
+    nothing the primary lacks). Follow makes the same check by itself.
     """
 
 class ReplicationServicer(metaclass=_abc_1.ABCMeta):
@@ -91,12 +115,19 @@ class ReplicationServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_replication_pb2.FollowResponse], _abc.AsyncIterator[_replication_pb2.FollowResponse]]:
         """A standby follows the primary's log. It sends one `hello` naming the
-        first index it needs, then an `ack` after each batch it has applied and
-        fsynced; the primary sends batches of consecutive entries, as they are
-        committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-        the primary's log no longer holds `from_index` (the standby must be
-        seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-        a standby itself.
+        first index it needs and the identity of its last entry, then an `ack`
+        after each batch it has applied and fsynced; the primary sends batches
+        of consecutive entries, as they are committed. FAILED_PRECONDITION with
+        ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+        standby's last entry or the ones after it (the standby must be seeded
+        again; a standby that falls that far behind while it follows gets it
+        too); reason `LogDiverged`: the standby's last entry is not the
+        primary's entry at that index, or is past the primary's last (a deposed
+        primary, a repaired board, a restored snapshot: the standby moves its
+        data aside and is seeded again). FAILED_PRECONDITION without a reason:
+        the standby has seen a higher epoch than this primary's (a deposed
+        primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+        standby itself.
         """
 
     @_abc_1.abstractmethod
@@ -110,6 +141,17 @@ class ReplicationServicer(metaclass=_abc_1.ABCMeta):
         one commit, log included, as the bytes of its data.mdb in order. The
         standby puts it in place of its own, then follows from the index after
         the copy's last.
+        """
+
+    @_abc_1.abstractmethod
+    def Probe(
+        self,
+        request: _replication_pb2.ProbeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_replication_pb2.ProbeResponse, _abc.Awaitable[_replication_pb2.ProbeResponse]]:
+        """Whether the primary's log holds the entry `index` with `epoch` and
+        `crc`: a board that rejoins asks before it follows (found: it has
+        nothing the primary lacks). Follow makes the same check by itself.
         """
 
 def add_ReplicationServicer_to_server(servicer: ReplicationServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

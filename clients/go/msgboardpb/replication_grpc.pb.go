@@ -18,12 +18,19 @@ const _ = grpc.SupportPackageIsVersion7
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ReplicationClient interface {
 	// A standby follows the primary's log. It sends one `hello` naming the
-	// first index it needs, then an `ack` after each batch it has applied and
-	// fsynced; the primary sends batches of consecutive entries, as they are
-	// committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-	// the primary's log no longer holds `from_index` (the standby must be
-	// seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-	// a standby itself.
+	// first index it needs and the identity of its last entry, then an `ack`
+	// after each batch it has applied and fsynced; the primary sends batches
+	// of consecutive entries, as they are committed. FAILED_PRECONDITION with
+	// ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+	// standby's last entry or the ones after it (the standby must be seeded
+	// again; a standby that falls that far behind while it follows gets it
+	// too); reason `LogDiverged`: the standby's last entry is not the
+	// primary's entry at that index, or is past the primary's last (a deposed
+	// primary, a repaired board, a restored snapshot: the standby moves its
+	// data aside and is seeded again). FAILED_PRECONDITION without a reason:
+	// the standby has seen a higher epoch than this primary's (a deposed
+	// primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+	// standby itself.
 	Follow(ctx context.Context, opts ...grpc.CallOption) (Replication_FollowClient, error)
 	// A copy of the primary's data for a standby that has nothing the log can
 	// continue (its log index is no longer kept): LMDB's compacting copy of
@@ -31,6 +38,10 @@ type ReplicationClient interface {
 	// standby puts it in place of its own, then follows from the index after
 	// the copy's last.
 	Seed(ctx context.Context, in *SeedRequest, opts ...grpc.CallOption) (Replication_SeedClient, error)
+	// Whether the primary's log holds the entry `index` with `epoch` and
+	// `crc`: a board that rejoins asks before it follows (found: it has
+	// nothing the primary lacks). Follow makes the same check by itself.
+	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
 }
 
 type replicationClient struct {
@@ -104,17 +115,33 @@ func (x *replicationSeedClient) Recv() (*SeedChunk, error) {
 	return m, nil
 }
 
+func (c *replicationClient) Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error) {
+	out := new(ProbeResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Replication/Probe", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility
 type ReplicationServer interface {
 	// A standby follows the primary's log. It sends one `hello` naming the
-	// first index it needs, then an `ack` after each batch it has applied and
-	// fsynced; the primary sends batches of consecutive entries, as they are
-	// committed. FAILED_PRECONDITION with ErrorInfo reason `LogTruncated`:
-	// the primary's log no longer holds `from_index` (the standby must be
-	// seeded again). UNAVAILABLE with reason `NotPrimary`: the board called is
-	// a standby itself.
+	// first index it needs and the identity of its last entry, then an `ack`
+	// after each batch it has applied and fsynced; the primary sends batches
+	// of consecutive entries, as they are committed. FAILED_PRECONDITION with
+	// ErrorInfo reason `LogTruncated`: the primary's log no longer holds the
+	// standby's last entry or the ones after it (the standby must be seeded
+	// again; a standby that falls that far behind while it follows gets it
+	// too); reason `LogDiverged`: the standby's last entry is not the
+	// primary's entry at that index, or is past the primary's last (a deposed
+	// primary, a repaired board, a restored snapshot: the standby moves its
+	// data aside and is seeded again). FAILED_PRECONDITION without a reason:
+	// the standby has seen a higher epoch than this primary's (a deposed
+	// primary). UNAVAILABLE with reason `NotPrimary`: the board called is a
+	// standby itself.
 	Follow(Replication_FollowServer) error
 	// A copy of the primary's data for a standby that has nothing the log can
 	// continue (its log index is no longer kept): LMDB's compacting copy of
@@ -122,6 +149,10 @@ type ReplicationServer interface {
 	// standby puts it in place of its own, then follows from the index after
 	// the copy's last.
 	Seed(*SeedRequest, Replication_SeedServer) error
+	// Whether the primary's log holds the entry `index` with `epoch` and
+	// `crc`: a board that rejoins asks before it follows (found: it has
+	// nothing the primary lacks). Follow makes the same check by itself.
+	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -134,6 +165,9 @@ func (UnimplementedReplicationServer) Follow(Replication_FollowServer) error {
 }
 func (UnimplementedReplicationServer) Seed(*SeedRequest, Replication_SeedServer) error {
 	return status.Errorf(codes.Unimplemented, "method Seed not implemented")
+}
+func (UnimplementedReplicationServer) Probe(context.Context, *ProbeRequest) (*ProbeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Probe not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 
@@ -195,10 +229,33 @@ func (x *replicationSeedServer) Send(m *SeedChunk) error {
 	return x.ServerStream.SendMsg(m)
 }
 
+func _Replication_Probe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProbeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).Probe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Replication/Probe",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).Probe(ctx, req.(*ProbeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Replication_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Replication",
 	HandlerType: (*ReplicationServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Probe",
+			Handler:    _Replication_Probe_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Follow",
