@@ -268,6 +268,38 @@ SETTINGS: tuple[Setting, ...] = (
         "log entries a primary keeps at most, for standbys that are behind",
         "N",
     ),
+    # -- a cluster (docs/cluster.md) --
+    Setting(
+        "cluster",
+        str,
+        "",
+        "run as a board of this cluster: leadership through etcd (--etcd), a standby "
+        "until elected (needs --replication-token)",
+        "NAME",
+    ),
+    Setting("etcd", str, "", "the cluster's etcd members", "URL[,URL...]"),
+    Setting(
+        "advertise",
+        str,
+        "",
+        "the address the cluster's clients and boards reach this board at (default: "
+        "the address it listens on)",
+        "HOST:PORT",
+    ),
+    Setting(
+        "board_name",
+        str,
+        "",
+        "this board's name in its cluster (default: the advertised address, ':' as '-')",
+        "NAME",
+    ),
+    Setting(
+        "lease_ttl",
+        _positive,
+        3,
+        "seconds a cluster's primary leads without renewing its etcd lease (2 at least)",
+        "S",
+    ),
     Setting(
         "ready_file",
         str,
@@ -314,6 +346,11 @@ class ServeConfig:
     allow_async: bool = False
     log_keep: int = 10_000
     log_limit: int = 1_000_000
+    cluster: str = ""
+    etcd: str = ""
+    advertise: str = ""
+    board_name: str = ""
+    lease_ttl: int = 3
 
     @property
     def tls(self) -> bool:
@@ -326,6 +363,17 @@ class ServeConfig:
             raise ConfigError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
         if self.standby_of and not self.replication_token:
             raise ConfigError("standby_of needs replication_token: the primary asks for it")
+        if self.cluster:
+            if not self.replication_token:
+                raise ConfigError("cluster needs replication_token: its boards replicate")
+            if not self.etcd:
+                raise ConfigError("cluster needs etcd: the members of its etcd (URL[,URL...])")
+            if self.standby_of:
+                raise ConfigError("cluster and standby_of go apart: a cluster elects its primary")
+            if self.lease_ttl < 2:
+                raise ConfigError("lease_ttl must be at least 2 (etcd's shortest lease)")
+        elif self.etcd or self.advertise or self.board_name:
+            raise ConfigError("etcd, advertise and board_name need cluster")
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,8 @@
     │   └── LogDiverged           a standby's log is not the primary's
     ├── Unavailable               the board is closed or unreachable
     │   ├── ListenFailed          the server cannot bind its address
-    │   └── NotPrimary            a standby: .primary, where the primary is
+    │   ├── NotPrimary            a standby: .primary, where the primary is
+    │   └── NoLease               a primary not sure of its lease (.epoch)
     ├── DeadlineExceeded          (client side: the call's deadline passed)
     ├── Aborted
     │   └── Kicked                an operator ended the consumer (KickConsumer)
@@ -230,6 +231,25 @@ class NotPrimary(Unavailable):
 
     def _restore(self, info: dict[str, str]) -> None:
         self.primary = info.get("primary", "")
+
+
+class NoLease(Unavailable):
+    """A board of a cluster that cannot confirm its leadership's lease (it
+    may have run out in etcd): it answers nothing, reads included, until it
+    is sure again or another board leads. ``epoch``: the term it held."""
+
+    def __init__(self, epoch: int = 0) -> None:
+        super().__init__(
+            f"this board cannot confirm its lease as the cluster's primary (epoch {epoch}); "
+            "try again, or another board"
+        )
+        self.epoch = epoch
+
+    def info(self) -> dict[str, str]:
+        return {"epoch": str(self.epoch)}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.epoch = int(info.get("epoch", "0") or 0)
 
 
 class LogTruncated(FailedPrecondition):

@@ -342,3 +342,139 @@ def campaigners(
     finally:
         for c in started:
             c.stop()
+
+
+# -- boards of a cluster ------------------------------------------------------
+
+#: The cluster's replication token in the tests.
+TOKEN = "cluster-tests-token"
+
+
+class Boards:
+    """``msgboard serve --cluster`` processes on loopback, one directory
+    each under ``root``, started, killed (-9), paused and stopped by PID
+    (``tests/served.py``'s ``Served``). ``etcd``: the endpoints the boards
+    are given (the members', or ``Proxy`` addresses a test can cut).
+    Board ``i`` is named ``b{i}``; ``args`` go to every board."""
+
+    def __init__(self, root: Path, etcd: str, cluster: str, *args: str, size: int = 3) -> None:
+        from tests.served import Served
+
+        self.root = root
+        self.etcd = etcd
+        self.cluster = cluster
+        self.args = args
+        self.names = [f"b{i}" for i in range(size)]
+        self.procs: dict[str, Served | None] = dict.fromkeys(self.names)
+        self._served = Served
+
+    def start(self, *names: str) -> Boards:
+        for name in names or self.names:
+            where = self.root / name
+            where.mkdir(exist_ok=True)
+            (where / "ready.json").unlink(missing_ok=True)  # left by a kill -9
+            self.procs[name] = self._served(
+                where,
+                *("--cluster", self.cluster, "--etcd", self.etcd, "--board-name", name),
+                *("--replication-token", TOKEN),
+                *self.args,
+                wait=False,
+            )
+        for name in names or self.names:
+            proc = self.procs[name]
+            assert proc is not None
+            proc.wait_ready()
+        return self
+
+    def proc(self, name: str) -> subprocess.Popen[bytes]:
+        served = self.procs[name]
+        assert served is not None
+        return served.proc
+
+    def address(self, name: str) -> str:
+        served = self.procs[name]
+        assert served is not None
+        return served.address
+
+    def data(self, name: str) -> Path:
+        return self.root / name / "board"
+
+    def log(self, name: str) -> str:
+        served = self.procs[name]
+        return "" if served is None else served.log.read_text(errors="replace")
+
+    def primary(self, timeout: float = 60.0, among: list[str] | None = None) -> str:
+        """The board etcd names as the primary once it serves (a client
+        call answers), waiting for one."""
+        etcd = Etcd(self.etcd, timeout=2.0)
+        found: list[str] = []
+
+        def serving() -> bool:
+            try:
+                entry, _ = etcd.get(f"/msgboard/{self.cluster}/leader")
+            except TRANSIENT:
+                return False
+            if entry is None:
+                return False
+            name = json.loads(entry.value)["name"]
+            if among is not None and name not in among:
+                return False
+            if not _answers(self.address(name)):
+                return False
+            found[:] = [name]
+            return True
+
+        try:
+            wait_until("a primary serves", serving, timeout)
+        finally:
+            etcd.close()
+        return found[0]
+
+    def in_sync(self) -> list[str]:
+        """The in-sync set stored in etcd."""
+        etcd = Etcd(self.etcd, timeout=2.0)
+        try:
+            entry, _ = etcd.get(f"/msgboard/{self.cluster}/sync")
+        finally:
+            etcd.close()
+        return [] if entry is None else list(json.loads(entry.value)["standbys"])
+
+    def kill(self, name: str) -> None:
+        served = self.procs[name]
+        if served is not None:
+            served.kill()
+
+    def pause(self, name: str) -> None:
+        os.kill(self.proc(name).pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.kill(self.proc(name).pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        for served in self.procs.values():
+            if served is not None and served.proc.poll() is None:
+                os.kill(served.proc.pid, signal.SIGCONT)
+                served.stop()
+
+
+def _answers(address: str) -> bool:
+    """Whether the board at ``address`` serves a client call."""
+    from msgboard.client import Client
+    from msgboard.errors import MsgboardError
+
+    try:
+        with Client(address, timeout=2.0) as c:
+            c.list_queues()
+        return True
+    except (MsgboardError, OSError):
+        return False
+
+
+@contextmanager
+def boards(root: Path, etcd: str, cluster: str, *args: str) -> Iterator[Boards]:
+    """Three boards of ``cluster`` on ``etcd``, stopped (by PID) at the end."""
+    b = Boards(root, etcd, cluster, *args)
+    try:
+        yield b.start()
+    finally:
+        b.stop()

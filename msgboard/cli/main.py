@@ -544,7 +544,12 @@ def _serve(args: argparse.Namespace) -> int:
             max_outstanding_bytes=c.max_outstanding_bytes,
             max_read_ahead_bytes=c.max_read_ahead_bytes,
         )
-        asyncio.run(serve(c, limits=limits))
+        if c.cluster:  # a board of a cluster (msgboard.server.node)
+            from msgboard.server.node import serve_cluster
+
+            asyncio.run(serve_cluster(c, limits=limits))
+        else:
+            asyncio.run(serve(c, limits=limits))
     except (MsgboardError, OSError) as e:
         print(f"msgboard serve: {e}", file=sys.stderr)
         return 1

@@ -201,6 +201,24 @@ class Etcd:
         kvs = answer.get("kvs", [])
         return (Entry.of(kvs[0]) if kvs else None), int(answer["header"]["revision"])
 
+    def put(self, key: str, value: str, lease: int = 0) -> int:
+        """Stores ``value`` under ``key`` (under ``lease``, 0: none); the
+        store's revision after it."""
+        body: dict[str, Any] = {"key": encode(key), "value": encode(value)}
+        if lease:
+            body["lease"] = lease
+        answer = self.call("kv/put", body)
+        return int(answer["header"]["revision"])
+
+    def prefixed(self, prefix: str) -> tuple[list[Entry], int]:
+        """Every key that starts with ``prefix``, in key order, and the
+        store's revision then (a linearizable read)."""
+        raw = prefix.encode()
+        end = raw[:-1] + bytes([raw[-1] + 1])  # the first key after the prefix
+        answer = self.call("kv/range", {"key": encode(raw), "range_end": encode(end)})
+        entries = [Entry.of(kv) for kv in answer.get("kvs", [])]
+        return entries, int(answer["header"]["revision"])
+
     def txn(
         self,
         compare: list[dict[str, Any]],

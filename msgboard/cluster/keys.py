@@ -53,6 +53,13 @@ class Keys:
     def sync(self) -> str:
         return self.prefix + "sync"
 
+    @property
+    def members(self) -> str:
+        return self.prefix + "members/"
+
+    def member(self, name: str) -> str:
+        return self.members + checked("board", name)
+
 
 @dataclass(frozen=True)
 class Primary:
@@ -90,3 +97,39 @@ class SyncSet:
             return None
         body = json.loads(entry.value)
         return cls(int(body["epoch"]), tuple(body["standbys"]), entry.mod_revision)
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a board's log stands, as it published it under ``members/``.
+    ``revision``: the member key's mod_revision (0: not read from etcd)."""
+
+    name: str
+    address: str
+    index: int
+    epoch: int
+    stopped: bool = False
+    revision: int = 0
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """What a promotion compares: the last entry's (epoch, index)."""
+        return (self.epoch, self.index)
+
+    def value(self) -> str:
+        body = {"address": self.address, "index": self.index, "epoch": self.epoch,
+                "stopped": self.stopped}  # fmt: skip
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def of(cls, entry: Entry) -> Position:
+        body = json.loads(entry.value)
+        name = entry.key.decode().rsplit("/", 1)[1]
+        return cls(
+            name,
+            str(body["address"]),
+            int(body["index"]),
+            int(body["epoch"]),
+            bool(body.get("stopped", False)),
+            entry.mod_revision,
+        )

@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from msgboard.cluster.etcd import TRANSIENT, Etcd, encode
 from msgboard.cluster.keys import Keys, Primary, SyncSet, checked
@@ -92,8 +92,10 @@ class Change:
 
 
 Listener = Callable[[Change], None]
-#: Whether this board may lead, given the in-sync set stored in etcd.
-Eligible = Callable[[SyncSet | None], bool]
+#: Whether this board may lead, given the in-sync set stored in etcd: False,
+#: True, or a list of etcd compares the campaign must also hold (the member
+#: keys it judged by, unmoved: ``members.unmoved``), which means True.
+Eligible = Callable[[SyncSet | None], "bool | list[dict[str, Any]]"]
 
 
 class Leadership:
@@ -258,13 +260,16 @@ class Leadership:
         ]  # fmt: skip
         if self.eligible is not None:
             sync = read_sync(etcd, self.keys)
-            if not self.eligible(sync):
+            verdict = self.eligible(sync)
+            if verdict is False:
                 self._pause(self.every)
                 return None
             compare.append(
                 {"key": encode(self.keys.sync), "result": "EQUAL", "target": "MOD",
                  "mod_revision": sync.revision if sync else 0}
             )  # fmt: skip
+            if not isinstance(verdict, bool):
+                compare.extend(verdict)
         sent = clock()
         grant = etcd.grant(self.ttl)
         until = sent + grant.ttl - self.guard

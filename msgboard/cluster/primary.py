@@ -10,6 +10,7 @@ ready for the server to install.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from msgboard.cluster.role import Role
 from msgboard.cluster.service import ReplicationService
@@ -20,13 +21,19 @@ from msgboard.lmdbstore import Log
 
 log = logging.getLogger(__name__)
 
+#: Makes the gate: ``SyncGate`` (static roles) or a cluster's ``InSync``,
+#: called as ``SyncGate`` is (the log, the writer's call_soon, keywords).
+GateFactory = Callable[..., SyncGate]
+
 
 class Replication:
     """The replication of a primary board. ``token``: the cluster's;
     ``needed``: standbys that must have a write before it is answered;
     ``timeout``: seconds a write waits for them; ``allow_async``: answer
     anyway after that (else Unavailable); ``keep``/``limit``: the log's
-    retention (``oplog.Log``)."""
+    retention (``oplog.Log``); ``role``: the board's (a cluster's node
+    changes it); ``gate``: what holds the answers (a cluster's counts only
+    its in-sync set)."""
 
     def __init__(
         self,
@@ -37,10 +44,13 @@ class Replication:
         allow_async: bool = False,
         keep: int = 10_000,
         limit: int = 1_000_000,
+        role: Role | None = None,
+        gate: GateFactory = SyncGate,
     ) -> None:
         self.token = token
         self.log = Log(keep=keep, limit=limit)
-        self.role = Role()
+        self.role = role or Role()
+        self._make_gate = gate
         self.needed = needed
         self.timeout = timeout
         self.allow_async = allow_async
@@ -52,7 +62,7 @@ class Replication:
         service to install."""
         shipper = Shipper(board)
         self.log.logged = shipper.logged
-        self.gate = SyncGate(
+        self.gate = self._make_gate(
             self.log,
             board.call_soon,
             needed=self.needed,

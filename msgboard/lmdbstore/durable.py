@@ -57,6 +57,8 @@ from msgboard.lmdbstore import datafile, opening, oplog, snapshot, upgrade
 from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
+    LOG_LAST,
+    LOG_LAST_KEY,
     MAX_DBS,
     QID,
     SCHEDULED,
@@ -300,6 +302,11 @@ class DurableStore(Store):
             log.last = last
             return last
 
+    def log_position(self) -> tuple[int, int]:
+        """(index, epoch) of the log's last entry as committed; (0, 0) if
+        the log was never written; any thread."""
+        return self._reading(_log_last)
+
     def log_bounds(self) -> tuple[int, int]:
         """(first, last) index of the log as committed (oplog.bounds)."""
         return self._reading(oplog.bounds)
@@ -392,3 +399,11 @@ class DurableStore(Store):
     def damaged_counts(self) -> dict[str, int]:
         """Damaged records met so far, per queue (a copy)."""
         return {name: sum(found.values()) for name, found in list(self._cache.damaged.items())}
+
+
+def _log_last(txn: lmdb.Transaction[bytes], dbs: Dbs) -> tuple[int, int]:
+    raw = txn.get(LOG_LAST_KEY, db=dbs.meta)
+    if raw is None:
+        return 0, 0
+    index, epoch = LOG_LAST.unpack(raw)
+    return int(index), int(epoch)

@@ -79,6 +79,9 @@ class Log:
     epoch: int = 0
     logged: Callable[[int, bytes], object] | None = None
     pin: int | None = None
+    #: A cluster's commit fence: the epoch of the term in which this board
+    #: may commit now, or it raises (NoLease): nothing is committed.
+    fence: Callable[[], int] | None = None
     #: The last index written (or applied), kept current by the store.
     last: int = 0
 

@@ -184,6 +184,8 @@ class DurableTxn(Txn):
         rec = self._recorder
         if rec is None or self._log is None or not rec.ops:
             return None
+        if self._log.fence is not None:
+            self._log.epoch = self._log.fence()  # raises: nothing is committed
         return oplog.append(rec.raw, self._dbs, rec.ops, self._log)
 
     def _fail(self) -> None:

@@ -1,0 +1,234 @@
+"""The in-sync set of a cluster's primary, kept in etcd: ``InSync``.
+
+A ``SyncGate`` that counts only the standbys the set stored in etcd names
+(docs/plans/cluster/DESIGN.md §3, §5). The rule it keeps: every write
+answered OK is on at least ``needed`` members of the stored set, so the
+promotion rule (``members.promotable``) always finds a member that has it.
+
+- **At election** the set is written empty: the new primary counts on
+  nobody yet, and the last term's set may name boards that miss what this
+  primary had.
+- **A standby joins** once its acknowledged index has reached where the log
+  stood a moment ago (it is not behind): the set naming it is written to
+  etcd *first*, then the gate counts its acks.
+- **A member that lags** (not connected, or not at where the log stood
+  ``timeout`` seconds ago) is removed: the gate stops counting it *first*,
+  then, if the other members' acks cover every index the gate may have
+  released, the set without it is written; otherwise it is counted again
+  and stays until they do.
+
+Every write is a compare-and-swap on this term's epoch and the set's last
+revision (``Leadership.write_sync``): a deposed primary changes nothing.
+The standbys' streams call ``connected``, ``ack`` and ``gone`` on the
+event loop; the etcd writes happen on a thread of this object's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from msgboard.cluster.etcd import TRANSIENT
+from msgboard.cluster.keys import SyncSet
+from msgboard.cluster.leadership import Leadership
+from msgboard.cluster.sync import SyncGate
+from msgboard.engine import Release
+from msgboard.errors import MsgboardError, NoLease
+from msgboard.lmdbstore import Log
+
+log = logging.getLogger("msgboard.cluster")
+
+#: How often the set is looked at (seconds).
+TICK = 0.2
+#: Entries a standby that keeps up may still lack (a batch on the wire).
+INFLIGHT = 2
+
+
+class InSync(SyncGate):
+    """The gate of the primary that ``leadership`` elected, counting only
+    the members of the in-sync set it keeps in etcd."""
+
+    def __init__(
+        self,
+        leadership: Leadership,
+        oplog: Log,
+        call_soon: Callable[[Callable[[], object]], None],
+        *,
+        needed: int = 1,
+        timeout: float = 5.0,
+        allow_async: bool = False,
+    ) -> None:
+        super().__init__(oplog, call_soon, needed=needed, timeout=timeout, allow_async=allow_async)
+        self.leadership = leadership
+        term = leadership.term()
+        #: The term this gate answers for (-1: it had ended already).
+        self.epoch = term.epoch if term is not None else -1
+        self._oplog = oplog
+        self._lock = threading.Lock()
+        #: The set as stored (None until this term wrote it).
+        self.stored: SyncSet | None = None
+        #: Every connected standby's acknowledged index.
+        self._standbys: dict[str, int] = {}
+        #: The members the gate counts, with their acks as it was told.
+        self._counted: dict[str, int] = {}
+        #: When each standby's stream last ended.
+        self._left: dict[str, float] = {}
+        #: The highest index the gate may have released on counted acks.
+        self.covered = 0
+        #: (time, log's last index) samples, for "where the log stood".
+        self._samples: deque[tuple[float, int]] = deque()
+        self._done = threading.Event()
+        self._keeper = threading.Thread(target=self._keep, name="msgboard-insync", daemon=True)
+        self._keeper.start()
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        s = self.stored
+        return s.standbys if s is not None else ()
+
+    # -- the writer's side ----------------------------------------------
+
+    def hold(self, release: Release) -> None:
+        """As ``SyncGate.hold``, and the answer fence: a group released once
+        this board's term has ended is answered NoLease, never OK."""
+
+        def fenced(err: MsgboardError | None) -> None:
+            if err is None and not self._leading():
+                err = NoLease(self.epoch)
+            release(err)
+
+        super().hold(fenced)
+
+    def _leading(self) -> bool:
+        t = self.leadership.term()
+        return t is not None and t.epoch == self.epoch
+
+    # -- the streams' side (event loop) ---------------------------------
+
+    def connected(self, name: str, index: int) -> None:
+        with self._lock:
+            self._standbys[name] = index
+            counted = name in self.members
+            if counted:
+                self._count(name, index)
+        if counted:
+            super().connected(name, index)
+
+    def ack(self, name: str, index: int) -> None:
+        with self._lock:
+            self._standbys[name] = index
+            counted = name in self._counted
+            if counted:
+                self._count(name, index)
+        if counted:
+            super().ack(name, index)
+
+    def gone(self, name: str) -> None:
+        with self._lock:
+            self._standbys.pop(name, None)
+            self._left[name] = time.monotonic()
+            counted = self._counted.pop(name, None) is not None
+        if counted:
+            super().gone(name)
+
+    def _count(self, name: str, index: int) -> None:
+        """Under the lock: ``name``'s ack counts; what it may release."""
+        self._counted[name] = index
+        acks = sorted(self._counted.values(), reverse=True)
+        if len(acks) >= self.needed > 0:
+            self.covered = max(self.covered, acks[self.needed - 1])
+
+    # -- the keeper (its own thread) ------------------------------------
+
+    def _keep(self) -> None:
+        while not self._done.is_set():
+            try:
+                if not self._leading():
+                    return  # the term ended: the node closes this gate
+                if self.stored is None:
+                    self._write(())
+                else:
+                    self._look()
+            except TRANSIENT as e:
+                log.info("in-sync set: etcd: %s", e)
+            except Exception:
+                log.exception("in-sync set: unexpected error")
+            self._done.wait(TICK)
+
+    def _sample(self) -> int:
+        """Samples the log's last index; where it stood ``timeout`` seconds
+        ago (0 if this term is younger)."""
+        now = time.monotonic()
+        samples = self._samples
+        samples.append((now, self._oplog.last))
+        while len(samples) > 1 and samples[1][0] <= now - self.timeout:
+            samples.popleft()
+        return samples[0][1] if samples[0][0] <= now - self.timeout else 0
+
+    def _look(self) -> None:
+        now = time.monotonic()
+        stood = self._sample()
+        with self._lock:
+            # A standby that keeps up may lack a batch on the wire.
+            joining = [
+                n for n, i in self._standbys.items()
+                if n not in self.members and i >= self._oplog.last - INFLIGHT
+            ]  # fmt: skip
+            lagging = [
+                n for n in self.members
+                if (n not in self._standbys and now - self._left.get(n, now) > self.timeout)
+                or (n in self._standbys and self._standbys[n] < stood)
+            ]  # fmt: skip
+        for name in joining[:1]:  # one write per tick: each is a new CAS
+            if self._write((*self.members, name)):
+                with self._lock:
+                    index = self._standbys.get(name)
+                    if index is not None:
+                        self._count(name, index)
+                if index is not None:
+                    SyncGate.connected(self, name, index)
+                log.info("in-sync set: %s joined: %s", name, ", ".join(self.members))
+                return
+        for name in lagging[:1]:
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        with self._lock:
+            index = self._counted.pop(name, None)
+        if index is not None:
+            SyncGate.gone(self, name)  # stop counting it first
+        with self._lock:
+            rest = sorted(
+                (i for n, i in self._counted.items() if n != name and n in self.members),
+                reverse=True,
+            )
+            needed = max(1, self.needed)
+            safe = len(rest) >= needed and rest[needed - 1] >= self.covered
+            if not safe and index is not None:
+                self._count(name, index)
+        if not safe:
+            if index is not None:
+                SyncGate.connected(self, name, index)
+            return
+        left = tuple(n for n in self.members if n != name)
+        if self._write(left):
+            log.warning("in-sync set: %s lags and was removed: %s", name, ", ".join(left) or "none")
+
+    def _write(self, names: tuple[str, ...]) -> bool:
+        """Stores ``names`` as the set (CAS); whether it did. A failed CAS
+        reads the set again (the next tick tries once more)."""
+        expected = self.stored if self.stored is not None else self.leadership.read_sync()
+        done = self.leadership.write_sync(names, expected)
+        if done is None:
+            # Only this thread writes the set of this term: the term ended.
+            log.info("in-sync set: not written (this board no longer leads)")
+            return False
+        self.stored = done
+        return True
+
+    def close(self) -> None:
+        self._done.set()
+        super().close()

@@ -1,0 +1,438 @@
+"""``msgboard serve --cluster NAME --etcd URL[,URL...]``: a board of a
+cluster, ``Node`` (docs/cluster.md; docs/plans/cluster/DESIGN.md §5, §7).
+
+A node starts as a standby: its directory opened as a standby's store, a
+``Replica`` following whoever ``PrimaryWatch`` names (an empty directory
+seeds itself), its position published under ``members/``
+(``Membership``), and a ``Leadership`` campaigning with the promotion
+rule (``members.promotable``): before it judges, a candidate stops
+following and publishes its final position. One port throughout; on it,
+the server of the node's mode:
+
+- **standby**: every Board call answers NotPrimary with the primary's
+  address (Unavailable while none is known), as ``serve --standby-of``'s;
+- **primary**: the board's own server (``create_server``), whose
+  ``RoleCheck`` answers NoLease the moment ``Leadership.term()`` is None,
+  reads included, and whose store commits nothing without the term (the
+  commit fence: ``Log.fence`` raises, and every entry carries the epoch).
+
+Elected, the node stops its Replica, closes the standby's store, opens the
+directory as a board (the restart path, as after kill -9), and only then
+serves it; the gate (``InSync``) counts only standbys of the in-sync set it
+keeps in etcd. Fenced or resigned, it stops answering at once, closes the
+board, moves its data aside (``data.mdb.deposed``: its log may hold entries
+no standby has, written in a term that lost its lease) and seeds itself
+from the new primary as a standby. A board restarted after leading
+(``led``, a file in its directory) does the same before it follows.
+
+The server is rebuilt on the same port at each change of mode: a client
+sees its connection refused for a moment, and moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from msgboard.cluster import (
+    TRANSIENT,
+    Keys,
+    Leadership,
+    Position,
+    Primary,
+    PrimaryWatch,
+    Replica,
+    Replication,
+    ReplicationService,
+    Role,
+    SyncSet,
+)
+from msgboard.cluster.insync import InSync
+from msgboard.cluster.members import Membership, promotable, unmoved
+from msgboard.config import ServeConfig
+from msgboard.engine import Board, Limits
+from msgboard.errors import ListenFailed, NoLease, StoreError
+from msgboard.lmdbstore import DurableStore, Log
+from msgboard.security import Security
+from msgboard.server.readiness import Readiness
+from msgboard.server.reflection import Reflection
+from msgboard.server.roles import REPLICATION
+from msgboard.server.service import create_server
+from msgboard.server.standby import BOARD, refusing
+from msgboard.v1 import board_pb2_grpc as pb_grpc
+from msgboard.v1 import replication_pb2_grpc as rpb_grpc
+
+log = logging.getLogger("msgboard.cluster")
+
+#: How often the node looks at its term and the primary (seconds).
+STEER = 0.05
+#: The file that says this board led (its log may have a tail of its own).
+LED = "led"
+
+
+def board_name(config: ServeConfig, address: str) -> str:
+    return config.board_name or address.replace(":", "-").strip("[]")
+
+
+class Node:
+    """One board of a cluster, as ``config`` says, from ``run()`` to its end."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        limits: Limits | None = None,
+        grace: float = 2.0,
+        ready: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.limits = limits
+        self.grace = grace
+        self.ready = ready
+        self.security = Security.build(config)
+        self.keys = Keys(config.cluster)
+        self.role = Role(leading=False, term=self._term)
+        self.name = ""
+        self.address = ""
+        self.port = 0
+        self.host = config.listen.rsplit(":", 1)[0]
+        #: Guards the standby's parts (store, replica) across threads.
+        self._lock = threading.RLock()
+        self.store: DurableStore | None = None
+        self.replica: Replica | None = None
+        #: The primary the replica follows (or followed, until a new one).
+        self.following: Primary | None = None
+        self.board: Board | None = None
+        self.replication: Replication | None = None
+        self.epoch = 0
+        self.server: grpc.aio.Server | None = None
+        self.readiness = Readiness(config.ready_file)
+        self.leadership: Leadership | None = None
+        self.watch: PrimaryWatch | None = None
+        self.membership: Membership | None = None
+        self._last = Position("", "", 0, 0)
+
+    # -- the term and the fence --------------------------------------------
+
+    def _term(self) -> Any:
+        t = self.leadership.term() if self.leadership else None
+        return t if t is not None and t.epoch == self.epoch else None
+
+    def _fence(self) -> int:
+        """The commit fence: this term's epoch, or NoLease."""
+        t = self._term()
+        if t is None:
+            raise NoLease(self.epoch)
+        return int(t.epoch)
+
+    # -- the standby's store -------------------------------------------------
+
+    def _open_standby(self) -> DurableStore:
+        c = self.config
+        return DurableStore(
+            c.data,
+            sync=c.sync == "fsync",
+            log=Log(keep=c.log_keep, limit=c.log_limit),
+            standby=True,
+        )
+
+    def _set_aside(self, why: str) -> None:
+        """Moves data.mdb aside (``data.mdb.deposed``, the one before it
+        dropped): this board seeds itself again. The store is closed."""
+        data = os.path.join(self.config.data, "data.mdb")
+        if os.path.exists(data):
+            aside = data + ".deposed"
+            os.replace(data, aside)
+            log.warning("%s: its data is set aside as %s; it seeds from the primary", why, aside)
+        for name in ("lock.mdb", LED):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.config.data, name))
+
+    def _led(self) -> bool:
+        return os.path.exists(os.path.join(self.config.data, LED))
+
+    def position(self) -> Position:
+        """This board's position, for its member key."""
+        board, store = self.board, self.store
+        try:
+            if board is not None and board.log is not None:
+                p = Position(self.name, self.address, board.log.last, self.epoch)
+            elif store is not None:
+                index, epoch = store.log_position()
+                p = Position(self.name, self.address, index, epoch, self.replica is None)
+            else:
+                p = Position(self.name, self.address, self._last.index, self._last.epoch, True)
+        except StoreError:
+            return self._last  # closed while we looked: the last one said
+        self._last = p
+        return p
+
+    def _halt(self) -> None:
+        """Stops following (a candidate's position must be final)."""
+        with self._lock:
+            replica, self.replica = self.replica, None
+            if replica is not None:
+                replica.stop()
+                self.store = replica.store  # seeding may have opened it again
+                log.info("stopped following %s to judge an election", replica.primary)
+
+    def _follow(self, primary: Primary | None) -> None:
+        """Follows ``primary`` if it is new (a standby's steering)."""
+        if primary is None or primary.name == self.name or primary == self.following:
+            return
+        with self._lock:
+            if self.board is not None:
+                return
+            self._halt()
+            if self._led():
+                if self.store is not None:
+                    self.store.close()
+                self._set_aside(f"{self.name} led before and {primary.name} leads now")
+                self.store = None
+            if self.store is None:
+                self.store = self._open_standby()
+            self.following = primary
+            self.replica = Replica(
+                self.store,
+                primary.address,
+                self.config.replication_token,
+                self.name,
+                reopen=self._open_standby,
+            )
+            self.role.become(leading=False, primary=primary.address, epoch=primary.epoch)
+        if self.membership is not None:
+            self.membership.nudge()
+
+    def _eligible(self, sync: SyncSet | None) -> bool | list[dict[str, Any]]:
+        """Leadership's question, on its thread, while no board leads."""
+        if self.board is not None or self.membership is None:
+            return False
+        self._halt()
+        with self._lock:
+            if self.board is not None or self.store is None:
+                return False
+            mine = self.membership.publish()
+        positions = self.membership.positions()
+        chosen = promotable(self.name, sync, positions, self.config.sync_standbys)
+        if chosen is None:
+            log.debug("not eligible at %s: set %s, members %s", mine.rank, sync, positions)
+            return False
+        log.info("eligible at %s: set %s", mine.rank, sync.standbys if sync else "none yet")
+        return unmoved(self.keys, chosen)
+
+    # -- the servers -----------------------------------------------------------
+
+    async def _standby_server(self) -> grpc.aio.Server:
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        pb_grpc.add_BoardServicer_to_server(refusing(self.role), server)
+        rpb_grpc.add_ReplicationServicer_to_server(
+            ReplicationService(self.config.replication_token, self.role), server
+        )
+        await self.readiness.add_to(server, serving=True)
+        names = (BOARD.full_name, REPLICATION, "grpc.health.v1.Health")
+        server.add_generic_rpc_handlers(Reflection(names).handlers())
+        self._bind(server)
+        await server.start()
+        return server
+
+    def _bind(self, server: grpc.aio.Server) -> None:
+        listen = f"{self.host}:{self.port}" if self.port else self.config.listen
+        credentials = self.security.credentials()
+        try:
+            if credentials is None:
+                port = server.add_insecure_port(listen)
+            else:
+                port = server.add_secure_port(listen, credentials)
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise ListenFailed(f"cannot listen on {listen}")
+        self.port = port
+
+    async def _swap(self, make: Callable[[], Any]) -> None:
+        """Stops the current server and starts ``make()``'s on the same
+        port (retried a while: the port is freed as the old one closes)."""
+        if self.server is not None:
+            await self.server.stop(0)
+            self.server = None
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.server = await make()
+                return
+            except ListenFailed:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
+    async def _primary_server(self) -> grpc.aio.Server:
+        assert self.board is not None and self.replication is not None
+        service = self.replication.service
+        server, port = await create_server(
+            self.board,
+            f"{self.host}:{self.port}",
+            self.security,
+            readiness=None,
+            replication=service,
+        )
+        self.port = port
+        await server.start()
+        return server
+
+    # -- promotion and demotion ----------------------------------------------
+
+    async def _promote(self, epoch: int) -> None:
+        assert self.leadership is not None
+        log.info("%s elected, epoch %d: opening the board", self.name, epoch)
+        await asyncio.to_thread(self._halt)
+        with self._lock:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
+        c = self.config
+        self.epoch = epoch
+        replication = Replication(
+            c.replication_token,
+            needed=c.sync_standbys,
+            timeout=c.sync_timeout_ms / 1000,
+            allow_async=c.allow_async,
+            keep=c.log_keep,
+            limit=c.log_limit,
+            role=self.role,
+            gate=functools.partial(InSync, self.leadership),
+        )
+        replication.log.fence = self._fence
+        try:
+            with open(os.path.join(c.data, LED), "w") as f:
+                f.write(f"{epoch}\n")
+            board = await asyncio.to_thread(
+                functools.partial(
+                    Board, c.data, sync=c.sync == "fsync", limits=self.limits, log=replication.log
+                )
+            )
+        except Exception:
+            log.exception("%s: the board did not open; resigning", self.name)
+            self.leadership.resign(hold=2 * c.lease_ttl)
+            self.epoch = 0
+            return
+        self.board, self.replication = board, replication
+        replication.attach(board)
+        self.role.become(leading=True, primary=None, epoch=epoch)
+        await self._swap(self._primary_server)
+        if self.membership is not None:
+            self.membership.nudge()
+        log.info("%s is the primary, epoch %d, at %s", self.name, epoch, self.address)
+
+    async def _demote(self) -> None:
+        """The term ended (fenced or resigned): a standby again."""
+        board, replication = self.board, self.replication
+        log.warning("%s no longer leads (epoch %d): a standby again", self.name, self.epoch)
+        self.role.become(leading=False, primary=None, epoch=self.epoch)
+        if replication is not None:
+            replication.close()
+        await self._swap(self._standby_server)
+        with self._lock:
+            self.board = self.replication = None
+            self.epoch = 0
+            if board is not None:
+                await asyncio.to_thread(board.close)
+            self._set_aside(f"{self.name} was deposed")
+            self.following = None
+        if self.membership is not None:
+            self.membership.nudge()
+
+    # -- running ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        c = self.config
+        self.store = None if self._led() else self._open_standby()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            self.server = await self._standby_server()
+            self.address = c.advertise or f"{self.host}:{self.port}"
+            self.name = board_name(c, self.address)
+            self._last = Position(self.name, self.address, 0, 0, True)
+            self.watch = PrimaryWatch(c.etcd, c.cluster, every=max(0.5, c.lease_ttl / 3)).start()
+            self.membership = Membership(
+                c.etcd, c.cluster, self.name, self.position, ttl=c.lease_ttl
+            ).start()
+            self.leadership = Leadership(
+                c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
+                eligible=self._eligible,
+            ).start()  # fmt: skip
+            await self.readiness.serving(self.address)
+            log.info(
+                "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
+                self.name,
+                c.cluster,
+                self.host,
+                self.port,
+                c.data,
+            )
+            if self.ready is not None:
+                self.ready(self.port)
+            while not stop.is_set():
+                await self._steer()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), STEER)
+            log.info("msgboard %s stopping", self.name)
+            await self.readiness.stopping()
+        finally:
+            await self._close()
+
+    async def _steer(self) -> None:
+        assert self.leadership is not None and self.watch is not None
+        term = self.leadership.term()
+        if self.board is None:
+            if term is not None:
+                await self._promote(term.epoch)
+            else:
+                await asyncio.to_thread(self._follow, self.watch.current())
+        elif term is None or term.epoch != self.epoch:
+            await self._demote()
+
+    async def _close(self) -> None:
+        leading = self.board is not None
+        if self.leadership is not None and not leading:
+            await asyncio.to_thread(self.leadership.stop)
+        if self.replication is not None:
+            self.replication.close()
+        if self.server is not None:
+            await self.server.stop(self.grace if leading else 0)
+        if self.board is not None:
+            await asyncio.to_thread(self.board.close)
+            self.board = None
+        if self.leadership is not None and leading:
+            # Resigned only once nothing more is answered here.
+            await asyncio.to_thread(self.leadership.stop)
+        await asyncio.to_thread(self._halt)
+        if self.store is not None:
+            self.store.close()
+        for part in (self.membership, self.watch):
+            if part is not None:
+                with contextlib.suppress(*TRANSIENT):
+                    await asyncio.to_thread(part.stop)
+
+
+async def serve_cluster(
+    config: ServeConfig,
+    *,
+    limits: Limits | None = None,
+    grace: float = 2.0,
+    ready: Callable[[int], None] | None = None,
+) -> None:
+    """Runs a board of a cluster as ``config`` says until SIGTERM or SIGINT."""
+    await Node(config, limits=limits, grace=grace, ready=ready).run()
