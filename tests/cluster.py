@@ -476,5 +476,9 @@ def boards(root: Path, etcd: str, cluster: str, *args: str) -> Iterator[Boards]:
     b = Boards(root, etcd, cluster, *args)
     try:
         yield b.start()
+    except BaseException:
+        for name in b.names:  # shown by pytest with the failure
+            print(f"===== {name}'s log\n{b.log(name)[-6000:]}")
+        raise
     finally:
         b.stop()

@@ -121,6 +121,8 @@ class Node:
         self.watch: PrimaryWatch | None = None
         self.membership: Membership | None = None
         self._last = Position("", "", 0, 0)
+        #: Its data was set aside: the next standby store starts empty.
+        self._aside = False
 
     # -- the term and the fence --------------------------------------------
 
@@ -137,13 +139,16 @@ class Node:
 
     # -- the standby's store -------------------------------------------------
 
-    def _open_standby(self) -> DurableStore:
+    def _open_standby(self, init: bool = False) -> DurableStore:
+        """The standby's store; ``init``: its data was set aside (a new,
+        empty one where a board lived)."""
         c = self.config
         return DurableStore(
             c.data,
             sync=c.sync == "fsync",
             log=Log(keep=c.log_keep, limit=c.log_limit),
             standby=True,
+            init=init,
         )
 
     def _set_aside(self, why: str) -> None:
@@ -194,13 +199,15 @@ class Node:
             if self.board is not None:
                 return
             self._halt()
+            fresh = False
             if self._led():
                 if self.store is not None:
                     self.store.close()
                 self._set_aside(f"{self.name} led before and {primary.name} leads now")
-                self.store = None
+                self.store, fresh = None, True
             if self.store is None:
-                self.store = self._open_standby()
+                self.store = self._open_standby(init=fresh or self._aside)
+                self._aside = False
             self.following = primary
             self.replica = Replica(
                 self.store,
@@ -347,6 +354,7 @@ class Node:
             if board is not None:
                 await asyncio.to_thread(board.close)
             self._set_aside(f"{self.name} was deposed")
+            self._aside = True
             self.following = None
         if self.membership is not None:
             self.membership.nudge()

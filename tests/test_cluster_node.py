@@ -1,0 +1,290 @@
+"""Boards of a cluster (``msgboard serve --cluster``), told with real
+processes: three etcd members and three boards on loopback, each started,
+killed (-9), paused (SIGSTOP) and stopped by PID (tests/cluster.py's
+``EtcdCluster`` and ``Boards``).
+
+The stories: three boards elect one primary and the others send clients
+to it; kill -9 of the primary promotes a standby of the in-sync set that
+holds every write answered OK before the kill (a client that moves by hand);
+a primary paused past its lease answers no OK once resumed, and comes back
+as a standby of the new one; a standby left out of the in-sync set is never
+promoted. The promotion rule is first shown on its own, case by case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from msgboard.client import Client
+from msgboard.cluster.keys import Position, SyncSet
+from msgboard.cluster.members import promotable
+from msgboard.errors import MsgboardError, NoLease, NotPrimary, Unavailable
+from tests.cluster import Boards, EtcdCluster, boards, etcd_cluster, wait_until
+from tests.test_replication import last_index, violations, waiting
+
+etcd = pytest.fixture(scope="module")(etcd_cluster)
+
+TTL = "2"
+#: Generous: the machine is shared; a standby may take seconds to join.
+PATIENT = ("--lease-ttl", TTL, "--sync-timeout-ms", "30000")
+_clusters = itertools.count()
+
+
+def cluster_name() -> str:
+    return f"c{next(_clusters)}-{time.monotonic_ns() % 10**9}"
+
+
+@pytest.fixture
+def three(tmp_path: Path, etcd: EtcdCluster) -> Iterator[Boards]:
+    """Three boards of a fresh cluster on the module's etcd."""
+    with boards(tmp_path, etcd.endpoints, cluster_name(), *PATIENT) as b:
+        yield b
+
+
+# -- the promotion rule -----------------------------------------------------
+
+
+def at(name: str, index: int, epoch: int = 1, stopped: bool = True) -> Position:
+    return Position(name, f"{name}:1", index, epoch, stopped, revision=index + 100)
+
+
+def test_only_the_highest_stopped_member_of_the_set_may_be_promoted() -> None:
+    sync = SyncSet(5, ("a", "b"))
+    both = [at("a", 10), at("b", 12), at("c", 99)]
+    # c has the most, but is not in the set; b is the highest member.
+    assert promotable("c", sync, both, 1) is None
+    assert promotable("a", sync, both, 1) is None
+    assert promotable("b", sync, both, 1) == [both[0], both[1]]
+    # A later epoch beats a longer log; a tie goes to the lowest name.
+    assert promotable("a", sync, [at("a", 3, epoch=2), at("b", 12)], 1) is not None
+    assert promotable("a", sync, [at("a", 12), at("b", 12)], 1) is not None
+    # With one standby needed, both members must have stopped (either may
+    # hold a write only it acknowledged) ...
+    assert promotable("b", sync, [at("a", 10, stopped=False), at("b", 12)], 1) is None
+    assert promotable("b", sync, [at("b", 12)], 1) is None
+    # ... with two needed, every answered write is on both: one is enough.
+    assert promotable("b", sync, [at("b", 12)], 2) is not None
+    # An empty set promotes nobody; no set at all (a new cluster): the
+    # highest of the members, once all have stopped.
+    assert promotable("a", SyncSet(5, ()), [at("a", 1)], 1) is None
+    assert promotable("a", None, [at("a", 0), at("b", 0)], 1) is not None
+    assert promotable("b", None, [at("a", 0), at("b", 0)], 1) is None
+    assert promotable("a", None, [at("a", 0), at("b", 0, stopped=False)], 1) is None
+
+
+# -- a client that moves by hand ----------------------------------------------
+
+
+class Hand:
+    """Calls the cluster's boards the way a client without failover would
+    be moved by hand: on NotPrimary to the address it names, on any other
+    error to the next board, until ``patience`` seconds have passed."""
+
+    def __init__(self, addresses: list[str], patience: float = 60.0) -> None:
+        self.addresses = addresses
+        self.at = addresses[0]
+        self.patience = patience
+
+    def call(self, fn: Callable[[Client], Any]) -> Any:
+        deadline = time.monotonic() + self.patience
+        turn = itertools.cycle(self.addresses)
+        while True:
+            try:
+                with Client(self.at, timeout=10) as c:
+                    return fn(c)
+            except NotPrimary as e:
+                self.at = e.primary or next(turn)
+            except MsgboardError:
+                self.at = next(turn)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no board answered within {self.patience} s")
+            time.sleep(0.1)
+
+
+class Poster(threading.Thread):
+    """Posts fresh bodies to ``queue`` one at a time through ``address``
+    until ``stop``; each post that fails is given up (never retried: a
+    body is answered OK once or not at all). ``answered``: OK bodies;
+    ``after``: (clock, ok) of each answer, for the fence."""
+
+    def __init__(self, address: str, queue: str, prefix: str) -> None:
+        super().__init__(daemon=True)
+        self.address, self.queue, self.prefix = address, queue, prefix
+        self.answered: list[bytes] = []
+        self.answers: list[tuple[float, bool, str]] = []
+        self.stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        for i in itertools.count():
+            if self.stopping.is_set():
+                return
+            body = f"{self.prefix}-{i}".encode()
+            try:
+                with Client(self.address, timeout=30) as c:
+                    c.post(self.queue, body=body)
+            except MsgboardError as e:
+                self.answers.append((time.monotonic(), False, type(e).__name__))
+                time.sleep(0.05)
+                continue
+            self.answers.append((time.monotonic(), True, ""))
+            self.answered.append(body)
+
+
+def refusal(address: str) -> MsgboardError | None:
+    """What a write to ``address`` gets (None: it was answered OK)."""
+    try:
+        with Client(address, timeout=10) as c:
+            c.post("probe", body=b"probe")
+    except MsgboardError as e:
+        return e
+    return None
+
+
+# -- the stories ----------------------------------------------------------
+
+
+def test_three_boards_elect_one_primary_and_the_others_send_clients_to_it(
+    three: Boards,
+) -> None:
+    """Given three boards of a new cluster, I expect one primary, serving;
+    the two others to answer NotPrimary naming its address; and both to
+    join the in-sync set."""
+    p = three.primary()
+    with Client(three.address(p)) as c:
+        c.create_queue("probe")
+        c.post("probe", body=b"first")
+    for other in three.names:
+        if other != p:
+            e = refusal(three.address(other))
+            assert isinstance(e, NotPrimary) and e.primary == three.address(p), e
+    wait_until("both standbys in sync", lambda: len(three.in_sync()) == 2, 60)
+    assert p not in three.in_sync()
+
+
+def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_write(
+    three: Boards,
+) -> None:
+    """Given three boards and writes in flight on the primary (posts in two
+    threads, takes), when I kill -9 the primary, I expect a standby of the
+    in-sync set to be promoted, holding every post answered OK before the
+    kill exactly once and nothing taken; a client moved by hand writes
+    again on it."""
+    p = three.primary()
+    hand = Hand([three.address(n) for n in three.names])
+    hand.at = three.address(p)
+    hand.call(lambda c: [c.create_queue(q) for q in ("a", "b")])
+    wait_until("both standbys in sync", lambda: len(three.in_sync()) == 2, 60)
+    answered: dict[bytes, str] = {}
+    gone: set[bytes] = set()
+    posters = [Poster(three.address(p), q, q) for q in ("a", "b")]
+    wait_until("posts answered", lambda: all(len(x.answered) >= 15 for x in posters), 60)
+    with Client(three.address(p)) as c:
+        gone.update(m.body for m in c.take("a", max=5))
+    in_sync = three.in_sync()
+    three.kill(p)
+    for x in posters:
+        x.stopping.set()
+        x.join(60)
+        answered.update(dict.fromkeys(x.answered, x.queue))
+    survivors = [n for n in three.names if n != p]
+    q = three.primary(among=survivors)
+    assert q in in_sync
+    hand.call(lambda c: c.post("a", body=b"after the failover"))
+    with Client(three.address(q)) as c:
+        assert violations(waiting(c, ["a", "b"]), answered, gone) == []
+    assert f"leadership {q}: elected" in three.log(q)
+
+
+def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
+    three: Boards,
+) -> None:
+    """Given three boards and a client posting to the primary, when I stop
+    the primary (SIGSTOP) longer than its lease and another is elected,
+    then resume it, I expect every answer it gives after the resume to be
+    an error (NoLease, NotPrimary, or none at all), never OK; and the old
+    primary to come back as a standby that sends clients to the new one
+    and holds its log."""
+    p = three.primary()
+    old = three.address(p)
+    with Client(old) as c:
+        c.create_queue("q")
+    wait_until("both standbys in sync", lambda: len(three.in_sync()) == 2, 60)
+    poster = Poster(old, "q", "paused")
+    wait_until("posts answered", lambda: len(poster.answered) >= 10, 60)
+    three.pause(p)
+    try:
+        q = three.primary(among=[n for n in three.names if n != p])
+    finally:
+        resumed = time.monotonic()
+        three.resume(p)
+    wait_until("the old primary answers again", lambda: refusal(old) is not None, 60)
+    wait_until(
+        "the old primary sends clients to the new one",
+        lambda: isinstance(e := refusal(old), NotPrimary) and e.primary == three.address(q),
+        60,
+    )
+    poster.stopping.set()
+    poster.join(60)
+    late = [a for a in poster.answers if a[0] > resumed]
+    assert late and not [a for a in late if a[1]], late
+    assert {a[2] for a in late} <= {"NoLease", "NotPrimary", "Unavailable", "DeadlineExceeded"}
+    with Client(three.address(q)) as c:
+        c.post("q", body=b"on the new primary")
+    wait_until(
+        "the old primary caught up as a standby",
+        lambda: last_index(three.data(p)) == last_index(three.data(q)),
+        60,
+    )
+
+
+def test_a_standby_out_of_the_in_sync_set_is_never_promoted(
+    tmp_path: Path, etcd: EtcdCluster
+) -> None:
+    """Given three boards with a short sync wait, when one standby is
+    paused until the primary drops it from the in-sync set, and the
+    primary is then killed (-9) and the paused standby resumed, I expect
+    the standby still in the set to be promoted, and the dropped one
+    never to lead."""
+    with boards(
+        tmp_path, etcd.endpoints, cluster_name(), "--lease-ttl", TTL, "--sync-timeout-ms", "1500"
+    ) as b:
+        p = b.primary()
+        with Client(b.address(p)) as c:
+            c.create_queue("q")
+        wait_until("both standbys in sync", lambda: len(b.in_sync()) == 2, 60)
+        lagging, keeping = [n for n in b.names if n != p]
+        b.pause(lagging)
+        poster = Poster(b.address(p), "q", "x")
+        try:
+            wait_until("the paused standby dropped", lambda: b.in_sync() == [keeping], 60)
+            wait_until("posts answered without it", lambda: len(poster.answered) >= 5, 60)
+            b.kill(p)
+        finally:
+            b.resume(lagging)
+        poster.stopping.set()
+        poster.join(60)
+        assert b.primary(among=[lagging, keeping]) == keeping
+        assert f"leadership {lagging}: elected" not in b.log(lagging)
+        with Client(b.address(keeping)) as c:
+            assert violations(waiting(c, ["q"]), dict.fromkeys(poster.answered, "q"), set()) == []
+
+
+def test_a_board_of_a_cluster_needs_its_settings(tmp_path: Path) -> None:
+    from msgboard.config import ServeConfig
+    from msgboard.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="replication_token"):
+        ServeConfig(cluster="c", etcd="127.0.0.1:1")
+    with pytest.raises(ConfigError, match="etcd"):
+        ServeConfig(cluster="c", replication_token="t")
+    with pytest.raises(ConfigError, match="need cluster"):
+        ServeConfig(etcd="127.0.0.1:1")
+    assert isinstance(NoLease(3), Unavailable)
