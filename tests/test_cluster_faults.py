@@ -63,9 +63,25 @@ def load(nodes: Nodes, h: History, name: str) -> tuple[str, Workload]:
     return primary, w
 
 
-def late(h: History, client: str, after: float) -> list[Op]:
-    """``client``'s calls answered OK after ``after``."""
-    return [o for o in h.ops() if o.client.startswith(client) and o.outcome == OK and o.done_at > after]
+def late(h: History, client: str, after: float, before: float = float("inf")) -> list[Op]:
+    """``client``'s calls answered OK between ``after`` and ``before``."""
+    return [
+        o
+        for o in h.ops()
+        if o.client.startswith(client) and o.outcome == OK and after < o.done_at < before
+    ]
+
+
+def erred(h: History, client: str, after: float) -> None:
+    """Waits until a call of ``client`` invoked after ``after`` failed."""
+
+    def seen() -> bool:
+        return any(
+            o.client.startswith(client) and o.outcome != OK and o.invoked_at > after
+            for o in h.ops()
+        )
+
+    wait_until(f"a call of {client} failed after {after:.1f}", seen, 90)
 
 
 def test_the_primary_killed(nodes: Nodes) -> None:
@@ -81,4 +97,75 @@ def test_the_primary_killed(nodes: Nodes) -> None:
     nodes.start(old)
     answered_after(h, now())
     w.stop()
+    assert nodes.finish(h) == []
+
+
+def test_the_primary_paused_past_its_lease(nodes: Nodes) -> None:
+    """Given a cluster under load, when I SIGSTOP the primary past its
+    lease, I expect another board elected and the workload to go on there;
+    when I SIGCONT the old one, I expect its clients to get errors and no
+    answer OK from it after the pause (its lease ran out meanwhile), and it
+    to come back as a standby holding the new primary's data."""
+    h = History()
+    old, w1 = load(nodes, h, "w1")
+    paused = now()
+    nodes.pause(old)
+    new = nodes.primary(other_than=old)
+    _, w2 = load(nodes, h, "w2")
+    nodes.resume(old)
+    resumed = now()
+    erred(h, "w1", resumed)
+    w1.stop()
+    assert late(h, "w1", paused + SLACK) == []
+    answered_after(h, now())
+    w2.stop()
+    assert nodes.primary() == new
+    assert nodes.finish(h) == []
+
+
+def test_the_primary_cut_off_from_its_standbys_and_etcd(nodes: Nodes) -> None:
+    """Given a cluster under load, when I cut the primary off from the
+    other boards and from etcd (its clients still reach it), I expect
+    another board elected and no answer OK from the old one after its lease
+    ran out; healed, I expect it back as a standby holding the new
+    primary's data."""
+    h = History()
+    old, w1 = load(nodes, h, "w1")
+    cut = now()
+    nodes.cut(old)
+    nodes.primary(other_than=old)
+    _, w2 = load(nodes, h, "w2")
+    erred(h, "w1", cut + TTL)
+    nodes.heal(old)
+    answered_after(h, now())
+    w1.stop()
+    w2.stop()
+    assert late(h, "w1", cut + TTL + SLACK) == []
+    assert nodes.finish(h) == []
+
+
+def test_etcd_losing_its_quorum_stops_writes_until_it_is_back(
+    nodes: Nodes, etcd: EtcdCluster
+) -> None:
+    """Given a cluster under load, when two of the three etcd members are
+    killed (-9), I expect no board to lead (no second primary) and no call
+    answered OK from a TTL after the loss until etcd is back; then a
+    primary elected again, writes resumed, and the checker to find
+    nothing."""
+    h = History()
+    _, w1 = load(nodes, h, "w1")
+    lost = now()
+    try:
+        etcd.kill(1, 2)
+        erred(h, "w1", lost + TTL)
+        wait_until("no board leads", lambda: nodes.leader() is None, 30)
+        back = now()
+    finally:
+        etcd.restart(1, 2)
+        etcd.wait_quorum()
+    w1.stop()
+    assert late(h, "w1", lost + TTL + SLACK, back) == []
+    _, w2 = load(nodes, h, "w2")
+    answered_after(h, now())
+    w2.stop()
     assert nodes.finish(h) == []

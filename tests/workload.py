@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from msgboard.client import Client, Message, Publisher
+from msgboard.client import Client, Message, Publisher, Subscription
 from msgboard.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -303,16 +303,15 @@ class Workload:
                 continue
             with self._lock:
                 self._subs.append(sub)
-            pending: dict[int, tuple[str, float]] = {}
+            acks = _AckWatch(sub, name, CONSUMED, self.history)
             since = opened[0] = now()
             try:
                 for d in sub:
                     key = d.message.key or d.message.body.decode()
                     self._add(name, "deliver", key, CONSUMED, since, now(), OK)
-                    self._acks(sub, pending, name)
                     since = now()
                     sub.ack(d)
-                    pending[d.id] = (key, since)
+                    acks.sent(d.id, key, since)
                     if self.stopping:
                         sub.end()
             except MsgboardError:
@@ -320,28 +319,8 @@ class Workload:
             finally:
                 with contextlib.suppress(MsgboardError, ValueError):
                     sub.close(wait=3.0)
-                self._acks(sub, pending, name, last=True)
+                acks.close()
             self._pause(0.2)
-
-    def _acks(
-        self, sub: object, pending: dict[int, tuple[str, float]], name: str, last: bool = False
-    ) -> None:
-        """Records the acks the board confirmed (or rejected) since the last
-        look; with ``last``, the rest as unknown."""
-        acked: set[int] = sub.acked  # type: ignore[attr-defined]
-        rejected: dict[int, MsgboardError] = sub.rejected  # type: ignore[attr-defined]
-        t = now()
-        for i in list(pending):
-            key, t0 = pending[i]
-            if i in acked:
-                self._add(name, "ack", key, CONSUMED, t0, t, OK)
-            elif i in rejected:
-                self._add(name, "ack", key, CONSUMED, t0, t, outcome(rejected[i]))
-            elif last:
-                self._add(name, "ack", key, CONSUMED, t0, t, UNKNOWN)
-            else:
-                continue
-            del pending[i]
 
     def _leaser(self, c: Client, name: str) -> None:
         """Leased takes of up to 3 from ``jobs``, each acked at once."""
@@ -395,3 +374,47 @@ def posted(ops: Sequence[Op], after: float = 0.0, before: float = float("inf")) 
         for o in ops
         if o.kind == "post" and o.outcome == OK and o.invoked_at > after and o.done_at < before
     ]
+
+
+class _AckWatch:
+    """Records a Subscription's acks as the board confirms (or rejects)
+    them: a thread looks at its ``acked`` and ``rejected`` every 10 ms, so
+    an ack's ``done_at`` is within some milliseconds of its answer; at
+    ``close`` the acks still unanswered are recorded as unknown."""
+
+    def __init__(self, sub: Subscription, client: str, queue: str, history: History) -> None:
+        self.sub, self.client, self.queue, self.history = sub, client, queue, history
+        self._pending: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def sent(self, delivery: int, key: str, at: float) -> None:
+        with self._lock:
+            self._pending[delivery] = (key, at)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.01):
+            self._look(last=False)
+
+    def _look(self, last: bool) -> None:
+        t = now()
+        with self._lock:
+            for i in list(self._pending):
+                key, t0 = self._pending[i]
+                if i in self.sub.acked:
+                    result = OK
+                elif (e := self.sub.rejected.get(i)) is not None:
+                    result = outcome(e)
+                elif last:
+                    result = UNKNOWN
+                else:
+                    continue
+                self.history.add(Op(self.client, "ack", key, self.queue, t0, t, result))
+                del self._pending[i]
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(10)
+        self._look(last=True)
