@@ -301,6 +301,14 @@ SETTINGS: tuple[Setting, ...] = (
         "S",
     ),
     Setting(
+        "log_pin_seconds",
+        _positive,
+        3600,
+        "how long a primary keeps log entries for a standby that went away (it is "
+        "seeded again if it comes back later)",
+        "S",
+    ),
+    Setting(
         "ready_file",
         str,
         "",
@@ -351,6 +359,7 @@ class ServeConfig:
     advertise: str = ""
     board_name: str = ""
     lease_ttl: int = 3
+    log_pin_seconds: int = 3600
 
     @property
     def tls(self) -> bool:

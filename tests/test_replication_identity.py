@@ -13,6 +13,7 @@ entry whose epoch goes down.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import grpc
@@ -30,6 +31,7 @@ from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 from tests.served import Served
 from tests.test_replication import TOKEN, caught_up, primary, standby, stopped
+from tests.test_replication_bounds import saying
 
 __all__ = ["stopped"]
 
@@ -101,9 +103,10 @@ def test_probe_says_whether_the_primary_holds_an_entry(
     with grpc.insecure_channel(p.address) as ch:
         stub = rpb_grpc.ReplicationStub(ch)
         meta = (("x-msgboard-replication-token", TOKEN),)
-        follow = rpb.FollowRequest(hello=rpb.Hello(board="t", from_index=1))
-        call = stub.Follow(iter([follow]), metadata=meta, timeout=30)
+        done = threading.Event()
+        call = stub.Follow(saying(rpb.Hello(board="t", from_index=1), done), metadata=meta)
         first = next(r for r in call if r.entries).entries[0]
+        done.set()
         call.cancel()
         _, epoch, crc = identity(first)
         found = stub.Probe(rpb.ProbeRequest(index=1, epoch=epoch, crc=crc), metadata=meta)

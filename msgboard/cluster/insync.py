@@ -60,8 +60,16 @@ class InSync(SyncGate):
         needed: int = 1,
         timeout: float = 5.0,
         allow_async: bool = False,
+        forget: float = 3600.0,
     ) -> None:
-        super().__init__(oplog, call_soon, needed=needed, timeout=timeout, allow_async=allow_async)
+        super().__init__(
+            oplog,
+            call_soon,
+            needed=needed,
+            timeout=timeout,
+            allow_async=allow_async,
+            forget=forget,
+        )
         self.leadership = leadership
         term = leadership.term()
         #: The term this gate answers for (-1: it had ended already).

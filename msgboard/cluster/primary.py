@@ -31,9 +31,10 @@ class Replication:
     ``needed``: standbys that must have a write before it is answered;
     ``timeout``: seconds a write waits for them; ``allow_async``: answer
     anyway after that (else Unavailable); ``keep``/``limit``: the log's
-    retention (``oplog.Log``); ``role``: the board's (a cluster's node
-    changes it); ``gate``: what holds the answers (a cluster's counts only
-    its in-sync set)."""
+    retention (``oplog.Log``); ``forget``: seconds the log is kept for a
+    standby that went away (``SyncGate``); ``role``: the board's (a
+    cluster's node changes it); ``gate``: what holds the answers (a
+    cluster's counts only its in-sync set)."""
 
     def __init__(
         self,
@@ -46,6 +47,7 @@ class Replication:
         limit: int = 1_000_000,
         role: Role | None = None,
         gate: GateFactory = SyncGate,
+        forget: float = 3600.0,
     ) -> None:
         self.token = token
         self.log = Log(keep=keep, limit=limit)
@@ -54,6 +56,7 @@ class Replication:
         self.needed = needed
         self.timeout = timeout
         self.allow_async = allow_async
+        self.forget = forget
         self.gate: SyncGate | None = None
         self.service: ReplicationService | None = None
 
@@ -68,6 +71,7 @@ class Replication:
             needed=self.needed,
             timeout=self.timeout,
             allow_async=self.allow_async,
+            forget=self.forget,
         )
         board.hold_answers(self.gate.hold)
         if self.allow_async:

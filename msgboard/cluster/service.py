@@ -124,6 +124,9 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
             while not acks.done():
                 woken.clear()
                 entries = await shipper.read(start)
+                if entries is None:  # more than the log's limit behind
+                    lo, hi = await asyncio.to_thread(board.log_bounds)
+                    await abort(context, LogTruncated(_behind(name, start - 1, lo, hi)))
                 if entries:
                     start += len(entries)
                     yield rpb.FollowResponse(entries=entries, last=start - 1, epoch=oplog.epoch)

@@ -453,6 +453,7 @@ async def serve(
             allow_async=config.allow_async,
             keep=config.log_keep,
             limit=config.log_limit,
+            forget=config.log_pin_seconds,
         )
     _return_big_buffers()
     # What opening loads (one object set per queue) lives as long as the
