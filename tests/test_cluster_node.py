@@ -14,6 +14,7 @@ promoted. The promotion rule is first shown on its own, case by case.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -288,3 +289,112 @@ def test_a_board_of_a_cluster_needs_its_settings(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="need cluster"):
         ServeConfig(etcd="127.0.0.1:1")
     assert isinstance(NoLease(3), Unavailable)
+
+
+#: Answers that refuse a call before it runs: the client may send it again.
+REFUSED = ("knows of no primary", "failed to connect", "Connection refused")
+
+
+class Mover(threading.Thread):
+    """Posts fresh bodies to ``queue``, one at a time, following NotPrimary
+    to the address it names and sending the same body again after a
+    refusal (a call that never ran); any other error is a failed write."""
+
+    def __init__(self, address: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.address, self.queue = address, queue
+        self.answered: list[bytes] = []
+        self.failed: list[str] = []
+        self.moves = 0
+        self.stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        for i in itertools.count():
+            if self.stopping.is_set():
+                return
+            body = f"{self.queue}-{i}".encode()
+            while not self.stopping.is_set():
+                try:
+                    with Client(self.address, timeout=30) as c:
+                        c.post(self.queue, body=body)
+                    self.answered.append(body)
+                    break
+                except NotPrimary as e:
+                    self.address = e.primary
+                    self.moves += 1
+                except MsgboardError as e:
+                    if not any(r in str(e) for r in REFUSED):
+                        self.failed.append(f"{body!r}: {type(e).__name__}: {e}")
+                        break
+                time.sleep(0.02)
+
+
+def test_a_switchover_under_load_fails_no_write(three: Boards) -> None:
+    """Given three boards and two clients posting to the primary, when I
+    run ``msgboard cluster switchover --to`` a standby, I expect that
+    standby to lead, the clients to move to it (NotPrimary) with no write
+    failed, every answered post there exactly once, and the old primary to
+    follow the new one without seeding again."""
+    import subprocess
+    import sys
+
+    p = three.primary()
+    with Client(three.address(p)) as c:
+        for q in ("a", "b"):
+            c.create_queue(q)
+    wait_until("both standbys in sync", lambda: len(three.in_sync()) == 2, 60)
+    to = sorted(n for n in three.names if n != p)[-1]  # not the tie's winner
+    movers = [Mover(three.address(p), q) for q in ("a", "b")]
+    wait_until("posts answered", lambda: all(len(m.answered) >= 10 for m in movers), 60)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "msgboard", "cluster", "switchover", "--to", to),
+            *("--cluster", three.cluster, "--etcd", three.etcd, "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["primary"] == to
+    before = [len(m.answered) for m in movers]
+    wait_until(
+        "posts answered by the new primary",
+        lambda: all(len(m.answered) >= n + 10 for m, n in zip(movers, before, strict=True)),
+        60,
+    )
+    for m in movers:
+        m.stopping.set()
+        m.join(60)
+    assert [f for m in movers for f in m.failed] == []
+    assert all(m.moves >= 1 and m.address == three.address(to) for m in movers)
+    answered = {b: m.queue for m in movers for b in m.answered}
+    with Client(three.address(to)) as c:
+        assert violations(waiting(c, ["a", "b"]), answered, set()) == []
+    wait_until(
+        "the old primary follows the new one",
+        lambda: (
+            isinstance(e := refusal(three.address(p)), NotPrimary)
+            and e.primary == three.address(to)
+        ),
+        60,
+    )
+    assert "set aside" not in three.log(p)
+
+
+def test_a_switchover_to_a_board_out_of_the_set_is_refused(three: Boards) -> None:
+    import subprocess
+    import sys
+
+    p = three.primary()
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "msgboard", "cluster", "switchover", "--to", p),
+            *("--cluster", three.cluster, "--etcd", three.etcd),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "leads cluster" in done.stderr, done.stderr

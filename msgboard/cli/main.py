@@ -26,6 +26,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
+from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
@@ -151,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run a board")
     config.add_flags(p)  # one option per setting of msgboard.config
+
+    p = sub.add_parser("cluster", help="a cluster of boards through etcd (docs/cluster.md)")
+    clusters = p.add_subparsers(dest="cluster_command", required=True)
+    add_switchover(clusters)  # msgboard/cli/cluster.py
 
     q = sub.add_parser("user", help="users of a board with a users file")
     qs = q.add_subparsers(dest="action", required=True)
@@ -500,6 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "user":
             return _user(args)
+        if args.command == "cluster" and args.cluster_command == "switchover":
+            return switchover(args)
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads

@@ -28,7 +28,7 @@ settings never loads it.
 """
 
 from msgboard.cluster.etcd import TRANSIENT, Entry, Etcd, EtcdUnavailable, Grant, endpoints
-from msgboard.cluster.keys import Keys, Position, Primary, SyncSet
+from msgboard.cluster.keys import Handover, Keys, Position, Primary, SyncSet
 from msgboard.cluster.leadership import Change, Eligible, Leadership, Listener, Term, clock
 from msgboard.cluster.primary import Replication
 from msgboard.cluster.replica import Replica
@@ -48,6 +48,7 @@ __all__ = [
     "Etcd",
     "EtcdUnavailable",
     "Grant",
+    "Handover",
     "Keys",
     "Leadership",
     "Listener",

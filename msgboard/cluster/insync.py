@@ -84,6 +84,8 @@ class InSync(SyncGate):
         self._counted: dict[str, int] = {}
         #: When each standby's stream last ended.
         self._left: dict[str, float] = {}
+        #: Groups held and not yet released (a switchover waits for none).
+        self.pending = 0
         #: The highest index the gate may have released on counted acks.
         self.covered = 0
         #: (time, log's last index) samples, for "where the log stood".
@@ -91,6 +93,11 @@ class InSync(SyncGate):
         self._done = threading.Event()
         self._keeper = threading.Thread(target=self._keep, name="msgboard-insync", daemon=True)
         self._keeper.start()
+
+    def acked(self, name: str) -> int:
+        """The index ``name`` acknowledged last (0: not connected)."""
+        with self._lock:
+            return self._standbys.get(name, 0)
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -104,10 +111,14 @@ class InSync(SyncGate):
         this board's term has ended is answered NoLease, never OK."""
 
         def fenced(err: MsgboardError | None) -> None:
+            with self._lock:
+                self.pending -= 1
             if err is None and not self._leading():
                 err = NoLease(self.epoch)
             release(err)
 
+        with self._lock:
+            self.pending += 1
         super().hold(fenced)
 
     def _leading(self) -> bool:

@@ -60,6 +60,10 @@ class Keys:
     def member(self, name: str) -> str:
         return self.members + checked("board", name)
 
+    @property
+    def switchover(self) -> str:
+        return self.prefix + "switchover"
+
 
 @dataclass(frozen=True)
 class Primary:
@@ -133,3 +137,23 @@ class Position:
             bool(body.get("stopped", False)),
             entry.mod_revision,
         )
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A switchover asked for: the primary of ``epoch`` hands over to the
+    board ``to``, whose clients use ``address``."""
+
+    to: str
+    address: str
+    epoch: int
+
+    def value(self) -> str:
+        return json.dumps({"to": self.to, "address": self.address, "epoch": self.epoch})
+
+    @classmethod
+    def of(cls, entry: Entry | None) -> Handover | None:
+        if entry is None:
+            return None
+        body = json.loads(entry.value)
+        return cls(str(body["to"]), str(body["address"]), int(body["epoch"]))

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from msgboard.cluster.etcd import TRANSIENT, Etcd, encode
-from msgboard.cluster.keys import Keys, Position, SyncSet
+from msgboard.cluster.keys import Handover, Keys, Position, SyncSet
 
 log = logging.getLogger("msgboard.cluster")
 
@@ -43,7 +43,11 @@ def read_positions(etcd: Etcd, keys: Keys) -> list[Position]:
 
 
 def promotable(
-    me: str, sync: SyncSet | None, positions: Sequence[Position], needed: int
+    me: str,
+    sync: SyncSet | None,
+    positions: Sequence[Position],
+    needed: int,
+    favoured: str = "",
 ) -> list[Position] | None:
     """The positions that make ``me`` the board to promote (the campaign
     compares their revisions), or None if it may not lead now.
@@ -51,7 +55,8 @@ def promotable(
     With no set stored (no primary ever wrote one: a new cluster), every
     published member counts and must have stopped. ``needed`` under 1 is
     taken as 1: with no standby required no failover can be safe, so the
-    rule still asks for a member that has everything."""
+    rule still asks for a member that has everything. ``favoured`` (a
+    switchover's target) wins a tie of positions."""
     needed = max(1, needed)
     stopped = {p.name: p for p in positions if p.stopped}
     if sync is None:
@@ -64,7 +69,7 @@ def promotable(
         counted = [stopped[n] for n in sync.standbys if n in stopped]
         if len(counted) < len(sync.standbys) - needed + 1:
             return None
-    best = min(counted, key=lambda p: (-p.epoch, -p.index, p.name))
+    best = min(counted, key=lambda p: (-p.epoch, -p.index, p.name != favoured, p.name))
     return counted if best.name == me else None
 
 
@@ -132,6 +137,11 @@ class Membership:
     def positions(self) -> list[Position]:
         """Every member's published position (any thread)."""
         return read_positions(self._etcd(), self.keys)
+
+    def handover(self) -> Handover | None:
+        """The switchover asked for, if one stands (any thread)."""
+        entry, _ = self._etcd().get(self.keys.switchover)
+        return Handover.of(entry)
 
     def nudge(self) -> None:
         """The position changed in a way others must see soon (a role change)."""

@@ -49,6 +49,9 @@ class Role:
         #: Whether this board is the primary (static roles: no address).
         self.leading = primary is None if leading is None else leading
         self._term = term
+        #: A primary handing over (switchover): the address of its successor,
+        #: where new calls are sent while what it took in is replicated.
+        self.handover: str | None = None
         self._lock = threading.Lock()
         self._listeners: list[RoleListener] = []
 
@@ -68,6 +71,7 @@ class Role:
         with self._lock:
             same = (leading, primary, epoch) == (self.leading, self.primary, self.epoch)
             self.leading, self.primary, self.epoch = leading, primary, epoch
+            self.handover = None
             listeners = list(self._listeners) if not same else []
         for callback in listeners:
             try:
@@ -81,6 +85,8 @@ class Role:
             if self.primary is None:
                 return Unavailable("this board is a standby and knows of no primary yet")
             return NotPrimary(self.primary)
+        if self.handover is not None:
+            return NotPrimary(self.handover)
         if self._term is not None and self._term() is None:
             return NoLease(self.epoch)
         return None

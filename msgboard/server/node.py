@@ -46,6 +46,7 @@ import grpc
 
 from msgboard.cluster import (
     TRANSIENT,
+    Handover,
     Keys,
     Leadership,
     Position,
@@ -123,6 +124,10 @@ class Node:
         self._last = Position("", "", 0, 0)
         #: Its data was set aside: the next standby store starts empty.
         self._aside = False
+        #: Set when the term ends: stops the switchover watch.
+        self._handing = threading.Event()
+        #: The term ended by a switchover its successor had all of.
+        self._handed = False
 
     # -- the term and the fence --------------------------------------------
 
@@ -229,8 +234,14 @@ class Node:
             if self.board is not None or self.store is None:
                 return False
             mine = self.membership.publish()
+        handover = self.membership.handover()
+        if handover is not None and handover.to != self.name:
+            log.info("not campaigning: a switchover hands over to %s", handover.to)
+            return False
         positions = self.membership.positions()
-        chosen = promotable(self.name, sync, positions, self.config.sync_standbys)
+        chosen = promotable(
+            self.name, sync, positions, self.config.sync_standbys, handover.to if handover else ""
+        )
         if chosen is None:
             log.debug("not eligible at %s: set %s, members %s", mine.rank, sync, positions)
             return False
@@ -334,15 +345,60 @@ class Node:
             return
         self.board, self.replication = board, replication
         replication.attach(board)
+        self._handing = threading.Event()
+        threading.Thread(
+            target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
+        ).start()
         self.role.become(leading=True, primary=None, epoch=epoch)
         await self._swap(self._primary_server)
         if self.membership is not None:
             self.membership.nudge()
         log.info("%s is the primary, epoch %d, at %s", self.name, epoch, self.address)
 
+    def _hand_over(self, epoch: int, done: threading.Event) -> None:
+        """While this board leads in ``epoch``: carries out a switchover
+        asked for it (its own thread; etcd is read every quarter second)."""
+        assert self.membership is not None and self.leadership is not None
+        while not done.wait(0.25):
+            try:
+                handover = self.membership.handover()
+            except TRANSIENT:
+                continue
+            if handover is None or handover.epoch != epoch or handover.to == self.name:
+                continue
+            self._handed = self._switch(handover)
+            if self._handed:
+                return
+
+    def _switch(self, handover: Handover) -> bool:
+        """Sends new calls to ``handover.to``, waits until it has every
+        entry, resigns; whether this board's log ends where its
+        successor's goes on (else it is set aside as after a fence)."""
+        board, gate = self.board, self.replication.gate if self.replication else None
+        assert board is not None and board.log is not None and isinstance(gate, InSync)
+        assert self.leadership is not None
+        log.info("switchover to %s: new calls go there", handover.to)
+        self.role.handover = handover.address
+        deadline = time.monotonic() + max(5.0, 2 * self.config.sync_timeout_ms / 1000)
+        still = 0
+        while still < 3:  # caught up, and nothing more committed for a while
+            last = board.log.last
+            caught_up = gate.acked(handover.to) >= last and gate.pending == 0
+            still = still + 1 if caught_up else 0
+            if time.monotonic() > deadline:
+                log.warning("switchover to %s: it did not catch up; staying", handover.to)
+                self.role.handover = None
+                return False
+            time.sleep(0.05)
+        self.leadership.resign(hold=2 * self.config.lease_ttl)
+        clean = gate.acked(handover.to) >= board.log.last
+        log.info("switchover to %s: resigned at log index %d", handover.to, board.log.last)
+        return clean
+
     async def _demote(self) -> None:
         """The term ended (fenced or resigned): a standby again."""
         board, replication = self.board, self.replication
+        self._handing.set()
         log.warning("%s no longer leads (epoch %d): a standby again", self.name, self.epoch)
         self.role.become(leading=False, primary=None, epoch=self.epoch)
         if replication is not None:
@@ -353,8 +409,14 @@ class Node:
             self.epoch = 0
             if board is not None:
                 await asyncio.to_thread(board.close)
-            self._set_aside(f"{self.name} was deposed")
-            self._aside = True
+            if self._handed:
+                # Its log is a prefix of its successor's: it follows on.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.config.data, LED))
+            else:
+                self._set_aside(f"{self.name} was deposed")
+                self._aside = True
+            self._handed = False
             self.following = None
         if self.membership is not None:
             self.membership.nudge()
