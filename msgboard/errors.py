@@ -57,6 +57,9 @@ class MsgboardError(Exception):
     #: On a Subscribe stream: the ``ref`` of the request it answers (what the
     #: client's ``ack``, ``nack`` or ``credit`` returned); 0 otherwise.
     ref = 0
+    #: On an error rebuilt from the wire: the ErrorInfo reason the board
+    #: sent (its class name there; a newer board's may be no class here).
+    reason = ""
 
     def info(self) -> dict[str, str]:
         """Facts for machines, the ErrorInfo metadata on the wire (e.g.

@@ -13,6 +13,7 @@ import pytest
 from msgboard.client import Client
 from msgboard.engine import Board
 from msgboard.testing import ServerThread
+from tests.served import Served
 
 
 @pytest.fixture
@@ -28,6 +29,16 @@ def server(tmp_path: Path) -> Iterator[ServerThread]:
 def client(server: ServerThread) -> Iterator[Client]:
     with Client(server.address, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[Served]]:
+    """Every ``msgboard serve`` process a test starts, killed at its end
+    whatever happened."""
+    procs: list[Served] = []
+    yield procs
+    for p in procs:
+        p.kill()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -71,15 +71,6 @@ def wait_for(cond: Callable[[], bool], what: str, seconds: float = 60) -> None:
 
 def caught_up(p: Served, s: Served) -> None:
     wait_for(lambda: last_index(s.data) == last_index(p.data), "the standby caught up")
-
-
-@pytest.fixture
-def stopped() -> Iterator[list[Served]]:
-    """Every process a test starts, killed at its end whatever happened."""
-    procs: list[Served] = []
-    yield procs
-    for p in procs:
-        p.kill()
 
 
 # -- the checker ------------------------------------------------------------

@@ -40,17 +40,18 @@ const DefaultAddress = "127.0.0.1:7878"
 // that the server answers "nothing in time" before the deadline cuts it off.
 const margin = 30 * time.Second
 
-// Client is a connection to one board. It is safe for concurrent use.
+// Client is a connection to one board, or to the primary among several
+// (see WithFailover). It is safe for concurrent use.
 type Client struct {
-	conn *grpc.ClientConn
-	stub pb.BoardClient
+	boards *failover
 }
 
 type options struct {
-	token string
-	tls   *tls.Config
-	files [3]string // CA, client certificate, client key
-	dial  []grpc.DialOption
+	token    string
+	tls      *tls.Config
+	files    [3]string // CA, client certificate, client key
+	dial     []grpc.DialOption
+	failover *time.Duration
 }
 
 // Option configures Dial.
@@ -89,12 +90,28 @@ func FromEnv() Option {
 
 // Dial connects to the board at address ("" : $MSGBOARD_SERVER, else
 // DefaultAddress). The connection is made lazily, on the first call.
+// Several addresses, "a,b,c" (a primary and its standbys): the client finds
+// the primary among them and follows it (see WithFailover).
 func Dial(address string, opts ...Option) (*Client, error) {
 	if address == "" {
 		address = os.Getenv("MSGBOARD_SERVER")
 	}
 	if address == "" {
 		address = DefaultAddress
+	}
+	addresses, err := splitAddresses(address)
+	if err != nil {
+		return nil, err
+	}
+	return DialList(addresses, opts...)
+}
+
+// DialList connects to the boards at addresses, a primary and its
+// standbys: the client finds the primary among them and follows it (see
+// WithFailover). Connections are made lazily, on the first call to each.
+func DialList(addresses []string, opts ...Option) (*Client, error) {
+	if len(addresses) == 0 {
+		return nil, invalid(errors.New("server: no address given"))
 	}
 	var o options
 	for _, f := range opts {
@@ -117,9 +134,11 @@ func Dial(address string, opts ...Option) (*Client, error) {
 		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(o.tls))
 	}
 	if o.token != "" {
-		if o.tls == nil && !loopback(address) {
-			return nil, fmt.Errorf("refusing to send a token in plaintext to %s: "+
-				"connect with TLS, or to a loopback address", address)
+		for _, address := range addresses {
+			if o.tls == nil && !loopback(address) {
+				return nil, fmt.Errorf("refusing to send a token in plaintext to %s: "+
+					"connect with TLS, or to a loopback address", address)
+			}
 		}
 		dial = append(dial,
 			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
@@ -132,13 +151,24 @@ func Dial(address string, opts ...Option) (*Client, error) {
 				return streamer(bearer(ctx, o.token), desc, cc, method, opts...)
 			}))
 	}
-	// grpc 1.33 (Debian's) has no grpc.NewClient: Dial without WithBlock
-	// is the same lazy connection.
-	conn, err := grpc.Dial(address, append(dial, o.dial...)...)
-	if err != nil {
+	dial = append(dial, o.dial...)
+	f := &failover{
+		addresses: append([]string(nil), addresses...),
+		current:   addresses[0],
+		boards:    map[string]board{},
+		// grpc 1.33 (Debian's) has no grpc.NewClient: Dial without WithBlock
+		// is the same lazy connection.
+		dial: func(address string) (*grpc.ClientConn, error) { return grpc.Dial(address, dial...) },
+	}
+	if o.failover != nil {
+		f.deadline = *o.failover
+	} else if len(addresses) > 1 {
+		f.deadline = FailoverDeadline
+	}
+	if _, _, err := f.board(); err != nil { // a bad first address: said now
 		return nil, err
 	}
-	return &Client{conn: conn, stub: pb.NewBoardClient(conn)}, nil
+	return &Client{boards: f}, nil
 }
 
 func bearer(ctx context.Context, token string) context.Context {
@@ -179,24 +209,58 @@ func tlsFiles(f [3]string) (*tls.Config, error) {
 	return c, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connections.
+func (c *Client) Close() error { return c.boards.close() }
 
-// Conn is the gRPC connection, with the client's credentials.
-func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+// Address is the board the client talks to now (the primary, once found).
+func (c *Client) Address() string {
+	c.boards.mu.Lock()
+	defer c.boards.mu.Unlock()
+	return c.boards.current
+}
+
+// Conn is the gRPC connection to the current board, with the client's credentials.
+func (c *Client) Conn() *grpc.ClientConn {
+	_, b, _ := c.boards.board()
+	return b.conn
+}
 
 // Stub is the generated stub over Conn, for what this package does not
-// wrap. Its errors are raw gRPC errors: Wrap turns them into *Error.
-func (c *Client) Stub() pb.BoardClient { return c.stub }
+// wrap (no failover). Its errors are raw gRPC errors: Wrap turns them into *Error.
+func (c *Client) Stub() pb.BoardClient {
+	_, b, _ := c.boards.board()
+	return b.stub
+}
 
 // Wrap turns the error of a raw stub call into an *Error with the status
 // details (nil stays nil).
 func Wrap(err error) error { return fromRPC(err) }
 
-// unary runs one stub call and maps its error.
-func unary[Req, Resp any](ctx context.Context, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
-	resp, err := call(ctx, req)
-	return resp, fromRPC(err)
+// keyed says whether every message carries an idempotency key (a Post of
+// them may be sent again).
+func keyed(ms []*pb.Message) bool {
+	for _, m := range ms {
+		if m.Key == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// withKeys gives every message without a Key a random one.
+func withKeys(msgs []Message) ([]Message, error) {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if m.Key == "" {
+			var b [16]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			m.Key = hex.EncodeToString(b[:])
+		}
+		out[i] = m
+	}
+	return out, nil
 }
 
 // ------------------------------------------------------------------ queues
@@ -204,23 +268,23 @@ func unary[Req, Resp any](ctx context.Context, call func(context.Context, Req, .
 // CreateQueue creates a queue (only Name is required); creating one that
 // exists with the same properties returns it.
 func (c *Client) CreateQueue(ctx context.Context, spec QueueSpec) (*pb.Queue, error) {
-	return unary(ctx, c.stub.CreateQueue, &pb.CreateQueueRequest{Spec: spec.proto()})
+	return call(ctx, c, pb.BoardClient.CreateQueue, &pb.CreateQueueRequest{Spec: spec.proto()}, true)
 }
 
 // GetQueue returns one queue with its counts.
 func (c *Client) GetQueue(ctx context.Context, name string) (*pb.Queue, error) {
-	return unary(ctx, c.stub.GetQueue, &pb.GetQueueRequest{Name: name})
+	return call(ctx, c, pb.BoardClient.GetQueue, &pb.GetQueueRequest{Name: name}, true)
 }
 
 // ListQueues returns every queue the caller may see, by name.
 func (c *Client) ListQueues(ctx context.Context) ([]*pb.Queue, error) {
-	r, err := unary(ctx, c.stub.ListQueues, &pb.ListQueuesRequest{})
+	r, err := call(ctx, c, pb.BoardClient.ListQueues, &pb.ListQueuesRequest{}, true)
 	return r.GetQueues(), err
 }
 
 // DeleteQueue deletes a queue with its messages.
 func (c *Client) DeleteQueue(ctx context.Context, name string) error {
-	_, err := unary(ctx, c.stub.DeleteQueue, &pb.DeleteQueueRequest{Name: name})
+	_, err := call(ctx, c, pb.BoardClient.DeleteQueue, &pb.DeleteQueueRequest{Name: name}, false)
 	return err
 }
 
@@ -240,17 +304,36 @@ func (c *Client) Post(ctx context.Context, queue string, msgs ...Message) ([]uin
 	return seqs(rs), err
 }
 
-// PostReceipts is Post, answering what became of each message.
+// PostReceipts is Post, answering what became of each message. With
+// failover on, each message without a Key gets one, so that a post whose
+// answer was lost is sent again and stored once.
 func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
+	// A duplicate of a key the client made is its own earlier attempt, stored.
+	mine := make([]bool, len(msgs))
+	if c.boards.on() {
+		for i, m := range msgs {
+			mine[i] = m.Key == ""
+		}
+		var err error
+		if msgs, err = withKeys(msgs); err != nil {
+			return nil, err
+		}
+	}
 	ms, err := protoMessages(msgs)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	r, err := unary(ctx, c.stub.Post, &pb.PostRequest{Queue: queue, Messages: ms})
+	r, err := call(ctx, c, pb.BoardClient.Post, &pb.PostRequest{Queue: queue, Messages: ms}, keyed(ms))
 	if err != nil {
 		return nil, err
 	}
-	return receipts(r.Seqs, r.Dispositions), nil
+	out := receipts(r.Seqs, r.Dispositions)
+	for i := range out {
+		if i < len(mine) && mine[i] && out[i].Seq != 0 && out[i].Disposition == pb.Disposition_DISPOSITION_DUPLICATE {
+			out[i].Disposition = pb.Disposition_DISPOSITION_STORED
+		}
+	}
+	return out, nil
 }
 
 // PostIdempotent posts as PostReceipts does, safe to retry: every message
@@ -260,29 +343,25 @@ func (c *Client) PostReceipts(ctx context.Context, queue string, msgs ...Message
 // stores what it had not and answers DISPOSITION_DUPLICATE, with the first
 // seq, for what it had: each message is stored once.
 func (c *Client) PostIdempotent(ctx context.Context, queue string, msgs ...Message) ([]Receipt, error) {
-	keyed := make([]Message, len(msgs))
-	for i, m := range msgs {
-		if m.Key == "" {
-			var b [16]byte
-			if _, err := rand.Read(b[:]); err != nil {
-				return nil, err
-			}
-			m.Key = hex.EncodeToString(b[:])
-		}
-		keyed[i] = m
+	keyed, err := withKeys(msgs)
+	if err != nil {
+		return nil, err
 	}
 	ms, err := protoMessages(keyed)
 	if err != nil {
 		return nil, invalid(err)
 	}
 	req := &pb.PostRequest{Queue: queue, Messages: ms}
+	// With failover, the client finds the board; without, it waits for its one.
+	ready := grpc.WaitForReady(!c.boards.on())
 	pause := 100 * time.Millisecond
 	for {
-		r, err := c.stub.Post(ctx, req, grpc.WaitForReady(true))
+		r, err := run(ctx, c.boards, true, func(ctx context.Context, s pb.BoardClient) (*pb.PostResponse, error) {
+			return s.Post(ctx, req, ready)
+		})
 		if err == nil {
 			return receipts(r.Seqs, r.Dispositions), nil
 		}
-		err = fromRPC(err)
 		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return nil, err
 		}
@@ -333,7 +412,7 @@ func (c *Client) Take(ctx context.Context, queue string, p Pattern, opts ...Wait
 	}
 	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
-	r, err := unary(ctx, c.stub.Take, req)
+	r, err := call(ctx, c, pb.BoardClient.Take, req, false)
 	return messages(r.GetMessages()), err
 }
 
@@ -357,7 +436,7 @@ func (c *Client) TakeLeased(ctx context.Context, queue string, p Pattern, lease 
 	}
 	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
-	r, err := unary(ctx, c.stub.Take, req)
+	r, err := call(ctx, c, pb.BoardClient.Take, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +474,7 @@ func (c *Client) Nack(ctx context.Context, queue string, leases ...uint64) (Acke
 }
 
 func (c *Client) ack(ctx context.Context, req *pb.AckRequest) (Acked, error) {
-	r, err := unary(ctx, c.stub.Ack, req)
+	r, err := call(ctx, c, pb.BoardClient.Ack, req, false)
 	if err != nil {
 		return Acked{}, err
 	}
@@ -415,9 +494,9 @@ func (c *Client) Read(ctx context.Context, queue string, p Pattern, opts ...Wait
 	}
 	ctx, cancel := wait(ctx, o.timeout)
 	defer cancel()
-	r, err := unary(ctx, c.stub.Read, &pb.ReadRequest{
+	r, err := call(ctx, c, pb.BoardClient.Read, &pb.ReadRequest{
 		Queue: queue, Pattern: pp, Timeout: duration(o.timeout), Max: int32(o.max),
-	})
+	}, true)
 	return messages(r.GetMessages()), err
 }
 
@@ -478,7 +557,7 @@ func (c *Client) Browse(ctx context.Context, queue string, b Browse) (*Page, err
 	if !b.Since.IsZero() {
 		req.StartTime = timestamppb.New(b.Since)
 	}
-	r, err := unary(ctx, c.stub.Browse, req)
+	r, err := call(ctx, c, pb.BoardClient.Browse, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +566,7 @@ func (c *Client) Browse(ctx context.Context, queue string, b Browse) (*Page, err
 
 // Stats returns board figures and one row per queue ("" : every queue).
 func (c *Client) Stats(ctx context.Context, queue string) (*pb.StatsResponse, error) {
-	return unary(ctx, c.stub.Stats, &pb.StatsRequest{Queue: queue})
+	return call(ctx, c, pb.BoardClient.Stats, &pb.StatsRequest{Queue: queue}, true)
 }
 
 // ------------------------------------------------------------------ selectors
@@ -521,23 +600,23 @@ func (c *Client) CreateSelector(ctx context.Context, s SelectorSpec) (*pb.Select
 	if !s.StartTime.IsZero() {
 		spec.StartTime = timestamppb.New(s.StartTime)
 	}
-	return unary(ctx, c.stub.CreateSelector, &pb.CreateSelectorRequest{Spec: spec})
+	return call(ctx, c, pb.BoardClient.CreateSelector, &pb.CreateSelectorRequest{Spec: spec}, false)
 }
 
 // GetSelector returns one selector by id.
 func (c *Client) GetSelector(ctx context.Context, id string) (*pb.Selector, error) {
-	return unary(ctx, c.stub.GetSelector, &pb.GetSelectorRequest{Id: id})
+	return call(ctx, c, pb.BoardClient.GetSelector, &pb.GetSelectorRequest{Id: id}, true)
 }
 
 // ListSelectors returns the selectors of one queue ("": of every queue).
 func (c *Client) ListSelectors(ctx context.Context, queue string) ([]*pb.Selector, error) {
-	r, err := unary(ctx, c.stub.ListSelectors, &pb.ListSelectorsRequest{Queue: queue})
+	r, err := call(ctx, c, pb.BoardClient.ListSelectors, &pb.ListSelectorsRequest{Queue: queue}, true)
 	return r.GetSelectors(), err
 }
 
 // DeleteSelector deletes a selector; its unacked deliveries go back.
 func (c *Client) DeleteSelector(ctx context.Context, id string) error {
-	_, err := unary(ctx, c.stub.DeleteSelector, &pb.DeleteSelectorRequest{Id: id})
+	_, err := call(ctx, c, pb.BoardClient.DeleteSelector, &pb.DeleteSelectorRequest{Id: id}, false)
 	return err
 }
 
@@ -547,7 +626,7 @@ func (c *Client) DeleteSelector(ctx context.Context, id string) error {
 // the server's file system; relative to its snapshot directory if it has
 // one). Needs the admin verb.
 func (c *Client) Snapshot(ctx context.Context, path string) (*pb.SnapshotResponse, error) {
-	return unary(ctx, c.stub.Snapshot, &pb.SnapshotRequest{Path: path})
+	return call(ctx, c, pb.BoardClient.Snapshot, &pb.SnapshotRequest{Path: path}, false)
 }
 
 // Invoke calls the unary RPC method ("Post", "Take"...) of service Board
@@ -555,5 +634,12 @@ func (c *Client) Snapshot(ctx context.Context, path string) (*pb.SnapshotRespons
 // elsewhere (e.g. parsed from JSON); its error is an *Error as for every
 // call of this package.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp any) error {
-	return fromRPC(c.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp))
+	_, err := run(ctx, c.boards, again[method], func(ctx context.Context, _ pb.BoardClient) (struct{}, error) {
+		_, b, err := c.boards.board()
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, b.conn.Invoke(ctx, "/msgboard.v1.Board/"+method, req, resp)
+	})
+	return err
 }

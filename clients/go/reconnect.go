@@ -54,6 +54,9 @@ func (s *Subscription) reopen(cause error) pb.Board_SubscribeClient {
 		s.opts.OnReconnect(cause)
 	}
 	wait := ReconnectWait
+	// With failover, a standby's refusal names the primary: tried at once
+	// (up to three times in a row).
+	atOnce, quick := s.client.boards.moved(s.address, cause), 0
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		ended, changed := s.ended, s.changed
@@ -62,7 +65,10 @@ func (s *Subscription) reopen(cause error) pb.Board_SubscribeClient {
 			s.finish(io.EOF)
 			return nil
 		}
-		if attempt > 0 {
+		if atOnce && quick < 3 {
+			quick++
+		} else if attempt > 0 {
+			quick = 0
 			select {
 			case <-time.After(jitter(wait)):
 			case <-changed: // End or Close
@@ -86,6 +92,7 @@ func (s *Subscription) reopen(cause error) pb.Board_SubscribeClient {
 			s.finish(err) // NOT_FOUND, PERMISSION_DENIED...: no use trying again
 			return nil
 		}
+		atOnce = s.client.boards.moved(s.address, err)
 	}
 }
 

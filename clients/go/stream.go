@@ -16,10 +16,29 @@ import (
 // batch messages (0: 1000), each stored all-or-nothing, all sent without
 // waiting for answers (the board commits concurrent batches together). It
 // returns the receipts of the batches stored, in order, up to the first
-// failed one, whose *Error it returns.
+// failed one, whose *Error it returns. With failover on, the first batch
+// goes as one Post (keyed, sent again as Post is), which finds the
+// primary; the stream of the rest is not sent again if it breaks.
 func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, batch int) ([]Receipt, error) {
 	if batch <= 0 {
 		batch = 1000
+	}
+	var head []Receipt
+	if c.boards.on() && len(msgs) > 0 {
+		n := batch
+		if n > len(msgs) {
+			n = len(msgs)
+		}
+		if _, err := protoMessages(msgs); err != nil {
+			return nil, invalid(err) // all or nothing checked first, as without failover
+		}
+		var err error
+		if head, err = c.PostReceipts(ctx, queue, msgs[:n]...); err != nil {
+			return nil, err
+		}
+		if msgs = msgs[n:]; len(msgs) == 0 {
+			return head, nil
+		}
 	}
 	ms, err := protoMessages(msgs)
 	if err != nil {
@@ -27,7 +46,7 @@ func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, bat
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.stub.PostStream(ctx)
+	stream, err := c.Stub().PostStream(ctx)
 	if err != nil {
 		return nil, fromRPC(err)
 	}
@@ -46,7 +65,7 @@ func (c *Client) PostMany(ctx context.Context, queue string, msgs []Message, bat
 		}
 		sent <- stream.CloseSend()
 	}()
-	var out []Receipt
+	out := head
 	for {
 		r, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -84,10 +103,12 @@ type answer struct {
 	err error
 }
 
-// Publisher opens a PostStream; Close it when done.
+// Publisher opens a PostStream on the board the client talks to now (with
+// failover, make a call first so that it is the primary); it does not
+// follow a failover: Close it when done, and open another.
 func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.stub.PostStream(ctx)
+	stream, err := c.Stub().PostStream(ctx)
 	if err != nil {
 		cancel()
 		return nil, fromRPC(err)

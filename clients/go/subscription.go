@@ -64,8 +64,11 @@ func (d *Delivery) Reject() (uint64, error) { return d.sub.Reject(d.ID) }
 // (coalesced acks). Acks are per delivery: one the board cannot apply comes
 // back in Rejected, the others go through.
 //
-// A stream lost to UNAVAILABLE is opened again (see Subscribe.NoReconnect).
-// Delivery ids keep increasing across streams: the ids of a lost stream
+// A stream lost to UNAVAILABLE is opened again (see Subscribe.NoReconnect),
+// on the primary when the client follows one (WithFailover): at once on the
+// primary a standby names, on the next address when its board is gone. The
+// deliveries left unacked on the old primary come again from the new one
+// (at-least-once). Delivery ids keep increasing across streams: the ids of a lost stream
 // are never reused, and acking one is rejected as NOT_FOUND (its message
 // comes again); an ack in flight when the stream broke is rejected as
 // UNAVAILABLE (applied or not: if not, its message comes again).
@@ -77,11 +80,12 @@ type Subscription struct {
 	Credit              int64
 	MaxOutstandingBytes uint64
 
-	client *Client
-	ctx    context.Context
-	opened *pb.Subscription
-	opts   Subscribe
-	cancel context.CancelFunc
+	client  *Client
+	ctx     context.Context
+	opened  *pb.Subscription
+	address string // the board the last stream was opened on (only open and reopen touch it)
+	opts    Subscribe
+	cancel  context.CancelFunc
 
 	mu       sync.Mutex
 	stream   pb.Board_SubscribeClient
@@ -127,19 +131,34 @@ func (c *Client) Subscribe(ctx context.Context, s Subscribe) (*Subscription, err
 		acked: map[uint64]bool{}, rejected: map[uint64]*Error{},
 		inFlight: map[uint64]*pb.SubscribeRequest{},
 	}
-	stream, first, err := sub.open()
+	// Opening is safe to do again: a refused or broken opening leaves no
+	// selector behind (a session selector ends with its stream).
+	type opened struct {
+		stream pb.Board_SubscribeClient
+		first  *pb.SubscribeResponse
+	}
+	o, err := run(ctx, c.boards, true, func(context.Context, pb.BoardClient) (opened, error) {
+		stream, first, err := sub.open()
+		return opened{stream, first}, err
+	})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	sub.opening(stream, first)
+	sub.opening(o.stream, o.first)
 	go sub.receive()
 	return sub, nil
 }
 
-// open opens one stream and reads the board's answer to the opening.
+// open opens one stream on the client's current board and reads the
+// board's answer to the opening.
 func (s *Subscription) open() (pb.Board_SubscribeClient, *pb.SubscribeResponse, error) {
-	stream, err := s.client.stub.Subscribe(s.ctx)
+	address, b, err := s.client.boards.board()
+	s.address = address
+	if err != nil {
+		return nil, nil, err
+	}
+	stream, err := b.stub.Subscribe(s.ctx)
 	if err == nil {
 		err = stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: s.opened}})
 		if errors.Is(err, io.EOF) {

@@ -114,6 +114,7 @@ def connect(args: argparse.Namespace) -> Client:
         tls_ca=args.tls_ca,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        failover=getattr(args, "failover", None),
     )
 
 

@@ -1,7 +1,8 @@
 """The ``msgboard`` command: run a board, and talk to one.
 
 ``msgboard serve`` runs the server; every other command is a client of
-``--server HOST:PORT`` (default ``$MSGBOARD_SERVER`` or 127.0.0.1:7878),
+``--server HOST:PORT[,HOST:PORT...]`` (default ``$MSGBOARD_SERVER`` or
+127.0.0.1:7878; given several, it finds the primary among them),
 with ``--token`` / ``--tls-ca`` / ``--tls-cert`` / ``--tls-key`` for a
 secured board (docs/security.md). ``--json`` prints one JSON object per
 line. Tuples are JSON arrays; templates are JSON arrays in which "?int",
@@ -36,8 +37,10 @@ DEFAULT_SERVER = "127.0.0.1:7878"
 DESCRIPTION = "msgboard: run a board (msgboard serve), and talk to one."
 EPILOG = """\
 Every command but serve, user, check, export and report talks to --server
-HOST:PORT (default: $MSGBOARD_SERVER, else 127.0.0.1:7878). Those commands,
-and check, take --json: one JSON object per line.
+HOST:PORT (default: $MSGBOARD_SERVER, else 127.0.0.1:7878). Several
+addresses, a,b,c (in --server or $MSGBOARD_SERVER): the command finds the
+primary among them and follows it for up to --failover seconds. Those
+commands, and check, take --json: one JSON object per line.
 
 Tuples are JSON arrays: '["job", 7, 2.5]'. Templates are JSON arrays in which
 "?int", "?float", "?str", "?bytes", "?bool" and "?null" match any value of
@@ -128,8 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--server",
-        metavar="HOST:PORT",
-        help="the board to talk to (default $MSGBOARD_SERVER or 127.0.0.1:7878)",
+        metavar="HOST:PORT[,...]",
+        help="the board to talk to, or several (a primary and its standbys: the "
+        "primary is found among them) (default $MSGBOARD_SERVER or 127.0.0.1:7878)",
+    )
+    common.add_argument(
+        "--failover",
+        type=float,
+        metavar="SECONDS",
+        help="how long a call looks for the primary among the boards after a failure "
+        "(default: 30 with several addresses, 0 with one)",
     )
     common.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_argument("--token", metavar="TOKEN", help="bearer token (default $MSGBOARD_TOKEN)")

@@ -52,7 +52,7 @@ def watch(
     if not args.queue and not args.selector:
         raise InvalidArgument("watch: give a QUEUE or --selector ID")
     n = 0
-    outages = _Outages(c.connection.address)
+    outages = _Outages(c)
     with (
         c.subscribe(
             args.queue,
@@ -94,8 +94,8 @@ def watch(
 class _Outages:
     """Says on stderr when the stream is lost and when it is back."""
 
-    def __init__(self, address: str) -> None:
-        self.address = address
+    def __init__(self, c: Any) -> None:
+        self._client = c
         self.acks: _ManualAcks | None = None
         self._since = 0.0
 
@@ -105,14 +105,15 @@ class _Outages:
             if self.acks is not None:
                 self.acks.lost()
             print(
-                f"# lost the board at {self.address} ({error.code}: {error}); subscribing again",
+                f"# lost the board at {self._client.address} ({error.code}: {error}); "
+                "subscribing again",
                 file=sys.stderr,
                 flush=True,
             )
         else:
             took = time.monotonic() - self._since
             print(
-                f"# subscribed again to {self.address} after {took:.1f} s; "
+                f"# subscribed again to {self._client.address} after {took:.1f} s; "
                 "deliveries not acked come again",
                 file=sys.stderr,
                 flush=True,

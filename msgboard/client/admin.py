@@ -14,6 +14,7 @@ import dataclasses
 
 from msgboard import codec
 from msgboard.associative import AddressPattern, Pattern
+from msgboard.client.failover import Calls
 from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.wire import consumer_view, mapped, selector_view
 from msgboard.results import (
@@ -36,7 +37,6 @@ from msgboard.spec import (
     UnmatchedPolicy,
 )
 from msgboard.v1 import board_pb2 as pb
-from msgboard.v1 import board_pb2_grpc as pb_grpc
 
 #: QueueStats' fields, named as in the proto's QueueStats.
 _QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
@@ -67,10 +67,11 @@ class Snapshot:
 
 
 class Admin:
-    """Queues, selectors, consumers, stats and snapshots, over the stub and
-    the default call timeout of the ``Client`` that inherits it."""
+    """Queues, selectors, consumers, stats and snapshots, over the calls
+    (which follow the primary) and the default call timeout of the
+    ``Client`` that inherits it."""
 
-    _stub: pb_grpc.BoardStub
+    _calls: Calls
     timeout: float | None
 
     # -- queues ---------------------------------------------------------
@@ -111,27 +112,27 @@ class Admin:
             redelivery,
         )
         with mapped():
-            q = self._stub.CreateQueue(
+            q = self._calls.CreateQueue(
                 pb.CreateQueueRequest(spec=codec.spec_to_pb(spec)), timeout=self.timeout
             )
         return _view(q)
 
     def get_queue(self, name: str) -> QueueView:
         with mapped():
-            return _view(self._stub.GetQueue(pb.GetQueueRequest(name=name), timeout=self.timeout))
+            return _view(self._calls.GetQueue(pb.GetQueueRequest(name=name), timeout=self.timeout))
 
     def list_queues(self) -> list[QueueView]:
         with mapped():
-            r = self._stub.ListQueues(pb.ListQueuesRequest(), timeout=self.timeout)
+            r = self._calls.ListQueues(pb.ListQueuesRequest(), timeout=self.timeout)
         return [_view(q) for q in r.queues]
 
     def delete_queue(self, name: str) -> None:
         with mapped():
-            self._stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=self.timeout)
+            self._calls.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=self.timeout)
 
     def stats(self, queue: str = "") -> BoardStats:
         with mapped():
-            r = self._stub.Stats(pb.StatsRequest(queue=queue), timeout=self.timeout)
+            r = self._calls.Stats(pb.StatsRequest(queue=queue), timeout=self.timeout)
         return BoardStats(
             StoreInfo(True, r.sync, r.map_size, r.map_used, r.commits),
             r.commits,
@@ -176,21 +177,23 @@ class Admin:
         )
         req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
         with mapped():
-            return selector_view(self._stub.CreateSelector(req, timeout=self.timeout))
+            return selector_view(self._calls.CreateSelector(req, timeout=self.timeout))
 
     def get_selector(self, sid: str) -> SelectorView:
         with mapped():
-            r = self._stub.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
+            r = self._calls.GetSelector(pb.GetSelectorRequest(id=sid), timeout=self.timeout)
         return selector_view(r)
 
     def list_selectors(self, queue: str = "") -> list[SelectorView]:
         with mapped():
-            r = self._stub.ListSelectors(pb.ListSelectorsRequest(queue=queue), timeout=self.timeout)
+            r = self._calls.ListSelectors(
+                pb.ListSelectorsRequest(queue=queue), timeout=self.timeout
+            )
         return [selector_view(p) for p in r.selectors]
 
     def delete_selector(self, sid: str) -> None:
         with mapped():
-            self._stub.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+            self._calls.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
 
     # -- consumers --------------------------------------------------------
 
@@ -198,14 +201,16 @@ class Admin:
         """Who is connected: the consumers of ``queue`` (or of every queue),
         oldest first. Needs the admin verb."""
         with mapped():
-            r = self._stub.ListConsumers(pb.ListConsumersRequest(queue=queue), timeout=self.timeout)
+            r = self._calls.ListConsumers(
+                pb.ListConsumersRequest(queue=queue), timeout=self.timeout
+            )
         return [consumer_view(p) for p in r.consumers]
 
     def kick_consumer(self, cid: str) -> ConsumerView:
         """Ends consumer ``cid`` as if it had disconnected (its outstanding
         messages go back); returns it as it was. Needs the admin verb."""
         with mapped():
-            r = self._stub.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
+            r = self._calls.KickConsumer(pb.KickConsumerRequest(id=cid), timeout=self.timeout)
         return consumer_view(r.consumer)
 
     def drop_damaged(self, queue: str, seq: int, *, after: bool = False) -> int:
@@ -215,7 +220,7 @@ class Admin:
         Needs the admin verb."""
         req = pb.DropDamagedRequest(queue=queue, seq=seq, after=after)
         with mapped():
-            r = self._stub.DropDamaged(req, timeout=self.timeout)
+            r = self._calls.DropDamaged(req, timeout=self.timeout)
         return int(r.seq)
 
     # -- snapshots ------------------------------------------------------
@@ -226,5 +231,5 @@ class Admin:
         absolute path on the server's file system; waits for it as long as ``timeout`` (None: as
         long as the copy takes)."""
         with mapped():
-            r = self._stub.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
+            r = self._calls.Snapshot(pb.SnapshotRequest(path=path), timeout=timeout)
         return Snapshot(r.path, r.schema, codec.ts_to_us(r.taken_at), r.bytes, r.messages, r.queues)

@@ -20,6 +20,7 @@ name). Errors are the classes of ``msgboard.errors``, never a raw RpcError.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ import grpc
 from msgboard import codec
 from msgboard.associative import AddressPattern, Pattern
 from msgboard.client.admin import Admin
+from msgboard.client.failover import DEFAULT_SERVER, Calls, Failover, addresses_of, new_key
 from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.publisher import Poster, Publisher
 from msgboard.client.subscription import AsyncSubscription, OnReconnect, Subscription
@@ -42,6 +44,7 @@ from msgboard.results import (
 )
 from msgboard.spec import (
     Delivery,
+    Disposition,
     Position,
     Receipt,
     Redelivery,
@@ -50,7 +53,7 @@ from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
-DEFAULT_SERVER = "127.0.0.1:7878"
+__all__ = ["DEFAULT_SERVER", "Client"]
 #: Extra seconds a blocking call's gRPC deadline gets beyond its timeout, so
 #: that the server answers "nothing in time" before the deadline cuts it off.
 _MARGIN = 30.0
@@ -63,7 +66,7 @@ class Client(Admin, Poster):
 
     def __init__(
         self,
-        address: str | None = None,
+        address: str | Sequence[str] | None = None,
         *,
         timeout: float | None = 60.0,
         token: str | None = None,
@@ -71,25 +74,55 @@ class Client(Admin, Poster):
         tls_cert: str | None = None,
         tls_key: str | None = None,
         tls: bool = False,
+        failover: float | None = None,
     ) -> None:
-        """``token``: a bearer token (default ``$MSGBOARD_TOKEN``), sent only
+        """``address``: HOST:PORT, or several (``"a,b,c"`` or a list; default
+        ``$MSGBOARD_SERVER``, which may be a list too, else 127.0.0.1:7878).
+        ``failover``: seconds a call keeps looking for the primary among
+        them after a failure (None: 30 with more than one address, else 0,
+        off; see ``msgboard.client.failover``). With failover on, a post
+        gets an idempotency key when it has none, so that it may be sent
+        again. ``token``: a bearer token (default ``$MSGBOARD_TOKEN``), sent only
         over TLS or to loopback. ``tls_ca``: connect with TLS trusting this
         CA file (default ``$MSGBOARD_TLS_CA``; ``tls=True``: the system's
         roots). ``tls_cert`` and ``tls_key``: a client certificate for
         mutual TLS."""
         env = os.environ
-        self.address = address or env.get("MSGBOARD_SERVER") or DEFAULT_SERVER
+        addresses = addresses_of(address)
         self.timeout = timeout
-        self.connection = Connection(
-            self.address,
-            token=token if token is not None else env.get("MSGBOARD_TOKEN", ""),
-            tls_ca=tls_ca if tls_ca is not None else env.get("MSGBOARD_TLS_CA", ""),
-            tls_cert=tls_cert or "",
-            tls_key=tls_key or "",
-            tls=tls,
+        self._failover = Failover(
+            Connection(
+                addresses[0],
+                token=token if token is not None else env.get("MSGBOARD_TOKEN", ""),
+                tls_ca=tls_ca if tls_ca is not None else env.get("MSGBOARD_TLS_CA", ""),
+                tls_cert=tls_cert or "",
+                tls_key=tls_key or "",
+                tls=tls,
+            ),
+            addresses,
+            failover,
         )
-        self._channel = self.connection.channel()
-        self._stub = pb_grpc.BoardStub(self._channel)
+        self._calls = Calls(self._failover)
+
+    @property
+    def _stub(self) -> pb_grpc.BoardStub:
+        """The current board's plain gRPC stub (no failover, RpcErrors)."""
+        return self._failover.channel()[2]
+
+    @property
+    def address(self) -> str:
+        """The board this client talks to now (the primary, once found)."""
+        return self._failover.address
+
+    @property
+    def addresses(self) -> list[str]:
+        """The boards this client was given."""
+        return list(self._failover.addresses)
+
+    @property
+    def connection(self) -> Connection:
+        """How this client reaches the board it talks to now."""
+        return self._failover.connection()
 
     def __enter__(self) -> Client:
         return self
@@ -98,12 +131,12 @@ class Client(Admin, Poster):
         self.close()
 
     def close(self) -> None:
-        self._channel.close()
+        self._failover.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Waits until the server answers; Unavailable if it does not in time."""
+        """Waits until the current board answers; Unavailable if it does not in time."""
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            grpc.channel_ready_future(self._failover.channel()[1]).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             raise Unavailable(f"no board answers at {self.address}") from None
 
@@ -111,10 +144,19 @@ class Client(Admin, Poster):
 
     def post_receipts(self, queue: str, messages: Sequence[Message]) -> list[Receipt]:
         """Posts messages in one transaction (one unary Post)."""
+        # With failover on, keyed so that it may be sent again; a duplicate
+        # of a key the client made is its own earlier attempt, stored.
+        mine = [self._failover.on and not m.key for m in messages]
+        if any(mine):
+            messages = [m if m.key else dataclasses.replace(m, key=new_key()) for m in messages]
         req = pb.PostRequest(queue=queue, messages=codec.messages_to_pb(messages))
-        with mapped():
-            r = self._stub.Post(req, timeout=self.timeout)
-        return codec.receipts_from_pb(r.seqs, r.dispositions)
+        r = self._calls.Post(req, timeout=self.timeout)
+        return [
+            Receipt(x.seq, Disposition.STORED)
+            if own and x.seq and x.disposition is Disposition.DUPLICATE
+            else x
+            for own, x in zip(mine, codec.receipts_from_pb(r.seqs, r.dispositions), strict=True)
+        ]
 
     def post_many(
         self,
@@ -128,29 +170,44 @@ class Client(Admin, Poster):
         without waiting for each batch; returns every seq. A batch the
         board refuses raises its error after the stream ends (batches before
         it are stored). ``progress`` is called with the number of messages
-        stored so far as each batch is answered."""
+        stored so far as each batch is answered. With failover on, the
+        first batch goes as one unary Post (keyed and sent again as ``post``
+        is), which finds the primary; the stream of the rest is not sent
+        again if it breaks (the batches answered are stored)."""
         errors: list[pb.Error] = []
         bad: list[InvalidArgument] = []
 
-        def requests() -> Iterator[pb.PostStreamRequest]:
+        def chunks() -> Iterator[list[pb.Message]]:
             chunk: list[pb.Message] = []
-            n = 0
             for i, m in enumerate(messages):
                 if not isinstance(m, Message):
                     m = Message(tuple=builtins.tuple(m))
+                if first and i < batch and not m.key:
+                    m = dataclasses.replace(m, key=new_key())
                 try:
                     chunk.append(codec.message_to_pb(m, record=True))  # as a post keeps it
                 except InvalidArgument as e:  # ends the stream; raised after it
                     bad.append(e.within(f"messages[{i}]"))
                     return
                 if len(chunk) >= batch:
-                    n += 1
-                    yield pb.PostStreamRequest(batch_id=n, queue=queue, messages=chunk)
+                    yield chunk
                     chunk = []
             if chunk:
-                yield pb.PostStreamRequest(batch_id=n + 1, queue=queue, messages=chunk)
+                yield chunk
 
+        first = self._failover.on
+        parts = chunks()
         seqs: list[int] = []
+        if first and (head := next(parts, None)) is not None:
+            r = self._calls.Post(pb.PostRequest(queue=queue, messages=head), timeout=self.timeout)
+            seqs.extend(r.seqs)
+            if progress is not None:
+                progress(len(seqs))
+
+        def requests() -> Iterator[pb.PostStreamRequest]:
+            for n, chunk in enumerate(parts, 1):
+                yield pb.PostStreamRequest(batch_id=n, queue=queue, messages=chunk)
+
         with mapped():
             for r in self._stub.PostStream(requests()):
                 if r.HasField("error"):
@@ -165,7 +222,7 @@ class Client(Admin, Poster):
             raise bad[0]
         return seqs
 
-    def publisher(self, *, idempotent: bool = False, retry_for: float = 60.0) -> Publisher:
+    def publisher(self, *, idempotent: bool | None = None, retry_for: float = 60.0) -> Publisher:
         """Opens a PostStream for posting one batch at a time, each answered
         once durable before the next is sent: a producer that needs every
         message confirmed keeps one open rather than pay a call's set-up per
@@ -177,9 +234,12 @@ class Client(Admin, Poster):
 
         ``idempotent``: each message gets a key if it has none, and a batch
         whose answer is lost is sent again with the same keys, for up to
-        ``retry_for`` seconds (``Publisher``): stored once, whatever fails.
+        ``retry_for`` seconds (``Publisher``), on the primary wherever it
+        moved: stored once, whatever fails. Default: on when failover is.
         """
-        return Publisher(self._stub, idempotent=idempotent, retry_for=retry_for)
+        if idempotent is None:
+            idempotent = self._failover.on
+        return Publisher(self._failover, idempotent=idempotent, retry_for=retry_for)
 
     # -- taking, reading, browsing --------------------------------------
 
@@ -196,7 +256,7 @@ class Client(Admin, Poster):
         """Removes and returns up to ``max`` of the oldest matching messages,
         waiting up to ``timeout`` seconds for a first (0: try once)."""
         req = pb.TakeRequest(queue=queue, max=max)
-        return self._match(self._stub.Take, req, make_pattern(templates, address, filter), timeout)
+        return self._match(self._calls.Take, req, make_pattern(templates, address, filter), timeout)
 
     def read(
         self,
@@ -210,7 +270,7 @@ class Client(Admin, Poster):
     ) -> list[Message]:
         """Like take, but leaves the messages on the queue."""
         req = pb.ReadRequest(queue=queue, max=max)
-        return self._match(self._stub.Read, req, make_pattern(templates, address, filter), timeout)
+        return self._match(self._calls.Read, req, make_pattern(templates, address, filter), timeout)
 
     def _match(self, rpc: Any, req: Any, pattern: Pattern, timeout: float) -> list[Message]:
         codec.pattern_to_pb(pattern, req.pattern)
@@ -249,7 +309,7 @@ class Client(Admin, Poster):
         if section is not None:
             req.section = codec.SECTION.to_pb[Section(section)]
         with mapped():
-            r = self._stub.Browse(req, timeout=self.timeout)
+            r = self._calls.Browse(req, timeout=self.timeout)
         return Page([codec.message_from_pb(m) for m in r.messages], r.next_seq)
 
     # -- leases -----------------------------------------------------------
@@ -272,7 +332,7 @@ class Client(Admin, Poster):
         codec.pattern_to_pb(make_pattern(templates, address, filter), req.pattern)
         req.timeout.FromNanoseconds(int(timeout * 1e9))
         with mapped():
-            r = self._stub.Take(req, timeout=self._deadline(timeout))
+            r = self._calls.Take(req, timeout=self._deadline(timeout))
         return [
             Delivery(i, codec.message_from_pb(m))
             for i, m in zip(r.lease_ids, r.messages, strict=True)
@@ -286,7 +346,7 @@ class Client(Admin, Poster):
         out; InvalidArgument: never given, or on another queue)."""
         ids = [d.id if isinstance(d, Delivery) else d for d in leases]
         with mapped():
-            r = self._stub.Ack(
+            r = self._calls.Ack(
                 pb.AckRequest(queue=queue, lease_ids=ids, nack=nack), timeout=self.timeout
             )
         return Acked(list(r.lease_ids), {x.id: in_stream(x.error) for x in r.rejected})
@@ -327,7 +387,7 @@ class Client(Admin, Poster):
         (default: the queue's policy).
         """
         return Subscription(
-            self._stub,
+            self._failover,
             _open(
                 queue,
                 pattern or make_pattern(templates, address, filter),
@@ -366,7 +426,7 @@ class Client(Admin, Poster):
                 await sub.ack(d)
         """
         return AsyncSubscription(
-            self.connection,
+            self._failover,
             _open(
                 queue,
                 pattern or make_pattern(templates, address, filter),

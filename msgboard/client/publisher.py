@@ -12,19 +12,18 @@ import contextlib
 import dataclasses
 import queue as queue_
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
 
 from msgboard import codec
+from msgboard.client.failover import Failover, new_key, refused
 from msgboard.client.wire import in_stream, mapped
 from msgboard.errors import Unavailable
 from msgboard.message import Message, Value, now_us
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
-from msgboard.v1 import board_pb2_grpc as pb_grpc
 
 
 class Poster(abc.ABC):
@@ -97,12 +96,16 @@ class Publisher(Poster):
     UUID), and a batch whose answer is lost (the connection or the board
     went down: UNAVAILABLE) is sent again on a new stream, with the same
     keys, for up to ``retry_for`` seconds: the board stores what it had not
-    and answers DUPLICATE, with the first seq, for what it had."""
+    and answers DUPLICATE, with the first seq, for what it had. The new
+    stream goes where the client's ``Failover`` says (the primary a standby
+    names, the next address after one that is gone); a batch refused before
+    it ran (NotPrimary, NoLease, no connection) is sent again even when not
+    idempotent, for up to the failover deadline."""
 
     def __init__(
-        self, stub: pb_grpc.BoardStub, *, idempotent: bool = False, retry_for: float = RETRY_FOR
+        self, failover: Failover, *, idempotent: bool = False, retry_for: float = RETRY_FOR
     ) -> None:
-        self._stub = stub
+        self._failover = failover
         self.idempotent = idempotent
         self.retry_for = retry_for
         self._batches = 0
@@ -111,9 +114,11 @@ class Publisher(Poster):
 
     def _open(self) -> None:
         self._requests: queue_.SimpleQueue[pb.PostStreamRequest | None] = queue_.SimpleQueue()
-        call: Any = self._stub.PostStream(
-            iter(self._requests.get, None), wait_for_ready=self.idempotent or None
-        )
+        self._address, _, stub = self._failover.channel()
+        # Without failover, an idempotent publisher waits for its one board
+        # to come back; with it, a board gone is found at once and left.
+        wait = self.idempotent and not self._failover.on
+        call: Any = stub.PostStream(iter(self._requests.get, None), wait_for_ready=wait or None)
         self._call = call
 
     def __enter__(self) -> Publisher:
@@ -126,22 +131,28 @@ class Publisher(Poster):
         """Posts messages in one transaction; returns their receipts once durable."""
         if self._closed:
             raise Unavailable("the publisher is closed")
-        if not self.idempotent:
-            return self._send(queue, codec.messages_to_pb(messages))
-        ms = [m if m.key else dataclasses.replace(m, key=uuid.uuid4().hex) for m in messages]
-        pbs = codec.messages_to_pb(ms)
-        deadline = time.monotonic() + self.retry_for
-        pause = RETRY_FIRST
+        if self.idempotent:
+            messages = [m if m.key else dataclasses.replace(m, key=new_key()) for m in messages]
+        pbs = codec.messages_to_pb(messages)
+        deadline = time.monotonic() + (
+            self.retry_for if self.idempotent else self._failover.seconds
+        )
+        attempt = 0
         while True:
             try:
                 return self._send(queue, pbs)
-            except Unavailable:
-                if time.monotonic() + pause > deadline:
+            except Unavailable as e:
+                at_once = self._failover.moved(self._address, e)
+                if not (self.idempotent or (self._failover.on and refused(e))):
+                    raise
+                wait = 0.0 if at_once else min(RETRY_MOST, RETRY_FIRST * 2**attempt)
+                if time.monotonic() + wait > deadline:
                     raise
                 # The answer was lost, not the batch perhaps: the same keys again.
-                time.sleep(pause)
-                pause = min(pause * 2, RETRY_MOST)
+                time.sleep(wait)
+                attempt += 0 if at_once else 1
                 self._requests.put(None)
+                self._closed = False
                 self._open()
 
     def _send(self, queue: str, messages: list[pb.Message]) -> list[Receipt]:

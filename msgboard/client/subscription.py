@@ -11,6 +11,14 @@ ids. Delivery ids keep increasing across streams, so an id of a lost stream
 never names a delivery of the new one: acking one is rejected (NotFound,
 in ``rejected``), and an ack in flight when the stream broke is rejected as
 Unavailable (applied or not; if not, its message comes again).
+
+A subscription follows the primary with its client (``Failover``): a
+stream refused by a standby (NotPrimary) is opened at once on the primary
+it names, one lost with its board on the next address. On the new primary
+the deliveries left unacked on the old one are waiting messages again and
+come again (at-least-once); an ack of one made on the old primary is
+rejected as above (NotFound, or Unavailable when in flight), never
+reported acked unless the board said so.
 """
 
 from __future__ import annotations
@@ -23,19 +31,20 @@ import itertools
 import queue as queue_
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import grpc
 
 from msgboard import codec
+from msgboard.client.failover import Failover
 from msgboard.client.wire import in_stream, mapped, rpc_error, selector_view
 from msgboard.errors import MsgboardError, NotFound, Unavailable
 from msgboard.results import SelectorView
 from msgboard.spec import (
     Delivery,
 )
-from msgboard.tls import Connection
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
@@ -60,6 +69,15 @@ def backoff(attempt: int) -> float:
         return 0.0
     wait = min(MAX_RECONNECT_WAIT, RECONNECT_WAIT * 2.0 ** (attempt - 1))
     return wait / 2 + random.uniform(0, wait / 2)
+
+
+def _next_wait(at_once: bool, attempt: int, quick: int) -> tuple[float, int, int]:
+    """The wait before the next attempt to subscribe again, and the counts
+    after it: none to follow a standby to its primary (up to three times in
+    a row), else ``backoff``."""
+    if at_once and quick < 3:
+        return 0.0, attempt, quick + 1
+    return backoff(attempt), attempt + 1, 0
 
 
 class _Stream(abc.ABC):
@@ -237,14 +255,15 @@ class Subscription(_Stream):
 
     def __init__(
         self,
-        stub: pb_grpc.BoardStub,
+        failover: Failover,
         open_: pb.Subscription,
         *,
         reconnect: bool = True,
         on_reconnect: OnReconnect | None = None,
     ) -> None:
         super().__init__(reconnect, on_reconnect)
-        self._stub = stub
+        self._failover = failover
+        self._address = failover.address
         self._open = open_
         self._closed = False
         self._ended = False
@@ -253,17 +272,25 @@ class Subscription(_Stream):
         #: A read was interrupted (Ctrl-C) while under way: gRPC allows no
         #: second read on the call, and its locks may be left held.
         self._interrupted = False
-        self._start()
+        # Opening is safe to do again: a refused or broken opening leaves
+        # no selector behind (a session selector ends with its stream).
+        failover.run(lambda _: self._start(), again=True)
 
     def _start(self) -> None:
-        """Opens a stream and reads the board's answer to the opening."""
+        """Opens a stream on the current board and reads its answer to the
+        opening."""
         self._half_closed = False
         self._requests: queue_.SimpleQueue[pb.SubscribeRequest | None] = queue_.SimpleQueue()
         self._requests.put(pb.SubscribeRequest(open=self._open))
-        call: Any = self._stub.Subscribe(iter(self._requests.get, None))
+        self._address, _, stub = self._failover.channel()
+        call: Any = stub.Subscribe(iter(self._requests.get, None))
         self._call = call
-        with mapped():
-            self._take(next(call))
+        try:
+            with mapped():
+                self._take(next(call))
+        except BaseException:
+            self._requests.put(None)  # lets gRPC's thread of the failed call go
+            raise
 
     def _reopen(self, cause: MsgboardError) -> None:
         """Opens a new stream after ``cause`` lost the last, waiting between
@@ -271,15 +298,17 @@ class Subscription(_Stream):
         attempt that is no outage (NotFound, PermissionDenied...)."""
         self._requests.put(None)  # lets gRPC's thread of the lost call go
         self._lose(cause)
-        attempt = 0
+        at_once = self._failover.moved(self._address, cause)
+        attempt = quick = 0
         while True:
-            self._woken.wait(backoff(attempt))
+            wait, attempt, quick = _next_wait(at_once, attempt, quick)
+            self._woken.wait(wait)
             if self._ended or self._closed:
                 raise StopIteration
-            attempt += 1
             try:
                 self._start()
-            except Unavailable:
+            except Unavailable as e:
+                at_once = self._failover.moved(self._address, e)
                 continue
             if self._ended:  # end() came while this stream was being opened
                 self._half_close()
@@ -393,22 +422,51 @@ class AsyncSubscription(_Stream):
 
     def __init__(
         self,
-        connection: Connection,
+        failover: Failover,
         open_: pb.Subscription,
         *,
         reconnect: bool = True,
         on_reconnect: OnReconnect | None = None,
     ) -> None:
         super().__init__(reconnect, on_reconnect)
-        self._connection = connection
+        self._failover = failover
+        self._address = ""
         self._open = open_
         self._requests: asyncio.Queue[pb.SubscribeRequest | None] | None = None
         self._channel: grpc.aio.Channel | None = None
 
     async def __aenter__(self) -> AsyncSubscription:
-        self._channel = self._connection.aio_channel()
-        await self._start()
-        return self
+        await self._connect()
+        deadline = 0.0
+        attempt = 0
+        while True:
+            try:
+                await self._start()
+                return self
+            except Unavailable as e:
+                if not self._failover.on:
+                    await self.close()
+                    raise
+                at_once = self._failover.moved(self._address, e)
+                now = time.monotonic()
+                deadline = deadline or now + self._failover.seconds
+                wait = 0.0 if at_once and attempt < 3 else backoff(attempt)
+                if now + wait > deadline:
+                    await self.close()
+                    raise
+                attempt += 1
+                await asyncio.sleep(wait)
+                await self._connect()
+
+    async def _connect(self) -> None:
+        """A channel to the board the client's failover names now."""
+        address = self._failover.address
+        if self._channel is not None and address == self._address:
+            return
+        old, self._address = self._channel, address
+        self._channel = self._failover.connection(address).aio_channel()
+        if old is not None:
+            await old.close(None)
 
     async def _start(self) -> None:
         """Opens a stream and reads the board's answer to the opening."""
@@ -430,15 +488,18 @@ class AsyncSubscription(_Stream):
         """``Subscription._reopen`` for asyncio: raises StopAsyncIteration
         once closed, or the error of an attempt that is no outage."""
         self._lose(cause)
-        attempt = 0
+        at_once = self._failover.moved(self._address, cause)
+        attempt = quick = 0
         while True:
-            await asyncio.sleep(backoff(attempt))
+            wait, attempt, quick = _next_wait(at_once, attempt, quick)
+            await asyncio.sleep(wait)
             if self._channel is None:  # closed meanwhile
                 raise StopAsyncIteration
-            attempt += 1
+            await self._connect()
             try:
                 await self._start()
-            except Unavailable:
+            except Unavailable as e:
+                at_once = self._failover.moved(self._address, e)
                 continue
             if self._on_reconnect is not None:
                 self._on_reconnect(None)

@@ -47,7 +47,9 @@ def _rebuilt(code: str, text: str, details: list[AnyPb]) -> MsgboardError:
     for d in details:
         info = error_details_pb2.ErrorInfo()
         if d.Unpack(info) and info.domain == DOMAIN:
-            return from_wire(code, text, info.reason, dict(info.metadata))
+            e = from_wire(code, text, info.reason, dict(info.metadata))
+            e.reason = info.reason
+            return e
     return from_wire(code, text)
 
 

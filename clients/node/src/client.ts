@@ -12,7 +12,8 @@
  * ```
  */
 
-import { Connection, type ConnectOptions } from "./connection.js";
+import type { Connection, ConnectOptions } from "./connection.js";
+import { addressesOf, Failover } from "./failover.js";
 import { randomUUID } from "node:crypto";
 import { InvalidArgument, type MsgboardError, Unavailable } from "./errors.js";
 import { messageType } from "./proto.js";
@@ -177,14 +178,28 @@ export interface SnapshotInfo {
   queues: number;
 }
 
-/** Connects and waits until the board answers (Unavailable after `readyTimeout` ms). */
+/** How to connect, and to which boards. */
+export interface ClientOptions extends ConnectOptions {
+  /**
+   * Ms a call keeps looking for the primary among the boards after a
+   * failure (default: 30000 with more than one address, else 0, off; see
+   * failover.ts). With failover on, posts get idempotency keys.
+   */
+  failoverMs?: number;
+}
+
+/**
+ * Connects and waits until a board answers (Unavailable after `readyTimeout`
+ * ms). `address`: "host:port", several as "a,b,c" or an array (a primary and
+ * its standbys: the client finds the primary), default $MSGBOARD_SERVER.
+ */
 export async function connect(
-  address?: string,
-  options: ConnectOptions & { readyTimeout?: number } = {},
+  address?: string | readonly string[],
+  options: ClientOptions & { readyTimeout?: number } = {},
 ): Promise<Client> {
   const c = new Client(address, options);
   try {
-    await c.connection.ready(options.readyTimeout);
+    await c.ready(options.readyTimeout);
   } catch (e) {
     c.close();
     throw e;
@@ -199,23 +214,59 @@ function asMessage(m: Postable): NewMessage {
   return Array.isArray(m) ? { tuple: m } : (m as NewMessage);
 }
 
-/** A connection to one board. */
-export class Client {
-  /** The layer every call goes through (channel, token, deadlines, typed errors). */
-  readonly connection: Connection;
+/** The message with an idempotency key: its own, or a random UUID. */
+function withKey(m: Postable): NewMessage {
+  const n = asMessage(m);
+  return n.key ? n : { ...n, key: randomUUID() };
+}
 
-  constructor(address?: string, options: ConnectOptions = {}) {
-    this.connection = new Connection(address, options);
+/** A connection to a board, or to the primary among several. */
+export class Client {
+  /** The boards given, the one talked to now, and where to go after a failure. */
+  readonly failover: Failover;
+
+  constructor(address?: string | readonly string[], options: ClientOptions = {}) {
+    this.failover = new Failover(addressesOf(address), options);
+  }
+
+  /** The layer every call to the current board goes through (channel, token, deadlines, typed errors). */
+  get connection(): Connection {
+    return this.failover.connection();
+  }
+
+  /** The board talked to now (the primary, once found). */
+  get address(): string {
+    return this.failover.address;
   }
 
   /** Waits until the board answers (Unavailable after `ms`). */
   waitReady(ms = 10_000): Promise<void> {
-    return this.connection.ready(ms);
+    return this.ready(ms);
   }
 
-  /** Closes the channel. */
+  /**
+   * Waits until a board answers: the first address, or with failover on
+   * the first of the list to answer within `ms` (Unavailable after).
+   */
+  async ready(ms = 10_000): Promise<void> {
+    if (!this.failover.on) return this.connection.ready(ms);
+    const deadline = Date.now() + ms;
+    for (let i = 0; ; i++) {
+      const address = this.failover.addresses[i % this.failover.addresses.length]!;
+      try {
+        await this.failover.connection(address).ready(Math.max(1, deadline - Date.now()));
+        this.failover.address = address;
+        return;
+      } catch (e) {
+        if (Date.now() >= deadline) throw e;
+        await new Promise((resolve) => setTimeout(resolve, i < this.failover.addresses.length ? 0 : 100));
+      }
+    }
+  }
+
+  /** Closes the channels. */
   close(): void {
-    this.connection.close();
+    this.failover.close();
   }
 
   [Symbol.dispose](): void {
@@ -226,20 +277,20 @@ export class Client {
 
   /** Creates a queue; the same again with the same properties is fine (idempotent). */
   async createQueue(name: string, spec: QueueSpec = {}): Promise<Queue> {
-    return queueFrom(await this.connection.unary("CreateQueue", { spec: queueSpecTo(name, spec) }));
+    return queueFrom(await this.failover.unary("CreateQueue", { spec: queueSpecTo(name, spec) }));
   }
 
   async getQueue(name: string): Promise<Queue> {
-    return queueFrom(await this.connection.unary("GetQueue", { name }));
+    return queueFrom(await this.failover.unary("GetQueue", { name }));
   }
 
   async listQueues(): Promise<Queue[]> {
-    const r = await this.connection.unary("ListQueues", {});
+    const r = await this.failover.unary("ListQueues", {});
     return (r.queues ?? []).map(queueFrom);
   }
 
   async deleteQueue(name: string): Promise<void> {
-    await this.connection.unary("DeleteQueue", { name });
+    await this.failover.unary("DeleteQueue", { name });
   }
 
   // ---------------------------------------------------------------- posting
@@ -264,8 +315,13 @@ export class Client {
    * are durable, each one's seq and what became of it.
    */
   async postReceipts(queue: string, messages: readonly Postable[]): Promise<Receipt[]> {
-    const wire = messages.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
-    return receiptsFrom(await this.connection.unary("Post", { queue, messages: wire }));
+    // With failover on, keyed so that it may be sent again; a duplicate of a
+    // key the client made is its own earlier attempt, stored.
+    const mine = messages.map((m) => this.failover.on && !asMessage(m).key);
+    const keyed = this.failover.on ? messages.map(withKey) : messages;
+    const wire = keyed.map((m, i) => messageTo(asMessage(m), `messages[${i}]`));
+    const rs = receiptsFrom(await this.failover.unary("Post", { queue, messages: wire }));
+    return rs.map((r, i) => (mine[i] && r.seq && r.disposition === "duplicate" ? { ...r, disposition: "stored" } : r));
   }
 
   /**
@@ -276,10 +332,7 @@ export class Client {
    * had not and answers "duplicate", with the first seq, for what it had.
    */
   async postIdempotent(queue: string, messages: readonly Postable[], options: { retryForMs?: number } = {}): Promise<Receipt[]> {
-    const keyed = messages.map((m) => {
-      const n = asMessage(m);
-      return n.key ? n : { ...n, key: randomUUID() };
-    });
+    const keyed = messages.map(withKey);
     const deadline = Date.now() + (options.retryForMs ?? 60_000);
     let pause = 100;
     for (;;) {
@@ -297,7 +350,9 @@ export class Client {
    * Posts many messages over one PostStream, `batch` per request, without
    * waiting for each batch's answer; returns every seq. A batch the board
    * refuses rejects with its error once the stream has ended (the batches
-   * before it are stored).
+   * before it are stored). With failover on, the first batch goes as one
+   * Post (keyed, sent again as `post` is), which finds the primary; the
+   * stream of the rest is not sent again if it breaks.
    */
   async postMany(
     queue: string,
@@ -305,6 +360,30 @@ export class Client {
     options: { batch?: number } = {},
   ): Promise<number[]> {
     const size = options.batch ?? 500;
+    const head: number[] = [];
+    if (this.failover.on) {
+      const it: AsyncIterator<Postable> | Iterator<Postable> =
+        Symbol.asyncIterator in messages ? messages[Symbol.asyncIterator]() : messages[Symbol.iterator]();
+      const first: Postable[] = [];
+      while (first.length < size) {
+        const r = await it.next();
+        if (r.done) break;
+        first.push(r.value);
+      }
+      if (first.length) head.push(...(await this.postMessages(queue, first)));
+      const rest: AsyncIterable<Postable> = { [Symbol.asyncIterator]: () => it as AsyncIterator<Postable> };
+      return [...head, ...(await this.streamPosts(queue, rest, size, first.length))];
+    }
+    return this.streamPosts(queue, messages, size, 0);
+  }
+
+  /** postMany's PostStream; `skip`: messages posted before it (for the error paths). */
+  private async streamPosts(
+    queue: string,
+    messages: Iterable<Postable> | AsyncIterable<Postable>,
+    size: number,
+    skip: number,
+  ): Promise<number[]> {
     const stream = this.connection.duplex("PostStream");
     const answers: Promise<Wire[]> = (async () => {
       const out: Wire[] = [];
@@ -316,7 +395,7 @@ export class Client {
     try {
       let chunk: Wire[] = [];
       let n = 0;
-      let i = 0;
+      let i = skip;
       for await (const m of messages) {
         if (stream.done) break; // the board ended the stream: its error follows
         chunk.push(messageTo(asMessage(m), `messages[${i++}]`));
@@ -388,7 +467,7 @@ export class Client {
    */
   async ack(queue: string, leases: readonly (Lease | number)[], options: { nack?: boolean } = {}): Promise<Acked> {
     const ids = leases.map((l) => String(typeof l === "number" ? l : l.id));
-    const r = await this.connection.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
+    const r = await this.failover.unary("Ack", { queue, leaseIds: ids, nack: options.nack ?? false });
     return {
       ids: (r.leaseIds ?? []).map(num),
       rejected: new Map((r.rejected ?? []).map((x: Wire) => [num(x.id), streamError(x.error ?? {})])),
@@ -403,7 +482,7 @@ export class Client {
   private match(method: string, req: Wire, templates: Templates | undefined, o: MatchOptions): Promise<Wire> {
     const wait = o.timeout ?? 0;
     const full = { ...req, pattern: patternTo({ ...o, templates }), timeout: duration(wait), max: o.max ?? 1 };
-    return this.connection.unary(method, full, wait);
+    return this.failover.unary(method, full, wait);
   }
 
   /** One page of a queue in seq order; pass `nextSeq` as `start` for the next. */
@@ -416,13 +495,13 @@ export class Client {
     };
     startTo(options.start, req);
     if (options.section) req.section = enumTo("SECTION", options.section);
-    const r = await this.connection.unary("Browse", req);
+    const r = await this.failover.unary("Browse", req);
     return { messages: (r.messages ?? []).map(messageFrom), nextSeq: num(r.nextSeq) };
   }
 
   /** Board figures and one row per queue (or only `queue`'s). */
   async stats(queue = ""): Promise<Stats> {
-    const r = await this.connection.unary("Stats", { queue });
+    const r = await this.failover.unary("Stats", { queue });
     return {
       mapSize: num(r.mapSize),
       mapUsed: num(r.mapUsed),
@@ -441,21 +520,21 @@ export class Client {
    * (attach with `subscribe("", undefined, { selector: id })`).
    */
   async createSelector(source: string, options: SelectorOptions = {}): Promise<Selector> {
-    return selectorFrom(await this.connection.unary("CreateSelector", { spec: selectorSpecTo(source, options) }));
+    return selectorFrom(await this.failover.unary("CreateSelector", { spec: selectorSpecTo(source, options) }));
   }
 
   async getSelector(id: string): Promise<Selector> {
-    return selectorFrom(await this.connection.unary("GetSelector", { id }));
+    return selectorFrom(await this.failover.unary("GetSelector", { id }));
   }
 
   /** The selectors of one queue, or of every queue. */
   async listSelectors(queue = ""): Promise<Selector[]> {
-    const r = await this.connection.unary("ListSelectors", { queue });
+    const r = await this.failover.unary("ListSelectors", { queue });
     return (r.selectors ?? []).map(selectorFrom);
   }
 
   async deleteSelector(id: string): Promise<void> {
-    await this.connection.unary("DeleteSelector", { id });
+    await this.failover.unary("DeleteSelector", { id });
   }
 
   // ---------------------------------------------------------------- subscribing
@@ -476,7 +555,13 @@ export class Client {
     };
     if (options.redelivery) open.redelivery = redeliveryTo(options.redelivery);
     startTo(options.start, open);
-    return new Subscription(() => this.connection.duplex("Subscribe"), open, options);
+    // It opens its stream where the failover says, and tells it of each loss.
+    let at = "";
+    const start = () => {
+      at = this.failover.address;
+      return this.failover.connection(at).duplex("Subscribe");
+    };
+    return new Subscription(start, open, options, (e) => this.failover.moved(at, e));
   }
 
   // ---------------------------------------------------------------- snapshots
@@ -487,7 +572,7 @@ export class Client {
    * without one). Waits as long as the copy takes.
    */
   async snapshot(path: string): Promise<SnapshotInfo> {
-    const r = await this.connection.unary("Snapshot", { path }, 24 * 3600_000);
+    const r = await this.failover.unary("Snapshot", { path }, 24 * 3600_000);
     return {
       path: r.path ?? "",
       schema: r.schema ?? "",

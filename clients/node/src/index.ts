@@ -3,10 +3,11 @@
  */
 
 export { Client, connect } from "./client.js";
-export type { Acked, BrowseOptions, Lease, LeaseOptions, MatchOptions, Page, Postable, QueueStats, SnapshotInfo, Stats, SubscribeOptions } from "./client.js";
+export type { Acked, BrowseOptions, ClientOptions, Lease, LeaseOptions, MatchOptions, Page, Postable, QueueStats, SnapshotInfo, Stats, SubscribeOptions } from "./client.js";
 export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js";
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";
+export { addressesOf, Failover, FAILOVER_MS, refused } from "./failover.js";
 export { Subscription } from "./subscription.js";
 export type { Delivery, ReconnectOptions } from "./subscription.js";
 export {

@@ -28,6 +28,12 @@
  * when the stream broke lands there as Unavailable (applied or not; if not,
  * its message comes again). Errors that are no outage (NotFound,
  * PermissionDenied, a consumer kicked) end the subscription as before.
+ *
+ * With the client's failover on, the stream follows the primary: refused
+ * by a standby (NotPrimary) it opens at once on the primary named, lost
+ * with its board it opens on the next address. Deliveries left unacked on
+ * the old primary are waiting messages on the new one and come again
+ * (at-least-once).
  */
 
 import type { Duplex } from "./connection.js";
@@ -102,10 +108,16 @@ export class Subscription implements AsyncIterable<Delivery> {
   /** Wakes a wait between attempts to subscribe again (close, cancel). */
   private wake: (() => void) | undefined;
 
+  /**
+   * `openStream` opens a stream (on the board the client talks to now);
+   * `lost` hears of each failure to open or keep one, and says whether to
+   * try again at once (a standby named its primary) rather than after a wait.
+   */
   constructor(
     private readonly openStream: () => Duplex,
     private readonly open: Wire,
     private readonly options: ReconnectOptions = {},
+    private readonly lost: (e: MsgboardError) => boolean = () => false,
   ) {
     this.stream = this.start();
   }
@@ -263,9 +275,17 @@ export class Subscription implements AsyncIterable<Delivery> {
     this.buffer.length = 0;
     this.base = this.last;
     this.options.onReconnect?.(cause);
-    for (let attempt = 1; ; attempt++) {
+    let atOnce = this.lost(cause);
+    let quick = 0;
+    for (let attempt = 1; ; ) {
+      let wait = 0;
+      if (atOnce && quick < 3) quick++;
+      else {
+        wait = backoff(attempt++);
+        quick = 0;
+      }
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, backoff(attempt));
+        const timer = setTimeout(resolve, wait);
         this.wake = () => {
           clearTimeout(timer);
           resolve();
@@ -285,8 +305,9 @@ export class Subscription implements AsyncIterable<Delivery> {
         }
         this.take(r);
       } catch (e) {
-        if (e instanceof Unavailable) continue;
-        throw e;
+        if (!(e instanceof Unavailable)) throw e;
+        atOnce = this.lost(e);
+        continue;
       }
       this.options.onReconnect?.(undefined);
       return true;
