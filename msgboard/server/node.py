@@ -220,6 +220,7 @@ class Node:
                 self.config.replication_token,
                 self.name,
                 reopen=self._open_standby,
+                board_id=self.name,  # the name the in-sync set and the election use
             )
             self.role.become(leading=False, primary=primary.address, epoch=primary.epoch)
         if self.membership is not None:
@@ -344,6 +345,8 @@ class Node:
             self.epoch = 0
             return
         self.board, self.replication = board, replication
+        # Standbys that saw this epoch follow at once, before its first commit.
+        replication.log.epoch = max(replication.log.epoch, epoch)
         replication.attach(board)
         self._handing = threading.Event()
         threading.Thread(
