@@ -65,6 +65,8 @@ class Nodes:
             for n in self.names
         }
         self.procs: dict[str, Served] = {}
+        #: Every board's address, as clients that follow the primary take them.
+        self.addresses = ",".join(self.listen.values())
 
     def start(self, *names: str) -> Nodes:
         for n in names or self.names:

@@ -22,6 +22,8 @@ primary, as a client that follows NotPrimary would.
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +40,8 @@ TTL = 3
 ARGS = ("--lease-ttl", str(TTL), "--sync-timeout-ms", "20000")
 #: Seconds for a frozen or cut-off board's last answers to reach a client.
 SLACK = 1.0
+#: Seconds a following client keeps looking for the primary.
+FAILOVER = 60.0
 _names = itertools.count()
 
 
@@ -84,16 +88,34 @@ def erred(h: History, client: str, after: float) -> None:
     wait_until(f"a call of {client} failed after {after:.1f}", seen, 90)
 
 
+def following(nodes: Nodes, h: History, name: str = "f") -> Workload:
+    """The workload through clients given every board's address, which
+    follow the primary by themselves (NotPrimary, NoLease, no connection),
+    with posts answered meanwhile."""
+    prepare(nodes.addresses)
+    w = Workload(h, nodes.addresses, name=name, failover=FAILOVER).start()
+    answered_after(h, now())
+    return w
+
+
+def posts_of(h: History, client: str, after: float) -> list[Op]:
+    return [o for o in posted(h.ops(), after=after) if o.client.startswith(client)]
+
+
 def test_the_primary_killed(nodes: Nodes) -> None:
-    """Given a cluster under load, when I kill -9 the primary, I expect
-    another board elected, the workload to go on there, the killed board
-    back as a standby, and the checker to find nothing."""
+    """Given a cluster under load from clients that follow the primary,
+    when I kill -9 the primary, I expect another board elected, the
+    clients to go on there by themselves, the killed board back as a
+    standby, and the checker to find nothing."""
     h = History()
-    old, w = load(nodes, h, "w1")
+    old = nodes.primary()
+    w = following(nodes, h)
     nodes.kill(old)
-    w.stop()
-    new, w = load(nodes, h, "w2")
-    assert new != old
+    killed = now()
+    assert nodes.primary(other_than=old) != old
+    wait_until(
+        "the clients write on the new primary", lambda: len(posts_of(h, "f", killed)) >= 20, 90
+    )
     nodes.start(old)
     answered_after(h, now())
     w.stop()
@@ -101,71 +123,105 @@ def test_the_primary_killed(nodes: Nodes) -> None:
 
 
 def test_the_primary_paused_past_its_lease(nodes: Nodes) -> None:
-    """Given a cluster under load, when I SIGSTOP the primary past its
-    lease, I expect another board elected and the workload to go on there;
-    when I SIGCONT the old one, I expect its clients to get errors and no
+    """Given a cluster under load, some clients bound to the primary and
+    some following it, when I SIGSTOP the primary past its lease, I expect
+    another board elected and the following clients to go on there; when I
+    SIGCONT the old one, I expect the bound clients to get errors and no
     answer OK from it after the pause (its lease ran out meanwhile), and it
     to come back as a standby holding the new primary's data."""
     h = History()
-    old, w1 = load(nodes, h, "w1")
+    old, bound = load(nodes, h, "bound")
+    w = following(nodes, h)
     paused = now()
     nodes.pause(old)
     new = nodes.primary(other_than=old)
-    _, w2 = load(nodes, h, "w2")
+    answered_after(h, now())
     nodes.resume(old)
     resumed = now()
-    erred(h, "w1", resumed)
-    w1.stop()
-    assert late(h, "w1", paused + SLACK) == []
+    erred(h, "bound", resumed)
+    bound.stop()
+    assert late(h, "bound", paused + SLACK) == []
     answered_after(h, now())
-    w2.stop()
+    w.stop()
     assert nodes.primary() == new
     assert nodes.finish(h) == []
 
 
 def test_the_primary_cut_off_from_its_standbys_and_etcd(nodes: Nodes) -> None:
-    """Given a cluster under load, when I cut the primary off from the
-    other boards and from etcd (its clients still reach it), I expect
-    another board elected and no answer OK from the old one after its lease
-    ran out; healed, I expect it back as a standby holding the new
-    primary's data."""
+    """Given a cluster under load, some clients bound to the primary and
+    some following it, when I cut the primary off from the other boards
+    and from etcd (its clients still reach it), I expect another board
+    elected, the following clients to go on there, and no answer OK from
+    the old one after its lease ran out; healed, I expect it back as a
+    standby holding the new primary's data."""
     h = History()
-    old, w1 = load(nodes, h, "w1")
+    old, bound = load(nodes, h, "bound")
+    w = following(nodes, h)
     cut = now()
     nodes.cut(old)
     nodes.primary(other_than=old)
-    _, w2 = load(nodes, h, "w2")
-    erred(h, "w1", cut + TTL)
+    answered_after(h, now())
+    erred(h, "bound", cut + TTL)
     nodes.heal(old)
     answered_after(h, now())
-    w1.stop()
-    w2.stop()
-    assert late(h, "w1", cut + TTL + SLACK) == []
+    bound.stop()
+    w.stop()
+    assert late(h, "bound", cut + TTL + SLACK) == []
     assert nodes.finish(h) == []
 
 
 def test_etcd_losing_its_quorum_stops_writes_until_it_is_back(
     nodes: Nodes, etcd: EtcdCluster
 ) -> None:
-    """Given a cluster under load, when two of the three etcd members are
-    killed (-9), I expect no board to lead (no second primary) and no call
-    answered OK from a TTL after the loss until etcd is back; then a
-    primary elected again, writes resumed, and the checker to find
-    nothing."""
+    """Given a cluster under load from clients that follow the primary,
+    when two of the three etcd members are killed (-9), I expect no board
+    to lead (no second primary) and no call answered OK by any board from
+    a TTL after the loss until etcd is back; then a primary elected again,
+    writes resumed, and the checker to find nothing."""
     h = History()
-    _, w1 = load(nodes, h, "w1")
+    nodes.primary()
+    w = following(nodes, h)
     lost = now()
     try:
         etcd.kill(1, 2)
-        erred(h, "w1", lost + TTL)
+        erred(h, "f", lost + TTL)
         wait_until("no board leads", lambda: nodes.leader() is None, 30)
         back = now()
     finally:
         etcd.restart(1, 2)
         etcd.wait_quorum()
-    w1.stop()
-    assert late(h, "w1", lost + TTL + SLACK, back) == []
-    _, w2 = load(nodes, h, "w2")
+    assert late(h, "f", lost + TTL + SLACK, back) == []
+    nodes.primary()
     answered_after(h, now())
-    w2.stop()
+    w.stop()
+    assert nodes.finish(h) == []
+
+
+def test_a_switchover_under_load_fails_no_write(nodes: Nodes) -> None:
+    """Given a cluster under load from clients that follow the primary,
+    when I switch the primary over (``msgboard cluster switchover``), I
+    expect another board to lead, no post to fail (unary or streamed), and
+    the checker to find nothing."""
+    h = History()
+    old = nodes.primary()
+    w = following(nodes, h)
+    started = now()
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "msgboard", "cluster", "switchover"),
+            *("--cluster", nodes.cluster, "--etcd", nodes.etcd_cluster.endpoints),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    new = nodes.primary(other_than=old)
+    wait_until(
+        "the clients write on the new primary", lambda: len(posts_of(h, "f", now() - 0.5)) >= 1, 90
+    )
+    answered_after(h, now())
+    w.stop()
+    failed = [o for o in h.ops() if o.kind == "post" and o.outcome != OK and o.invoked_at > started]
+    assert failed == [], f"switchover to {new}: {failed[:5]}"
     assert nodes.finish(h) == []

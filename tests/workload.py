@@ -143,8 +143,10 @@ def prepare(address: str, timeout: float = 60.0) -> None:
 
 
 class Workload:
-    """The clients above against ``address``; their names start with
-    ``name`` (a second workload on a new primary takes another)."""
+    """The clients above against ``address`` (``"a,b,c"`` with
+    ``failover``: the Python client follows the primary among them, for up
+    to ``failover`` seconds a call); their names start with ``name`` (a
+    second workload on a new primary takes another)."""
 
     def __init__(
         self,
@@ -154,12 +156,14 @@ class Workload:
         name: str = "w",
         call_timeout: float = 10.0,
         batch: int = 10,
+        failover: float | None = None,
     ) -> None:
         self.history = history
         self.address = address
         self.name = name
         self.call_timeout = call_timeout
         self.batch = batch
+        self.failover = failover
         self._stopping = threading.Event()
         self._clients: list[Client] = []
         self._threads: list[threading.Thread] = []
@@ -178,7 +182,7 @@ class Workload:
             ("taker", self._taker),
         ]
         for role, job in jobs:
-            client = Client(self.address, timeout=self.call_timeout)
+            client = Client(self.address, timeout=self.call_timeout, failover=self.failover)
             self._clients.append(client)
             t = threading.Thread(
                 target=self._guard, args=(job, client, f"{self.name}-{role}"), daemon=True
