@@ -100,6 +100,17 @@ class Nodes:
             etcd.close()
         return None if entry is None else str(json.loads(entry.value)["name"])
 
+    def in_sync(self) -> list[str]:
+        """The in-sync set etcd holds now ([] when none, or no quorum)."""
+        etcd = Etcd(self.etcd_cluster.endpoints, timeout=2.0)
+        try:
+            entry, _ = etcd.get(f"/msgboard/{self.cluster}/sync")
+        except TRANSIENT:
+            return []
+        finally:
+            etcd.close()
+        return [] if entry is None else list(json.loads(entry.value)["standbys"])
+
     def primary(self, timeout: float = 90.0, other_than: str = "") -> str:
         """The board that leads and answers a client, waiting for one."""
         found: list[str] = []
