@@ -63,7 +63,7 @@ from msgboard.errors import MsgboardError
 from tests.cluster import EtcdCluster, wait_until
 from tests.faults import Trio, pause, resume
 from tests.nodes import Nodes
-from tests.workload import OK, History, Op, Workload, now, outcome, posted, prepare
+from tests.workload import OK, History, Op, Workload, erred, late, now, outcome, posted, prepare
 
 FAULTS = ("kill-primary", "kill-standby", "kill-standbys", "pause-standby", "cut-standbys")
 CLUSTER_FAULTS = (
@@ -84,7 +84,6 @@ TTL = 3
 CLUSTER_ARGS = ("--lease-ttl", str(TTL), "--sync-timeout-ms", "20000")
 FAILOVER = 60.0
 SLACK = 1.0
-INF = float("inf")
 
 
 @dataclass
@@ -261,8 +260,10 @@ def run_etcd(fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster)
                     timeout=120,
                 )
                 if switched.returncode != 0:
-                    row.lines.append(f"switchover failed: {switched.stderr.strip()}")
-                nodes.primary(other_than=primary)
+                    said = " / ".join(switched.stderr.strip().splitlines())
+                    row.lines.append(f"switchover failed: {said}")
+                else:
+                    nodes.primary(other_than=primary)
                 loaded(h, 1.0)
                 row.failed += sum(
                     1
@@ -292,27 +293,6 @@ def first_write(addresses: str, h: History, since: float, n: int) -> float:
     done = now()
     h.add(Op("probe", "post", key, "kept", t0, done, OK, seq))
     return done - since
-
-
-def late(h: History, client: str, after: float, before: float = INF) -> list[Op]:
-    """``client``'s calls answered OK between ``after`` and ``before``."""
-    return [
-        o
-        for o in h.ops()
-        if o.client.startswith(client) and o.outcome == OK and after < o.done_at < before
-    ]
-
-
-def erred(h: History, client: str, after: float) -> None:
-    """Waits until a call of ``client`` invoked after ``after`` failed."""
-
-    def seen() -> bool:
-        return any(
-            o.client.startswith(client) and o.outcome != OK and o.invoked_at > after
-            for o in h.ops()
-        )
-
-    wait_until(f"a call of {client} failed", seen, 90)
 
 
 def table(rows: list[Row]) -> str:

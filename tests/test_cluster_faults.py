@@ -31,7 +31,7 @@ import pytest
 
 from tests.cluster import EtcdCluster, etcd_cluster, wait_until
 from tests.nodes import Nodes
-from tests.workload import OK, History, Op, Workload, now, posted, prepare
+from tests.workload import OK, History, Op, Workload, erred, late, now, posted, prepare
 
 etcd = pytest.fixture(scope="module")(etcd_cluster)
 
@@ -65,27 +65,6 @@ def load(nodes: Nodes, h: History, name: str) -> tuple[str, Workload]:
     w = Workload(h, nodes.listen[primary], name=name).start()
     answered_after(h, now())
     return primary, w
-
-
-def late(h: History, client: str, after: float, before: float = float("inf")) -> list[Op]:
-    """``client``'s calls answered OK between ``after`` and ``before``."""
-    return [
-        o
-        for o in h.ops()
-        if o.client.startswith(client) and o.outcome == OK and after < o.done_at < before
-    ]
-
-
-def erred(h: History, client: str, after: float) -> None:
-    """Waits until a call of ``client`` invoked after ``after`` failed."""
-
-    def seen() -> bool:
-        return any(
-            o.client.startswith(client) and o.outcome != OK and o.invoked_at > after
-            for o in h.ops()
-        )
-
-    wait_until(f"a call of {client} failed after {after:.1f}", seen, 90)
 
 
 def following(nodes: Nodes, h: History, name: str = "f") -> Workload:

@@ -371,6 +371,28 @@ class Workload:
                 self._add(name, "take", m.key or m.body.decode(), CONSUMED, t0, t1, OK)
 
 
+def late(h: History, client: str, after: float, before: float = float("inf")) -> list[Op]:
+    """The calls of clients named ``client``... answered OK between
+    ``after`` and ``before``."""
+    return [
+        o
+        for o in h.ops()
+        if o.client.startswith(client) and o.outcome == OK and after < o.done_at < before
+    ]
+
+
+def erred(h: History, client: str, after: float, seconds: float = 90.0) -> None:
+    """Waits until a call of clients named ``client``... invoked after
+    ``after`` failed (or had its answer lost)."""
+    deadline = now() + seconds
+    while not any(
+        o.client.startswith(client) and o.outcome != OK and o.invoked_at > after for o in h.ops()
+    ):
+        if now() > deadline:
+            raise AssertionError(f"not within {seconds} s: a call of {client} failed")
+        time.sleep(0.05)
+
+
 def posted(ops: Sequence[Op], after: float = 0.0, before: float = float("inf")) -> list[Op]:
     """The OK posts invoked after ``after`` and answered before ``before``."""
     return [
