@@ -43,8 +43,10 @@ if anything was found.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -211,65 +213,12 @@ def run_etcd(fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster)
         prepare(nodes.addresses)
         w = Workload(h, nodes.addresses, name="f", failover=FAILOVER).start()
         for n in range(cycles):
-            loaded(h, load)
-            wait_until("two standbys in sync", lambda: len(nodes.in_sync()) == 2, 120)
-            primary = nodes.primary()
-            if fault == "kill-primary":
-                nodes.kill(primary)
-                killed = now()
-                row.failovers.append(first_write(nodes.addresses, h, killed, n))
-                nodes.primary(other_than=primary)
-                nodes.start(primary)
-            elif fault in ("pause-primary", "cut-primary"):
-                bound = Workload(h, nodes.listen[primary], name=f"bound{n}").start()
-                loaded(h, 1.0, n=1)
-                at = now()
-                (nodes.pause if fault == "pause-primary" else nodes.cut)(primary)
-                nodes.primary(other_than=primary)
-                (nodes.resume if fault == "pause-primary" else nodes.heal)(primary)
-                erred(h, f"bound{n}", now())
-                bound.stop()
-                after = at + SLACK if fault == "pause-primary" else at + TTL + SLACK
-                row.late += len(late(h, f"bound{n}", after))
-            elif fault == "kill-standby":
-                standby = random.choice([b for b in nodes.names if b != primary])
-                nodes.kill(standby)
-                time.sleep(TTL + 1)
-                nodes.start(standby)
-            elif fault == "etcd-quorum":
-                lost = now()
-                etcd.kill(1, 2)
-                try:
-                    wait_until("no board leads", lambda: nodes.leader() is None, 30)
-                    time.sleep(TTL + 1)
-                    back = now()
-                finally:
-                    etcd.restart(1, 2)
-                    etcd.wait_quorum()
-                row.late += len(late(h, "f", lost + TTL + SLACK, back))
-                nodes.primary()
-            else:
-                started = now()
-                switched = subprocess.run(
-                    [
-                        *(sys.executable, "-m", "msgboard", "cluster", "switchover"),
-                        *("--cluster", nodes.cluster, "--etcd", etcd.endpoints),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                )
-                if switched.returncode != 0:
-                    said = " / ".join(switched.stderr.strip().splitlines())
-                    row.lines.append(f"switchover failed: {said}")
-                else:
-                    nodes.primary(other_than=primary)
-                loaded(h, 1.0)
-                row.failed += sum(
-                    1
-                    for o in h.ops()
-                    if o.kind == "post" and o.outcome != OK and o.invoked_at > started
-                )
+            try:
+                cycle_etcd(fault, n, load, nodes, h, row, etcd)
+            except (AssertionError, RuntimeError, MsgboardError) as e:
+                row.lines.append(f"stuck: {fault} cycle {n + 1}: {e}")
+                w.stop()
+                return row
             row.cycles += 1
             print(f"  {fault} {n + 1}/{cycles}", file=sys.stderr, flush=True)
         loaded(h, load)
@@ -283,16 +232,88 @@ def run_etcd(fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster)
     return row
 
 
-def first_write(addresses: str, h: History, since: float, n: int) -> float:
+def cycle_etcd(
+    fault: str, n: int, load: float, nodes: Nodes, h: History, row: Row, etcd: EtcdCluster
+) -> None:
+    """One cycle of ``fault`` (see the module docstring)."""
+    loaded(h, load)
+    wait_until("two standbys in sync", lambda: len(nodes.in_sync()) == 2, 120)
+    primary = nodes.primary()
+    if fault == "kill-primary":
+        nodes.kill(primary)
+        killed = now()
+        row.failovers.append(first_write(nodes.addresses, h, killed, n))
+        nodes.primary(other_than=primary)
+        nodes.start(primary)
+    elif fault in ("pause-primary", "cut-primary"):
+        bound = Workload(h, nodes.listen[primary], name=f"bound{n}").start()
+        loaded(h, 1.0, n=1)
+        at = now()
+        (nodes.pause if fault == "pause-primary" else nodes.cut)(primary)
+        nodes.primary(other_than=primary)
+        (nodes.resume if fault == "pause-primary" else nodes.heal)(primary)
+        erred(h, f"bound{n}", now())
+        bound.stop()
+        after = at + SLACK if fault == "pause-primary" else at + TTL + SLACK
+        row.late += len(late(h, f"bound{n}", after))
+    elif fault == "kill-standby":
+        standby = random.choice([b for b in nodes.names if b != primary])
+        nodes.kill(standby)
+        time.sleep(TTL + 1)
+        nodes.start(standby)
+    elif fault == "etcd-quorum":
+        lost = now()
+        etcd.kill(1, 2)
+        try:
+            wait_until("no board leads", lambda: nodes.leader() is None, 30)
+            time.sleep(TTL + 1)
+            back = now()
+        finally:
+            etcd.restart(1, 2)
+            etcd.wait_quorum()
+        row.late += len(late(h, "f", lost + TTL + SLACK, back))
+        nodes.primary()
+    else:
+        started = now()
+        switched = subprocess.run(
+            [
+                *(sys.executable, "-m", "msgboard", "cluster", "switchover"),
+                *("--cluster", nodes.cluster, "--etcd", etcd.endpoints),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if switched.returncode != 0:
+            said = " / ".join(switched.stderr.strip().splitlines())
+            row.lines.append(f"switchover failed: {said}")
+        else:
+            nodes.primary(other_than=primary)
+        loaded(h, 1.0)
+        row.failed += sum(
+            1 for o in h.ops() if o.kind == "post" and o.outcome != OK and o.invoked_at > started
+        )
+
+
+def first_write(addresses: str, h: History, since: float, n: int, most: float = 120.0) -> float:
     """Seconds from ``since`` to a post answered OK through a client that
-    follows the primary (one call: the client looks for the primary)."""
-    key = f"probe-{n}"
-    t0 = now()
-    with Client(addresses, timeout=10, failover=FAILOVER) as c:
-        seq = c.post("kept", body=key.encode(), key=key)
-    done = now()
-    h.add(Op("probe", "post", key, "kept", t0, done, OK, seq))
-    return done - since
+    follows the primary (it looks for the primary within each call, for up
+    to ``FAILOVER`` s; calls are made again for up to ``most`` s)."""
+    for i in itertools.count():
+        key = f"probe-{n}-{i}"
+        t0 = now()
+        try:
+            with Client(addresses, timeout=10, failover=FAILOVER) as c:
+                seq = c.post("kept", body=key.encode(), key=key)
+        except MsgboardError as e:
+            h.add(Op("probe", "post", key, "kept", t0, now(), outcome(e)))
+            if now() - since > most:
+                raise RuntimeError(f"no write answered {most:.0f} s after the kill: {e}") from e
+            continue
+        done = now()
+        h.add(Op("probe", "post", key, "kept", t0, done, OK, seq))
+        return done - since
+    raise AssertionError("unreachable")
 
 
 def table(rows: list[Row]) -> str:
@@ -342,8 +363,8 @@ def main() -> int:
         flush=True,
     )
     rows = []
-    with tempfile.TemporaryDirectory(prefix="cluster-jepsen-") as name, ExitStack() as stack:
-        tmp = Path(name)
+    tmp = Path(tempfile.mkdtemp(prefix="cluster-jepsen-"))
+    with ExitStack() as stack:
         etcd = None
         if args.mode == "etcd":
             (tmp / "etcd").mkdir()
@@ -359,6 +380,10 @@ def main() -> int:
     bad = [line for r in rows for line in r.lines]
     for line in bad:
         print(line)
+    if bad:
+        print(f"the boards' directories and logs are kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if bad or any(r.late or r.failed for r in rows) else 0
 
 
