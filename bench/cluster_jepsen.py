@@ -290,8 +290,13 @@ def cycle_etcd(
         else:
             nodes.primary(other_than=primary)
         loaded(h, 1.0)
-        row.failed += sum(
-            1 for o in h.ops() if o.kind == "post" and o.outcome != OK and o.invoked_at > started
+        failed = [
+            o for o in h.ops() if o.kind == "post" and o.outcome != OK and o.invoked_at > started
+        ]
+        row.failed += len(failed)
+        row.lines.extend(
+            f"failed post: {o.client} {o.key} in switchover {n + 1}: {o.outcome}, {o.error}"
+            for o in failed[:3]
         )
 
 

@@ -84,6 +84,8 @@ class Op:
     done_at: float
     outcome: str
     seq: int = 0
+    #: What went wrong, for a call that failed (or whose answer was lost).
+    error: str = ""
 
 
 def outcome(e: BaseException) -> str:
@@ -247,7 +249,7 @@ class Workload:
                 try:
                     seq = c.post(queue, body=key.encode(), key=key)
                 except MsgboardError as e:
-                    self._add(name, "post", key, queue, t0, now(), outcome(e))
+                    self._add(name, "post", key, queue, t0, now(), outcome(e), error=str(e))
                     if outcome(e) == FAIL or self.stopping:
                         break
                     self._pause(0.2)
@@ -273,7 +275,7 @@ class Workload:
                 except MsgboardError as e:
                     done = now()
                     for k in keys:
-                        self._add(name, "post", k, queue, t0, done, outcome(e))
+                        self._add(name, "post", k, queue, t0, done, outcome(e), error=str(e))
                     with contextlib.suppress(MsgboardError, ValueError):
                         pub.close()
                     pub = None
