@@ -157,7 +157,7 @@ def test_bad_lease_and_delivery_ids_name_their_place_in_the_request(
     [theirs] = stub.Take(pb.TakeRequest(queue="other", lease=lease)).lease_ids
 
     for ids, field, text in (
-        ([theirs, 123456789], "lease_ids[1]", "lease 123456789 was never given"),
+        ([theirs, theirs + 1000], "lease_ids[1]", f"lease {theirs + 1000} was never given"),
         ([theirs], "lease_ids[0]", f"lease {theirs} is on queue 'other', not 'q'"),
     ):
         r = stub.Ack(pb.AckRequest(queue="q", lease_ids=ids))

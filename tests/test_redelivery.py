@@ -4,6 +4,8 @@ leaving, per-delivery acks, and leased Takes (engine/holders.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from msgboard import QueueSpec
@@ -173,3 +175,24 @@ def test_a_lease_that_runs_out_brings_the_message_back(board: Board) -> None:
     [m] = board.take("q", timeout=5)
     assert (m.tuple, m.delivery_count) == (("a",), 2)
     assert isinstance(board.ack_leases("q", [d.id]).rejected[d.id], NotFound)
+
+
+def test_a_lease_given_before_a_restart_never_acks_one_given_after(tmp_path: Path) -> None:
+    """Given a board that leased a message and then restarted (as after a
+    kill -9 or a failover, where leases are lost and the message waits
+    again), when a new lease is given and the old lease's id is acked, I
+    expect the ack rejected and the new lease still held: lease ids are
+    never given twice, so an old ack cannot take a message its sender never
+    got."""
+    with Board(tmp_path / "b") as first:
+        first.create_queue(QueueSpec("q", max_history=UNLIMITED))
+        post(first, "q", ("a",), ("b",))
+        [old] = first.take_leased("q", lease=60)
+    with Board(tmp_path / "b") as again:
+        [new] = again.take_leased("q", lease=60)
+        assert new.id > old.id
+        stale = again.ack_leases("q", [old.id])
+        assert stale.ids == [] and isinstance(stale.rejected[old.id], InvalidArgument)
+        assert "restart or a failover" in str(stale.rejected[old.id])
+        assert again.ack_leases("q", [new.id]).ids == [new.id]
+        assert again.get_queue("q").unprocessed == 1

@@ -125,7 +125,12 @@ def follower_of() -> Iterator[list[Follower]]:
 
 
 def waiting_takes(c: Client, name: str) -> int:
-    return sum(q.waiting for q in c.list_queues() if q.spec.name == name)
+    """Takes and Reads blocked on ``name`` (-1 if the listing, held for the
+    standby like any answer, did not come in time)."""
+    try:
+        return sum(q.waiting for q in c.list_queues() if q.spec.name == name)
+    except Unavailable:
+        return -1
 
 
 # -- a blocked Take woken by a group that fails ----------------------------
@@ -141,7 +146,7 @@ def test_a_blocked_take_woken_by_a_failed_group_is_answered_unavailable(
     once the group fails (its wait for the standby runs out, or the primary
     is stopped), the Take never to get the message; and the standby, let go
     again, to catch up."""
-    p = primary(tmp_path, "--sync-timeout-ms", "3000" if ending == "timeout" else "60000")
+    p = primary(tmp_path, "--sync-timeout-ms", "5000" if ending == "timeout" else "60000")
     stopped.append(p)
     s = standby(tmp_path, p)
     stopped.append(s)
@@ -189,21 +194,28 @@ def early_deliveries(
     return [b for b in list(delivered) if b not in acknowledged]
 
 
-def consume(address: str, name: str) -> tuple[list[bytes], threading.Event]:
+def consume(
+    address: str, name: str, ended: list[MsgboardError] | None = None
+) -> tuple[list[bytes], threading.Event]:
     """A consumer of ``name`` in a thread: the bodies it receives, and an
-    event set once it is subscribed."""
+    event set once it is subscribed; the error that ends it goes to
+    ``ended``."""
     got: list[bytes] = []
     ready = threading.Event()
 
     def run() -> None:
-        with Client(address, timeout=90) as c, c.subscribe(name, credit=10, reconnect=False) as sub:
-            ready.set()
-            try:
+        try:
+            with (
+                Client(address, timeout=90) as c,
+                c.subscribe(name, credit=10, reconnect=False) as sub,
+            ):
+                ready.set()
                 for d in sub:
                     got.append(d.message.body)
                     sub.ack(d)
-            except MsgboardError:
-                return  # the primary stopped at the test's end
+        except MsgboardError as e:  # the group failed, or the test's end
+            if ended is not None:
+                ended.append(e)
 
     threading.Thread(target=run, daemon=True).start()
     return got, ready
@@ -254,3 +266,40 @@ def test_the_consumer_check_catches_a_primary_that_does_not_wait(
     p = primary(tmp_path, "--sync-standbys", "0")
     stopped.append(p)
     assert held_deliveries(p, follower_of) == [b"second"]
+
+
+def test_a_consumer_of_a_failed_group_gets_an_error_not_its_message(
+    tmp_path: Path, stopped: list[Served], follower_of: list[Follower]
+) -> None:
+    """Given a strict primary (a 5 s wait) whose standby (played by the
+    test) stops acknowledging, and a consumer, when a post's group fails to
+    reach the standby, I expect the post to fail UNAVAILABLE and the
+    consumer's subscription to end with that error, never delivering the
+    message; and the message, once the standby acknowledges again, to be
+    waiting on its queue (it came back)."""
+    p = primary(tmp_path, "--sync-timeout-ms", "5000")
+    stopped.append(p)
+    f = Follower(p.address)
+    follower_of.append(f)
+    with Client(p.address, timeout=90) as c:
+        wait_for(lambda: _created(c, "jobs"), "a write answered with the standby")
+        ended: list[MsgboardError] = []
+        got, ready = consume(p.address, "jobs", ended)
+        assert ready.wait(60)
+        f.auto = False
+        with pytest.raises(Unavailable, match="no standby in sync"):
+            c.post("jobs", body=b"failed group")
+        wait_for(lambda: bool(ended), "the subscription ended")
+        assert got == []
+        assert isinstance(ended[0], Unavailable) and "no standby in sync" in str(ended[0])
+        f.auto = True
+        f.ack(f.last)
+
+        def back() -> bool:
+            try:
+                page = c.browse("jobs", limit=10, section="unprocessed")
+            except Unavailable:
+                return False
+            return [m.body for m in page.messages] == [b"failed group"]
+
+        wait_for(back, "the message waiting again")

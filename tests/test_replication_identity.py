@@ -14,6 +14,7 @@ entry whose epoch goes down.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -30,7 +31,7 @@ from msgboard.message import Message
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 from tests.served import Served
-from tests.test_replication import TOKEN, caught_up, primary, standby, stopped
+from tests.test_replication import TOKEN, caught_up, last_index, primary, standby, stopped
 from tests.test_replication_bounds import saying
 
 __all__ = ["stopped"]
@@ -145,9 +146,11 @@ def test_judge_lets_a_standby_follow_only_from_the_same_entry() -> None:
     assert isinstance(judge(hello(12, entry(12)), "s", 1, 9, None), LogDiverged)
     # Below the log's front: cannot be checked, seeded again.
     assert isinstance(judge(hello(2, entry(2)), "s", 3, 9, None), LogTruncated)
-    # Seeded at the start of a log that keeps no entry (a hole at 9).
-    assert judge(hello(9), "s", 10, 9, None) is None
-    assert isinstance(judge(hello(9, entry(9)), "s", 10, 9, None), LogTruncated)
+    # Seeded at the start of a log that keeps no entry (a hole at 9): only
+    # from a copy this primary made.
+    assert judge(hello(9), "s", 10, 9, None, seeded=True) is None
+    assert isinstance(judge(hello(9), "s", 10, 9, None), LogTruncated)
+    assert isinstance(judge(hello(9, entry(9)), "s", 10, 9, None, seeded=True), LogTruncated)
 
 
 def test_a_standby_refuses_an_entry_whose_epoch_goes_down(tmp_path: Path) -> None:
@@ -167,3 +170,29 @@ def test_a_board_keeps_its_id(tmp_path: Path) -> None:
     assert stable_id(str(tmp_path / "d")) == first
     (tmp_path / "e").mkdir()
     assert stable_id(str(tmp_path / "e")) != first
+
+
+def test_a_standby_that_has_seen_a_higher_epoch_does_not_follow_a_lower_one(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a standby's directory whose last entry has epoch 3 (it
+    followed a primary of epoch 3), when it starts as the standby of a
+    primary of epoch 0 (a deposed one, as far as it can tell), I expect it
+    to be refused, say so, and apply nothing of that primary's log."""
+    p = primary(tmp_path, "--allow-async")
+    stopped.append(p)
+    post(p.address, "q", 3, "deposed")
+    (tmp_path / "s").mkdir()
+    store = DurableStore(tmp_path / "s" / "board", log=Log(), standby=True)
+    store.apply([entry(1, epoch=3)])
+    store.close()
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    text = ""
+    for _ in range(600):
+        text = s.log.read_text()
+        if "no longer the primary" in text:
+            break
+        time.sleep(0.05)
+    assert "has seen epoch 3" in text, text
+    assert last_index(s.data) == 1

@@ -1,7 +1,8 @@
 """RabbitMQ's side of each workload, with stock pika (1.x).
 
 Durability as msgboard's: durable classic queues (durable exchange for the
-fan-out), persistent messages (delivery_mode=2) and publisher confirms (a
+fan-out; quorum queues instead with ``arguments=QUORUM``, in rows 1, 2, 3
+and 5), persistent messages (delivery_mode=2) and publisher confirms (a
 confirm for a persistent message to a durable queue comes once the broker
 has it on disk, or once a consumer has acked it). ``port`` is a running
 node's AMQP port on 127.0.0.1, ``queue`` a fresh name.
@@ -36,6 +37,12 @@ from peers.common import (
 )
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
+#: Queue arguments of rows 1, 2, 3 and 5 (bench/replication.py: ``QUORUM``);
+#: None, a classic queue.
+Arguments = dict[str, Any] | None
+#: A quorum queue: a Raft group with a member on every node of the cluster
+#: (``x-quorum-initial-group-size`` unset), fsync'd before a confirm.
+QUORUM: dict[str, Any] = {"x-queue-type": "quorum"}
 
 
 def _params(port: int) -> pika.ConnectionParameters:
@@ -47,12 +54,12 @@ def _channel(port: int) -> tuple[pika.BlockingConnection, Any]:
     return conn, conn.channel()
 
 
-def _declare(port: int, *queues: str, exchange: str = "") -> None:
+def _declare(port: int, *queues: str, exchange: str = "", arguments: Arguments = None) -> None:
     conn, ch = _channel(port)
     if exchange:
         ch.exchange_declare(exchange, exchange_type="fanout", durable=True)
     for q in queues:
-        ch.queue_declare(q, durable=True)
+        ch.queue_declare(q, durable=True, arguments=arguments)
         if exchange:
             ch.queue_bind(q, exchange)
     conn.close()
@@ -180,10 +187,10 @@ def publish_async(
     return end - start
 
 
-def publish_one(port: int, queue: str, n: int) -> Figures:
+def publish_one(port: int, queue: str, n: int, arguments: Arguments = None) -> Figures:
     """1. BlockingConnection in confirm mode: each ``basic_publish`` waits
     for the broker's confirm."""
-    _declare(port, queue)
+    _declare(port, queue, arguments=arguments)
     conn, ch = _channel(port)
     ch.confirm_delivery()
     t = time.perf_counter()
@@ -195,21 +202,23 @@ def publish_one(port: int, queue: str, n: int) -> Figures:
     return out
 
 
-def publish_batch(port: int, queue: str, n: int) -> Figures:
+def publish_batch(port: int, queue: str, n: int, arguments: Arguments = None) -> Figures:
     """2. Asynchronous confirms (SelectConnection), 1,000 unconfirmed at most;
     the time ends at the last confirm."""
-    _declare(port, queue)
+    _declare(port, queue, arguments=arguments)
     out = rate(n, publish_async(port, "", queue, n))
     _delete(port, queue)
     return out
 
 
-def consume(port: int, queue: str, n: int, prefetch: int = 100) -> Figures:
+def consume(
+    port: int, queue: str, n: int, prefetch: int = 100, arguments: Arguments = None
+) -> Figures:
     """3. basic_qos(prefetch_count=100) and basic_consume on a queue of ``n``
     (published beforehand, untimed), ``basic_ack`` of each message; the time
     ends when the consumer is cancelled (after the last ack, on the same
     channel)."""
-    return _consume(port, queue, n, prefetch, 1)
+    return _consume(port, queue, n, prefetch, 1, arguments)
 
 
 def consume_cumulative(port: int, queue: str, n: int, prefetch: int = 100) -> Figures:
@@ -217,8 +226,10 @@ def consume_cumulative(port: int, queue: str, n: int, prefetch: int = 100) -> Fi
     return _consume(port, queue, n, prefetch, prefetch // 2)
 
 
-def _consume(port: int, queue: str, n: int, prefetch: int, every: int) -> Figures:
-    _declare(port, queue)
+def _consume(
+    port: int, queue: str, n: int, prefetch: int, every: int, arguments: Arguments = None
+) -> Figures:
+    _declare(port, queue, arguments=arguments)
     publish_async(port, "", queue, n)
     conn, ch = _channel(port)
     ch.basic_qos(prefetch_count=prefetch)
@@ -305,11 +316,13 @@ def latency(port: int, queue: str, n: int, per_s: float) -> Figures:
     return latencies(lat, n, seconds)
 
 
-def fanout(port: int, queue: str, n: int, subscribers: int = 10) -> Figures:
+def fanout(
+    port: int, queue: str, n: int, subscribers: int = 10, arguments: Arguments = None
+) -> Figures:
     """5. A durable fanout exchange bound to 10 durable queues, one consumer
     thread on each (prefetch 100, acks every 50); the publisher as in 2."""
     queues = [f"{queue}-{k}" for k in range(subscribers)]
-    _declare(port, *queues, exchange=queue)
+    _declare(port, *queues, exchange=queue, arguments=arguments)
     done = Deliveries(n * subscribers)
     ready = [threading.Event() for _ in queues]
     threads = [_consumer(port, q, n, done, e) for q, e in zip(queues, ready, strict=True)]

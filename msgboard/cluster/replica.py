@@ -82,6 +82,8 @@ class Replica:
         #: The highest epoch seen: in this store's last entry, or in a
         #: primary's answer. A primary below it is refused.
         self.epoch = 0
+        #: The id of the Seed copy this store came from (named in Hello).
+        self._copy_id = ""
         self._thread = threading.Thread(target=self._run, name="msgboard-replica", daemon=True)
         self._thread.start()
 
@@ -134,6 +136,7 @@ class Replica:
             last_crc=crc,
             epoch=self.epoch,
             board_id=self.board_id,
+            copy_id=self._copy_id if not crc else "",
         )
 
     def _follow(self) -> bool:
@@ -181,7 +184,9 @@ class Replica:
             stub = rpb_grpc.ReplicationStub(channel)
             request = rpb.SeedRequest(board=self._name, board_id=self.board_id)
             self._call = call = stub.Seed(request, metadata=((TOKEN_KEY, self._token),))
+            made = ""
             for chunk in call:
+                made = made or chunk.copy_id
                 out.write(chunk.data)
             out.flush()
             os.fsync(out.fileno())
@@ -199,6 +204,7 @@ class Replica:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(path, SIDECAR))
         fsync_dir(path)
+        self._copy_id = made
         self.store = self._reopen()
         log.info("seeded from %s: log index %d", self.primary, self.applied)
 

@@ -29,6 +29,7 @@ import contextlib
 import hmac
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -59,6 +60,8 @@ TOKEN_KEY = "x-msgboard-replication-token"
 CHUNK = 1 << 20
 #: How often an idle stream sends an empty batch (the primary's last index).
 HEARTBEAT = 1.0
+#: Seed copies whose ids a primary remembers.
+COPIES = 64
 
 
 def check_token(context: Any, token: str) -> bool:
@@ -86,6 +89,8 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         self._board = board
         self._shipper = shipper
         self._gate = gate
+        #: The ids of the last ``COPIES`` Seed copies made (in memory).
+        self._copies: dict[str, None] = {}
 
     async def Follow(
         self, requests: AsyncIterator[rpb.FollowRequest], context: Any
@@ -119,7 +124,7 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         woken = shipper.attach()
         acks = asyncio.create_task(self._acks(requests, key, gate))
         if gate is not None:
-            gate.connected(key, start - 1)
+            gate.connected(key, start - 1, name)
         try:
             while not acks.done():
                 woken.clear()
@@ -153,7 +158,8 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         lo, hi = board.log_bounds()
         last = hello.from_index - 1
         mine = board.entries(last, 1) if last and lo <= last <= hi else []
-        return judge(hello, name, lo, hi, mine[0] if mine else None)
+        seeded = bool(hello.copy_id) and hello.copy_id in self._copies
+        return judge(hello, name, lo, hi, mine[0] if mine else None, seeded=seeded)
 
     async def Probe(self, request: rpb.ProbeRequest, context: Any) -> rpb.ProbeResponse:
         await self._check(context)
@@ -175,13 +181,19 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
             # The copy holds at least this index: the log keeps it, and
             # what follows, until the standby follows (or is forgotten).
             self._gate.seeding(request.board_id or request.board, board.log.last)
+        made = secrets.token_hex(8)
+        self._copies[made] = None
+        while len(self._copies) > COPIES:
+            del self._copies[next(iter(self._copies))]
         try:
             copy = os.path.join(where, "copy")
             await asyncio.wrap_future(board.snapshot_async(copy))
             log.info("seeding standby %s from a copy of this board", request.board)
             with open(os.path.join(copy, "data.mdb"), "rb") as f:
+                first = True
                 while chunk := await asyncio.to_thread(f.read, CHUNK):
-                    yield rpb.SeedChunk(data=chunk)
+                    yield rpb.SeedChunk(data=chunk, copy_id=made if first else "")
+                    first = False
         finally:
             await asyncio.to_thread(shutil.rmtree, where, True)
 
@@ -204,13 +216,20 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
 
 
 def judge(
-    hello: rpb.Hello, name: str, first: int, last: int, mine: bytes | None
+    hello: rpb.Hello,
+    name: str,
+    first: int,
+    last: int,
+    mine: bytes | None,
+    *,
+    seeded: bool = False,
 ) -> MsgboardError | None:
     """Whether the standby ``name`` that says ``hello`` may follow a log
     that holds entries ``first`` to ``last`` (``mine``: its entry at the
-    standby's last index, if it holds it): None if so, else the error that
-    sends the standby to seed itself (LogTruncated: this log no longer
-    holds what it needs; LogDiverged: its log is not this one)."""
+    standby's last index, if it holds it; ``seeded``: it names a Seed copy
+    this primary made): None if so, else the error that sends the standby
+    to seed itself (LogTruncated: this log no longer holds what it needs;
+    LogDiverged: its log is not this one)."""
     at = hello.from_index - 1
     if at == 0:  # an empty standby: from the log's first entry, if kept
         if last == 0 or first <= 1:
@@ -234,9 +253,10 @@ def judge(
             f"primary's (epoch {epoch}, crc {crc:08x}): the logs diverged; it must be "
             "seeded again"
         )
-    if at == last and first > last and theirs == (0, 0):
-        # Neither holds an entry at ``at``: a standby seeded from this
-        # log's start (a board that wrote before it logged).
+    if seeded and at == last and first > last and theirs == (0, 0):
+        # Neither holds an entry at ``at`` (a log that keeps none yet: a
+        # board that wrote before it logged), and this primary made the
+        # copy the standby holds.
         return None
     return LogTruncated(_behind(name, at, first, last))
 

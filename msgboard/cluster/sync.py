@@ -79,6 +79,8 @@ class SyncGate:
         #: When each standby in ``_known`` and not connected went away (or
         #: started seeding), monotonic: forgotten ``forget`` seconds later.
         self._away: dict[str, float] = {}
+        #: How messages name each standby (its address, as it said).
+        self._labels: dict[str, str] = {}
         #: Releases handed to ``call_soon`` and not yet run (writer thread).
         self._queued = 0
         self._closed = False
@@ -127,10 +129,11 @@ class SyncGate:
 
     # -- the standbys' side -------------------------------------------------
 
-    def connected(self, name: str, index: int) -> None:
-        """A standby connected, holding every entry up to ``index``."""
+    def connected(self, name: str, index: int, label: str = "") -> None:
+        """A standby connected, holding every entry up to ``index``;
+        ``label``: how messages name it (its address; default ``name``)."""
         with self._cond:
-            self._away.pop(name, None)
+            self._labels[name] = label or name
         self.ack(name, index)
 
     def ack(self, name: str, index: int) -> None:
@@ -138,6 +141,7 @@ class SyncGate:
         with self._cond:
             self._acked[name] = index
             self._known[name] = index
+            self._away.pop(name, None)
             self._pin()
             self._schedule(self._ready(), None)
 
@@ -168,10 +172,11 @@ class SyncGate:
             if now - since >= self.forget:
                 del self._away[name]
                 was = self._known.pop(name, None)
+                label = self._labels.pop(name, name)
                 log.warning(
                     "replication: standby %s gone for %g s: the log no longer keeps "
                     "entries for it (it was at %s; it will be seeded again)",
-                    name,
+                    label,
                     self.forget,
                     was,
                 )
@@ -233,12 +238,20 @@ class SyncGate:
                     self._schedule(late, Unavailable(why))
 
     def _why(self, index: int) -> str:
-        stood = ", ".join(f"{n} at {i}" for n, i in sorted(self._acked.items())) or "none connected"
+        stood = ", ".join(
+            sorted(f"{self._labels.get(n, n)} at {i}" for n, i in self._acked.items())
+        )
+        stood = stood or "none connected"
         return (
             f"no standby in sync: the write (log index {index}) needs {self.needed} "
             f"standby(s) to acknowledge it within {self.timeout:g} s ({stood}); "
             "it is committed on the primary but may not be replicated"
         )
+
+    def waiting(self) -> int:
+        """Groups held for their standbys now."""
+        with self._cond:
+            return len(self._held)
 
     def status(self) -> dict[str, int]:
         """Each connected standby's acknowledged index."""

@@ -94,7 +94,13 @@ class Holders:
         self._requeue = requeue
         #: Lease id -> the lease, while it holds its message.
         self._leases: dict[int, Lease] = {}
-        self._next_lease = 1
+        #: Lease ids start at this board's start time in microseconds, so no
+        #: id is given twice across a restart or a failover (leases live in
+        #: memory: an ack of a lease given before must never ack a message
+        #: leased since). Below 2**53, so JavaScript numbers hold them; ids
+        #: stay ahead of the clock unless a board leases over 10**6 a second.
+        self._first_lease = max(1, time.time_ns() // 1000)
+        self._next_lease = self._first_lease
 
     # -- consumers ----------------------------------------------------------
 
@@ -275,9 +281,15 @@ class Holders:
             if lid in leases:
                 other = leases[lid].queue
                 return InvalidArgument(f"{where}: lease {lid} is on queue {other!r}, not {queue!r}")
-            if 0 < lid < self._next_lease:
+            if self._first_lease <= lid < self._next_lease:
                 gone = f"{where}: lease {lid} was already acked or given back, or ran out"
                 return NotFound(gone, field=where)
+            if lid < self._first_lease:
+                return InvalidArgument(
+                    f"{where}: lease {lid} was never given by this board since it started "
+                    "(leases end with a restart or a failover: a message leased before "
+                    "is waiting again)"
+                )
             return InvalidArgument(f"{where}: lease {lid} was never given")
 
         chosen, rejected = acks(ids, mine, refused, "lease_ids")

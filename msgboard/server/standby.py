@@ -7,7 +7,10 @@ clients where to go: every Board call answers UNAVAILABLE with ErrorInfo
 reason ``NotPrimary`` and the primary's address (metadata ``primary``),
 as does the replication service; health and reflection answer. Killed or
 stopped, its directory opened as a board (``msgboard serve --data DIR``)
-holds everything the primary answered.
+holds everything the primary answered. It always fsyncs what it applies
+before it acknowledges it (``--sync weaker-no-fsync`` is refused), and
+names itself to its primary by a stable id kept in its directory
+(``board-id``, ``msgboard.cluster.replica.stable_id``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import grpc
 from msgboard.cluster import Replica, ReplicationService, Role
 from msgboard.config import ServeConfig
 from msgboard.details import abort
-from msgboard.errors import ListenFailed, Unavailable
+from msgboard.errors import ConfigError, ListenFailed, Unavailable
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
 from msgboard.server.readiness import Readiness
@@ -64,13 +67,20 @@ def _refusal(role: Role) -> Any:
 async def serve_standby(
     config: ServeConfig, *, grace: float = 2.0, ready: Callable[[int], None] | None = None
 ) -> None:
-    """Runs a standby as ``config`` says until SIGTERM or SIGINT."""
+    """Runs a standby as ``config`` says until SIGTERM or SIGINT. A
+    standby acknowledges only what it has fsynced: ``--sync
+    weaker-no-fsync`` is refused (ConfigError)."""
+    if config.sync != "fsync":
+        raise ConfigError(
+            f"--sync {config.sync} with --standby-of: a standby fsyncs every batch before it "
+            "acknowledges it (its primary answers clients on that word); leave --sync out"
+        )
     security = Security.build(config)
 
     def opened() -> DurableStore:
         return DurableStore(
             config.data,
-            sync=config.sync == "fsync",
+            sync=True,
             log=Log(keep=config.log_keep, limit=config.log_limit),
             standby=True,
         )

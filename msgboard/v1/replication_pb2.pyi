@@ -64,16 +64,22 @@ class SeedChunk(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DATA_FIELD_NUMBER: _builtins.int
+    COPY_ID_FIELD_NUMBER: _builtins.int
     data: _builtins.bytes
     """The next bytes of data.mdb."""
+    copy_id: _builtins.str
+    """On the first chunk: an id for this copy, which the standby names in
+    its Hello (`copy_id`) until its log has an entry of its own.
+    """
     def __init__(
         self,
         *,
         data: _builtins.bytes = ...,
+        copy_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["copy_id", b"copy_id", "data", b"data"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -117,6 +123,7 @@ class Hello(_message.Message):
     LAST_CRC_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     BOARD_ID_FIELD_NUMBER: _builtins.int
+    COPY_ID_FIELD_NUMBER: _builtins.int
     board: _builtins.str
     """The standby's name, for logs and metrics (its advertised address)."""
     from_index: _builtins.int
@@ -135,6 +142,11 @@ class Hello(_message.Message):
     (`board-id`), the same across restarts and ports. The primary keeps
     its acknowledged index under it.
     """
+    copy_id: _builtins.str
+    """The id of the Seed copy this standby's data came from, while it holds
+    no entry at its last index (a copy of a log that keeps none): the
+    primary lets it follow only if it made that copy.
+    """
     def __init__(
         self,
         *,
@@ -144,10 +156,11 @@ class Hello(_message.Message):
         last_crc: _builtins.int = ...,
         epoch: _builtins.int = ...,
         board_id: _builtins.str = ...,
+        copy_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id", "epoch", b"epoch", "from_index", b"from_index", "last_crc", b"last_crc", "last_epoch", b"last_epoch"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id", "copy_id", b"copy_id", "epoch", b"epoch", "from_index", b"from_index", "last_crc", b"last_crc", "last_epoch", b"last_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
