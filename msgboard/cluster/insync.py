@@ -127,14 +127,14 @@ class InSync(SyncGate):
 
     # -- the streams' side (event loop) ---------------------------------
 
-    def connected(self, name: str, index: int) -> None:
+    def connected(self, name: str, index: int, label: str = "") -> None:
         with self._lock:
             self._standbys[name] = index
             counted = name in self.members
             if counted:
                 self._count(name, index)
         if counted:
-            super().connected(name, index)
+            super().connected(name, index, label)
 
     def ack(self, name: str, index: int) -> None:
         with self._lock:
