@@ -36,7 +36,10 @@ def wait_for(cond: Callable[[], bool], what: str, seconds: float = 90) -> None:
 
 
 def pause(s: Served) -> None:
+    """SIGSTOP, and waits until the process is stopped."""
     os.kill(s.proc.pid, signal.SIGSTOP)
+    stat = Path(f"/proc/{s.proc.pid}/stat")
+    wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", "the process stopped")
 
 
 def resume(s: Served) -> None:

@@ -118,9 +118,9 @@ def test_both_standbys_killed_writes_stop_and_resume(tmp: Path, trios: list[Trio
     trio = Trio(tmp, *QUICK)
     trios.append(trio)
     h, w = start(trio)
-    killed = now()
     for s in trio.standbys:
         s.kill()
+    killed = now()  # both gone: nothing invoked from now on can be acknowledged
     writes_stop(h, trio.primary.address, killed)
     trio.restart(0)
     answered_after(h, now())
@@ -138,8 +138,8 @@ def test_a_standby_paused_past_the_sync_timeout(tmp: Path, trios: list[Trio]) ->
     trio = Trio(tmp, "--sync-standbys", "2", *QUICK)
     trios.append(trio)
     h, w = start(trio)
-    paused = now()
     pause(trio.standbys[0])
+    paused = now()  # stopped: it acknowledges nothing from now on
     writes_stop(h, trio.primary.address, paused)
     resume(trio.standbys[0])
     answered_after(h, now())
@@ -155,9 +155,9 @@ def test_a_primary_cut_off_from_its_standbys_answers_no_write(tmp: Path, trios: 
     trio = Trio(tmp, *QUICK, proxied=True)
     trios.append(trio)
     h, w = start(trio)
-    cut = now()
     for p in trio.proxies:
         p.cut()
+    cut = now()  # nothing crosses from now on
     writes_stop(h, trio.primary.address, cut)
     trio.primary.kill()
     killed = now()
