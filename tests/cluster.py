@@ -353,11 +353,26 @@ TOKEN = "cluster-tests-token"
 class Boards:
     """``msgboard serve --cluster`` processes on loopback, one directory
     each under ``root``, started, killed (-9), paused and stopped by PID
-    (``tests/served.py``'s ``Served``). ``etcd``: the endpoints the boards
-    are given (the members', or ``Proxy`` addresses a test can cut).
-    Board ``i`` is named ``b{i}``; ``args`` go to every board."""
+    (``tests/served.py``'s ``Served``). ``etcd``: the members' endpoints.
+    Board ``i`` is named ``b{i}``; ``args`` go to every board.
 
-    def __init__(self, root: Path, etcd: str, cluster: str, *args: str, size: int = 3) -> None:
+    ``proxied``: each board reaches etcd through ``Proxy`` objects of its
+    own (``etcd_links[name]``, one per member), and is reached, by the
+    other boards and by the clients its NotPrimary answers send, through
+    one more (``links[name]``, the address it advertises; the test's own
+    calls go straight to it). ``cut_from_etcd(name)`` and ``links[name].cut()``
+    partition it."""
+
+    def __init__(
+        self,
+        root: Path,
+        etcd: str,
+        cluster: str,
+        *args: str,
+        size: int = 3,
+        proxied: bool = False,
+    ) -> None:
+        from tests.proxy import Proxy
         from tests.served import Served
 
         self.root = root
@@ -367,17 +382,48 @@ class Boards:
         self.names = [f"b{i}" for i in range(size)]
         self.procs: dict[str, Served | None] = dict.fromkeys(self.names)
         self._served = Served
+        self.proxied = proxied
+        self.etcd_links: dict[str, list[Proxy]] = {}
+        self.links: dict[str, Proxy] = {}
+        self.ports: dict[str, int] = {}
+        if proxied:
+            members = [u.removeprefix("http://") for u in etcd.split(",")]
+            for name, port in zip(self.names, free_ports(size), strict=True):
+                self.etcd_links[name] = [Proxy(m) for m in members]
+                self.ports[name] = port
+                self.links[name] = Proxy(f"127.0.0.1:{port}")
+
+    def cut_from_etcd(self, name: str) -> None:
+        for p in self.etcd_links[name]:
+            p.cut()
+
+    def heal_etcd(self, name: str) -> None:
+        for p in self.etcd_links[name]:
+            p.heal()
+
+    def advertised(self, name: str) -> str:
+        """Where the cluster sends clients of ``name`` (its link if proxied)."""
+        return self.links[name].address if self.proxied else self.address(name)
 
     def start(self, *names: str) -> Boards:
         for name in names or self.names:
             where = self.root / name
             where.mkdir(exist_ok=True)
             (where / "ready.json").unlink(missing_ok=True)  # left by a kill -9
+            more: tuple[str, ...] = ()
+            etcd = self.etcd
+            if self.proxied:
+                etcd = ",".join(f"http://{p.address}" for p in self.etcd_links[name])
+                more = (
+                    *("--listen", f"127.0.0.1:{self.ports[name]}"),
+                    *("--advertise", self.links[name].address),
+                )
             self.procs[name] = self._served(
                 where,
-                *("--cluster", self.cluster, "--etcd", self.etcd, "--board-name", name),
+                *("--cluster", self.cluster, "--etcd", etcd, "--board-name", name),
                 *("--replication-token", TOKEN),
                 *self.args,
+                *more,
                 wait=False,
             )
         for name in names or self.names:
@@ -455,6 +501,8 @@ class Boards:
             if served is not None and served.proc.poll() is None:
                 os.kill(served.proc.pid, signal.SIGCONT)
                 served.stop()
+        for proxy in [*self.links.values(), *(p for ps in self.etcd_links.values() for p in ps)]:
+            proxy.close()
 
 
 def _answers(address: str) -> bool:
@@ -471,9 +519,11 @@ def _answers(address: str) -> bool:
 
 
 @contextmanager
-def boards(root: Path, etcd: str, cluster: str, *args: str) -> Iterator[Boards]:
+def boards(
+    root: Path, etcd: str, cluster: str, *args: str, proxied: bool = False
+) -> Iterator[Boards]:
     """Three boards of ``cluster`` on ``etcd``, stopped (by PID) at the end."""
-    b = Boards(root, etcd, cluster, *args)
+    b = Boards(root, etcd, cluster, *args, proxied=proxied)
     try:
         yield b.start()
     except BaseException:

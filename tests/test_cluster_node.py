@@ -119,7 +119,7 @@ class Poster(threading.Thread):
         super().__init__(daemon=True)
         self.address, self.queue, self.prefix = address, queue, prefix
         self.answered: list[bytes] = []
-        self.answers: list[tuple[float, bool, str]] = []
+        self.answers: list[Answer] = []
         self.stopping = threading.Event()
         self.start()
 
@@ -137,6 +137,22 @@ class Poster(threading.Thread):
                 continue
             self.answers.append((time.monotonic(), True, ""))
             self.answered.append(body)
+
+
+Answer = tuple[float, bool, str]
+
+
+def oks_after(answers: list[Answer], moment: float) -> list[Answer]:
+    """The fence's checker: answers OK received at or after ``moment``
+    (when the board had to have stopped answering OK)."""
+    return [a for a in answers if a[0] >= moment and a[1]]
+
+
+def test_the_fence_checker_catches_an_ok_after_the_moment() -> None:
+    answers: list[Answer] = [(1.0, True, ""), (2.0, False, "NoLease"), (3.0, False, "X")]
+    assert oks_after(answers, 1.5) == []
+    assert oks_after([*answers, (2.5, True, "")], 1.5) == [(2.5, True, "")]
+    assert oks_after(answers, 1.0) == [(1.0, True, "")]
 
 
 def refusal(address: str) -> MsgboardError | None:
@@ -177,7 +193,8 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     threads, takes), when I kill -9 the primary, I expect a standby of the
     in-sync set to be promoted, holding every post answered OK before the
     kill exactly once and nothing taken; a client moved by hand writes
-    again on it."""
+    again on it; the old primary, restarted on its data, sets it aside and
+    follows the new one."""
     p = three.primary()
     hand = Hand([three.address(n) for n in three.names])
     hand.at = three.address(p)
@@ -202,6 +219,18 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     with Client(three.address(q)) as c:
         assert violations(waiting(c, ["a", "b"]), answered, gone) == []
     assert f"leadership {q}: elected" in three.log(q)
+    # Restarted on its data, the old primary sets it aside and follows.
+    three.start(p)
+    wait_until(
+        "the old primary, restarted, follows the new one",
+        lambda: (
+            isinstance(e := refusal(three.address(p)), NotPrimary)
+            and e.primary == three.address(q)
+            and last_index(three.data(p)) == last_index(three.data(q))
+        ),
+        60,
+    )
+    assert "set aside" in three.log(p)
 
 
 def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
@@ -235,7 +264,7 @@ def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
     poster.stopping.set()
     poster.join(60)
     late = [a for a in poster.answers if a[0] > resumed]
-    assert late and not [a for a in late if a[1]], late
+    assert late and oks_after(late, resumed) == [], late
     assert {a[2] for a in late} <= {"NoLease", "NotPrimary", "Unavailable", "DeadlineExceeded"}
     with Client(three.address(q)) as c:
         c.post("q", body=b"on the new primary")
@@ -325,7 +354,7 @@ class Mover(threading.Thread):
                     self.moves += 1
                 except MsgboardError as e:
                     if not any(r in str(e) for r in REFUSED):
-                        self.failed.append(f"{body!r}: {type(e).__name__}: {e}")
+                        self.failed.append(f"{body!r} at {self.address}: {type(e).__name__}: {e}")
                         break
                 time.sleep(0.02)
 
@@ -398,3 +427,65 @@ def test_a_switchover_to_a_board_out_of_the_set_is_refused(three: Boards) -> Non
         timeout=120,
     )
     assert done.returncode == 1 and "leads cluster" in done.stderr, done.stderr
+
+
+def test_a_primary_cut_off_from_etcd_fences_itself_before_another_is_elected(
+    tmp_path: Path, etcd: EtcdCluster
+) -> None:
+    """Given three boards that reach etcd and each other through proxies,
+    and a client posting to the primary, when I cut the primary off from
+    etcd (a black hole: nothing crosses, nothing is refused), I expect it
+    to refuse every call, reads included, by the time another board is
+    elected, and no OK after; when I heal the cut, I expect it back as a
+    standby that sends clients to the new primary."""
+    with boards(tmp_path, etcd.endpoints, cluster_name(), *PATIENT, proxied=True) as b:
+        p = b.primary()
+        with Client(b.address(p)) as c:
+            c.create_queue("q")
+        wait_until("both standbys in sync", lambda: len(b.in_sync()) == 2, 60)
+        poster = Poster(b.address(p), "q", "cut")
+        wait_until("posts answered", lambda: len(poster.answered) >= 5, 60)
+        b.cut_from_etcd(p)
+        q = b.primary(among=[n for n in b.names if n != p])
+        elected = time.monotonic()
+        # Fenced, then a standby that knows of no primary: it cannot tell.
+        with Client(b.address(p), timeout=10) as c, pytest.raises(Unavailable):
+            c.browse("q")
+        time.sleep(1)
+        poster.stopping.set()
+        poster.join(60)
+        assert oks_after(poster.answers, elected) == []
+        b.heal_etcd(p)
+        wait_until(
+            "the old primary sends clients to the new one",
+            lambda: (
+                isinstance(e := refusal(b.address(p)), NotPrimary) and e.primary == b.advertised(q)
+            ),
+            60,
+        )
+        with Client(b.address(q)) as c:
+            assert violations(waiting(c, ["q"]), dict.fromkeys(poster.answered, "q"), set()) == []
+
+
+def test_a_lone_board_of_a_cluster_leads_again_after_a_restart(
+    tmp_path: Path, etcd: EtcdCluster
+) -> None:
+    """Given a cluster of one board (its in-sync set stays empty: no
+    standby ever joins) with a queue and a message, when I kill it (-9)
+    and start it again, I expect it to lead again, with its data: the
+    primary that wrote the set may always lead again."""
+    b = Boards(tmp_path, etcd.endpoints, cluster_name(), "--lease-ttl", TTL, "--allow-async",
+               "--sync-timeout-ms", "200", size=1)  # fmt: skip
+    try:
+        b.start()
+        p = b.primary()
+        with Client(b.address(p)) as c:
+            c.create_queue("q")
+            c.post("q", body=b"kept")
+        b.kill(p)
+        b.start(p)
+        assert b.primary() == p
+        with Client(b.address(p)) as c:
+            assert [m.body for m in c.browse("q").messages] == [b"kept"]
+    finally:
+        b.stop()

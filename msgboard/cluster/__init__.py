@@ -20,6 +20,12 @@ they follow (and seed from). ``Replica`` (replica.py) is a standby's side:
 it follows the primary and applies its log. ``Role`` is what the server
 asks before it serves a client.
 
+A cluster's boards (``msgboard.server.node`` assembles them): ``Membership``
+(members.py) publishes a board's log position, ``promotable`` is the
+promotion rule, ``InSync`` (insync.py) is a cluster primary's gate, which
+keeps the in-sync set in etcd, and switching.py asks for and awaits a
+switchover.
+
 It may import the engine, the store, the shared vocabulary and the
 generated ``v1`` code; it never imports the server, security, the client
 or the CLI, which sit above it. Nothing below it (the engine, the store,

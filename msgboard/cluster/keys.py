@@ -86,21 +86,31 @@ class Primary:
 @dataclass(frozen=True)
 class SyncSet:
     """The standbys the primary of ``epoch`` counts on, as stored in etcd.
-    ``revision`` is the sync key's mod_revision (0: never written)."""
+    ``revision`` is the sync key's mod_revision (0: never written);
+    ``primary``: the board that wrote it ("" if not said)."""
 
     epoch: int
     standbys: tuple[str, ...]
     revision: int = 0
+    primary: str = ""
 
     def value(self) -> str:
-        return json.dumps({"epoch": self.epoch, "standbys": sorted(self.standbys)})
+        body: dict[str, object] = {"epoch": self.epoch, "standbys": sorted(self.standbys)}
+        if self.primary:
+            body["primary"] = self.primary
+        return json.dumps(body)
 
     @classmethod
     def of(cls, entry: Entry | None) -> SyncSet | None:
         if entry is None:
             return None
         body = json.loads(entry.value)
-        return cls(int(body["epoch"]), tuple(body["standbys"]), entry.mod_revision)
+        return cls(
+            int(body["epoch"]),
+            tuple(body["standbys"]),
+            entry.mod_revision,
+            str(body.get("primary", "")),
+        )
 
 
 @dataclass(frozen=True)

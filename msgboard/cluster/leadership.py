@@ -180,7 +180,7 @@ class Leadership:
         t = self.term()
         if t is None:
             return None
-        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected)
+        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected, self.me.name)
 
     def read_sync(self) -> SyncSet | None:
         return read_sync(self._etcd(), self.keys)

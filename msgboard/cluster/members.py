@@ -56,8 +56,15 @@ def promotable(
     published member counts and must have stopped. ``needed`` under 1 is
     taken as 1: with no standby required no failover can be safe, so the
     rule still asks for a member that has everything. ``favoured`` (a
-    switchover's target) wins a tie of positions."""
+    switchover's target) wins a tie of positions. The primary that wrote
+    the set may always lead again (a set left empty by a primary that
+    stopped before any standby joined would otherwise keep every board
+    from leading)."""
     needed = max(1, needed)
+    if sync is not None and sync.primary == me:
+        # The primary that wrote the set (and no later one has): it holds
+        # every write it answered, and no other board answered any since.
+        return []
     stopped = {p.name: p for p in positions if p.stopped}
     if sync is None:
         counted = list(stopped.values())

@@ -45,9 +45,9 @@ class Replication:
         allow_async: bool = False,
         keep: int = 10_000,
         limit: int = 1_000_000,
+        forget: float = 3600.0,
         role: Role | None = None,
         gate: GateFactory = SyncGate,
-        forget: float = 3600.0,
     ) -> None:
         self.token = token
         self.log = Log(keep=keep, limit=limit)

@@ -52,12 +52,16 @@ class Role:
         #: A primary handing over (switchover): the address of its successor,
         #: where new calls are sent while what it took in is replicated.
         self.handover: str | None = None
+        #: Count the unary calls let in (a cluster's: a switchover waits for
+        #: them), in ``calls``.
+        self.counting = False
+        self.calls = 0
         self._lock = threading.Lock()
         self._listeners: list[RoleListener] = []
 
     @property
     def is_primary(self) -> bool:
-        return self.leading
+        return self.leading and self.primary is None
 
     def listen(self, callback: RoleListener) -> None:
         """Calls ``callback(role)`` after every change of role or epoch (on
@@ -81,10 +85,10 @@ class Role:
 
     def refusal(self) -> MsgboardError | None:
         """The error a client call gets here (None: serve it)."""
-        if not self.leading:
-            if self.primary is None:
-                return Unavailable("this board is a standby and knows of no primary yet")
+        if self.primary is not None:
             return NotPrimary(self.primary)
+        if not self.leading:
+            return Unavailable("this board is a standby and knows of no primary yet")
         if self.handover is not None:
             return NotPrimary(self.handover)
         if self._term is not None and self._term() is None:

@@ -27,13 +27,19 @@ def read_sync(etcd: Etcd, keys: Keys) -> SyncSet | None:
 
 
 def write_sync(
-    etcd: Etcd, keys: Keys, epoch: int, standbys: Sequence[str], expected: SyncSet | None
+    etcd: Etcd,
+    keys: Keys,
+    epoch: int,
+    standbys: Sequence[str],
+    expected: SyncSet | None,
+    primary: str = "",
 ) -> SyncSet | None:
-    """Stores ``standbys`` as the set of the primary of ``epoch`` if that
-    primary still holds the leader key and the stored set is still
-    ``expected`` (None: never written); the set stored, or None if not."""
+    """Stores ``standbys`` as the set of the primary of ``epoch`` (named
+    ``primary``) if that primary still holds the leader key and the stored
+    set is still ``expected`` (None: never written); the set stored, or
+    None if not."""
     names = tuple(sorted({checked("standby", n) for n in standbys}))
-    value = SyncSet(epoch, names).value()
+    value = SyncSet(epoch, names, primary=primary).value()
     outcome = etcd.txn(
         [
             {"key": encode(keys.leader), "result": "EQUAL", "target": "CREATE",

@@ -19,11 +19,14 @@ the server of the node's mode:
 Elected, the node stops its Replica, closes the standby's store, opens the
 directory as a board (the restart path, as after kill -9), and only then
 serves it; the gate (``InSync``) counts only standbys of the in-sync set it
-keeps in etcd. Fenced or resigned, it stops answering at once, closes the
-board, moves its data aside (``data.mdb.deposed``: its log may hold entries
-no standby has, written in a term that lost its lease) and seeds itself
-from the new primary as a standby. A board restarted after leading
-(``led``, a file in its directory) does the same before it follows.
+keeps in etcd. Fenced or resigned, it stops answering at once and closes
+the board; it may lead again while the in-sync set is still the one it
+wrote (it holds all it answered). Once another board leads, a board that
+led (``led``, a file in its directory, also after a restart) moves its
+data aside (``data.mdb.deposed``: its log may hold entries no standby has,
+written in a term that lost its lease) and seeds itself from the new
+primary as a standby; after a switchover its log is a prefix of its
+successor's, and it follows on.
 
 The server is rebuilt on the same port at each change of mode: a client
 sees its connection refused for a moment, and moves on.
@@ -77,6 +80,9 @@ log = logging.getLogger("msgboard.cluster")
 
 #: How often the node looks at its term and the primary (seconds).
 STEER = 0.05
+#: Seconds a standby's server gives its calls in progress (refusals,
+#: answered at once) when it makes way for the primary's.
+REFUSALS = 1.0
 #: The file that says this board led (its log may have a tail of its own).
 LED = "led"
 
@@ -103,6 +109,7 @@ class Node:
         self.security = Security.build(config)
         self.keys = Keys(config.cluster)
         self.role = Role(leading=False, term=self._term)
+        self.role.counting = True
         self.name = ""
         self.address = ""
         self.port = 0
@@ -122,8 +129,6 @@ class Node:
         self.watch: PrimaryWatch | None = None
         self.membership: Membership | None = None
         self._last = Position("", "", 0, 0)
-        #: Its data was set aside: the next standby store starts empty.
-        self._aside = False
         #: Set when the term ends: stops the switchover watch.
         self._handing = threading.Event()
         #: The term ended by a switchover its successor had all of.
@@ -211,8 +216,7 @@ class Node:
                 self._set_aside(f"{self.name} led before and {primary.name} leads now")
                 self.store, fresh = None, True
             if self.store is None:
-                self.store = self._open_standby(init=fresh or self._aside)
-                self._aside = False
+                self.store = self._open_standby(init=fresh)
             self.following = primary
             self.replica = Replica(
                 self.store,
@@ -278,11 +282,12 @@ class Node:
             raise ListenFailed(f"cannot listen on {listen}")
         self.port = port
 
-    async def _swap(self, make: Callable[[], Any]) -> None:
-        """Stops the current server and starts ``make()``'s on the same
-        port (retried a while: the port is freed as the old one closes)."""
+    async def _swap(self, make: Callable[[], Any], grace: float = 0) -> None:
+        """Stops the current server (its calls get ``grace`` seconds) and
+        starts ``make()``'s on the same port (retried a while: the port is
+        freed as the old one closes)."""
         if self.server is not None:
-            await self.server.stop(0)
+            await self.server.stop(grace)
             self.server = None
         deadline = time.monotonic() + 10
         while True:
@@ -327,6 +332,7 @@ class Node:
             allow_async=c.allow_async,
             keep=c.log_keep,
             limit=c.log_limit,
+            forget=c.log_pin_seconds,
             role=self.role,
             gate=functools.partial(InSync, self.leadership),
         )
@@ -353,7 +359,8 @@ class Node:
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
         ).start()
         self.role.become(leading=True, primary=None, epoch=epoch)
-        await self._swap(self._primary_server)
+        # The standby's calls in progress are refusals: let them be answered.
+        await self._swap(self._primary_server, REFUSALS)
         if self.membership is not None:
             self.membership.nudge()
         log.info("%s is the primary, epoch %d, at %s", self.name, epoch, self.address)
@@ -386,7 +393,9 @@ class Node:
         still = 0
         while still < 3:  # caught up, and nothing more committed for a while
             last = board.log.last
-            caught_up = gate.acked(handover.to) >= last and gate.pending == 0
+            caught_up = (
+                gate.acked(handover.to) >= last and gate.pending == 0 and self.role.calls == 0
+            )
             still = still + 1 if caught_up else 0
             if time.monotonic() > deadline:
                 log.warning("switchover to %s: it did not catch up; staying", handover.to)
@@ -406,7 +415,8 @@ class Node:
         self.role.become(leading=False, primary=None, epoch=self.epoch)
         if replication is not None:
             replication.close()
-        await self._swap(self._standby_server)
+        # After a switchover what is still in progress finishes (refused).
+        await self._swap(self._standby_server, self.grace if self._handed else 0)
         with self._lock:
             self.board = self.replication = None
             self.epoch = 0
@@ -416,11 +426,12 @@ class Node:
                 # Its log is a prefix of its successor's: it follows on.
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.config.data, LED))
-            else:
-                self._set_aside(f"{self.name} was deposed")
-                self._aside = True
+            # Otherwise its data is set aside only once another board leads
+            # (``_follow``): until then it may be elected again, holding
+            # everything it answered.
             self._handed = False
             self.following = None
+            self.store = self._open_standby()
         if self.membership is not None:
             self.membership.nudge()
 
@@ -428,7 +439,7 @@ class Node:
 
     async def run(self) -> None:
         c = self.config
-        self.store = None if self._led() else self._open_standby()
+        self.store = self._open_standby()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -446,7 +457,7 @@ class Node:
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
                 eligible=self._eligible,
             ).start()  # fmt: skip
-            await self.readiness.serving(self.address)
+            await self.readiness.serving(f"{self.host}:{self.port}")
             log.info(
                 "msgboard %s of cluster %s on %s:%d (data %s): a standby until elected",
                 self.name,

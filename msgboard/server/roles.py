@@ -4,11 +4,14 @@ a replicating board, refuses every Board call with the role's refusal
 (UNAVAILABLE, NotPrimary and the primary's address) while the board is not
 the primary. With static roles a primary never refuses; leadership through
 etcd will change its role while it runs, and this is where the server
-follows. A standby's server (``standby.py``) refuses everything anyway.
+follows. A standby's server (``standby.py``) refuses everything anyway. A board
+of a cluster counts the unary calls it let in (``Role.counting``), so that
+a switchover hands over only once they are answered.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +45,34 @@ class RoleCheck(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(details)
+        if handler is None or not details.method.startswith(PREFIX):
+            return handler
         refusal = self.role.refusal()
-        if refusal is None or handler is None or not details.method.startswith(PREFIX):
+        if refusal is None:
+            if self.role.counting and handler.unary_unary is not None:
+                counted: grpc.RpcMethodHandler[Any, Any] = counted_handler(handler, self.role)
+                return counted
             return handler
         refused: grpc.RpcMethodHandler[Any, Any] = refusing_handler(handler, refusal)
         return refused
+
+
+def counted_handler(handler: Any, role: Role) -> Any:
+    """``handler`` (unary), counting itself in ``role.calls`` while it runs:
+    a switchover waits for the calls already let in."""
+    inner = handler.unary_unary
+
+    async def unary(request: Any, context: Any) -> Any:
+        role.calls += 1  # the event loop's thread only
+        try:
+            answer = inner(request, context)
+            return await answer if inspect.isawaitable(answer) else answer
+        finally:
+            role.calls -= 1
+
+    return grpc.unary_unary_rpc_method_handler(
+        unary, handler.request_deserializer, handler.response_serializer
+    )
 
 
 def refusing_handler(handler: Any, refusal: Any) -> Any:
