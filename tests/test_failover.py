@@ -127,8 +127,25 @@ def test_a_client_given_the_standby_first_lands_on_the_primary(
         d = next(sub)
         assert d.message.tuple == ("job", 2)
         sub.ack(d)
+    # A take and an ack refused by the standby ran nowhere: sent to the primary.
+    with Client([s.address, p.address]) as c:
+        c.post("jobs", ("job", 3))
+    with Client([s.address, p.address]) as c:
+        [lease] = c.take_leased("jobs", lease=600)
+        assert lease.message.tuple == ("job", 3)
+    with Client([s.address, p.address]) as c:
+        assert c.ack("jobs", [lease]).ids == [lease.id]
     with Client(s.address) as c, pytest.raises(NotPrimary):
         c.stats()
+
+
+def test_a_client_gives_up_after_the_failover_deadline() -> None:
+    """With no board at any address, a call is tried again until the
+    deadline, then raises the last error (here: no connection)."""
+    dead = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    with Client(dead, failover=1.0) as c, pytest.raises(Unavailable) as e:
+        c.stats()
+    assert refused(e.value)
 
 
 def test_a_client_skips_an_address_where_nothing_listens(server: ServerThread) -> None:
@@ -138,6 +155,9 @@ def test_a_client_skips_an_address_where_nothing_listens(server: ServerThread) -
         assert c.post("q", body=b"x") == 1
         assert c.address == server.address
         assert [m.body for m in c.take("q")] == [b"x"]
+    with Client([dead, server.address]) as c:
+        c.wait_ready(60)  # any board that answers
+        assert c.address == server.address
     with Client([dead, server.address]) as c:
         # post_many's first batch goes as a unary Post (keyed, sent again),
         # the rest streams on the board it found.
@@ -226,12 +246,13 @@ def test_a_take_or_ack_whose_answer_was_lost_is_not_sent_again(server: ServerThr
 
 
 class Poster(threading.Thread):
-    """Posts to ``queue`` through a failover client until told to stop;
-    ``answered``: the bodies answered OK, ``failed``: errors."""
+    """Posts to ``queue`` through a failover client (one unary Post each,
+    or its ``publisher``) until told to stop; ``answered``: the bodies
+    answered OK, ``failed``: errors."""
 
-    def __init__(self, addresses: list[str], queue: str) -> None:
+    def __init__(self, addresses: list[str], queue: str, *, publisher: bool = False) -> None:
         super().__init__(daemon=True)
-        self.addresses, self.queue = addresses, queue
+        self.addresses, self.queue, self.publisher = addresses, queue, publisher
         self.answered: list[bytes] = []
         self.failed: list[Exception] = []
         self.stop = threading.Event()
@@ -239,11 +260,12 @@ class Poster(threading.Thread):
 
     def run(self) -> None:
         with Client(self.addresses, timeout=30, failover=FAILOVER) as c:
+            poster = c.publisher(retry_for=FAILOVER) if self.publisher else c
             i = 0
             while not self.stop.is_set():
                 body = f"{self.queue}-{i}".encode()
                 try:
-                    c.post(self.queue, body=body)
+                    poster.post(self.queue, body=body)
                 except Exception as e:  # the test reports it
                     self.failed.append(e)
                     return
@@ -276,8 +298,9 @@ class Consumer(threading.Thread):
 def test_a_failover_by_hand_loses_no_answered_post_and_doubles_none(
     tmp_path: Path, stopped: list[Served]
 ) -> None:
-    """Given a primary and its standby, a client posting throughout through
-    [standby, primary], a subscriber and a leased take, when I kill -9 the
+    """Given a primary and its standby, clients posting throughout through
+    [standby, primary] (unary posts, and a publisher's stream), a
+    subscriber and a leased take, when I kill -9 the
     primary, stop the standby and start a board on the standby's directory
     and port, I expect: every post answered OK waiting exactly once on the
     new board (none lost, none doubled), no post failed; the subscription
@@ -291,7 +314,7 @@ def test_a_failover_by_hand_loses_no_answered_post_and_doubles_none(
     addresses = [s.address, p.address]
     c = Client(addresses, timeout=30, failover=FAILOVER)
     try:
-        for q in ("jobs", "feed", "leases"):
+        for q in ("jobs", "streamed", "feed", "leases"):
             c.create_queue(q)
         c.post("leases", body=b"leased")
         [lease] = c.take_leased("leases", lease=600)
@@ -302,7 +325,11 @@ def test_a_failover_by_hand_loses_no_answered_post_and_doubles_none(
         wait_for(lambda: consumer.got == [b"acked", b"unacked"], "both delivered")
         wait_for(lambda: len(sub.acked) == 1, "the first one's ack applied")
         poster = Poster(addresses, "jobs")
-        wait_for(lambda: len(poster.answered) >= 20, "posts answered before the kill")
+        streamed = Poster(addresses, "streamed", publisher=True)
+        wait_for(
+            lambda: len(poster.answered) >= 20 and len(streamed.answered) >= 20,
+            "posts answered before the kill",
+        )
 
         p.kill()
         s.stop()
@@ -311,11 +338,15 @@ def test_a_failover_by_hand_loses_no_answered_post_and_doubles_none(
         stopped.append(board)
         assert board.address == s.address
 
-        after = len(poster.answered)
-        wait_for(lambda: len(poster.answered) >= after + 20 or poster.failed, "posts resume")
-        poster.stop.set()
-        poster.join(60)
-        assert poster.failed == []
+        for posting in (poster, streamed):
+            after = len(posting.answered)
+            wait_for(
+                lambda p=posting, n=after: len(p.answered) >= n + 20 or bool(p.failed),
+                "posts resume",
+            )
+            posting.stop.set()
+            posting.join(60)
+            assert posting.failed == []
         c.post("feed", body=b"after")
         wait_for(
             lambda: consumer.got[-2:] in ([b"unacked", b"after"], [b"after", b"unacked"]),
@@ -336,7 +367,8 @@ def test_a_failover_by_hand_loses_no_answered_post_and_doubles_none(
         c.close()
     with Client(board.address) as direct:
         answered = dict.fromkeys(poster.answered, "jobs")
-        assert violations(waiting(direct, ["jobs"]), answered, set()) == []
+        answered.update(dict.fromkeys(streamed.answered, "streamed"))
+        assert violations(waiting(direct, ["jobs", "streamed"]), answered, set()) == []
         assert [m.body for m in direct.read("leases", max=5)] == [b"leased"]
 
 

@@ -124,10 +124,20 @@ func DialList(addresses []string, opts ...Option) (*Client, error) {
 		}
 		o.tls = c
 	}
+	deadline := time.Duration(0)
+	if o.failover != nil {
+		deadline = *o.failover
+	} else if len(addresses) > 1 {
+		deadline = FailoverDeadline
+	}
 	// A board that comes back is found within 5 s (grpc-go waits up to 120 s
-	// between attempts to connect by default).
+	// between attempts to connect by default); following the primary, within
+	// 1 s (a board that takes over on the address of one that was gone).
 	reconnect := backoff.DefaultConfig
 	reconnect.MaxDelay = 5 * time.Second
+	if deadline > 0 {
+		reconnect.BaseDelay, reconnect.MaxDelay = 100*time.Millisecond, time.Second
+	}
 	dial := []grpc.DialOption{grpc.WithInsecure(), grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff: reconnect, MinConnectTimeout: 20 * time.Second})}
 	if o.tls != nil {
@@ -160,11 +170,7 @@ func DialList(addresses []string, opts ...Option) (*Client, error) {
 		// is the same lazy connection.
 		dial: func(address string) (*grpc.ClientConn, error) { return grpc.Dial(address, dial...) },
 	}
-	if o.failover != nil {
-		f.deadline = *o.failover
-	} else if len(addresses) > 1 {
-		f.deadline = FailoverDeadline
-	}
+	f.deadline = deadline
 	if _, _, err := f.board(); err != nil { // a bad first address: said now
 		return nil, err
 	}

@@ -36,7 +36,7 @@ import (
 var (
 	FailoverDeadline = 30 * time.Second
 	FirstPause       = 50 * time.Millisecond
-	MostPause        = 2 * time.Second
+	MostPause        = 1 * time.Second
 )
 
 // WithFailover sets how long a call keeps looking for the primary among the

@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -134,11 +135,22 @@ class Client(Admin, Poster):
         self._failover.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Waits until the current board answers; Unavailable if it does not in time."""
-        try:
-            grpc.channel_ready_future(self._failover.channel()[1]).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            raise Unavailable(f"no board answers at {self.address}") from None
+        """Waits until the current board answers (with failover on: any of
+        the boards, which becomes the current one); Unavailable if none
+        does in time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            address, channel, _ = self._failover.channel()
+            wait = deadline - time.monotonic()
+            if self._failover.on:
+                wait = min(wait, 0.5)  # then the next address
+            try:
+                grpc.channel_ready_future(channel).result(timeout=max(wait, 0.0))
+                return
+            except grpc.FutureTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise Unavailable(f"no board answers at {self.address}") from None
+                self._failover.moved(address, Unavailable("failed to connect to all addresses"))
 
     # -- posting --------------------------------------------------------
 

@@ -40,7 +40,7 @@ import grpc
 from msgboard import codec
 from msgboard.client.failover import Failover
 from msgboard.client.wire import in_stream, mapped, rpc_error, selector_view
-from msgboard.errors import MsgboardError, NotFound, Unavailable
+from msgboard.errors import MsgboardError, NotFound, StoreError, Unavailable
 from msgboard.results import SelectorView
 from msgboard.spec import (
     Delivery,
@@ -53,6 +53,9 @@ from msgboard.v1 import board_pb2_grpc as pb_grpc
 #: at random (so that many consumers do not come back at once).
 RECONNECT_WAIT = 0.1
 MAX_RECONNECT_WAIT = 5.0
+
+#: What grpc.aio says for a write to a stream the board has ended.
+_CORE_INTERNAL = "Internal error from Core"
 
 #: Called when a stream is lost (with the error) and when it is open again
 #: (with None).
@@ -481,8 +484,17 @@ class AsyncSubscription(_Stream):
 
         stub = pb_grpc.BoardStub(self._channel)
         self._call = stub.Subscribe(gen())
-        with mapped():
-            self._take(await self._call.read())
+        try:
+            with mapped():
+                self._take(await self._call.read())
+        except StoreError as e:
+            # grpc.aio reports a board that ends the stream before the
+            # opening is written (a standby's refusal) as this INTERNAL
+            # instead of the board's status (grpc/grpc#36066): an outage of
+            # the opening, which is safe to try again.
+            if str(e) != _CORE_INTERNAL:
+                raise
+            raise Unavailable(f"the board ended the stream as it opened ({e})") from None
 
     async def _reopen(self, cause: MsgboardError) -> None:
         """``Subscription._reopen`` for asyncio: raises StopAsyncIteration
