@@ -254,8 +254,10 @@ def cycle_etcd(
         (nodes.resume if fault == "pause-primary" else nodes.heal)(primary)
         erred(h, f"bound{n}", now())
         bound.stop()
-        after = at + SLACK if fault == "pause-primary" else at + TTL + SLACK
-        row.late += len(late(h, f"bound{n}", after))
+        if fault == "pause-primary":
+            row.late += len(late(h, f"bound{n}", at + SLACK, frozen=True))
+        else:
+            row.late += len(late(h, f"bound{n}", at + TTL + SLACK))
     elif fault == "kill-standby":
         standby = random.choice([b for b in nodes.names if b != primary])
         nodes.kill(standby)

@@ -373,13 +373,23 @@ class Workload:
                 self._add(name, "take", m.key or m.body.decode(), CONSUMED, t0, t1, OK)
 
 
-def late(h: History, client: str, after: float, before: float = float("inf")) -> list[Op]:
+def late(
+    h: History, client: str, after: float, before: float = float("inf"), *, frozen: bool = False
+) -> list[Op]:
     """The calls of clients named ``client``... answered OK between
-    ``after`` and ``before``."""
+    ``after`` and ``before``: posts, takes and acks, not what a Subscribe
+    stream pushes (a delivery is no answer to a write; were it stale, the
+    checker's rule c finds it delivered after an ack). ``frozen`` (the board
+    was paused at ``after``): the calls *invoked* after ``after`` and
+    answered OK, whatever they were, since an answer the board decided
+    before its pause may leave its socket only after SIGCONT."""
     return [
         o
         for o in h.ops()
-        if o.client.startswith(client) and o.outcome == OK and after < o.done_at < before
+        if o.client.startswith(client)
+        and o.outcome == OK
+        and (after < o.invoked_at if frozen else after < o.done_at < before)
+        and (frozen or not (o.kind == "deliver" and o.client.endswith("-subscriber")))
     ]
 
 
