@@ -39,7 +39,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import nights
 from table import summarize
 
 from msgboard import Message, QueueSpec
@@ -53,32 +55,55 @@ from pyspark_msgboard.session import session
 QUEUES = ("orders", "events", "jobs", "audit")
 
 
+def messages(q: str, start: int, stop: int) -> list[Message]:
+    """Messages ``start`` to ``stop`` of queue ``q``, the benchmark's shape."""
+    return [
+        Message(
+            tuple=(q, i, i * 0.5, f"item-{i % 1000}"),
+            address=f"{q}.{('eu', 'us', 'asia')[i % 3]}.{i % 7}",
+            priority=i % 5,
+            headers={"tenant": f"t{i % 13}"},
+            content_type="application/json",
+            body=b'{"n": %d}' % i,
+        )
+        for i in range(start, stop)
+    ]
+
+
+def post(b: Board, q: str, start: int, stop: int) -> None:
+    """Posts messages ``start`` to ``stop`` of ``q`` in batches of 10,000."""
+    futs = [
+        b.post_async(q, messages(q, i, min(stop, i + 10_000))) for i in range(start, stop, 10_000)
+    ]
+    for f in futs:
+        f.result()
+
+
+def take(b: Board, q: str, count: int) -> None:
+    """Takes the ``count`` oldest waiting messages of ``q``."""
+    taken = 0
+    while taken < count:
+        taken += len(b.take(q, max=min(10_000, count - taken)))
+
+
 def build(path: Path, n: int) -> None:
     """A board of ``n`` messages over four queues, half of each taken."""
     with Board(path, sync=False) as b:
         per = n // len(QUEUES)
         for q in QUEUES:
             b.create_queue(QueueSpec(q, max_history=UNLIMITED))
-            futs = []
-            for start in range(0, per, 10_000):
-                batch = [
-                    Message(
-                        tuple=(q, i, i * 0.5, f"item-{i % 1000}"),
-                        address=f"{q}.{('eu', 'us', 'asia')[i % 3]}.{i % 7}",
-                        priority=i % 5,
-                        headers={"tenant": f"t{i % 13}"},
-                        content_type="application/json",
-                        body=b'{"n": %d}' % i,
-                    )
-                    for i in range(start, min(per, start + 10_000))
-                ]
-                futs.append(b.post_async(q, batch))
-            for f in futs:
-                f.result()
-            taken = 0
-            while taken < per // 2:
-                taken += len(b.take(q, max=min(10_000, per // 2 - taken)))
+            post(b, q, 0, per)
+            take(b, q, per // 2)
         print(f"built {n:,} messages in {path}", file=sys.stderr)
+
+
+def day(b: Board, n: int) -> None:
+    """A day of 10% changes on the board of ``build(path, n)``: n/20 new
+    messages posted and n/20 of the waiting ones taken, in order."""
+    per = n // len(QUEUES)
+    for q in QUEUES:
+        post(b, q, per, per + per // 20)
+        take(b, q, per // 20)
 
 
 def parse(snap: str) -> int:
@@ -208,14 +233,16 @@ def report_scale(n: int, master: str) -> None:
 
 
 def steps(n: int) -> None:
-    """The data source's decode (``columns.batch``) step by step, in µs per
+    """The data source's decode (``columns.batch``, then ``compiled.batch``) step by step, in µs per
     record, on a board of ``n`` messages of the benchmark's shape: the best
     of 5 of each step over the whole snapshot, in batches of 8192."""
     from operator import attrgetter
 
     import numpy as np
+    import pyarrow as pa
 
     from pyspark_msgboard import columns as c
+    from pyspark_msgboard import compiled
 
     with tempfile.TemporaryDirectory(prefix="msgboard-bench-steps-") as tmp:
         root = Path(tmp)
@@ -249,7 +276,7 @@ def steps(n: int) -> None:
             ("  and list its rows", lambda: [list(c._Batch.FromString(b).rows) for b in framed]),
             (
                 "seq, from the keys",
-                lambda: [np.frombuffer(b"".join(k), c._KEYS) for k, _ in chunks],
+                lambda: [np.frombuffer(b"".join(k), c.KEYS) for k, _ in chunks],
             ),
             (
                 "6 scalar columns",
@@ -268,6 +295,11 @@ def steps(n: int) -> None:
             (
                 "the whole batch (columns.batch)",
                 lambda: [c.batch(k, p, "q", "history") for k, p in chunks],
+            ),
+            ("payloads to one Arrow array", lambda: [pa.array(p, pa.binary()) for _, p in chunks]),
+            (
+                "the whole batch (compiled.batch)",
+                lambda: [compiled.batch(k, p, "q", "history") for k, p in chunks],
             ),
         ]
         for label, fn in figures:
@@ -289,6 +321,20 @@ def main() -> None:
         help="instead: time msgboard report over a synthetic dataset of N rows",
     )
     p.add_argument(
+        "--ways",
+        default="after",
+        help="comma-separated, measured in turn every round: before (upb decoder, "
+        "Spark's writer), after (ptars, the tasks' writer); e.g. before,after",
+    )
+    p.add_argument(
+        "--nights",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: night 1, a day of 10%% changes, night 2 and a no-op night "
+        "on a board of N messages (bench/nights.py)",
+    )
+    p.add_argument(
         "--steps",
         type=int,
         default=0,
@@ -302,7 +348,14 @@ def main() -> None:
     if args.report_rows:
         report_scale(args.report_rows, args.master)
         return
+    if args.nights:
+        nights.main(args.nights, args.master, args.out, build, day, parse)
+        return
     n = args.messages
+    ways = args.ways.split(",")
+    unknown = set(ways) - set(WAYS)
+    if unknown:
+        p.error(f"--ways: unknown {', '.join(sorted(unknown))}; known: {', '.join(WAYS)}")
 
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="msgboard-bench-spark-") as tmp:
@@ -318,24 +371,11 @@ def main() -> None:
                 size = (snap / "data.mdb").stat().st_size
                 fig["snapshot_mib"] = size / 2**20
                 fig["floor_rows_per_s"] = n / timed(lambda: snapshot.raw_scan(str(snap)))  # noqa: B023
-
-                def decode() -> None:
-                    for ranges in snapshot.plan(str(snap)):  # noqa: B023
-                        collections.deque(snapshot.read(str(snap), ranges), maxlen=0)  # noqa: B023
-
                 fig["parse_rows_per_s"] = n / timed(lambda: parse(str(snap)))  # noqa: B023
-                fig["decode_rows_per_s"] = n / timed(decode)
-                df = spark.read.format("msgboard").load(str(snap))
-                scan = timed(lambda: df.write.format("noop").mode("overwrite").save())  # noqa: B023
-                fig["scan_rows_per_s"] = n / scan
-                out = root / f"parquet{r}"
-                fig["export_s"] = timed(lambda: export.export(spark, str(snap), str(out)))  # noqa: B023
-                fig["parquet_mib"] = sum(f.stat().st_size for f in out.rglob("*.parquet")) / 2**20
-                www = root / f"report{r}"
-                fig["report_s"] = timed(lambda: report.report(spark, str(out), str(www)))  # noqa: B023
-                fig["jvm_peak_mib"] = peak(spark)
-                shutil.rmtree(www)
-                shutil.rmtree(out)
+                # Each way in turn on the same snapshot, the order turned
+                # round every round, so that both see the same load.
+                for way in ways if r % 2 == 0 else ways[::-1]:
+                    fig.update(one_way(spark, snap, root, n, way, report_too=way == ways[-1]))
                 shutil.rmtree(snap)
                 rounds.append(fig)
                 print(f"round {r + 1}/{args.rounds}: {fig}", file=sys.stderr)
@@ -347,37 +387,104 @@ def main() -> None:
         ("snapshot_mib", "  snapshot size", "MiB"),
         ("floor_rows_per_s", "floor: raw LMDB cursor scan, 1 process", "rows/s"),
         ("parse_rows_per_s", "floor: scan + check + parse, 1 process", "rows/s"),
-        ("decode_rows_per_s", "decode to Arrow batches, 1 process", "rows/s"),
-        ("scan_rows_per_s", "Spark full scan via the data source", "rows/s"),
-        ("export_s", "export to Parquet (msgboard export)", "s"),
-        ("parquet_mib", "  Parquet size", "MiB"),
+    ]
+    for way in ways:
+        labels += [
+            (f"decode_rows_per_s:{way}", f"[{way}] decode to Arrow batches, 1 process", "rows/s"),
+            (f"scan_rows_per_s:{way}", f"[{way}] Spark full scan via the data source", "rows/s"),
+            (f"export_s:{way}", f"[{way}] export to Parquet (msgboard export)", "s"),
+            (f"parquet_mib:{way}", f"[{way}]   Parquet size", "MiB"),
+        ]
+    labels += [
         ("report_s", "report (msgboard report)", "s"),
         ("jvm_peak_mib", "  JVM peak resident memory", "MiB"),
     ]
     print(
         f"\nmsgboard Spark, {n:,} messages ({len(QUEUES)} queues, half in history), "
         f"{args.master}, median of {args.rounds} on {platform.node()} "
-        f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}\n"
+        f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end\n"
     )
     rows = summarize(rounds, labels)
     floor = rows["floor_rows_per_s"]["median"]
-    parsed = rows["parse_rows_per_s"]["median"]
-    export_rate = n / rows["export_s"]["median"]
-    print(
-        f"\nSpark scan / raw cursor floor:         {rows['scan_rows_per_s']['median'] / floor:.3f}"
-    )
-    print(
-        f"Spark scan / scan + decode floor:      {rows['scan_rows_per_s']['median'] / parsed:.3f}"
-    )
-    print(
-        f"Arrow decode / scan + decode floor:    {rows['decode_rows_per_s']['median'] / parsed:.3f}"
-    )
-    print(f"export wall / scan + decode floor:     {export_rate / parsed:.3f}")
-    print(f"export rows/s: {export_rate:,.0f}")
+    for way in ways:
+        print(f"\n[{way}] ({WAYS[way]})")
+        print_ratios(rounds, way, n, floor)
     os.makedirs(args.out, exist_ok=True)
     path = Path(args.out) / f"spark-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps({"args": vars(args), "rows": rows, "rounds": rounds}, indent=2))
     print(f"results: {path}")
+
+
+#: The ways the data source and the export can run, by ``--ways``.
+WAYS = {
+    "before": "decoder=protobuf (upb + numpy), export through Spark's Parquet writer",
+    "after": "decoder=compiled (ptars), export written by the tasks (pyarrow)",
+}
+_OPTIONS = {
+    "before": {"decoder": "protobuf", "writer": "spark"},
+    "after": {"decoder": "compiled", "writer": "tasks"},
+}
+
+
+def one_way(
+    spark: Any, snap: Path, root: Path, n: int, way: str, report_too: bool
+) -> dict[str, float]:
+    """The decode, the scan and the export of ``snap`` one way; the report
+    of that export too, if ``report_too``."""
+    opts = _OPTIONS[way]
+    fig: dict[str, float] = {}
+
+    def decode() -> None:
+        for ranges in snapshot.plan(str(snap)):
+            collections.deque(snapshot.read(str(snap), ranges, 8192, opts["decoder"]), maxlen=0)
+
+    fig[f"decode_rows_per_s:{way}"] = n / timed(decode)
+    df = spark.read.format("msgboard").option("decoder", opts["decoder"]).load(str(snap))  # type: ignore[attr-defined]
+    fig[f"scan_rows_per_s:{way}"] = n / timed(
+        lambda: df.write.format("noop").mode("overwrite").save()
+    )
+    out = root / f"parquet-{way}"
+    fig[f"export_s:{way}"] = timed(
+        lambda: export.export(spark, str(snap), str(out), options=dict(opts))
+    )
+    fig[f"parquet_mib:{way}"] = sum(f.stat().st_size for f in out.rglob("*.parquet")) / 2**20
+    if report_too:
+        www = root / "report"
+        fig["report_s"] = timed(lambda: report.report(spark, str(out), str(www)))
+        fig["jvm_peak_mib"] = peak(spark)
+        shutil.rmtree(www)
+    shutil.rmtree(out)
+    return fig
+
+
+def print_ratios(rounds: list[dict[str, float]], way: str, n: int, floor: float) -> None:
+    """The ratios to the floors, median over the rounds, each round's beside."""
+    import statistics
+
+    def ratio(per_round: Callable[[dict[str, float]], float]) -> str:
+        each = [per_round(r) for r in rounds]
+        return f"{statistics.median(each):.3f}  ({', '.join(f'{x:.3f}' for x in each)})"
+
+    parsed = "parse_rows_per_s"
+    print(
+        "Spark scan / raw cursor floor:      "
+        + ratio(lambda r: r[f"scan_rows_per_s:{way}"] / floor)
+    )
+    print(
+        "Spark scan / scan + decode floor:   "
+        + ratio(lambda r: r[f"scan_rows_per_s:{way}"] / r[parsed])
+    )
+    print(
+        "Arrow decode / scan + decode floor: "
+        + ratio(lambda r: r[f"decode_rows_per_s:{way}"] / r[parsed])
+    )
+    print(
+        "export wall / scan + decode floor:  "
+        + ratio(lambda r: n / r[f"export_s:{way}"] / r[parsed])
+    )
+    rates = sorted(n / r[f"export_s:{way}"] for r in rounds)
+    print(f"export rows/s: {rates[len(rates) // 2]:,.0f}")
 
 
 if __name__ == "__main__":

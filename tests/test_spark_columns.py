@@ -1,9 +1,10 @@
-"""The bulk decoder of the Spark data source (``pyspark_msgboard.columns``)
-gives, for any bytes upb reads as a ``msgboard.v1.Message``, the row a
-record-by-record upb decode gives: the plain encodings it reads with numpy,
-and every other one (a Value with two members or an unknown field, a header
-entry written value first or twice, a processed suffix appended) through
-its upb fallback."""
+"""The bulk decoders of the Spark data source (``pyspark_msgboard.columns``,
+upb and numpy, and ``pyspark_msgboard.compiled``, ptars) give, for any
+bytes upb reads as a ``msgboard.v1.Message``, the row a record-by-record
+upb decode gives: the plain encodings they read in bulk, and every other
+one (a Value with two members or an unknown field, a header entry written
+value first or twice, a processed suffix appended) through their
+fallbacks."""
 
 from __future__ import annotations
 
@@ -20,12 +21,17 @@ from msgboard.codec import exit_suffix, processed_suffix
 from msgboard.errors import RecordDamaged
 from msgboard.message import Exit, ExitKind
 from msgboard.v1 import board_pb2 as pb
+from tests.sparking import exact
 
 pytest.importorskip("pyspark")
 
-from pyspark_msgboard import columns
+from pyspark_msgboard import columns, compiled
 
 Value = columns.Value
+#: Both decoders of a batch, by the data source's ``decoder`` option.
+DECODERS = pytest.mark.parametrize(
+    "decode", [columns.batch, compiled.batch], ids=["protobuf", "compiled"]
+)
 
 KINDS = ("bool", "int", "float", "string", "bytes")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -66,7 +72,12 @@ entry_bytes = st.one_of(
 
 
 @st.composite
-def payloads(draw: st.DrawFn) -> bytes:
+def payloads(
+    draw: st.DrawFn,
+    values: st.SearchStrategy[bytes] = value_bytes,
+    entries: st.SearchStrategy[bytes] = entry_bytes,
+    unique: bool = False,
+) -> bytes:
     m = pb.Message(
         address=draw(st.sampled_from(["", "a.b", "é"])),
         priority=draw(st.sampled_from([0, -5, 2**62])),
@@ -79,8 +90,8 @@ def payloads(draw: st.DrawFn) -> bytes:
     if draw(st.booleans()):
         m.expires_at.seconds = draw(st.sampled_from([1, 2**62, -(2**40)]))
     data = m.SerializeToString()
-    data += b"".join(_field(5, e) for e in draw(st.lists(entry_bytes, max_size=3)))
-    data += b"".join(_field(8, v) for v in draw(st.lists(value_bytes, max_size=4)))
+    data += b"".join(_field(5, e) for e in draw(st.lists(entries, max_size=3, unique=unique)))
+    data += b"".join(_field(8, v) for v in draw(st.lists(values, max_size=4)))
     if draw(st.booleans()):
         data += processed_suffix(1_795_000_100_000_000, 2)
         how = draw(st.sampled_from([None, *ExitKind]))
@@ -96,17 +107,6 @@ def _time(us: int) -> datetime:
 
 def _us(t: Any) -> int:
     return int(t.seconds * 1_000_000 + t.nanos // 1000)
-
-
-def _exact(v: Any) -> Any:
-    """Floats by their bits, so that NaN equals NaN and -0.0 is not 0.0."""
-    if isinstance(v, float):
-        return struct.pack("<d", v)
-    if isinstance(v, dict):
-        return {k: _exact(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_exact(x) for x in v]
-    return v
 
 
 def expected(seq: int, payload: bytes) -> dict[str, Any]:
@@ -143,15 +143,38 @@ def key(seq: int) -> bytes:
     return struct.pack(">IQ", 7, seq)
 
 
+@DECODERS
 @settings(max_examples=150, deadline=None)
 @given(st.lists(payloads(), min_size=1, max_size=6))
-def test_a_batch_is_what_upb_reads_record_by_record(batch: list[bytes]) -> None:
+def test_a_batch_is_what_upb_reads_record_by_record(decode: Any, batch: list[bytes]) -> None:
     # Given records of any encoding upb reads
     keys = [key(i + 1) for i in range(len(batch))]
-    # When the bulk decoder turns them into one record batch
-    got = columns.batch(keys, batch, "q", "history").to_pylist()
+    # When a bulk decoder turns them into one record batch
+    got = decode(keys, batch, "q", "history")
     # I expect each row to be what upb reads from its record alone
-    assert _exact(got) == _exact([expected(i + 1, p) for i, p in enumerate(batch)])
+    assert got.schema == columns.ARROW
+    assert exact(got.to_pylist()) == exact([expected(i + 1, p) for i, p in enumerate(batch)])
+
+
+#: Records as the board writes them (one member per Value, each header key
+#: once, in order), a history record's processed suffix and exit appended.
+plain_payloads = payloads(
+    plain_values.map(lambda v: v.SerializeToString()),
+    st.sampled_from(["a", "b", "tenant"]).map(lambda k: _field(1, k.encode()) + _field(2, b"v")),
+    unique=True,
+)
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="ptars is not installed")
+@settings(max_examples=100, deadline=None)
+@given(st.lists(plain_payloads, min_size=1, max_size=6))
+def test_plain_records_take_the_compiled_path(batch: list[bytes]) -> None:
+    # Given records in the shapes the board writes, edge values included
+    keys = [key(i + 1) for i in range(len(batch))]
+    # When ptars decodes them (no fallback to upb: _batch raises if it would)
+    got = compiled._batch(keys, batch, "q", "history")
+    # I expect what upb reads record by record
+    assert exact(got.to_pylist()) == exact([expected(i + 1, p) for i, p in enumerate(batch)])
 
 
 def test_plain_records_take_the_bulk_path() -> None:
@@ -180,7 +203,8 @@ def test_plain_records_take_the_bulk_path() -> None:
     ]
 
 
-def test_a_record_that_does_not_parse_is_named() -> None:
+@DECODERS
+def test_a_record_that_does_not_parse_is_named(decode: Any) -> None:
     # Given a batch whose second record is cut short, and a third whose
     # tuple string is not UTF-8
     good = pb.Message(address="a").SerializeToString()
@@ -189,6 +213,6 @@ def test_a_record_that_does_not_parse_is_named() -> None:
     for payload in (cut, bad_utf8):
         # When it is decoded
         with pytest.raises(RecordDamaged) as e:
-            columns.batch([key(1), key(2)], [good, payload], "q", "history")
+            decode([key(1), key(2)], [good, payload], "q", "history")
         # I expect the damaged record named by its queue and seq
         assert (e.value.queue, e.value.seq) == ("q", 2)

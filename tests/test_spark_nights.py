@@ -24,6 +24,9 @@ from tests import damage
 from tests.sparking import post as _post
 
 pyspark = pytest.importorskip("pyspark")
+# Three nights of Spark jobs in one test: under a load of 14 on 2 cores
+# that took more than the suite's 120 s (test_spark_changes.py does the same).
+pytestmark = pytest.mark.timeout(900)
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402

@@ -186,8 +186,8 @@ def _frame(n: int) -> bytes:
 
 #: A record's key (``layout.KEY``: qid u32, seq u64, big-endian) as numpy
 #: reads a run of them.
-_KEYS = np.dtype([("qid", ">u4"), ("seq", ">u8")])
-assert _KEYS.itemsize == KEY.size
+KEYS = np.dtype([("qid", ">u4"), ("seq", ">u8")])
+assert KEYS.itemsize == KEY.size
 #: Seconds beyond which a time is clamped anyway (so that µs never overflow).
 _SECONDS = (MIN_US // 1_000_000 - 1, MAX_US // 1_000_000 + 1)
 
@@ -205,7 +205,7 @@ def batch(keys: list[bytes], payloads: list[bytes], queue: str, section: str) ->
         _damaged(keys, payloads, queue)
         raise
     stamp = _TYPES["posted_at"]
-    parsed = np.frombuffer(b"".join(keys), _KEYS)
+    parsed = np.frombuffer(b"".join(keys), KEYS)
     seqs = parsed["seq"].astype(np.int64)
     columns = {
         "queue": pa.array([queue] * n, pa.string()),
@@ -234,7 +234,7 @@ def _damaged(keys: list[bytes], payloads: list[bytes], queue: str) -> None:
         try:
             pb.Message.FromString(payload)
         except DecodeError as e:
-            seq = int(np.frombuffer(key, _KEYS)["seq"][0])
+            seq = int(np.frombuffer(key, KEYS)["seq"][0])
             raise RecordDamaged(queue, seq, str(e) or "undecodable") from None
 
 
@@ -260,10 +260,10 @@ def _optional_time(rows: list[Any], name: str) -> pa.Array:
 
 
 #: ExitKind numbers as the ``exit`` column says them (EXIT_KIND_ACKED: acked).
-_EXIT_NAMES: dict[int, str | None] = {
+EXIT_NAMES: dict[int, str | None] = {
     v.number: v.name.removeprefix("EXIT_KIND_").lower() for v in pb.ExitKind.DESCRIPTOR.values
 }
-_EXIT_NAMES[pb.EXIT_KIND_UNSPECIFIED] = None
+EXIT_NAMES[pb.EXIT_KIND_UNSPECIFIED] = None
 
 
 def _exits(rows: list[Any]) -> dict[str, pa.Array]:
@@ -277,7 +277,7 @@ def _exits(rows: list[Any]) -> dict[str, pa.Array]:
         return {"exit": nulls, "exit_reason": nulls, "exit_queue": nulls}
     how = [m.exit if p else None for m, p in zip(rows, present, strict=True)]
     return {
-        "exit": pa.array([_EXIT_NAMES.get(e.kind) if e else None for e in how], pa.string()),
+        "exit": pa.array([EXIT_NAMES.get(e.kind) if e else None for e in how], pa.string()),
         "exit_reason": pa.array([(e.reason or None) if e else None for e in how], pa.string()),
         "exit_queue": pa.array([(e.queue or None) if e else None for e in how], pa.string()),
     }
@@ -298,20 +298,28 @@ def _headers(rows: list[Any]) -> pa.Array:
     np.cumsum(counts, out=offsets[1:])
     entries = [e for h in maps for e in h]
     try:
-        keys, values = _entries_bulk(entries)
-        if (counts > 1).any():
-            rows_of = pa.array(np.repeat(np.arange(len(rows)), counts))
-            order = pc.sort_indices(
-                pa.table({"row": rows_of, "key": keys}),
-                sort_keys=[("row", "ascending"), ("key", "ascending")],
-            )
-            keys, values, rows_of = keys.take(order), values.take(order), rows_of.take(order)
-            twice = pc.and_(pc.equal(keys[1:], keys[:-1]), pc.equal(rows_of[1:], rows_of[:-1]))
-            if pc.any(twice).as_py():
-                raise _Shape  # a key written twice: the map keeps the last
+        headers = sorted_map(pa.array(offsets), *_entries_bulk(entries))
     except _Shape:
-        return _headers_each(maps)
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_TYPES["headers"])
+        headers = None
+    return _headers_each(maps) if headers is None else headers
+
+
+def sorted_map(offsets: pa.Array, keys: pa.Array, values: pa.Array) -> pa.Array | None:
+    """The headers column of map entries (``offsets`` into ``keys`` and
+    ``values``, in the order written), each map sorted by key; None if a
+    map has a key twice (the map keeps its last value: upb's path)."""
+    counts = np.diff(np.asarray(offsets))
+    if (counts > 1).any():
+        rows_of = pa.array(np.repeat(np.arange(len(counts)), counts))
+        order = pc.sort_indices(
+            pa.table({"row": rows_of, "key": keys}),
+            sort_keys=[("row", "ascending"), ("key", "ascending")],
+        )
+        keys, values, rows_of = keys.take(order), values.take(order), rows_of.take(order)
+        twice = pc.and_(pc.equal(keys[1:], keys[:-1]), pc.equal(rows_of[1:], rows_of[:-1]))
+        if pc.any(twice).as_py():
+            return None
+    return pa.MapArray.from_arrays(offsets, keys, values, type=_TYPES["headers"])
 
 
 def _entries_bulk(entries: list[bytes]) -> tuple[pa.Array, pa.Array]:

@@ -265,10 +265,9 @@ def _decode(
     progress: TextIO | None,
     options: dict[str, str] | None,
 ) -> None:
-    """Decodes the night's rows with the data source and writes them into
-    the new version ``new`` (which Spark creates)."""
-    from pyspark.sql import functions as F
-
+    """Decodes the night's rows and writes them into the new version
+    ``new``: by Spark tasks with pyarrow (``writer.py``), or with the
+    option ``writer=spark`` through the data source and Spark's writer."""
     opts = dict(options or {})
     listed = None
     if not night.full:
@@ -279,21 +278,44 @@ def _decode(
             json.dump([dataclasses.astuple(r) for q in night.queues.values() for r in q.decode], f)
         opts["ranges"] = listed
     try:
-        df = spark.read.format("msgboard").options(**opts).load(snap)
-        rows = df.withColumn("day", F.to_date("posted_at"))
         spark.sparkContext.setJobGroup(GROUP, f"msgboard export {snap}")
         try:
-            # No shuffle: a partition is a key range of one queue, in seq
-            # order, so its rows already come grouped by queue and day.
             with Progress(spark, GROUP, "export", progress):
-                write = rows.write.mode("errorifexists")
-                write.partitionBy("queue", "section", "day").parquet(new)
+                if opts.pop("writer", "tasks") == "spark":
+                    _write_dataframe(spark, snap, new, opts)
+                else:
+                    _write_tasks(spark, snap, new, opts)
         finally:
             with contextlib.suppress(Exception):  # a dead JVM: the error above says it
                 spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     finally:
         if listed is not None:
             os.unlink(listed)
+
+
+def _write_tasks(spark: SparkSession, snap: str, new: str, opts: dict[str, str]) -> None:
+    """The rows decoded and written by Spark tasks with pyarrow
+    (``writer.py``): no row goes through the JVM. The data source's
+    options say the partitions (``ranges``, ``rowsPerPartition``,
+    ``numPartitions``), the batch size and the decoder."""
+    from pyspark_msgboard import snapshot, source, writer
+
+    reader: Any = source.MsgboardDataSource({**opts, "path": snap}).reader(snapshot.SCHEMA)
+    plan = [p.ranges for p in reader.partitions()]
+    writer.write(spark, snap, new, plan, reader.batch_rows, reader.decoder)
+
+
+def _write_dataframe(spark: SparkSession, snap: str, new: str, opts: dict[str, str]) -> None:
+    """The rows read through the data source and written by Spark's own
+    Parquet writer (in the JVM): the export before ``writer.py``, kept as
+    the ``writer=spark`` option to compare against."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("msgboard").options(**opts).load(snap)
+    rows = df.withColumn("day", F.to_date("posted_at"))
+    # No shuffle: a partition is a key range of one queue, in seq order, so
+    # its rows already come grouped by queue and day.
+    rows.write.mode("errorifexists").partitionBy("queue", "section", "day").parquet(new)
 
 
 def _keep(old: str, new: str, night: changes.Changes) -> int:

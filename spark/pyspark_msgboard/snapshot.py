@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ import pyarrow as pa
 from msgboard.errors import RecordDamaged
 from msgboard.lmdbstore import record
 from msgboard.lmdbstore.layout import KEY, QID, STATE, U64, is_sealed
-from pyspark_msgboard import columns
+from pyspark_msgboard import columns, compiled
 from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
 from pyspark_msgboard.snapfile import SECTIONS, Range, SnapshotError, check, opened
 
@@ -192,9 +192,20 @@ def pack(ranges: list[Range], rows_per_part: int = 250_000, parts: int = 0) -> l
     return _packed(pieces, target)
 
 
-def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+#: The decoders of a batch of records, by the data source's ``decoder``
+#: option: the same rows either way (``tests/test_spark_columns.py``).
+DECODERS: dict[str, Callable[[list[bytes], list[bytes], str, str], pa.RecordBatch]] = {
+    "compiled": compiled.batch,
+    "protobuf": columns.batch,
+}
+
+
+def read(
+    path: str, ranges: list[Range], batch_rows: int = 8192, decoder: str = "compiled"
+) -> Iterator[pa.RecordBatch]:
     """The messages in ``ranges`` as record batches of at most
-    ``batch_rows`` rows, in the schema ARROW."""
+    ``batch_rows`` rows, in the schema ARROW, decoded by ``DECODERS[decoder]``."""
+    decode = DECODERS[decoder]
     with opened(path) as (env, dbs), env.begin() as txn:
         sealed = is_sealed(txn.get(b"schema", db=dbs["meta"]) or b"0")
         for r in ranges:
@@ -204,7 +215,7 @@ def read(path: str, ranges: list[Range], batch_rows: int = 8192) -> Iterator[pa.
                 continue
             items = cur.iternext()
             while True:
-                batch = _decode(items, end, batch_rows, r.queue, r.section, sealed)
+                batch = _decode(items, end, batch_rows, r.queue, r.section, sealed, decode)
                 if batch is None:
                     break
                 yield batch
@@ -219,9 +230,10 @@ def _decode(
     queue: str,
     section: str,
     sealed: bool = True,
+    decode: Callable[[list[bytes], list[bytes], str, str], pa.RecordBatch] = compiled.batch,
 ) -> pa.RecordBatch | None:
     """Decodes up to ``most`` records from ``items`` (stopping at the key
-    ``end``) into one record batch (``columns.batch``); None if there were
+    ``end``) into one record batch (``decode``); None if there were
     none. ``sealed``: the records carry their checksum (schema 3 on)."""
     unseal = record.unseal
     keys: list[bytes] = []
@@ -236,7 +248,7 @@ def _decode(
         keys.append(key)
         if len(keys) == most:
             break
-    return columns.batch(keys, payloads, queue, section) if keys else None
+    return decode(keys, payloads, queue, section) if keys else None
 
 
 def raw_scan(path: str) -> int:

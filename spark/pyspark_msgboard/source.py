@@ -11,7 +11,9 @@ name -> seq: the history of those queues is read from that seq on (what
 an earlier export passed so that a night decodes only what it adds), and
 ``ranges``, the path of a JSON file of ranges to read instead of the whole
 snapshot (``[[section, queue, qid, lo, hi, rows], ...]``, runs of seqs that
-are all there: what ``msgboard export`` decodes of a night, ``changes.py``). The
+are all there: what ``msgboard export`` decodes of a night, ``changes.py``),
+and ``decoder``: ``compiled`` (the default: ptars, ``compiled.py``) or
+``protobuf`` (upb and numpy, ``columns.py``), the same rows either way. The
 driver plans key ranges from the snapshot's counters (``snapshot.plan``);
 each executor opens the LMDB file read-only with no lock and yields Arrow
 record batches, never Python rows.
@@ -47,6 +49,7 @@ class MsgboardReader(DataSourceReader):
         batch_rows: int,
         since: dict[str, int] | None = None,
         listed: str | None = None,
+        decoder: str = "compiled",
     ) -> None:
         self.path = path
         self.rows_per_part = rows_per_part
@@ -54,6 +57,7 @@ class MsgboardReader(DataSourceReader):
         self.batch_rows = batch_rows
         self.since = since
         self.listed = listed
+        self.decoder = decoder
 
     def partitions(self) -> list[InputPartition]:
         if self.listed is not None:
@@ -64,7 +68,7 @@ class MsgboardReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Ranges)
-        return snapshot.read(self.path, partition.ranges, self.batch_rows)
+        return snapshot.read(self.path, partition.ranges, self.batch_rows, self.decoder)
 
 
 def _int(options: Mapping[str, str], name: str, default: int) -> int:
@@ -100,7 +104,17 @@ class MsgboardDataSource(DataSource):
             _int(opts, "batchRows", 8192) or 8192,
             _since(opts.get("historySince")),
             opts.get("ranges"),
+            _decoder(opts.get("decoder")),
         )
+
+
+def _decoder(text: str | None) -> str:
+    """The decoder option: one of ``snapshot.DECODERS``."""
+    name = text or "compiled"
+    if name not in snapshot.DECODERS:
+        known = ", ".join(snapshot.DECODERS)
+        raise ValueError(f"option decoder: {name!r}: expected one of {known}")
+    return name
 
 
 def _ranges(path: str) -> list[Range]:

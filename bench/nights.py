@@ -1,0 +1,170 @@
+"""Nights of the nightly export at scale (``scripts/bench-spark --nights N``).
+
+On a board of N messages of the benchmark's shape (four queues, half of
+each taken into history), each night is the real command, ``msgboard
+export SNAPSHOT DATASET``, in a process of its own (so every night pays
+its own JVM start, as cron's does):
+
+1. night 1: the first export of the first snapshot (every row decoded);
+2. a day of 10% changes: N/20 new messages posted, N/20 waiting ones taken
+   (in order), then a second snapshot; night 2 exports it;
+3. a no-op night: the second snapshot again (nothing to do);
+4. an idle night: a third snapshot of the board, unchanged since.
+
+Per night: wall time, rows decoded (the books' run line), whether Spark
+ran, and the peak resident memory of the driver's Python process (all of
+it, and its own memory alone: RssAnon, without the snapshot's pages it
+maps) and of its JVM (sampled every 0.2 s from /proc; in local mode the
+JVM holds the executors too), and the night's rows per second of wall
+time (a JVM start included) against the one-process scan + decode floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from msgboard.engine import Board
+
+MSGBOARD = str(Path(sys.executable).parent / "msgboard")
+
+
+def _rss(pid: int, field: str = "VmRSS") -> int:
+    """The process's resident memory now, KiB (0 if it is gone): all of it
+    (VmRSS), or only its own memory (RssAnon: not the pages of files it
+    maps, such as the snapshot's data.mdb, which the page cache holds)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def run(cmd: list[str]) -> dict[str, float]:
+    """Runs ``cmd``; its wall time and the peak RSS (MiB) of the process
+    itself (the Python driver) and of its JVM child, sampled."""
+    peaks = {"python": 0, "python_anon": 0, "jvm": 0}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            peaks["python"] = max(peaks["python"], _rss(proc.pid))
+            peaks["python_anon"] = max(peaks["python_anon"], _rss(proc.pid, "RssAnon"))
+            for child in _children(proc.pid):
+                if _comm(child) == "java":
+                    peaks["jvm"] = max(peaks["jvm"], _rss(child))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    done.set()
+    thread.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
+    print(out.strip(), file=sys.stderr)
+    return {
+        "wall_s": wall,
+        "python_mib": peaks["python"] / 1024,
+        "python_anon_mib": peaks["python_anon"] / 1024,
+        "jvm_mib": peaks["jvm"] / 1024,
+    }
+
+
+def main(
+    n: int,
+    master: str,
+    results: str,
+    build: Callable[[Path, int], None],
+    day: Callable[[Board, int], None],
+    parse: Callable[[str], int],
+) -> None:
+    """The nights on a board ``build`` makes; ``day`` changes it 10%;
+    ``parse`` is the floor's loop (bench/spark.py gives all three)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-nights-") as tmp:
+        root = Path(tmp)
+        t = time.perf_counter()
+        build(root / "board", n)
+        built = time.perf_counter() - t
+        out = str(root / "history")
+        export = [MSGBOARD, "export", "--master", master, "--spark-log", str(root / "spark.log")]
+        nights: list[dict[str, object]] = []
+
+        def night(label: str, snap: Path) -> None:
+            books = Path(out) / "_msgboard.json"
+            before = len(json.loads(books.read_text())["runs"]) if books.exists() else 0
+            fig: dict[str, object] = {"night": label, **run([*export, str(snap), out])}
+            runs = json.loads(books.read_text())["runs"]
+            ran = len(runs) > before  # a no-op run adds no line to the books
+            fig["decoded"] = runs[-1]["decoded"] if ran else 0
+            fig["spark"] = bool(runs[-1]["spark"]) if ran else False
+            fig["rows"] = runs[-1]["rows"]
+            nights.append(fig)
+            print(fig, file=sys.stderr)
+
+        with Board(root / "board", sync=False) as b:
+            b.snapshot(root / "snap1")
+        t = time.perf_counter()
+        rate = parse(str(root / "snap1")) / (time.perf_counter() - t)
+        night("1: first export", root / "snap1")
+        with Board(root / "board", sync=False) as b:
+            day(b, n)
+            b.snapshot(root / "snap2")
+        night("2: after 10% changed", root / "snap2")
+        night("no-op: same snapshot", root / "snap2")
+        with Board(root / "board", sync=False) as b:
+            b.snapshot(root / "snap3")
+        night("idle: new snapshot, no change", root / "snap3")
+        size = (root / "snap1" / "data.mdb").stat().st_size
+    print(
+        f"\nmsgboard nightly, {n:,} messages (4 queues, half in history), {master}, "
+        f"on {platform.node()} ({os.cpu_count()} cores), {time.strftime('%Y-%m-%d %H:%M')} UTC, "
+        f"load average {os.getloadavg()[0]:.1f} at the end; board built in {built:.0f} s, "
+        f"snapshot {size / 2**20:,.0f} MiB; floor (scan + check + parse, 1 process) "
+        f"{rate:,.0f} rows/s\n"
+    )
+    print(
+        f"{'night':32} {'decoded':>10} {'Spark':>6} {'wall s':>8} {'rows/s':>9} "
+        f"{'x floor':>8} {'py MiB':>7} {'py anon':>7} {'JVM MiB':>8}"
+    )
+    for f in nights:
+        decoded, wall = int(f["decoded"]), float(f["wall_s"])  # type: ignore[call-overload, arg-type]
+        per = decoded / wall if decoded else 0
+        print(
+            f"{f['night']!s:32} {decoded:>10,} {'yes' if f['spark'] else 'no':>6} {wall:>8.1f} "
+            f"{per:>9,.0f} {per / rate:>8.3f} {f['python_mib']:>7.0f} "
+            f"{f['python_anon_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
+        )
+    print(f"whole run: {time.perf_counter() - started:.0f} s")
+    os.makedirs(results, exist_ok=True)
+    path = Path(results) / f"nights-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps({"messages": n, "floor_rows_per_s": rate, "nights": nights}))
+    print(f"results: {path}")
