@@ -30,9 +30,7 @@ from msgboard.lmdbstore.oplog import identity
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 from tests.served import Served
-from tests.test_replication import TOKEN, caught_up, primary, standby, stopped, wait_for
-
-__all__ = ["stopped"]
+from tests.test_replication import TOKEN, caught_up, primary, standby, wait_for
 
 META = (("x-msgboard-replication-token", TOKEN),)
 

@@ -40,11 +40,8 @@ from tests.test_replication import (
     last_index,
     primary,
     standby,
-    stopped,
     wait_for,
 )
-
-__all__ = ["stopped"]
 
 
 class Follower:

@@ -31,10 +31,8 @@ from msgboard.message import Message
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 from tests.served import Served
-from tests.test_replication import TOKEN, caught_up, last_index, primary, standby, stopped
+from tests.test_replication import TOKEN, caught_up, last_index, primary, standby
 from tests.test_replication_bounds import saying
-
-__all__ = ["stopped"]
 
 
 def post(address: str, queue: str, n: int, tag: str) -> None:
