@@ -12,6 +12,10 @@ the standby, told of the new primary meanwhile, had already started to
 follow it (its stream then cancelled, as a server swap cancels it). The
 standby must follow that same primary again once etcd says it leads,
 never stay stopped.
+
+And a Replica (``msgboard.cluster.replica``) whose Follow stream goes
+silent for good (a connection lost in a partition that nobody resets:
+``Proxy.stall``) cancels it and follows again, over a new connection.
 """
 
 from __future__ import annotations
@@ -26,10 +30,15 @@ import pytest
 from msgboard.client import Client
 from msgboard.cluster import PrimaryWatch
 from msgboard.cluster.members import Membership
+from msgboard.cluster.replica import Replica
 from msgboard.config import ServeConfig
+from msgboard.lmdbstore import DurableStore, Log
 from msgboard.server.node import Node
 from tests.cluster import TOKEN, Boards, EtcdCluster, etcd_cluster, wait_until
-from tests.test_replication import last_index
+from tests.proxy import Proxy
+from tests.served import Served
+from tests.test_replication import TOKEN as STATIC_TOKEN
+from tests.test_replication import last_index, primary
 
 etcd = pytest.fixture(scope="module")(etcd_cluster)
 
@@ -125,3 +134,29 @@ def test_a_standby_stopped_to_judge_follows_the_elected_primary_again(
     steer_until_caught_up(standby, lone.data(p), 60)
     assert standby.replica is not None and standby.following is not None
     assert standby.following.name == p
+
+
+def test_a_replica_whose_stream_goes_silent_follows_again(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a standby's Replica following a primary through a link, when
+    the link keeps its connection open but carries nothing more (nothing
+    resets it), I expect the Replica to give that stream up after its
+    silence bound and follow again over a new connection, holding what
+    the primary writes meanwhile."""
+    p = primary(tmp_path, "--allow-async")
+    stopped.append(p)
+    link = Proxy(p.address)
+    (tmp_path / "s").mkdir()
+    store = DurableStore(str(tmp_path / "s"), log=Log(), standby=True)
+    replica = Replica(store, link.address, STATIC_TOKEN, "s", silence=2.0)
+    try:
+        post(p.address, "before")
+        wait_until("the replica follows", lambda: replica.applied == last_index(p.data) > 0, 60)
+        link.stall()
+        post(p.address, "after")
+        wait_until("the replica follows again", lambda: replica.applied == last_index(p.data), 60)
+    finally:
+        replica.stop()
+        replica.store.close()
+        link.close()
