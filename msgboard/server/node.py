@@ -10,7 +10,8 @@ following and publishes its final position. One port throughout; on it,
 the server of the node's mode:
 
 - **standby**: every Board call answers NotPrimary with the primary's
-  address (Unavailable while none is known), as ``serve --standby-of``'s;
+  address (with none while none is known: clients try another board), as
+  ``serve --standby-of``'s;
 - **primary**: the board's own server (``create_server``), whose
   ``RoleCheck`` answers NoLease the moment ``Leadership.term()`` is None,
   reads included, and whose store commits nothing without the term (the
