@@ -223,10 +223,16 @@ class ListenFailed(Unavailable):
 
 class NotPrimary(Unavailable):
     """This board is a standby: it answers no client call. ``primary``: the
-    address of its primary (HOST:PORT), where clients should go."""
+    address of its primary (HOST:PORT), where clients should go; "" when
+    this board knows of none (a standby that has not found its primary, or
+    a primary fenced and cut off from etcd): clients try another board."""
 
-    def __init__(self, primary: str) -> None:
-        super().__init__(f"this board is a standby; its primary is at {primary}")
+    def __init__(self, primary: str = "") -> None:
+        if primary:
+            text = f"this board is a standby; its primary is at {primary}"
+        else:
+            text = "this board is a standby and knows of no primary yet; try another board"
+        super().__init__(text)
         self.primary = primary
 
     def info(self) -> dict[str, str]:

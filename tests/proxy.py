@@ -30,6 +30,8 @@ class Proxy:
         self._open: set[socket.socket] = set()
         #: Connections that lived through a cut: reset on heal.
         self._tainted: set[socket.socket] = set()
+        #: Connections that stay silent for good (``stall``).
+        self._stalled: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._cut = False
         #: While set, what ``target`` sends back is dropped.
@@ -47,6 +49,13 @@ class Proxy:
         with self._lock:
             self._cut = True
             self._tainted |= self._open
+
+    def stall(self) -> None:
+        """The connections open now go silent for good (nothing crosses
+        them, either way, and nothing resets them: a partition that ends
+        no connection); new ones cross as before."""
+        with self._lock:
+            self._stalled |= self._open
 
     def mute(self) -> None:
         """From now on what ``target`` sends back is dropped, until
@@ -109,6 +118,8 @@ class Proxy:
         and what comes ``back`` from the target while muted."""
         try:
             while data := source.recv(65536):
+                if source in self._stalled:
+                    continue
                 if sink is not None and not self._cut and not (back and self._mute.is_set()):
                     sink.sendall(data)
         except OSError:

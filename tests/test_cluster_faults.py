@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from msgboard.client import Client
+from msgboard.errors import MsgboardError, NotPrimary
 from tests.cluster import EtcdCluster, etcd_cluster, wait_until
 from tests.nodes import Nodes
 from tests.workload import OK, History, Op, Workload, erred, late, now, posted, prepare
@@ -75,6 +77,19 @@ def following(nodes: Nodes, h: History, name: str = "f") -> Workload:
     w = Workload(h, nodes.addresses, name=name, failover=FAILOVER).start()
     answered_after(h, now())
     return w
+
+
+def names(address: str) -> str | None:
+    """The primary the board at ``address`` sends a client to (None: it
+    answered, or refused otherwise)."""
+    try:
+        with Client(address, timeout=5) as c:
+            c.list_queues()
+    except NotPrimary as e:
+        return e.primary
+    except MsgboardError:
+        return None
+    return None
 
 
 def posts_of(h: History, client: str, after: float) -> list[Op]:
@@ -138,10 +153,16 @@ def test_the_primary_cut_off_from_its_standbys_and_etcd(nodes: Nodes) -> None:
     w = following(nodes, h)
     cut = now()
     nodes.cut(old)
-    nodes.primary(other_than=old)
+    new = nodes.primary(other_than=old)
     answered_after(h, now())
     erred(h, "bound", cut + TTL)
     nodes.heal(old)
+    # Its etcd client recovers: it learns who leads and sends clients there.
+    wait_until(
+        "the healed board names the new primary",
+        lambda: names(nodes.listen[old]) == nodes.front[new].address,
+        60,
+    )
     answered_after(h, now())
     bound.stop()
     w.stop()

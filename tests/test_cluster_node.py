@@ -350,8 +350,9 @@ class Mover(threading.Thread):
                     self.answered.append(body)
                     break
                 except NotPrimary as e:
-                    self.address = e.primary
-                    self.moves += 1
+                    if e.primary:  # else it knows of none: asked again
+                        self.address = e.primary
+                        self.moves += 1
                 except MsgboardError as e:
                     if not any(r in str(e) for r in REFUSED):
                         self.failed.append(f"{body!r} at {self.address}: {type(e).__name__}: {e}")

@@ -53,6 +53,11 @@ def test_a_primary_without_its_lease_refuses_with_no_lease() -> None:
     assert refusal.info() == {"epoch": "5"}
 
 
-def test_a_standby_that_knows_no_primary_is_unavailable() -> None:
+def test_a_standby_that_knows_no_primary_sends_clients_to_another_board() -> None:
+    """A standby that knows of no primary (a fenced primary cut off from
+    etcd is one) answers NotPrimary naming no one: a following client
+    moves to the next board instead of waiting on this one."""
     refusal = Role(leading=False).refusal()
-    assert isinstance(refusal, Unavailable) and not isinstance(refusal, NotPrimary)
+    assert isinstance(refusal, NotPrimary) and refusal.primary == ""
+    assert isinstance(refusal, Unavailable) and "knows of no primary" in str(refusal)
+    assert refusal.info() == {"primary": ""}

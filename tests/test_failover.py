@@ -86,6 +86,9 @@ def test_moves_go_to_the_named_primary_or_the_next_address() -> None:
     # From an address not in the list, "the next" counts from the last listed one.
     assert f.moved("elsewhere:9", Unavailable("failed to connect to all addresses")) is False
     assert f.address == "s:1"
+    # A standby that knows of no primary names none: the next address.
+    assert f.moved("s:1", NotPrimary()) is False and f.address == "p:2"
+    assert refused(from_wire("UNAVAILABLE", "knows of no primary", "NotPrimary", {"primary": ""}))
     off = Failover(Connection("s:1"), ["s:1"])
     assert off.seconds == 0 and off.moved("s:1", NotPrimary("p:2")) is False
     assert off.address == "s:1"

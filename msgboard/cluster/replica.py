@@ -4,9 +4,11 @@ One thread of its own (a blocking gRPC stream, so that applying, which
 fsyncs, never holds the server's event loop): it opens ``Follow`` from the
 index after the last one its store applied, applies each batch of entries
 in one LMDB transaction with fsync (``DurableStore.apply``), then
-acknowledges the batch's last index. When the stream breaks (the primary
-restarted, the network) it connects again with capped backoff and goes on
-from where its store is.
+acknowledges the batch's last index. When the stream ends or breaks in
+any way but a refusal that sends it to seed itself (the primary restarted
+or swapped its server: GOAWAY, CANCELLED; the network), or stays silent
+past ``silence`` seconds (a connection lost in a partition), it connects
+again with capped backoff and goes on from where its store is.
 
 Its Hello names its last entry by (index, epoch, CRC32C): the primary lets
 it follow only if its own entry at that index is the same. A
@@ -49,6 +51,11 @@ log = logging.getLogger(__name__)
 #: Reconnecting waits this long at first, doubling up to ``MAX_BACKOFF``.
 BACKOFF = 0.1
 MAX_BACKOFF = 2.0
+#: Seconds a Follow stream may stay silent (the primary sends a heartbeat
+#: every second when it has nothing to ship) before it is taken as broken
+#: (a connection through a partition that never ends), cancelled and
+#: followed again.
+SILENCE = 15.0
 
 
 class Replica:
@@ -66,6 +73,7 @@ class Replica:
         reopen: Callable[[], DurableStore] | None = None,
         *,
         board_id: str = "",
+        silence: float = SILENCE,
     ) -> None:
         self.store = store
         self._reopen = reopen
@@ -85,8 +93,13 @@ class Replica:
         self.epoch = 0
         #: The id of the Seed copy this store came from (named in Hello).
         self._copy_id = ""
+        self._silence = silence
+        #: The open Follow call and when it last said anything (monotonic).
+        self._stream: Any = None
+        self._heard = 0.0
         self._thread = threading.Thread(target=self._run, name="msgboard-replica", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch, name="msgboard-replica-watch", daemon=True).start()
 
     @property
     def applied(self) -> int:
@@ -122,6 +135,19 @@ class Replica:
             self._stop.wait(wait)
             wait = min(wait * 2, MAX_BACKOFF)
 
+    def _watch(self) -> None:
+        """Cancels a Follow stream silent for longer than ``silence``: the
+        stream then ends with an error and ``_run`` follows again."""
+        while not self._stop.wait(min(1.0, self._silence / 4)):
+            call = self._stream
+            quiet = time.monotonic() - self._heard
+            if call is not None and quiet > self._silence:
+                log.warning(
+                    "following %s: nothing heard in %.0f s; following again", self.primary, quiet
+                )
+                self._stream = None
+                call.cancel()
+
     def hello(self) -> rpb.Hello:
         """The Hello this standby sends: its last entry's identity."""
         last, epoch, crc = self.applied, 0, 0
@@ -153,8 +179,10 @@ class Replica:
             self._call = call = stub.Follow(_drain(sends), metadata=((TOKEN_KEY, self._token),))
             if self._stop.is_set():
                 call.cancel()  # type: ignore[no-untyped-call]
+            self._heard, self._stream = time.monotonic(), call
             log.info("following %s from log index %d", target, hello.from_index)
             for r in call:
+                self._heard = time.monotonic()
                 if r.epoch < self.epoch:
                     call.cancel()  # type: ignore[no-untyped-call]
                     raise Stale(
@@ -168,6 +196,7 @@ class Replica:
                     sends.put(rpb.FollowRequest(ack=rpb.Ack(index=last)))
                     applied = True
         finally:
+            self._stream = None
             sends.put(None)
             channel.close()
         return applied

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from msgboard.errors import MsgboardError, NoLease, NotPrimary, Unavailable
+from msgboard.errors import MsgboardError, NoLease, NotPrimary
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,8 @@ class Role:
         if self.primary is not None:
             return NotPrimary(self.primary)
         if not self.leading:
-            return Unavailable("this board is a standby and knows of no primary yet")
+            # NotPrimary naming no one: a client moves to another board.
+            return NotPrimary()
         if self.handover is not None:
             return NotPrimary(self.handover)
         if self._term is not None and self._term() is None:

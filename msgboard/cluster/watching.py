@@ -32,6 +32,9 @@ class PrimaryWatch:
         self._primary: Primary | None = None
         #: False until the first read, and after a read failed.
         self._known = False
+        #: When (``time.monotonic()``) the last read that answered was sent
+        #: (0: none yet): what it says held at some moment after this.
+        self.seen_at = 0.0
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="primary-watch", daemon=True)
@@ -70,8 +73,9 @@ class PrimaryWatch:
         try:
             while not self._stopping.is_set():
                 try:
+                    asked = time.monotonic()
                     entry, revision = etcd.get(self.keys.leader)
-                    self._see(Primary.of(entry) if entry else None)
+                    self._see(Primary.of(entry) if entry else None, asked)
                     etcd.watch(self.keys.leader, revision + 1, self.every)
                 except Exception as e:
                     if isinstance(e, TRANSIENT):
@@ -84,10 +88,11 @@ class PrimaryWatch:
         finally:
             etcd.close()
 
-    def _see(self, primary: Primary | None) -> None:
+    def _see(self, primary: Primary | None, asked: float) -> None:
         with self._changed:
             if primary != self._primary:
                 log.info("primary watch: the primary is now %s", primary)
             self._primary = primary
             self._known = True
+            self.seen_at = asked
             self._changed.notify_all()

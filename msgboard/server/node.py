@@ -10,7 +10,8 @@ following and publishes its final position. One port throughout; on it,
 the server of the node's mode:
 
 - **standby**: every Board call answers NotPrimary with the primary's
-  address (Unavailable while none is known), as ``serve --standby-of``'s;
+  address (with none while none is known: clients try another board), as
+  ``serve --standby-of``'s;
 - **primary**: the board's own server (``create_server``), whose
   ``RoleCheck`` answers NoLease the moment ``Leadership.term()`` is None,
   reads included, and whose store commits nothing without the term (the
@@ -142,6 +143,8 @@ class Node:
         self._handing = threading.Event()
         #: The term ended by a switchover its successor had all of.
         self._handed = False
+        #: When this board last stopped following to judge an election.
+        self._judged = 0.0
 
     # -- the term and the fence --------------------------------------------
 
@@ -211,12 +214,15 @@ class Node:
                 log.info("stopped following %s to judge an election", replica.primary)
 
     def _follow(self, primary: Primary | None) -> None:
-        """Follows ``primary`` if it is new (a standby's steering)."""
+        """Follows ``primary`` if it is new, or again after a candidate's
+        stop (a standby's steering)."""
         if primary is None or primary.name == self.name or primary == self.following:
             return
         with self._lock:
-            if self.board is not None:
+            if self.board is not None or primary == self.following:
                 return
+            if self.watch is not None and self.watch.seen_at <= self._judged:
+                return  # read before the candidate stopped: maybe the one gone
             self._halt()
             fresh = False
             if self._led():
@@ -243,8 +249,13 @@ class Node:
         """Leadership's question, on its thread, while no board leads."""
         if self.board is not None or self.membership is None:
             return False
-        self._halt()
+        # Stopped to judge: following again waits for a read of who leads
+        # made after now (``_follow``), even of the primary it followed (a
+        # board elected while this one looked, whose answer came first).
         with self._lock:
+            self._judged = time.monotonic()
+            self._halt()
+            self.following = None
             if self.board is not None or self.store is None:
                 return False
             mine = self.membership.publish()
