@@ -407,3 +407,20 @@ def test_the_cli_takes_a_list_in_server_and_in_msgboard_server(
     assert done.returncode == 0, done.stderr
     with Client(p.address) as c:
         assert [m.body for m in c.read("q", max=5)] == [b"one", b"two", b"three"]
+
+
+def test_a_client_s_backoff_leaves_the_application_s_random_state_alone() -> None:
+    """Given the pauses a client takes between failover attempts and between
+    a subscription's reconnections, I expect the application's global random
+    state untouched: client threads draw jitter at any time, and an
+    application (or a property-based test) that seeds ``random`` must get
+    the same draws with or without a client running beside it."""
+    import random
+
+    from msgboard.client import failover, subscription
+
+    random.seed(7)
+    before = random.getstate()
+    pauses = [failover.pause(3), subscription.backoff(2)]
+    assert random.getstate() == before
+    assert 0 < pauses[0] and 0 < pauses[1]

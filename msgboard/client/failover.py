@@ -47,6 +47,10 @@ from msgboard.errors import DeadlineExceeded, InvalidArgument, MsgboardError, No
 from msgboard.tls import Connection
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
+#: Jitter of its own: a client never draws from (or moves) the application's
+#: global random state, which threads of a client may touch at any time.
+JITTER = random.Random()
+
 T = TypeVar("T")
 
 DEFAULT_SERVER = "127.0.0.1:7878"
@@ -99,7 +103,7 @@ def refused(e: MsgboardError) -> bool:
 def pause(attempt: int) -> float:
     """Seconds to wait before attempt ``attempt`` + 1, jittered."""
     most = min(MOST_PAUSE, FIRST_PAUSE * 2.0**attempt)
-    return most / 2 + random.uniform(0, most / 2)
+    return most / 2 + JITTER.uniform(0, most / 2)
 
 
 class Failover:

@@ -48,6 +48,10 @@ from msgboard.spec import (
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 
+#: Jitter of its own: a client never draws from (or moves) the application's
+#: global random state, which threads of a client may touch at any time.
+JITTER = random.Random()
+
 #: Seconds between attempts to subscribe again: the first wait, doubled
 #: after each failed attempt up to the second, each less up to half of it
 #: at random (so that many consumers do not come back at once).
@@ -71,7 +75,7 @@ def backoff(attempt: int) -> float:
     if attempt == 0:
         return 0.0
     wait = min(MAX_RECONNECT_WAIT, RECONNECT_WAIT * 2.0 ** (attempt - 1))
-    return wait / 2 + random.uniform(0, wait / 2)
+    return wait / 2 + JITTER.uniform(0, wait / 2)
 
 
 def _next_wait(at_once: bool, attempt: int, quick: int) -> tuple[float, int, int]:
