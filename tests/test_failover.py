@@ -423,4 +423,4 @@ def test_a_client_s_backoff_leaves_the_application_s_random_state_alone() -> Non
     before = random.getstate()
     pauses = [failover.pause(3), subscription.backoff(2)]
     assert random.getstate() == before
-    assert 0 < pauses[0] and 0 < pauses[1]
+    assert pauses[0] > 0 and pauses[1] > 0
