@@ -54,9 +54,14 @@ def last_index(data: Path) -> int:
     """The last log index a board's directory holds (read-only, while it runs)."""
     env = lmdb.open(str(data), readonly=True, max_dbs=MAX_DBS)
     try:
-        with env.begin() as txn:
-            raw = txn.get(LOG_LAST_KEY, db=env.open_db(b"meta", txn=txn, create=False))
-        return 0 if raw is None else int(LOG_LAST.unpack(raw)[0])
+        for _ in range(10):
+            try:
+                with env.begin() as txn:
+                    raw = txn.get(LOG_LAST_KEY, db=env.open_db(b"meta", txn=txn, create=False))
+                return 0 if raw is None else int(LOG_LAST.unpack(raw)[0])
+            except lmdb.MapResizedError:  # the board grew its map since we opened
+                env.set_mapsize(0)
+        raise AssertionError(f"{data}: the map kept growing under the reader")
     finally:
         env.close()
 
