@@ -5,14 +5,21 @@ that cannot fail would pass every fault test."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from msgboard.client import Client, Subscription
 from msgboard.engine import Board
 from msgboard.message import Message
 from msgboard.spec import QueueSpec
 from tests import damage
-from tests.jepsen import Dump, Stored, check
-from tests.workload import FAIL, OK, UNKNOWN, Op
+from tests.faults import wait_for
+from tests.jepsen import Dump, Stored, check, dump
+from tests.served import Served
+from tests.workload import FAIL, OK, QUEUES, UNKNOWN, History, Op, Workload, prepare
 
 
 def post(key: str, at: float, done: float, outcome: str = OK, queue: str = "q") -> Op:
@@ -136,6 +143,54 @@ def test_first_deliveries_out_of_posting_order_are_caught() -> None:
     assert check([*history, blind(4, 4.4)], final(stored)) == []
     # ... but not one that ended before a was posted.
     assert len(check([*history, blind(0.2, 0.5)], final(stored))) == 1
+
+
+def test_a_subscribers_first_delivery_counts_from_its_subscribe_call() -> None:
+    # The workload bounds a stream's first delivery by its subscribe call
+    # (2.5): the board may push a to the stream before subscribe returns.
+    history = [
+        post("a", 1, 2),
+        post("b", 3, 4),
+        take("b", 4.5, 5),
+        deliver("a", 2.5, 6, "subscriber"),
+    ]
+    stored = [Stored("a", "q", 1, "history"), Stored("b", "q", 2, "history")]
+    assert check(history, final(stored)) == []
+    # A subscribe called after b was taken cannot have had a first: caught.
+    late = [*history[:3], deliver("a", 5.5, 6, "subscriber")]
+    assert check(late, final(stored)) == [
+        "FIFO: on q, a was answered before b was posted, yet b was delivered by 5.000,"
+        " before a's first delivery began (5.500)"
+    ]
+
+
+def test_the_workloads_first_delivery_bound_holds_when_subscribe_returns_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded machine may run the subscriber's thread long after the
+    board sent it its first delivery: the history must still be clean
+    (the checker once reported FIFO at the start of a fault test)."""
+    subscribe = Client.subscribe
+
+    def late(self: Client, *args: Any, **kw: Any) -> Subscription:
+        sub = subscribe(self, *args, **kw)
+        time.sleep(0.5)  # descheduled once the stream is open
+        return sub
+
+    monkeypatch.setattr(Client, "subscribe", late)
+    board = Served(tmp_path)
+    try:
+        prepare(board.address)
+        h = History()
+        w = Workload(h, board.address).start()
+        wait_for(
+            lambda: h.count("deliver") >= 20 and h.count("take") >= 20,
+            "deliveries to the subscriber and takes",
+        )
+        w.stop()
+        assert check(h.ops(), dump(board.address, None, QUEUES)) == []
+    finally:
+        board.stop()
 
 
 def test_seqs_out_of_posting_order_are_caught() -> None:

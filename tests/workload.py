@@ -17,7 +17,8 @@ The kinds of ``Op``:
 - ``post``: a post of ``key`` to ``queue`` (``seq``: its answer);
 - ``deliver``: a consumer saw ``key``; the board gave it no earlier than
   ``invoked_at`` (a Take's call; for the Subscribe consumer, which has
-  credit 1, the moment its credit last went back) and no later than
+  credit 1, the moment its credit last went back, or for a stream's first
+  delivery the moment ``subscribe`` was called) and no later than
   ``done_at``;
 - ``ack``: an ack of a delivery of ``key`` (Subscribe or leased take);
 - ``take``: a plain take of ``key``: delivered and processed in one;
@@ -292,16 +293,19 @@ class Workload:
     def _subscriber(self, c: Client, name: str) -> None:
         """A session MOVE selector on ``jobs`` with credit 1, acking each
         delivery: the board sends the next only once the ack gave the
-        credit back, which bounds when it sent it."""
+        credit back, which bounds when it sent it. The first delivery of a
+        stream is bounded by the call that opened it: the board registers
+        the consumer, and may send it a message, before ``subscribe``
+        returns (a loaded machine may run this thread only much later)."""
         opened = [now()]
 
         def lost(e: MsgboardError | None) -> None:
             if e is not None:  # deliveries on their way may be lost
                 self._add(name, "blind", "", CONSUMED, opened[0], now(), UNKNOWN)
-            else:
-                opened[0] = now()
+                opened[0] = now()  # before the next stream is asked for
 
         while not self.stopping:
+            since = opened[0] = now()  # before the board can deliver anything
             try:
                 sub = c.subscribe(CONSUMED, credit=1, on_reconnect=lost)
             except MsgboardError:
@@ -310,7 +314,6 @@ class Workload:
             with self._lock:
                 self._subs.append(sub)
             acks = _AckWatch(sub, name, CONSUMED, self.history)
-            since = opened[0] = now()
             try:
                 for d in sub:
                     key = d.message.key or d.message.body.decode()
