@@ -20,7 +20,7 @@ import grpc
 from msgboard import codec
 from msgboard.client.failover import Failover, new_key, refused
 from msgboard.client.wire import in_stream, mapped
-from msgboard.errors import Unavailable
+from msgboard.errors import MsgboardError, Unavailable
 from msgboard.message import Message, Value, now_us
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
@@ -97,13 +97,14 @@ class Publisher(Poster):
 
     ``idempotent``: every message posted without a key gets one (a random
     UUID), and a batch whose answer is lost (the connection or the board
-    went down: UNAVAILABLE) is sent again on a new stream, with the same
-    keys, for up to ``retry_for`` seconds: the board stores what it had not
-    and answers DUPLICATE, with the first seq, for what it had. The new
-    stream goes where the client's ``Failover`` says (the primary a standby
-    names, the next address after one that is gone); a batch refused before
-    it ran (NotPrimary, NoLease, no connection) is sent again even when not
-    idempotent, for up to the failover deadline."""
+    went down: UNAVAILABLE, or CANCELLED) is sent again on a new stream,
+    with the same keys, for up to ``retry_for`` seconds: the board stores
+    what it had not and answers DUPLICATE, with the first seq, for what it
+    had. The new stream goes where the client's ``Failover`` says (the
+    primary a standby names, the next address after one that is gone); a
+    batch refused before it ran (NotPrimary, NoLease, no connection) is sent
+    again, idempotent or not, for up to the failover deadline (or
+    ``retry_for``, if longer)."""
 
     def __init__(
         self, failover: Failover, *, idempotent: bool = False, retry_for: float = RETRY_FOR
@@ -142,7 +143,9 @@ class Publisher(Poster):
         while True:
             try:
                 return self._send(queue, pbs)
-            except Unavailable as e:
+            except MsgboardError as e:
+                if not isinstance(e, Unavailable) and e.code != "CANCELLED":
+                    raise  # CANCELLED: a board rebuilding its server, the answer lost
                 at_once = self._failover.moved(self._address, e)
                 # A batch refused before it ran (NotPrimary: a primary handing
                 # over, or a standby) follows the primary for the failover

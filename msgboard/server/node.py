@@ -438,7 +438,9 @@ class Node:
         board, replication = self.board, self.replication
         self._handing.set()
         log.warning("%s no longer leads (epoch %d): a standby again", self.name, self.epoch)
-        self.role.become(leading=False, primary=None, epoch=self.epoch)
+        # Resigned for a switchover: calls go on to the successor meanwhile.
+        successor = self.role.handover if self._resigned else None
+        self.role.become(leading=False, primary=successor, epoch=self.epoch)
         if replication is not None:
             replication.close()
         if self.metrics is not None:
