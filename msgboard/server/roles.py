@@ -141,7 +141,7 @@ class Cut:
             if self._next is None:
                 self._next = asyncio.ensure_future(self._read())
             done, _ = await asyncio.wait((self._next,), timeout=LOOK)
-            if done:
+            if done and self._role.handover is None:
                 request, self._next = self._next.result(), None
                 if request is self._END:
                     raise StopAsyncIteration
