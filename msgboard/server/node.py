@@ -429,6 +429,11 @@ class Node:
             time.sleep(SWITCH_LOOK)
         self._resigned = True
         self.leadership.resign(hold=2 * self.config.lease_ttl)
+        # A group that passed the commit fence before the term ended may
+        # still be committing: judge the log once the writer is past it.
+        written = threading.Event()
+        board.call_soon(written.set)
+        written.wait(10)
         clean = gate.acked(handover.to) >= board.log.last
         log.info("switchover to %s: resigned at log index %d", handover.to, board.log.last)
         return clean
