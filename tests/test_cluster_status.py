@@ -31,9 +31,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from msgboard.cli import main
 from msgboard.client import Client
-from msgboard.cluster import Etcd, Keys, Leadership, write_sync
+from msgboard.cluster import Etcd, Keys, Leadership, Role, SyncGate, write_sync
 from msgboard.cluster.etcd import encode
-from msgboard.cluster.status import KEPT, Lag
+from msgboard.cluster.status import KEPT, Lag, Standbys
+from msgboard.engine import Board
+from msgboard.lmdbstore import Log
+from msgboard.server.metrics import ClusterCollector
 from tests.cluster import TOKEN as BOARDS_TOKEN
 from tests.cluster import Boards, EtcdCluster, etcd_cluster
 from tests.served import Served, free_port
@@ -124,6 +127,8 @@ def test_status_shows_each_standbys_lag_and_events_follow_it(
         assert found["epoch"] == 0 and found["cluster"] is None
         (s_row,) = found["standbys"]
         assert s_row["board"] == s.address
+        # Beside its address, the id the primary keeps its acks under.
+        assert s_row["board_id"] == (s.data / "board-id").read_text().strip()
         assert s_row["lag_entries"] == 0 and s_row["lag_seconds"] == 0
         joined = wait_for(lambda: events(c, "standby.joined"), "standby.joined")
         assert joined[0][0] == s.address
@@ -143,6 +148,7 @@ def test_status_shows_each_standbys_lag_and_events_follow_it(
         assert code == 0
         assert f"primary  {p.address}, static roles, log index {found['last']}" in out
         assert s.address in out and "lag entries" in out
+        assert s_row["board_id"] in out  # the id column
 
         os.kill(s.proc.pid, signal.SIGCONT)
         wait_for(caught_up, "the standby caught up again")
@@ -379,6 +385,7 @@ def test_a_cluster_s_status_metrics_and_events_follow_a_failover(
         assert epoch > 0
         standbys = sorted(n for n in boards.names if n != p)
         assert sorted(r["board"] for r in found["standbys"]) == standbys
+        assert all(r["board_id"] == r["board"] for r in found["standbys"])  # its name
         assert sorted(found["in_sync"]) == standbys
         assert {m["board"] for m in found["members"]} == set(boards.names)
 
@@ -423,3 +430,58 @@ def test_a_standby_s_lag_in_seconds_is_the_age_of_the_oldest_entry_it_lacks() ->
     for index in range(6, 6 + KEPT):
         logged(index, b"")
     assert lag.seconds(0, 5 + KEPT) == 0.0  # all remembered entries are from now
+
+
+def test_standbys_are_shown_by_name_and_followed_by_id(tmp_path: Path) -> None:
+    """Given a primary's gate with three standbys connected under their
+    ids, two of which said the same address (both listening on
+    0.0.0.0:7878), I expect the view to name each by its address with its
+    id beside it, the metrics to label each once (the id appended where
+    two share an address), and the events to name them by address; a
+    standby back under the same id on another port between two looks is
+    not announced, and its loss names its new address."""
+    said: list[tuple[Any, ...]] = []
+    with Board(tmp_path / "board", log=Log()) as board:
+        oplog = board.log
+        assert oplog is not None
+        gate = SyncGate(oplog, board.call_soon, timeout=60.0)
+        try:
+            last = oplog.last
+            gate.connected("id-a", last, "10.0.0.1:7878")
+            gate.connected("id-c", last, "0.0.0.0:7878")
+            gate.connected("id-b", last, "0.0.0.0:7878")
+            view = Standbys(oplog, gate, Lag(), Role(), lambda *f: said.append(f))
+            shown = [(s.board, s.board_id) for s in view.report().standbys]
+            assert shown == [
+                ("0.0.0.0:7878", "id-b"),
+                ("0.0.0.0:7878", "id-c"),
+                ("10.0.0.1:7878", "id-a"),
+            ]
+            labels = {
+                (sample.name, sample.labels["standby"])
+                for family in ClusterCollector(Role(), view).collect()
+                for sample in family.samples
+                if "standby" in sample.labels
+            }
+            expected = {"10.0.0.1:7878", "0.0.0.0:7878/id-b", "0.0.0.0:7878/id-c"}
+            assert labels == {
+                (f"msgboard_replication_lag_{what}", label)
+                for what in ("entries", "seconds")
+                for label in expected
+            }
+
+            view.look()
+            joined = [("standby.joined", board, last) for board, _ in shown]
+            assert said == joined
+            gate.gone("id-a")
+            gate.connected("id-a", last, "10.0.0.1:7979")  # restarted on another port
+            view.look()
+            assert said == joined
+            assert ("10.0.0.1:7979", "id-a") in [
+                (s.board, s.board_id) for s in view.report().standbys
+            ]
+            gate.gone("id-a")
+            view.look()
+            assert said[len(joined) :] == [("standby.lost", "10.0.0.1:7979", last, "disconnected")]
+        finally:
+            gate.close()

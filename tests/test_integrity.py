@@ -15,6 +15,7 @@ import random
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import DurableStore, datafile, record
 from msgboard.lmdbstore.check import check
+from msgboard.lmdbstore.pages import DB, Tree
+from msgboard.lmdbstore.verify import verify
 from msgboard.message import Message, Section
 from msgboard.results import Start
 from msgboard.spec import UNLIMITED, QueueSpec
@@ -370,6 +373,55 @@ def test_check_finds_a_missing_and_a_stale_index_entry(
     damage.put(filled, b"index", k[:4] + first, damage.key(0, 42)[4:])
     rc, out = check_cli(filled, capsys)
     assert rc == 1 and "the index points at seq 42, which is not an unprocessed record" in out
+
+
+def test_check_passes_an_index_whose_keys_came_and_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Hundreds of messages under the same index keys give each key a
+    # duplicates sub-tree with branch pages; taking them all drops those
+    # sub-trees, and LMDB 0.9.36 leaves their pages in the index's page
+    # counters (they only drift up). The check read that as damage ("index
+    # keys unreadable") on a board LMDB reads whole.
+    path = tmp_path / "board"
+    n = 700
+    with Board(path) as b:
+        b.create_queue(QueueSpec("jobs", max_history=UNLIMITED))
+        b.post("jobs", [Message(tuple=("job", i % 3)) for i in range(n)])
+        b.post("jobs", [Message(tuple=("other",))])
+        assert len(b.take("jobs", max=n)) == n
+    index = verify(str(path)).named[b"index"]
+    # What is left: "other"'s address, shape and field keys, one value
+    # each, on one leaf page; LMDB's counters still hold the dropped pages.
+    assert (index.depth, index.entries) == (1, 3)
+    assert index.branch_pages + index.leaf_pages > 1
+    rc, out = check_cli(path, capsys)
+    assert rc == 0, out
+    assert f"queue 'jobs': 1 unprocessed, {n} history, next seq {n + 2}: ok" in out
+
+
+def test_check_finds_an_index_counter_below_its_pages_or_off_its_entries(
+    filled: Path,
+) -> None:
+    # What the drift leaves checked: a dupsort tree's page counters are
+    # never below its own pages, and its entries are exact.
+    def packed(t: Tree) -> bytes:
+        fields = (t.pad, t.flags, t.depth, t.branch_pages, t.leaf_pages, t.overflow_pages)
+        return DB.pack(*fields, t.entries, t.root)
+
+    index = verify(str(filled)).named[b"index"]
+    data = filled / datafile.FILE
+    original = data.read_bytes()
+    assert original.count(packed(index)) == 1
+    for wrong in (
+        replace(index, leaf_pages=index.leaf_pages - 1),
+        replace(index, entries=index.entries + 1),
+    ):
+        data.write_bytes(original.replace(packed(index), packed(wrong)))
+        out = "\n".join(check(filled).lines())
+        assert "index keys unreadable (page -1: counters say" in out, out
+    data.write_bytes(original)
+    assert check(filled).ok
 
 
 def test_check_finds_a_wrong_counter(filled: Path, capsys: pytest.CaptureFixture[str]) -> None:

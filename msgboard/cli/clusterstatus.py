@@ -6,7 +6,10 @@ leader key: its board, address and epoch), the in-sync set and the positions
 the members published; then it asks the primary (the replication service's
 ``Status``, with the cluster's ``--replication-token``) for its log index and
 each connected standby's acknowledged index and lag, in entries and in
-seconds. With ``--server HOST:PORT`` instead of etcd it asks that board
+seconds. Each standby is shown by the name it gave its primary (its
+address of static roles, its board name in a cluster), with the stable id
+the primary keeps its acknowledgements under (``board_id``; a column of its
+own when it differs from the name). With ``--server HOST:PORT`` instead of etcd it asks that board
 alone, as a primary of static roles (``msgboard serve --replication-token``).
 
 The parser part (``add_parser``) loads nothing heavy; ``status`` loads gRPC
@@ -98,13 +101,23 @@ class Status:
             out.append("standbys none connected")
         else:
             etcd = self.in_sync is not None
+            # The id column when an id says more than the name (static roles).
+            ids = any(s["board_id"] and s["board_id"] != s["board"] for s in self.standbys)
             rows = [
-                ["standby", "acked", "lag entries", "lag seconds", *(["in sync"] if etcd else [])]
+                [
+                    "standby",
+                    *(["id"] if ids else []),
+                    "acked",
+                    "lag entries",
+                    "lag seconds",
+                    *(["in sync"] if etcd else []),
+                ]
             ]
             for s in self.standbys:
                 rows.append(
                     [
                         s["board"],
+                        *([s["board_id"]] if ids else []),
                         str(s["acked"]),
                         str(s["lag_entries"]),
                         f"{s['lag_seconds']:.3f}",
@@ -282,9 +295,13 @@ def _ask(found: Status, token: str, args: argparse.Namespace) -> None:
         found.standbys.append(
             {
                 "board": s.board,
+                "board_id": s.board_id,
                 "acked": s.acked,
                 "lag_entries": s.lag_entries,
                 "lag_seconds": round(s.lag_seconds, 3),
-                "in_sync": s.board in found.in_sync if found.in_sync is not None else None,
+                # The in-sync set names the ids the primary counts.
+                "in_sync": (s.board_id or s.board) in found.in_sync
+                if found.in_sync is not None
+                else None,
             }
         )

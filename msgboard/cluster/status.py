@@ -14,6 +14,13 @@ following the log, or catches up again after it lagged; ``standby.lost``
 (standby, acked index, reason) when its stream ends (``disconnected``) or
 when it has held back a write longer than the sync timeout (``lagging``).
 A standby that leaves and comes back between two looks is not announced.
+
+A standby is named by what it told its primary (its Hello's ``board``:
+its address of static roles, its board name in a cluster): that is what the
+status, the metrics' ``standby`` label and the events show. The gate keeps
+it under its stable id (``board_id``: the ``board-id`` file of a standby of
+static roles), which the status shows beside it and the looks follow, so
+that a standby back on another port between two looks is not announced.
 """
 
 from __future__ import annotations
@@ -77,12 +84,14 @@ class Lag:
 
 @dataclass(frozen=True)
 class Standby:
-    """A connected standby, as the primary sees it."""
+    """A connected standby, as the primary sees it: ``board``, its name
+    (address) as it said; ``board_id``, its stable id."""
 
     board: str
     acked: int
     lag_entries: int
     lag_seconds: float
+    board_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class Report:
                     acked=s.acked,
                     lag_entries=s.lag_entries,
                     lag_seconds=s.lag_seconds,
+                    board_id=s.board_id,
                 )
                 for s in self.standbys
             ],
@@ -122,20 +132,23 @@ class Standbys:
         self._lag = lag
         self._role = role
         self._emit = emit
-        #: Each announced standby: True while it keeps up, False once lagging.
+        #: Each announced standby (by id): True while it keeps up, False once lagging.
         self._seen: dict[str, bool] = {}
-        #: Each connected standby's acked index at the last look.
-        self._acked: dict[str, int] = {}
+        #: Each connected standby at the last look, by id.
+        self._last: dict[str, Standby] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="msgboard-standbys", daemon=True)
 
     def report(self) -> Report:
         last = self._log.last
-        standbys = tuple(
-            Standby(name, acked, max(0, last - acked), self._lag.seconds(acked, last))
-            for name, acked in sorted(self._gate.status().items())
+        standbys = sorted(
+            (
+                Standby(label, acked, max(0, last - acked), self._lag.seconds(acked, last), key)
+                for key, (label, acked) in self._gate.named().items()
+            ),
+            key=lambda s: (s.board, s.board_id),
         )
-        return Report(last, self._role.epoch, standbys)
+        return Report(last, self._role.epoch, tuple(standbys))
 
     def start(self) -> Standbys:
         self._thread.start()
@@ -152,19 +165,21 @@ class Standbys:
 
     def look(self) -> None:
         """Announces what changed since the last look."""
-        now = {s.board: s for s in self.report().standbys}
-        for name in sorted(set(self._seen) - set(now)):
-            if self._seen.pop(name):
-                self._say(STANDBY_LOST, name, self._acked.get(name, 0), "disconnected")
-        for name, s in sorted(now.items()):
+        now = {s.board_id: s for s in self.report().standbys}
+        for key in sorted(set(self._seen) - set(now)):
+            if self._seen.pop(key):
+                was = self._last.get(key)
+                board, acked = (was.board, was.acked) if was else (key, 0)
+                self._say(STANDBY_LOST, board, acked, "disconnected")
+        for key, s in sorted(now.items(), key=lambda kv: (kv[1].board, kv[0])):
             keeping_up = s.lag_seconds <= self._gate.timeout
-            before = self._seen.get(name)
-            self._seen[name] = keeping_up
+            before = self._seen.get(key)
+            self._seen[key] = keeping_up
             if keeping_up and not before:
-                self._say(STANDBY_JOINED, name, s.acked)
+                self._say(STANDBY_JOINED, s.board, s.acked)
             elif before and not keeping_up:
-                self._say(STANDBY_LOST, name, s.acked, "lagging")
-        self._acked = {name: s.acked for name, s in now.items()}
+                self._say(STANDBY_LOST, s.board, s.acked, "lagging")
+        self._last = now
 
     def _say(self, event: str, *fields: str | int) -> None:
         if self._emit is not None:

@@ -254,9 +254,15 @@ class SyncGate:
             return len(self._held)
 
     def status(self) -> dict[str, int]:
-        """Each connected standby's acknowledged index."""
+        """Each connected standby's acknowledged index, by id."""
         with self._cond:
             return dict(self._acked)
+
+    def named(self) -> dict[str, tuple[str, int]]:
+        """Each connected standby's label (its address or name, as it said)
+        and acknowledged index, by id."""
+        with self._cond:
+            return {n: (self._labels.get(n, n), i) for n, i in self._acked.items()}
 
     def close(self) -> None:
         """Releases what is held with Unavailable and stops the watch."""

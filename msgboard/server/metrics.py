@@ -19,7 +19,8 @@ warning. Prometheus's ``tls_config`` scrapes it.
 A replicating board adds its role in the cluster (``ClusterCollector``):
 ``msgboard_role`` (1 primary, 0 standby), ``msgboard_epoch``, and on a
 primary each connected standby's ``msgboard_replication_lag_entries`` and
-``msgboard_replication_lag_seconds``; a board with no cluster settings
+``msgboard_replication_lag_seconds``, labelled ``standby`` with the name it
+gave its primary (its address; its board name in a cluster); a board with no cluster settings
 serves none of them (and never loads ``msgboard.cluster``).
 
 The names and meanings are tabled in docs/operating.md ("Metrics").
@@ -30,6 +31,7 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer
@@ -200,9 +202,13 @@ class ClusterCollector(Collector):
             "Age of the oldest log entry the standby has not acknowledged (0: none)",
             labels=["standby"],
         )
+        # Labelled by name (address); two standbys that said the same one
+        # (both listening on 0.0.0.0:7878, say) get their ids appended.
+        said = Counter(sb.board for sb in standbys)
         for sb in standbys:
-            entries.add_metric([sb.board], sb.lag_entries)
-            seconds.add_metric([sb.board], sb.lag_seconds)
+            label = sb.board if said[sb.board] == 1 else f"{sb.board}/{sb.board_id}"
+            entries.add_metric([label], sb.lag_entries)
+            seconds.add_metric([label], sb.lag_seconds)
         yield entries
         yield seconds
 

@@ -88,8 +88,11 @@ class StandbyStatus(_message.Message):
     ACKED_FIELD_NUMBER: _builtins.int
     LAG_ENTRIES_FIELD_NUMBER: _builtins.int
     LAG_SECONDS_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     board: _builtins.str
-    """Its name (its Hello's `board`)."""
+    """Its name (its Hello's `board`: its address of static roles, its board
+    name in a cluster).
+    """
     acked: _builtins.int
     """Every entry up to this index is applied and fsynced on it."""
     lag_entries: _builtins.int
@@ -98,6 +101,11 @@ class StandbyStatus(_message.Message):
     """How long ago the primary committed the oldest entry it has not
     acknowledged (0 when it has them all).
     """
+    board_id: _builtins.str
+    """Its stable id (its Hello's `board_id`: the `board-id` file in its
+    directory of static roles, its name in a cluster), under which the
+    primary counts its acknowledgements.
+    """
     def __init__(
         self,
         *,
@@ -105,10 +113,11 @@ class StandbyStatus(_message.Message):
         acked: _builtins.int = ...,
         lag_entries: _builtins.int = ...,
         lag_seconds: _builtins.float = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "board", b"board", "lag_entries", b"lag_entries", "lag_seconds", b"lag_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "board", b"board", "board_id", b"board_id", "lag_entries", b"lag_entries", "lag_seconds", b"lag_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
