@@ -4,7 +4,8 @@ committing the next groups; they go in index order; strict, a write that
 waited too long fails UNAVAILABLE; with --allow-async and no standby, it
 is answered at once. (tests/test_replication.py tells the same with real
 processes and a real standby.) And the server asks the board's role
-before each client call."""
+before each client call, and ends a cluster board's open streams with
+NotPrimary once a switchover starts."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from msgboard.client import Client
-from msgboard.cluster import Replication, SyncGate
+from msgboard.cluster import Replication, Role, SyncGate
 from msgboard.engine import Board
 from msgboard.errors import NotPrimary, Unavailable
 from msgboard.lmdbstore import Log
@@ -94,36 +95,86 @@ def test_closing_the_gate_answers_what_waits(board: Board) -> None:
         f.result(LONG)
 
 
-def test_the_server_asks_the_role_before_each_client_call(tmp_path: Path) -> None:
-    """Given a replicating primary served in this process, when its role
-    says another board is the primary (as leadership through etcd will),
-    I expect unary and streamed calls refused with NotPrimary naming that
-    board, and served again once it is the primary again."""
+def serving(path: Path, calls: Callable[[int, Role], None], *, counting: bool = False) -> None:
+    """Runs ``calls(port, role)`` on a thread against a replicating primary
+    served in this process (``counting``: its role counts calls and streams,
+    as a node's does)."""
 
     async def main() -> None:
         primary = Replication("token", allow_async=True)
-        board = Board(tmp_path / "b", log=primary.log)
+        primary.role.counting = counting
+        board = Board(path, log=primary.log)
         service = primary.attach(board)
         server, port = await create_server(board, "127.0.0.1:0", replication=service)
         await server.start()
-
-        def calls() -> None:
-            with Client(f"127.0.0.1:{port}") as c:
-                c.create_queue("q")
-                primary.role.primary = "10.0.0.9:7878"
-                with pytest.raises(NotPrimary) as e:
-                    c.post("q", body=b"refused")
-                assert e.value.primary == "10.0.0.9:7878"
-                with pytest.raises(NotPrimary):
-                    c.post_many("q", [Message(body=b"refused too")])
-                primary.role.primary = None
-                assert c.post("q", body=b"served") == 1
-
         try:
-            await asyncio.to_thread(calls)
+            await asyncio.to_thread(calls, port, primary.role)
         finally:
             await server.stop(0)
             primary.close()
             board.close()
 
     asyncio.run(main())
+
+
+def test_the_server_asks_the_role_before_each_client_call(tmp_path: Path) -> None:
+    """Given a replicating primary served in this process, when its role
+    says another board is the primary (as leadership through etcd will),
+    I expect unary and streamed calls refused with NotPrimary naming that
+    board, and served again once it is the primary again."""
+
+    def calls(port: int, role: Role) -> None:
+        with Client(f"127.0.0.1:{port}") as c:
+            c.create_queue("q")
+            role.primary = "10.0.0.9:7878"
+            with pytest.raises(NotPrimary) as e:
+                c.post("q", body=b"refused")
+            assert e.value.primary == "10.0.0.9:7878"
+            with pytest.raises(NotPrimary):
+                c.post_many("q", [Message(body=b"refused too")])
+            role.primary = None
+            assert c.post("q", body=b"served") == 1
+
+    serving(tmp_path / "b", calls)
+
+
+def test_a_switchover_ends_open_streams_with_not_primary(tmp_path: Path) -> None:
+    """Given a board of a cluster with an open PostStream and an open
+    Subscribe stream, when a switchover starts (``Role.handover``), I
+    expect a new unary post, the publisher's next batch and the
+    subscription each refused with NotPrimary naming the successor (the
+    client opens its stream again there), no stream left open, and
+    nothing refused stored; once the switchover is called off, posts are
+    served again."""
+    successor = "10.0.0.9:7878"
+
+    def calls(port: int, role: Role) -> None:
+        with Client(f"127.0.0.1:{port}") as c:
+            c.create_queue("q")
+            c.create_queue("jobs")
+            pub = c.publisher()
+            assert pub.post_messages("q", [Message(body=b"before")]) == [1]
+            sub = c.subscribe("jobs", credit=1, reconnect=False)
+            c.post("jobs", body=b"job")
+            deliveries = iter(sub)
+            assert next(deliveries).message.body == b"job"
+            until(lambda: role.streams == 2)
+
+            role.handover = successor
+            with pytest.raises(NotPrimary) as e:
+                c.post("q", body=b"refused")
+            assert e.value.primary == successor
+            with pytest.raises(NotPrimary) as e:
+                pub.post_messages("q", [Message(body=b"refused too")])
+            assert e.value.primary == successor
+            with pytest.raises(NotPrimary) as e:
+                next(deliveries)
+            assert e.value.primary == successor
+            sub.close(wait=3.0)
+            until(lambda: role.streams == 0)
+
+            role.handover = None
+            assert c.post("q", body=b"after") == 2
+            assert [m.body for m in c.browse("q").messages] == [b"before", b"after"]
+
+    serving(tmp_path / "b", calls, counting=True)

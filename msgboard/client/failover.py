@@ -11,8 +11,10 @@ Where to go:
   unsure of its lease), or DEADLINE_EXCEEDED (a board that does not answer,
   a paused one perhaps): to the next address of the list, after a pause;
 - any other UNAVAILABLE (the connection broke during the call, a write not
-  yet on a standby): the same board again, after a pause (if it is gone,
-  the next attempt finds no connection and moves on).
+  yet on a standby), or CANCELLED (a board that changes role rebuilds its
+  server, and gRPC cancels the calls it had received and not yet begun):
+  the same board again, after a pause (if it is gone, the next attempt
+  finds no connection and moves on).
 
 What is sent again, for up to ``seconds`` (the failover deadline, 30 s by
 default) from the first failure, pausing ``FIRST_PAUSE`` doubling up to
@@ -20,7 +22,7 @@ default) from the first failure, pausing ``FIRST_PAUSE`` doubling up to
 
 - a call refused before it ran (NotPrimary, NoLease, no connection): any
   call, since the board did nothing;
-- after any other UNAVAILABLE, only the calls that change nothing twice
+- after any other UNAVAILABLE or a CANCELLED, only the calls that change nothing twice
   (``again``): reads, a queue's creation (idempotent), and a Post whose
   messages all carry idempotency keys. A Take, an Ack, a selector's
   creation or a deletion whose answer was lost is not sent again: the
@@ -71,6 +73,9 @@ FOLLOWING = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+#: The statuses of an outage, after which a call may be sent again (the
+#: module's docstring says which and where).
+OUTAGE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 #: gRPC's words for a call that never reached a board.
 _NO_CONNECTION = ("failed to connect to all addresses", "DNS resolution failed")
 #: Moves at once in a row, before pausing anyway (two standbys naming each other).
@@ -186,7 +191,7 @@ class Failover:
                 with mapped():
                     return call(stub)
             except MsgboardError as e:
-                if e.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or not self.on:
+                if e.code not in OUTAGE or not self.on:
                     raise
                 now_at_once = self.moved(address, e)
                 if e.code == "DEADLINE_EXCEEDED" or not (again or refused(e)):

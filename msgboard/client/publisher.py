@@ -20,7 +20,7 @@ import grpc
 from msgboard import codec
 from msgboard.client.failover import Failover, new_key, refused
 from msgboard.client.wire import in_stream, mapped
-from msgboard.errors import Unavailable
+from msgboard.errors import MsgboardError, Unavailable
 from msgboard.message import Message, Value, now_us
 from msgboard.spec import Receipt
 from msgboard.v1 import board_pb2 as pb
@@ -86,6 +86,9 @@ class Poster(abc.ABC):
 RETRY_FOR = 60.0
 RETRY_FIRST = 0.1
 RETRY_MOST = 2.0
+#: Moves at once in a row to a board another named, before pausing anyway
+#: (a primary handing over and its successor, not elected yet, name each other).
+MOST_AT_ONCE = 3
 
 
 class Publisher(Poster):
@@ -94,13 +97,14 @@ class Publisher(Poster):
 
     ``idempotent``: every message posted without a key gets one (a random
     UUID), and a batch whose answer is lost (the connection or the board
-    went down: UNAVAILABLE) is sent again on a new stream, with the same
-    keys, for up to ``retry_for`` seconds: the board stores what it had not
-    and answers DUPLICATE, with the first seq, for what it had. The new
-    stream goes where the client's ``Failover`` says (the primary a standby
-    names, the next address after one that is gone); a batch refused before
-    it ran (NotPrimary, NoLease, no connection) is sent again even when not
-    idempotent, for up to the failover deadline."""
+    went down: UNAVAILABLE, or CANCELLED) is sent again on a new stream,
+    with the same keys, for up to ``retry_for`` seconds: the board stores
+    what it had not and answers DUPLICATE, with the first seq, for what it
+    had. The new stream goes where the client's ``Failover`` says (the
+    primary a standby names, the next address after one that is gone); a
+    batch refused before it ran (NotPrimary, NoLease, no connection) is sent
+    again, idempotent or not, for up to the failover deadline (or
+    ``retry_for``, if longer)."""
 
     def __init__(
         self, failover: Failover, *, idempotent: bool = False, retry_for: float = RETRY_FOR
@@ -134,23 +138,32 @@ class Publisher(Poster):
         if self.idempotent:
             messages = [m if m.key else dataclasses.replace(m, key=new_key()) for m in messages]
         pbs = codec.messages_to_pb(messages)
-        deadline = time.monotonic() + (
-            self.retry_for if self.idempotent else self._failover.seconds
-        )
-        attempt = 0
+        start = time.monotonic()
+        attempt = quick = 0
         while True:
             try:
                 return self._send(queue, pbs)
-            except Unavailable as e:
+            except MsgboardError as e:
+                if not isinstance(e, Unavailable) and e.code != "CANCELLED":
+                    raise  # CANCELLED: a board rebuilding its server, the answer lost
                 at_once = self._failover.moved(self._address, e)
-                if not (self.idempotent or (self._failover.on and refused(e))):
+                # A batch refused before it ran (NotPrimary: a primary handing
+                # over, or a standby) follows the primary for the failover
+                # deadline; one whose answer was lost is resent for retry_for.
+                follow = self._failover.on and refused(e)
+                if not (self.idempotent or follow):
                     raise
+                deadline = start + max(
+                    self.retry_for if self.idempotent else 0.0,
+                    self._failover.seconds if follow else 0.0,
+                )
+                at_once = at_once and quick < MOST_AT_ONCE  # two boards naming each other
                 wait = 0.0 if at_once else min(RETRY_MOST, RETRY_FIRST * 2**attempt)
                 if time.monotonic() + wait > deadline:
                     raise
                 # The answer was lost, not the batch perhaps: the same keys again.
                 time.sleep(wait)
-                attempt += 0 if at_once else 1
+                attempt, quick = (attempt, quick + 1) if at_once else (attempt + 1, 0)
                 self._requests.put(None)
                 self._closed = False
                 self._open()

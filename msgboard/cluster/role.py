@@ -53,9 +53,11 @@ class Role:
         #: where new calls are sent while what it took in is replicated.
         self.handover: str | None = None
         #: Count the unary calls let in (a cluster's: a switchover waits for
-        #: them), in ``calls``.
+        #: them), in ``calls``, and the streams open, in ``streams`` (they
+        #: end once a switchover starts: ``msgboard.server.roles``).
         self.counting = False
         self.calls = 0
+        self.streams = 0
         self._lock = threading.Lock()
         self._listeners: list[RoleListener] = []
 

@@ -86,6 +86,8 @@ STEER = 0.05
 #: Seconds a standby's server gives its calls in progress (refusals,
 #: answered at once) when it makes way for the primary's.
 REFUSALS = 1.0
+#: How often a switchover looks whether its successor has caught up (seconds).
+SWITCH_LOOK = 0.01
 #: The file that says this board led (its log may have a tail of its own).
 LED = "led"
 
@@ -145,6 +147,11 @@ class Node:
         self._handed = False
         #: When this board last stopped following to judge an election.
         self._judged = 0.0
+        #: This board resigned for a switchover (set before it resigns, so
+        #: that the demotion lets what is in progress finish), and the
+        #: thread that did it (it decides ``_handed``).
+        self._resigned = False
+        self._handover: threading.Thread | None = None
 
     # -- the term and the fence --------------------------------------------
 
@@ -377,9 +384,10 @@ class Node:
         if self.metrics is not None:
             self.metrics.use(board, replication.standbys)
         self._handing = threading.Event()
-        threading.Thread(
+        self._handover = threading.Thread(
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
-        ).start()
+        )
+        self._handover.start()
         self.role.become(leading=True, primary=None, epoch=epoch)
         # The standby's calls in progress are refusals: let them be answered.
         await self._swap(self._primary_server, REFUSALS)
@@ -398,13 +406,17 @@ class Node:
                 continue
             if handover is None or handover.epoch != epoch or handover.to == self.name:
                 continue
-            self._handed = self._switch(handover)
+            self._handed = self._switch(handover, done)
             if self._handed:
                 return
 
-    def _switch(self, handover: Handover) -> bool:
-        """Sends new calls to ``handover.to``, waits until it has every
-        entry, resigns; whether this board's log ends where its
+    def _switch(self, handover: Handover, done: threading.Event) -> bool:
+        """Lets no new group in (new calls and stream requests answer
+        NotPrimary naming ``handover.to``; open streams end so, once what
+        they took in is answered: ``msgboard.server.roles``), waits until
+        nothing is held (no call or stream in progress, no group waiting
+        for its standbys) and the successor has acknowledged the last
+        entry, and resigns; whether this board's log ends where its
         successor's goes on (else it is set aside as after a fence)."""
         board, gate = self.board, self.replication.gate if self.replication else None
         assert board is not None and board.log is not None and isinstance(gate, InSync)
@@ -412,19 +424,27 @@ class Node:
         log.info("switchover to %s: new calls go there", handover.to)
         self.role.handover = handover.address
         deadline = time.monotonic() + max(5.0, 2 * self.config.sync_timeout_ms / 1000)
-        still = 0
-        while still < 3:  # caught up, and nothing more committed for a while
-            last = board.log.last
-            caught_up = (
-                gate.acked(handover.to) >= last and gate.pending == 0 and self.role.calls == 0
-            )
-            still = still + 1 if caught_up else 0
-            if time.monotonic() > deadline:
-                log.warning("switchover to %s: it did not catch up; staying", handover.to)
+        while True:
+            held = self.role.calls + self.role.streams + gate.pending
+            if held == 0 and gate.acked(handover.to) >= board.log.last:
+                break
+            if time.monotonic() > deadline or done.is_set():
+                log.warning(
+                    "switchover to %s: not caught up (%d calls, %d streams, %d groups held; "
+                    "acked %d of %d); staying",
+                    *(handover.to, self.role.calls, self.role.streams, gate.pending),
+                    *(gate.acked(handover.to), board.log.last),
+                )  # fmt: skip
                 self.role.handover = None
                 return False
-            time.sleep(0.05)
+            time.sleep(SWITCH_LOOK)
+        self._resigned = True
         self.leadership.resign(hold=2 * self.config.lease_ttl)
+        # A group that passed the commit fence before the term ended may
+        # still be committing: judge the log once the writer is past it.
+        written = threading.Event()
+        board.call_soon(written.set)
+        written.wait(10)
         clean = gate.acked(handover.to) >= board.log.last
         log.info("switchover to %s: resigned at log index %d", handover.to, board.log.last)
         return clean
@@ -434,13 +454,19 @@ class Node:
         board, replication = self.board, self.replication
         self._handing.set()
         log.warning("%s no longer leads (epoch %d): a standby again", self.name, self.epoch)
-        self.role.become(leading=False, primary=None, epoch=self.epoch)
+        # Resigned for a switchover: calls go on to the successor meanwhile.
+        successor = self.role.handover if self._resigned else None
+        self.role.become(leading=False, primary=successor, epoch=self.epoch)
         if replication is not None:
             replication.close()
         if self.metrics is not None:
             self.metrics.use(None)
-        # After a switchover what is still in progress finishes (refused).
-        await self._swap(self._standby_server, self.grace if self._handed else 0)
+        # After a switchover what is still in progress finishes (refused),
+        # and its thread has said whether the successor had every entry.
+        resigned = self._resigned
+        if resigned and self._handover is not None:
+            await asyncio.to_thread(self._handover.join, 10)
+        await self._swap(self._standby_server, self.grace if resigned else 0)
         with self._lock:
             self.board = self.replication = None
             self.epoch = 0
@@ -453,7 +479,7 @@ class Node:
             # Otherwise its data is set aside only once another board leads
             # (``_follow``): until then it may be elected again, holding
             # everything it answered.
-            self._handed = False
+            self._handed = self._resigned = False
             self.following = None
             self.store = self._open_standby()
         if self.membership is not None:

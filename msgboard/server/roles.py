@@ -6,11 +6,16 @@ the primary. With static roles a primary never refuses; leadership through
 etcd will change its role while it runs, and this is where the server
 follows. A standby's server (``standby.py``) refuses everything anyway. A board
 of a cluster counts the unary calls it let in (``Role.counting``), so that
-a switchover hands over only once they are answered.
+a switchover hands over only once they are answered, and the streams it
+let in (PostStream, Subscribe): once a switchover starts
+(``Role.handover``) a stream takes no new request; what it took in is
+answered, and it ends with NotPrimary naming the successor (the client
+opens it again there, sending a refused batch again with its keys).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from msgboard.details import abort
+from msgboard.errors import NotPrimary
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import replication_pb2 as rpb
 
@@ -29,6 +35,8 @@ if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
 PREFIX = "/" + pb.DESCRIPTOR.services_by_name["Board"].full_name + "/"
 #: The boards' replication service, served beside the Board service.
 REPLICATION = rpb.DESCRIPTOR.services_by_name["Replication"].full_name
+#: How often an open stream looks whether a switchover started (seconds).
+LOOK = 0.05
 
 
 class RoleCheck(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
@@ -52,6 +60,9 @@ class RoleCheck(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             if self.role.counting and handler.unary_unary is not None:
                 counted: grpc.RpcMethodHandler[Any, Any] = counted_handler(handler, self.role)
                 return counted
+            if self.role.counting and handler.stream_stream is not None:
+                streamed: grpc.RpcMethodHandler[Any, Any] = streamed_handler(handler, self.role)
+                return streamed
             return handler
         refused: grpc.RpcMethodHandler[Any, Any] = refusing_handler(handler, refusal)
         return refused
@@ -73,6 +84,78 @@ def counted_handler(handler: Any, role: Role) -> Any:
     return grpc.unary_unary_rpc_method_handler(
         unary, handler.request_deserializer, handler.response_serializer
     )
+
+
+def streamed_handler(handler: Any, role: Role) -> Any:
+    """``handler`` (a stream both ways: PostStream, Subscribe), counting
+    itself in ``role.streams`` while it runs, and ending once a switchover
+    starts: its requests end there (``Cut``), what it took in is answered,
+    and the call ends with NotPrimary naming the successor."""
+    inner = handler.stream_stream
+
+    async def stream(requests: Any, context: Any) -> Any:
+        role.streams += 1  # the event loop's thread only
+        cut = Cut(requests, role, context)
+        try:
+            async for answer in inner(cut, context):
+                yield answer
+            if cut.cut is not None:
+                await abort(context, NotPrimary(cut.cut))
+        finally:
+            cut.close()
+            role.streams -= 1
+
+    return grpc.stream_stream_rpc_method_handler(
+        stream, handler.request_deserializer, handler.response_serializer
+    )
+
+
+class Cut:
+    """A stream's requests until a switchover starts (``role.handover``,
+    looked at every ``LOOK`` seconds while a request is awaited): then they
+    end, as if the client had closed its side, and ``cut`` is the
+    successor's address. Cut before its first request, the call ends with
+    NotPrimary at once (nothing was taken in)."""
+
+    _END = object()
+
+    def __init__(self, requests: Any, role: Role, context: Any) -> None:
+        self._requests = aiter(requests)
+        self._role = role
+        self._context = context
+        self._next: asyncio.Future[Any] | None = None
+        self._seen = False
+        self.cut: str | None = None
+
+    def __aiter__(self) -> Cut:
+        return self
+
+    async def _read(self) -> Any:
+        return await anext(self._requests, self._END)
+
+    async def __anext__(self) -> Any:
+        while self.cut is None:
+            if self._role.handover is not None:
+                self.cut = self._role.handover
+                break
+            if self._next is None:
+                self._next = asyncio.ensure_future(self._read())
+            done, _ = await asyncio.wait((self._next,), timeout=LOOK)
+            if done and self._role.handover is None:
+                request, self._next = self._next.result(), None
+                if request is self._END:
+                    raise StopAsyncIteration
+                self._seen = True
+                return request
+        self.close()  # a request on its way is refused: the client sends it again
+        if not self._seen:
+            await abort(self._context, NotPrimary(self.cut))
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
 
 
 def refusing_handler(handler: Any, refusal: Any) -> Any:
