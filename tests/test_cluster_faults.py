@@ -44,6 +44,8 @@ ARGS = ("--lease-ttl", str(TTL), "--sync-timeout-ms", "20000")
 SLACK = 1.0
 #: Seconds a following client keeps looking for the primary.
 FAILOVER = 60.0
+#: The etcd quorum test's: its calls must fail (writes stop) within the test's time.
+QUORUM_FAILOVER = 20.0
 _names = itertools.count()
 
 
@@ -69,12 +71,12 @@ def load(nodes: Nodes, h: History, name: str) -> tuple[str, Workload]:
     return primary, w
 
 
-def following(nodes: Nodes, h: History, name: str = "f") -> Workload:
+def following(nodes: Nodes, h: History, name: str = "f", failover: float = FAILOVER) -> Workload:
     """The workload through clients given every board's address, which
     follow the primary by themselves (NotPrimary, NoLease, no connection),
     with posts answered meanwhile."""
     prepare(nodes.addresses)
-    w = Workload(h, nodes.addresses, name=name, failover=FAILOVER).start()
+    w = Workload(h, nodes.addresses, name=name, failover=failover).start()
     answered_after(h, now())
     return w
 
@@ -180,11 +182,13 @@ def test_etcd_losing_its_quorum_stops_writes_until_it_is_back(
     writes resumed, and the checker to find nothing."""
     h = History()
     nodes.primary()
-    w = following(nodes, h)
+    # A call follows the primary for its failover deadline before it fails:
+    # the first one invoked after the TTL fails within two of them.
+    w = following(nodes, h, failover=QUORUM_FAILOVER)
     lost = now()
     try:
         etcd.kill(1, 2)
-        erred(h, "f", lost + TTL)
+        erred(h, "f", lost + TTL, seconds=2 * QUORUM_FAILOVER + 20)
         wait_until("no board leads", lambda: nodes.leader() is None, 30)
         back = now()
     finally:
