@@ -52,8 +52,15 @@ func startServerIn(dir, listen string, args ...string) (*server, error) {
 	if bin == "" {
 		bin = filepath.Join(repoRoot(), ".venv", "bin", "msgboard")
 	}
-	all := append([]string{"serve", "--data", filepath.Join(dir, "data"), "--listen", listen,
-		"--sync", "weaker-no-fsync"}, args...)
+	all := []string{"serve", "--data", filepath.Join(dir, "data"), "--listen", listen}
+	standby := false
+	for _, a := range args {
+		standby = standby || a == "--standby-of"
+	}
+	if !standby { // a standby always fsyncs before it acks
+		all = append(all, "--sync", "weaker-no-fsync")
+	}
+	all = append(all, args...)
 	cmd := exec.Command(bin, all...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
