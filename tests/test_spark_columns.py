@@ -165,7 +165,6 @@ plain_payloads = payloads(
 )
 
 
-@pytest.mark.skipif(not compiled.AVAILABLE, reason="ptars is not installed")
 @settings(max_examples=100, deadline=None)
 @given(st.lists(plain_payloads, min_size=1, max_size=6))
 def test_plain_records_take_the_compiled_path(batch: list[bytes]) -> None:

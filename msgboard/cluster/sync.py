@@ -95,14 +95,12 @@ class SyncGate:
         enough standbys, after every group before it. Writer thread."""
         index = self._log.last
         with self._cond:
-            closed = self._closed
-            if closed:
-                pass  # every release from now on fails: no order to keep
-            elif self._held or not (self._enough(index) or self._async_now()):
+            closed = self._closed  # then every release fails: no order to keep
+            if not closed and (self._held or not (self._enough(index) or self._async_now())):
                 self._held.append((index, time.monotonic() + self.timeout, release))
                 self._cond.notify()
                 return
-            elif self._queued:  # releases of earlier groups still to run
+            if not closed and self._queued:  # releases of earlier groups still to run
                 self._schedule([release], None)
                 return
         release(Unavailable("the board is stopping") if closed else None)
