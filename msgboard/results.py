@@ -1,7 +1,7 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
-``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
-and its ``StoreInfo``, ``Acked``), and where a Browse page starts
+``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``LeaseView``,
+``BoardStats`` and its ``StoreInfo``, ``Acked``), and where a Browse page starts
 (``Start``).
 
 Their one home, below both: the engine, the store and the server import
@@ -127,6 +127,20 @@ class ConsumerView:
     delivered: int
     #: When it attached, µs since the epoch.
     since: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A message taken with a lease and not yet acked, at one moment."""
+
+    id: int
+    queue: str
+    seq: int
+    address: str
+    #: Deliveries before this one.
+    delivery_count: int
+    #: When the lease runs out, µs since the epoch.
+    until: int
 
 
 @dataclass(frozen=True, slots=True)

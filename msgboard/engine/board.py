@@ -25,7 +25,8 @@ calls, each an object given what it needs:
 - ``Taking`` (taking.py): take, read, leases, blocked calls;
 - ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
 - ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
-- ``Consumers`` (consumers.py): consumers listed and kicked;
+- ``Consumers`` (consumers.py): consumers listed and kicked, leases listed
+  and released;
 - ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
   consumer.
 """
@@ -112,7 +113,7 @@ class Board:
         self._browsing = Browsing(
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
-        self._consumers = Consumers(writer, net, self._teardown)
+        self._consumers = Consumers(writer, net, self._teardown, self.events)
         self._keys = KeySweep(writer)
         self._releases = Releases(writer, net.release, net.pulls.settle)
         try:
@@ -455,6 +456,8 @@ class Board:
 
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
+    list_leases_async = served_by("_consumers", Consumers.list_leases_async)
+    release_lease_async = served_by("_consumers", Consumers.release_lease_async)
 
     # -- the waiting forms (calls.py) ---------------------------------------
 
@@ -482,4 +485,6 @@ class Board:
     snapshot = waits(snapshot_async)
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
+    list_leases = waits(list_leases_async)
+    release_lease = waits(release_lease_async)
     drop_damaged = waits(drop_damaged_async)

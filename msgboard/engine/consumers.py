@@ -1,11 +1,16 @@
-"""Who is connected: the board's consumers, listed and kicked.
+"""Who is connected: the board's consumers, listed and kicked, and the
+messages taken with a lease, listed and released.
 
 A consumer is a client attached through Subscribe to a terminal selector:
 a session selector of its own, or a durable selector it attached to. Each
 has an id (``con-N``, unique while the board runs), and the server tells the
 board what it knows of the client (its address and user). ``Consumers`` is
 a part of the ``Board`` (board.py), which serves its calls
-(``list_consumers``, ``kick_consumer``).
+(``list_consumers``, ``kick_consumer``, ``list_leases``, ``release_lease``).
+
+An operator's kick or release says who did it: ``by`` names the user in
+the ``consumer.detached`` event's reason (``kicked by alice``) and in the
+``lease.released`` event.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from __future__ import annotations
 from concurrent.futures import Future
 from functools import partial
 
+from msgboard.engine.events import LEASE_RELEASED, Events
 from msgboard.engine.network import Network
-from msgboard.engine.selectors import Consumer
+from msgboard.engine.selectors import Consumer, Lease
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import Kicked, NotFound
-from msgboard.results import ConsumerView
+from msgboard.results import ConsumerView, LeaseView
 
 
 def consumer_view(c: Consumer) -> ConsumerView:
@@ -37,13 +43,20 @@ def consumer_view(c: Consumer) -> ConsumerView:
     )
 
 
-class Consumers:
-    """The board's consumers, listed and kicked."""
+def lease_view(lease: Lease) -> LeaseView:
+    m = lease.message
+    return LeaseView(lease.id, lease.queue, m.seq, m.address, m.delivery_count, lease.until)
 
-    def __init__(self, writer: Writer, net: Network, teardown: Teardown) -> None:
+
+class Consumers:
+    """The board's consumers, listed and kicked; its leases, listed and
+    released."""
+
+    def __init__(self, writer: Writer, net: Network, teardown: Teardown, events: Events) -> None:
         self._writer = writer
         self._net = net
         self._teardown = teardown
+        self._events = events
 
     def _consumers(self) -> list[Consumer]:
         sels = self._net.table.selectors.values()
@@ -60,20 +73,53 @@ class Consumers:
 
         return self._writer.submit(run)
 
-    def kick_consumer_async(self, cid: str) -> Future[ConsumerView]:
+    def kick_consumer_async(self, cid: str, *, by: str = "") -> Future[ConsumerView]:
         """Ends a consumer as if it had disconnected: its outstanding
         messages go back to the queue (delivery count raised), a session
         selector goes, and its stream ends with ``Kicked``. Returns it as it
-        was."""
+        was. ``by``: the user who kicked it, named in the event."""
 
         def run(b: Batch) -> ConsumerView:
             for c in self._consumers():
                 if c.id == cid:
                     view = consumer_view(c)
-                    self._teardown.end_consumer(b, c, "kicked")
+                    self._teardown.end_consumer(b, c, f"kicked by {by}" if by else "kicked")
                     why = Kicked(f"consumer {cid} was ended by an operator (KickConsumer)")
                     b.after(partial(c.end, why))
                     return view
             raise NotFound(f"no consumer {cid!r} (msgboard consumer list shows them)")
+
+        return self._writer.submit(run)
+
+    def list_leases_async(self, queue: str = "") -> Future[list[LeaseView]]:
+        """The messages taken with a lease and not yet acked, given back or
+        run out, of one queue or of every queue, oldest lease first."""
+
+        def run(b: Batch) -> list[LeaseView]:
+            if queue:
+                b.find(queue)
+            found = [x for x in self._net.holders.leases() if not queue or x.queue == queue]
+            return [lease_view(x) for x in sorted(found, key=lambda x: x.id)]
+
+        return self._writer.submit(run)
+
+    def release_lease_async(self, queue: str, lid: int, *, by: str = "") -> Future[LeaseView]:
+        """Gives a leased message back to its queue at once, as if its taker
+        had gone (delivery count raised; routed again now, or dead-lettered
+        past ``max_deliveries``); its taker's ack of it then fails. A
+        ``lease.released`` event names ``by``. NotFound for a lease that
+        holds nothing now (acked, given back, run out), InvalidArgument for
+        one on another queue or never given. Returns it as it was."""
+
+        def run(b: Batch) -> LeaseView:
+            b.find(queue)
+            lease = next((x for x in self._net.holders.leases() if x.id == lid), None)
+            acked = self._net.holders.ack_leases(b, queue, [lid], nack=True, lost=True)
+            if lid in acked.rejected or lease is None:
+                raise acked.rejected[lid]
+            self._net.pulls.settle(b)
+            seq = lease.message.seq
+            self._events.emit(b, LEASE_RELEASED, queue, seq, lid, by, about=queue)
+            return lease_view(lease)
 
         return self._writer.submit(run)

@@ -247,7 +247,7 @@ class Holders:
         for m in msgs:
             lid = self._next_lease
             b.set(self, "_next_lease", lid + 1)
-            lease = Lease(lid, q, m)
+            lease = Lease(lid, q, m, until=b.now + int(seconds * 1e6))
             self._leases[lid] = lease
             b.undo(partial(self._leases.pop, lid, None))
             self._holds.hold(b, q, m.seq, lease)
@@ -255,6 +255,10 @@ class Holders:
             out.append(Delivery(lid, delivered(m)))
         b.count(q, delivered=len(out))
         return out
+
+    def leases(self) -> list[Lease]:
+        """Every lease holding its message now, oldest first."""
+        return list(self._leases.values())
 
     def _expire(self, b: Batch, *, lid: int) -> None:
         lease = self._leases.pop(lid, None)

@@ -59,6 +59,8 @@ class Lease:
     #: As stored: delivery_count does not count this delivery.
     message: Message
     done: bool = False
+    #: When it runs out, µs since the epoch.
+    until: int = 0
 
 
 @dataclass(eq=False, slots=True)
