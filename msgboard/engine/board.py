@@ -113,7 +113,7 @@ class Board:
         self._browsing = Browsing(
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
-        self._consumers = Consumers(writer, net, self._teardown, self.events)
+        self._consumers = Consumers(writer, net, self._teardown)
         self._keys = KeySweep(writer)
         self._releases = Releases(writer, net.release, net.pulls.settle)
         try:

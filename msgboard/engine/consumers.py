@@ -7,10 +7,6 @@ has an id (``con-N``, unique while the board runs), and the server tells the
 board what it knows of the client (its address and user). ``Consumers`` is
 a part of the ``Board`` (board.py), which serves its calls
 (``list_consumers``, ``kick_consumer``, ``list_leases``, ``release_lease``).
-
-An operator's kick or release says who did it: ``by`` names the user in
-the ``consumer.detached`` event's reason (``kicked by alice``) and in the
-``lease.released`` event.
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ from __future__ import annotations
 from concurrent.futures import Future
 from functools import partial
 
-from msgboard.engine.events import LEASE_RELEASED, Events
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer, Lease
 from msgboard.engine.teardown import Teardown
@@ -52,11 +47,10 @@ class Consumers:
     """The board's consumers, listed and kicked; its leases, listed and
     released."""
 
-    def __init__(self, writer: Writer, net: Network, teardown: Teardown, events: Events) -> None:
+    def __init__(self, writer: Writer, net: Network, teardown: Teardown) -> None:
         self._writer = writer
         self._net = net
         self._teardown = teardown
-        self._events = events
 
     def _consumers(self) -> list[Consumer]:
         sels = self._net.table.selectors.values()
@@ -73,17 +67,17 @@ class Consumers:
 
         return self._writer.submit(run)
 
-    def kick_consumer_async(self, cid: str, *, by: str = "") -> Future[ConsumerView]:
+    def kick_consumer_async(self, cid: str) -> Future[ConsumerView]:
         """Ends a consumer as if it had disconnected: its outstanding
         messages go back to the queue (delivery count raised), a session
         selector goes, and its stream ends with ``Kicked``. Returns it as it
-        was. ``by``: the user who kicked it, named in the event."""
+        was."""
 
         def run(b: Batch) -> ConsumerView:
             for c in self._consumers():
                 if c.id == cid:
                     view = consumer_view(c)
-                    self._teardown.end_consumer(b, c, f"kicked by {by}" if by else "kicked")
+                    self._teardown.end_consumer(b, c, "kicked")
                     why = Kicked(f"consumer {cid} was ended by an operator (KickConsumer)")
                     b.after(partial(c.end, why))
                     return view
@@ -103,11 +97,11 @@ class Consumers:
 
         return self._writer.submit(run)
 
-    def release_lease_async(self, queue: str, lid: int, *, by: str = "") -> Future[LeaseView]:
+    def release_lease_async(self, queue: str, lid: int) -> Future[LeaseView]:
         """Gives a leased message back to its queue at once, as if its taker
         had gone (delivery count raised; routed again now, or dead-lettered
-        past ``max_deliveries``); its taker's ack of it then fails. A
-        ``lease.released`` event names ``by``. NotFound for a lease that
+        past ``max_deliveries``); its taker's ack of it then fails. NotFound
+        for a lease that
         holds nothing now (acked, given back, run out), InvalidArgument for
         one on another queue or never given. Returns it as it was."""
 
@@ -118,8 +112,6 @@ class Consumers:
             if lid in acked.rejected or lease is None:
                 raise acked.rejected[lid]
             self._net.pulls.settle(b)
-            seq = lease.message.seq
-            self._events.emit(b, LEASE_RELEASED, queue, seq, lid, by, about=queue)
             return lease_view(lease)
 
         return self._writer.submit(run)

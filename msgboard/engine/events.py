@@ -17,7 +17,6 @@ event                       tuple after the name
 ``consumer.attached``       consumer id, queue, selector id, peer, identity
 ``consumer.detached``       consumer id, queue, selector id, reason
 ``message.dead_lettered``   queue, seq (0: never stored there), reason
-``lease.released``          queue, seq, lease id, who released it ("": open)
 ``board.started``           (none)
 ``board.stopping``          (none)
 ``user.denied``             user, what was refused
@@ -78,7 +77,6 @@ SELECTOR_DELETED = "selector.deleted"
 CONSUMER_ATTACHED = "consumer.attached"
 CONSUMER_DETACHED = "consumer.detached"
 DEAD_LETTERED = "message.dead_lettered"
-LEASE_RELEASED = "lease.released"
 BOARD_STARTED = "board.started"
 BOARD_STOPPING = "board.stopping"
 USER_DENIED = "user.denied"
@@ -96,7 +94,6 @@ EVENTS = (
     CONSUMER_ATTACHED,
     CONSUMER_DETACHED,
     DEAD_LETTERED,
-    LEASE_RELEASED,
     BOARD_STARTED,
     BOARD_STOPPING,
     USER_DENIED,
