@@ -25,8 +25,7 @@ calls, each an object given what it needs:
 - ``Taking`` (taking.py): take, read, leases, blocked calls;
 - ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
 - ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
-- ``Consumers`` (consumers.py): consumers listed and kicked, leases listed
-  and released;
+- ``Consumers`` (consumers.py): consumers listed and kicked, leases listed;
 - ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
   consumer.
 """
@@ -457,7 +456,6 @@ class Board:
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
     list_leases_async = served_by("_consumers", Consumers.list_leases_async)
-    release_lease_async = served_by("_consumers", Consumers.release_lease_async)
 
     # -- the waiting forms (calls.py) ---------------------------------------
 
@@ -486,5 +484,4 @@ class Board:
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
     list_leases = waits(list_leases_async)
-    release_lease = waits(release_lease_async)
     drop_damaged = waits(drop_damaged_async)

@@ -1,12 +1,13 @@
 """Who is connected: the board's consumers, listed and kicked, and the
-messages taken with a lease, listed and released.
+messages taken with a lease, listed (``Board.release_messages`` gives them
+back).
 
 A consumer is a client attached through Subscribe to a terminal selector:
 a session selector of its own, or a durable selector it attached to. Each
 has an id (``con-N``, unique while the board runs), and the server tells the
 board what it knows of the client (its address and user). ``Consumers`` is
 a part of the ``Board`` (board.py), which serves its calls
-(``list_consumers``, ``kick_consumer``, ``list_leases``, ``release_lease``).
+(``list_consumers``, ``kick_consumer``, ``list_leases``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ def lease_view(lease: Lease) -> LeaseView:
 
 
 class Consumers:
-    """The board's consumers, listed and kicked; its leases, listed and
-    released."""
+    """The board's consumers, listed and kicked; its leases, listed."""
 
     def __init__(self, writer: Writer, net: Network, teardown: Teardown) -> None:
         self._writer = writer
@@ -94,24 +94,5 @@ class Consumers:
                 b.find(queue)
             found = [x for x in self._net.holders.leases() if not queue or x.queue == queue]
             return [lease_view(x) for x in sorted(found, key=lambda x: x.id)]
-
-        return self._writer.submit(run)
-
-    def release_lease_async(self, queue: str, lid: int) -> Future[LeaseView]:
-        """Gives a leased message back to its queue at once, as if its taker
-        had gone (delivery count raised; routed again now, or dead-lettered
-        past ``max_deliveries``); its taker's ack of it then fails. NotFound
-        for a lease that
-        holds nothing now (acked, given back, run out), InvalidArgument for
-        one on another queue or never given. Returns it as it was."""
-
-        def run(b: Batch) -> LeaseView:
-            b.find(queue)
-            lease = next((x for x in self._net.holders.leases() if x.id == lid), None)
-            acked = self._net.holders.ack_leases(b, queue, [lid], nack=True, lost=True)
-            if lid in acked.rejected or lease is None:
-                raise acked.rejected[lid]
-            self._net.pulls.settle(b)
-            return lease_view(lease)
 
         return self._writer.submit(run)
