@@ -25,9 +25,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from aiohttp import web
+
 from msgboard.associative import ALL, EVERYTHING, Pattern, parse_address, parse_template
 from msgboard.associative.tuples import MAX_ARITY, check_value
-from msgboard.errors import InvalidArgument
+from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Fields, Value
 
 #: The types the tuple editor offers, in its list's order.
@@ -167,3 +169,35 @@ def int_field(form: Mapping[str, str], name: str, default: int = 0) -> int:
     if not _INT.fullmatch(text):
         raise InvalidArgument(f"{name}: {text!r} is not a whole number")
     return int(text)
+
+
+#: An engine error's gRPC status name -> the HTTP status a page answers with.
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 409,
+    "RESOURCE_EXHAUSTED": 409,
+    "PERMISSION_DENIED": 403,
+    "UNAVAILABLE": 503,
+}
+
+
+_ANSWERS: dict[int, type[web.HTTPException]] = {
+    400: web.HTTPBadRequest,
+    403: web.HTTPForbidden,
+    404: web.HTTPNotFound,
+    409: web.HTTPConflict,
+    503: web.HTTPServiceUnavailable,
+}
+
+
+def http_status(e: MsgboardError) -> int:
+    """The HTTP status for a page whose request the board refused with ``e``."""
+    return HTTP_STATUS.get(e.code, 500)
+
+
+def refused(e: MsgboardError) -> web.HTTPException:
+    """The answer to raise for a request the board refused with ``e``: its
+    status (``http_status``) and the error's text, which says what is wrong."""
+    return _ANSWERS.get(http_status(e), web.HTTPInternalServerError)(text=str(e))
