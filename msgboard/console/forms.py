@@ -47,12 +47,14 @@ class PatternForm:
     filter: str = ""
 
     @classmethod
-    def of(cls, form: Mapping[str, str]) -> PatternForm:
-        """The parts from a query or form (absent keys: empty)."""
+    def of(cls, form: Mapping[str, str], prefix: str = "") -> PatternForm:
+        """The parts from a query or form (absent keys: empty); ``prefix``:
+        what the fields' names start with, in a form that has other fields
+        of those names (compose's ``address``)."""
         return cls(
-            form.get("template", "").strip(),
-            form.get("address", "").strip(),
-            form.get("filter", "").strip(),
+            form.get(prefix + "template", "").strip(),
+            form.get(prefix + "address", "").strip(),
+            form.get(prefix + "filter", "").strip(),
         )
 
     @property

@@ -73,8 +73,11 @@ class Edge:
     title: str
     href: str
     path: str = ""
+    #: Where the label goes, and which end of it is there (SVG's
+    #: ``text-anchor``).
     lx: float = 0.0
     ly: float = 0.0
+    anchor: str = "middle"
 
 
 @dataclass(slots=True)
@@ -254,6 +257,7 @@ def _place(nodes: dict[str, Node], edges: list[Edge]) -> tuple[int, int]:
 
 def _route(nodes: dict[str, Node], edges: list[Edge]) -> None:
     seen: dict[tuple[str, str], int] = {}
+    arriving: dict[str, int] = {}
     for e in edges:
         a, b = nodes[e.source], nodes[e.target]
         n = seen.get((e.source, e.target), 0)
@@ -275,9 +279,18 @@ def _route(nodes: dict[str, Node], edges: list[Edge]) -> None:
             drop = 40 + n * 14
             x1, y1, x2, y2 = x0, y0 + drop, x3, y3 + drop
         e.path = f"M {x0:.0f} {y0:.0f} C {x1:.0f} {y1:.0f}, {x2:.0f} {y2:.0f}, {x3:.0f} {y3:.0f}"
-        # The cubic's middle (t = 1/2), where its label goes.
-        e.lx = (x0 + 3 * x1 + 3 * x2 + x3) / 8
-        e.ly = (y0 + 3 * y1 + 3 * y2 + y3) / 8 - 14
+        if b.rank > a.rank:
+            # The label ends just before the arrow, above the curve where it
+            # runs level into its target (edges fanning out of one queue
+            # part there, each at its own target's height); edges into the
+            # same node stack their labels.
+            into = arriving.get(e.target, 0)
+            arriving[e.target] = into + 1
+            e.lx, e.ly, e.anchor = x3 - 10, y3 - 21 - into * 28, "end"
+        else:
+            # An arc's label sits at its lowest point (the cubic's middle).
+            e.lx = (x0 + 3 * x1 + 3 * x2 + x3) / 8
+            e.ly = (y0 + 3 * y1 + 3 * y2 + y3) / 8 - 6
 
 
 def layout(

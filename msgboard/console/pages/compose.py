@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
-from multidict import MultiDictProxy
-
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
+from msgboard.console.templating import render
+from multidict import MultiDictProxy
+
 from msgboard.console.forms import (
     FIELD_TYPES,
     PatternForm,
@@ -38,7 +39,6 @@ from msgboard.console.forms import (
     typed_tuple,
 )
 from msgboard.console.messages import body_view, default_view, shown
-from msgboard.console.templating import render
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Message
@@ -49,6 +49,9 @@ NAV = ("Compose", "/compose")
 ROWS = 3
 #: The type of a row that is not a field.
 UNUSED = ""
+#: What the take/read pattern's fields' names start with (the message has
+#: an ``address`` of its own).
+MATCH = "match_"
 routes = web.RouteTableDef()
 
 _ENVELOPE = ("queue", "address", "priority", "reply_to", "key", "content_type", "headers", "body")
@@ -164,7 +167,7 @@ async def _match(request: web.Request, take: bool) -> web.Response:
     queue = values.get("queue", "")
     require(request, READ, queue)
     board = board_of(request)
-    pattern = PatternForm.of(values)
+    pattern = PatternForm.of(values, MATCH)
     try:
         p = pattern.pattern()
         op = board.take_async if take else board.read_async

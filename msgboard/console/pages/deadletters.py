@@ -31,14 +31,14 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
-
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
+from msgboard.console.templating import render
+
 from msgboard.console.forms import PatternForm, http_status
 from msgboard.console.graph import href
 from msgboard.console.messages import dead_letter_of, when
 from msgboard.console.pages.browse import row
-from msgboard.console.templating import render
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Message, Section
@@ -135,9 +135,7 @@ def _context(dlqs: list[Dlq], **kw: Any) -> dict[str, Any]:
     return {**base, **kw}
 
 
-async def _page(
-    request: web.Request, queue: str, form: PatternForm, **kw: Any
-) -> dict[str, Any]:
+async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) -> dict[str, Any]:
     """The page's context: the dead letters matching ``form`` (or the error)."""
     board = board_of(request)
     who = identity(request)
@@ -218,9 +216,7 @@ async def act(request: web.Request) -> web.Response:
                 raise InvalidArgument("destination: choose the queue to move them to")
             require(request, MANAGE, destination)
         if action == "delete":
-            gone = await answer(
-                board.delete_messages_async(queue, seqs, pattern, by=who.name)
-            )
+            gone = await answer(board.delete_messages_async(queue, seqs, pattern, by=who.name))
             done = f"Deleted {len(gone)} message{'s' if len(gone) != 1 else ''}."
         else:
             to = destination if action == "move" else ""
@@ -237,11 +233,11 @@ async def act(request: web.Request) -> web.Response:
             where = sorted({m.queue for m in moved})
             verb = "Moved" if action == "move" else "Resubmitted"
             s = "s" if len(moved) != 1 else ""
-            done = f"{verb} {len(moved)} message{s}" + (f" to {', '.join(where)}." if where else ".")
+            done = f"{verb} {len(moved)} message{s}" + (
+                f" to {', '.join(where)}." if where else "."
+            )
     except MsgboardError as e:
         ctx = await _page(request, queue, form, error=str(e), checked=set(ticked))
         ctx.pop("status", None)
         return render(request, "deadletters.html", ctx, status=http_status(e))
-    raise web.HTTPSeeOther(
-        href(f"/deadletters/{quote(queue, safe='')}", **form.query(), done=done)
-    )
+    raise web.HTTPSeeOther(href(f"/deadletters/{quote(queue, safe='')}", **form.query(), done=done))

@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 
 from aiohttp import web
-
 from msgboard.console.auth import identity
 from msgboard.console.context import answer, board_of
-from msgboard.console.graph import layout
 from msgboard.console.templating import render
+
+from msgboard.console.graph import layout
 from msgboard.security.permissions import MANAGE, SEE
 
 NAV = ("Network", "/network")
@@ -44,7 +44,9 @@ async def page(request: web.Request) -> web.Response:
     seen = [q for q in stats.queues if any(who.may(v, q.name) for v in SEE)]
     drawn, left_out = seen[:MAX_QUEUES], max(0, len(seen) - MAX_QUEUES)
     shown_consumers = [
-        c if who.may(MANAGE, c.queue) else dataclasses.replace(c, id="consumer", peer="", identity="")
+        c
+        if who.may(MANAGE, c.queue)
+        else dataclasses.replace(c, id="consumer", peer="", identity="")
         for c in consumers
     ]
     dead = {v.spec.name: v.spec.dead_letter for v in views if v.spec.dead_letter}
