@@ -10,8 +10,8 @@ coordinates, on the server: no script draws it, nothing is fetched from
 elsewhere, and every name in it is text autoescaped like the rest of the
 page. It shows the queues the identity may see (``read`` or ``manage``)
 and the selectors between them; a consumer's user and address only on
-queues they manage (elsewhere it is just "consumer", as the gRPC table
-keeps ListConsumers for admins). ``MAX_QUEUES`` bounds the drawing; past
+queues they manage (elsewhere just its id and figures: the gRPC table keeps
+ListConsumers for admins). ``MAX_QUEUES`` bounds the drawing; past
 it the page says how many were left out and links to the overview.
 """
 
@@ -44,9 +44,7 @@ async def page(request: web.Request) -> web.Response:
     seen = [q for q in stats.queues if any(who.may(v, q.name) for v in SEE)]
     drawn, left_out = seen[:MAX_QUEUES], max(0, len(seen) - MAX_QUEUES)
     shown_consumers = [
-        c
-        if who.may(MANAGE, c.queue)
-        else dataclasses.replace(c, id="consumer", peer="", identity="")
+        c if who.may(MANAGE, c.queue) else dataclasses.replace(c, peer="", identity="")
         for c in consumers
     ]
     dead = {v.spec.name: v.spec.dead_letter for v in views if v.spec.dead_letter}
