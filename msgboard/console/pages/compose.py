@@ -21,14 +21,13 @@ int``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
 from msgboard.console.templating import render
-from multidict import MultiDictProxy
 
 from msgboard.console.forms import (
     FIELD_TYPES,
@@ -57,6 +56,50 @@ routes = web.RouteTableDef()
 _ENVELOPE = ("queue", "address", "priority", "reply_to", "key", "content_type", "headers", "body")
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a compose form sent: its text fields, the tuple editor's rows
+    (types and texts, in order), and the take/read pattern."""
+
+    values: dict[str, str]
+    kinds: list[str]
+    texts: list[str]
+    pattern: PatternForm
+
+    @property
+    def queue(self) -> str:
+        return self.values.get("queue", "")
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The editor's rows to show again (blank ones for a new form)."""
+        return list(zip(self.kinds, self.texts, strict=False)) or [(UNUSED, "")] * ROWS
+
+    def message(self) -> Message:
+        """The message the form describes; InvalidArgument naming the field."""
+        if len(self.kinds) != len(self.texts):
+            raise InvalidArgument(f"tuple: {len(self.kinds)} types but {len(self.texts)} values")
+        used = [(k, t) for k, t in zip(self.kinds, self.texts, strict=True) if k != UNUSED]
+        v = self.values
+        return Message(
+            tuple=typed_tuple([k for k, _ in used], [t for _, t in used]),
+            address=v.get("address", ""),
+            priority=int_field(v, "priority"),
+            headers=headers_from_text(v.get("headers", "")),
+            reply_to=v.get("reply_to", "").strip(),
+            key=v.get("key", ""),
+            content_type=v.get("content_type", "").strip(),
+            body=v.get("body", "").replace("\r\n", "\n").encode(),
+        )
+
+
+async def sent(request: web.Request) -> Sent:
+    data = await request.post()
+    values = {k: v for k, v in data.items() if isinstance(v, str)}
+    kinds = [v for v in data.getall("type", []) if isinstance(v, str)]
+    texts = [v for v in data.getall("value", []) if isinstance(v, str)]
+    return Sent(values, kinds, texts, PatternForm.of(values, MATCH))
+
+
 async def _queues(request: web.Request, board: Board) -> list[str]:
     who = identity(request)
     views = await answer(board.list_queues_async())
@@ -64,29 +107,17 @@ async def _queues(request: web.Request, board: Board) -> list[str]:
     return [v.spec.name for v in views if any(who.may(x, v.spec.name) for x in verbs)]
 
 
-def _rows(kinds: list[str], texts: list[str]) -> list[tuple[str, str]]:
-    """The editor's rows to show again (the blank ones, for a new form)."""
-    rows = list(zip(kinds, texts, strict=False))
-    return rows or [(UNUSED, "")] * ROWS
-
-
-async def _render(
-    request: web.Request,
-    values: Mapping[str, str],
-    rows: list[tuple[str, str]],
-    pattern: PatternForm,
-    status: int = 200,
-    **kw: Any,
-) -> web.Response:
+async def _render(request: web.Request, form: Sent, status: int = 200, **kw: Any) -> web.Response:
     board = board_of(request)
     ctx: dict[str, Any] = {
         "queues": await _queues(request, board),
-        "values": {k: values.get(k, "") for k in _ENVELOPE},
-        "rows": rows,
+        "values": {k: form.values.get(k, "") for k in _ENVELOPE},
+        "rows": form.rows(),
         "types": FIELD_TYPES,
-        "pattern": pattern,
+        "pattern": form.pattern,
         "error": "",
         "posted": "",
+        "posted_href": "",
         "got": None,
         "got_body": None,
         "got_how": "",
@@ -97,8 +128,8 @@ async def _render(
 
 @routes.get("/compose")
 async def page(request: web.Request) -> web.Response:
-    values = {"queue": request.query.get("queue", "")}
-    return await _render(request, values, _rows([], []), PatternForm())
+    form = Sent({"queue": request.query.get("queue", "")}, [], [], PatternForm())
+    return await _render(request, form)
 
 
 @routes.get("/compose/field")
@@ -107,88 +138,43 @@ async def field(request: web.Request) -> web.Response:
     return render(request, "compose_field.html", {"row": ("str", ""), "types": FIELD_TYPES})
 
 
-def _editor(data: MultiDictProxy[Any]) -> tuple[list[str], list[str]]:
-    kinds = [v for v in data.getall("type", []) if isinstance(v, str)]
-    texts = [v for v in data.getall("value", []) if isinstance(v, str)]
-    return kinds, texts
-
-
-def message_of(values: Mapping[str, str], kinds: list[str], texts: list[str]) -> Message:
-    """The message the form describes; InvalidArgument naming the field."""
-    used = [(k, t) for k, t in zip(kinds, texts, strict=False) if k != UNUSED]
-    fields = typed_tuple([k for k, _ in used], [t for _, t in used])
-    return Message(
-        tuple=fields,
-        address=values.get("address", ""),
-        priority=int_field(values, "priority"),
-        headers=headers_from_text(values.get("headers", "")),
-        reply_to=values.get("reply_to", "").strip(),
-        key=values.get("key", ""),
-        content_type=values.get("content_type", "").strip(),
-        body=values.get("body", "").replace("\r\n", "\n").encode(),
-    )
-
-
 @routes.post("/compose/post")
 async def post(request: web.Request) -> web.Response:
-    data = await request.post()
-    values = {k: v for k, v in data.items() if isinstance(v, str)}
-    kinds, texts = _editor(data)
-    rows = _rows(kinds, texts)
-    queue = values.get("queue", "")
+    form = await sent(request)
+    queue = form.queue
     require(request, WRITE, queue)
     board = board_of(request)
     try:
-        if len(kinds) != len(texts):
-            raise InvalidArgument(f"tuple: {len(kinds)} types but {len(texts)} values")
-        m = message_of(values, kinds, texts)
-        [receipt] = await answer(board.post_receipts_async(queue, [m]))
+        [receipt] = await answer(board.post_receipts_async(queue, [form.message()]))
     except MsgboardError as e:
-        return await _render(
-            request, values, rows, PatternForm(), status=http_status(e), error=str(e)
-        )
+        return await _render(request, form, http_status(e), error=str(e))
     how = receipt.disposition.value
     said = f"Posted to {queue}: seq {receipt.seq} ({how})." if receipt.seq else f"Posted: {how}."
-    return await _render(
-        request,
-        values,
-        rows,
-        PatternForm(),
-        posted=said,
-        posted_href=f"/browse/{queue}/{receipt.seq}" if receipt.seq else "",
-    )
+    link = f"/browse/{queue}/{receipt.seq}" if receipt.seq else ""
+    return await _render(request, form, posted=said, posted_href=link)
 
 
 async def _match(request: web.Request, take: bool) -> web.Response:
-    data = await request.post()
-    values = {k: v for k, v in data.items() if isinstance(v, str)}
-    kinds, texts = _editor(data)
-    rows = _rows(kinds, texts)
-    queue = values.get("queue", "")
+    form = await sent(request)
+    queue = form.queue
     require(request, READ, queue)
     board = board_of(request)
-    pattern = PatternForm.of(values, MATCH)
     try:
-        p = pattern.pattern()
         op = board.take_async if take else board.read_async
-        found = await answer(op(queue, p, 0.0, 1))
+        found = await answer(op(queue, form.pattern.pattern(), 0.0, 1))
     except MsgboardError as e:
-        return await _render(request, values, rows, pattern, status=http_status(e), error=str(e))
+        return await _render(request, form, http_status(e), error=str(e))
     verb = "Took" if take else "Read"
     if not found:
-        return await _render(
-            request, values, rows, pattern, got_how=f"{verb}: no waiting message matches."
-        )
+        return await _render(request, form, got_how=f"{verb}: no waiting message matches.")
     m = found[0]
-    view = default_view(m.content_type, m.body)
+    gone = " (it is gone from the queue)." if take else "."
     return await _render(
         request,
-        values,
-        rows,
-        pattern,
+        form,
         got=shown(m),
-        got_body=body_view(m.body, view),
-        got_how=f"{verb} {queue} #{m.seq}" + (" (it is gone from the queue)." if take else "."),
+        got_body=body_view(m.body, default_view(m.content_type, m.body)),
+        got_how=f"{verb} {queue} #{m.seq}{gone}",
     )
 
 
