@@ -218,7 +218,7 @@ class Maintenance:
 
         def run(b: Batch) -> list[Moved]:
             c = self._choose(b, source, chosen, pattern, limit)
-            plan = self._plan(b, source, destination, c.msgs, may)
+            plan = self._plan(b, source, destination, c.msgs, may, by)
             return self._move(b, source, c, plan, by)
 
         return self._writer.submit(run)
@@ -230,6 +230,7 @@ class Maintenance:
         destination: str,
         msgs: list[Message],
         may: Callable[[str], bool] | None,
+        by: str,
     ) -> list[tuple[Message, str]]:
         """Where each message goes, checked before anything is written:
         every destination exists, is not the source, may be written by the
@@ -259,9 +260,11 @@ class Maintenance:
                 raise FailedPrecondition(f"message {ms[0].seq} of queue {source!r}: {e}") from e
             if may is not None and not may(to):
                 raise PermissionDenied(
-                    f"may not move messages into queue {to!r}: manage on it is needed",
-                    queue=to,
+                    f"user {by!r} may not manage queue {to!r} "
+                    f"(where message {ms[0].seq} of queue {source!r} would go)",
+                    user=by,
                     verb="manage",
+                    queue=to,
                 )
             found = b.lookup(to)
             if found is None:
