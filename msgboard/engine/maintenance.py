@@ -117,7 +117,9 @@ class Maintenance:
             seen.add(seq)
             out.append((i, seq))
         if len(out) > limit:
-            raise InvalidArgument(f"seqs: at most {limit} in one call (got {len(out)})")
+            raise InvalidArgument(
+                f"seqs: at most {limit} in one call (got {len(out)})", field="seqs"
+            )
         return sorted(out, key=lambda x: x[1]), limit
 
     def _choose(
