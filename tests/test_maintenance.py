@@ -344,3 +344,20 @@ def test_the_engine_calls_survive_a_restart(tmp_path: Path) -> None:
     with Board(tmp_path / "b") as board:
         assert waiting(board, "src") == []
         assert waiting(board, "dst") == [("b",)]
+
+
+def test_a_resubmit_refuses_an_origin_header_naming_no_queue_of_its_own(board: Board) -> None:
+    """An x-dead-letter-queue header is data, not the request: one naming
+    $sys or no queue name at all is FAILED_PRECONDITION naming the message,
+    and nothing moves."""
+    board.create_queue(QueueSpec("dlq"))
+    board.create_queue(QueueSpec("ok"))
+    for origin in ("ok", "$sys", "not a name"):
+        board.post("dlq", [Message(tuple=(origin,), headers={"x-dead-letter-queue": origin})])
+    before = _snapshot(board, "dlq", "ok")
+    with pytest.raises(FailedPrecondition, match=r"message 2 of queue 'dlq': .*\$sys"):
+        board.move_messages("dlq")
+    with pytest.raises(FailedPrecondition, match="message 3 of queue 'dlq'"):
+        board.move_messages("dlq", seqs=[1, 3])
+    assert _snapshot(board, "dlq", "ok") == before
+    assert board.move_messages("dlq", seqs=[1]) == [Moved(1, "ok", 1)]

@@ -221,7 +221,7 @@ class Maintenance:
         def run(b: Batch) -> list[Moved]:
             c = self._choose(b, source, chosen, pattern, limit)
             plan = self._plan(b, source, destination, c.msgs, may, by)
-            return self._move(b, source, c, plan, by)
+            return self._move(b, source, destination, c, plan, by)
 
         return self._writer.submit(run)
 
@@ -256,10 +256,11 @@ class Maintenance:
         for m, to in plan:
             going.setdefault(to, []).append(m)
         for to, ms in going.items():
-            try:
-                self._limits.check_name(to, "destination", write=True)
-            except InvalidArgument as e:
-                raise FailedPrecondition(f"message {ms[0].seq} of queue {source!r}: {e}") from e
+            if not destination:  # a name read from a header, not the request
+                try:
+                    self._limits.check_name(to, ORIGIN, write=True)
+                except (InvalidArgument, PermissionDenied) as e:
+                    raise FailedPrecondition(f"message {ms[0].seq} of queue {source!r}: {e}") from e
             if may is not None and not may(to):
                 raise PermissionDenied(
                     f"user {by!r} may not manage queue {to!r} "
@@ -305,7 +306,13 @@ class Maintenance:
         return plan
 
     def _move(
-        self, b: Batch, source: str, c: _Chosen, plan: list[tuple[Message, str]], by: str
+        self,
+        b: Batch,
+        source: str,
+        destination: str,
+        c: _Chosen,
+        plan: list[tuple[Message, str]],
+        by: str,
     ) -> list[Moved]:
         net = self._net
         out: list[Moved] = []
@@ -320,9 +327,7 @@ class Maintenance:
             net.arrive(b, txn, info, stored, 1)
             out.append(Moved(m.seq, to, stored.seq))
             counts[to] = counts.get(to, 0) + 1
-        if plan:
-            b.count(source, taken=len(plan))
-        for to, n in counts.items():
+        for to, n in counts.items() or [(destination, 0)]:
             self._events.emit(b, ev.MESSAGES_MOVED, source, to, n, by, about=source)
         net.pulls.settle(b)
         return out
@@ -349,8 +354,7 @@ class Maintenance:
         def run(b: Batch) -> list[int]:
             c = self._choose(b, queue, chosen, pattern, limit)
             self._remove(b, c.txn, c.info, c.msgs, _DELETED)
-            if c.msgs:
-                self._events.emit(b, ev.MESSAGES_DELETED, queue, len(c.msgs), by, about=queue)
+            self._events.emit(b, ev.MESSAGES_DELETED, queue, len(c.msgs), by, about=queue)
             return [m.seq for m in c.msgs]
 
         return self._writer.submit(run)
@@ -382,16 +386,7 @@ class Maintenance:
                 counts = txn.counts(queue)
                 bound, old = counts.next_seq, counts.history if history else 0
             held = self._net.holds.held(queue)
-            msgs: list[Message] = []
-            nxt = 0
-            for m in txn.scan(queue, Section.UNPROCESSED, start):
-                if m.seq >= bound:
-                    break
-                if len(msgs) >= PURGE_CHUNK:
-                    nxt = m.seq
-                    break
-                if m.seq not in held:
-                    msgs.append(m)
+            msgs, nxt = _waiting(txn, queue, start, bound, held)
             self._remove(b, txn, info, msgs, _PURGED)
             trimmed = 0
             room = PURGE_CHUNK - len(msgs)
@@ -403,10 +398,7 @@ class Maintenance:
                 resume = nxt or bound  # messages left: from the next; else history
                 b.after(lambda: self._again(fut, step, bound, resume, old, done))
                 return PENDING
-            if done.purged or done.history:
-                self._events.emit(
-                    b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue
-                )
+            self._events.emit(b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue)
             return done
 
         return self._writer.submit(lambda b: step(b, 0, 1, 0, Purged(0, 0)), fut)
@@ -459,6 +451,23 @@ class Maintenance:
             return [x.message.seq for x in leases]
 
         return self._writer.submit(run)
+
+
+def _waiting(
+    txn: Txn, queue: str, start: int, bound: int, held: dict[int, object]
+) -> tuple[list[Message], int]:
+    """Up to ``PURGE_CHUNK`` unheld waiting messages of ``queue`` from seq
+    ``start`` below ``bound``, read before anything is written (the store's
+    rule), and the seq to go on from (0: none left)."""
+    msgs: list[Message] = []
+    for m in txn.scan(queue, Section.UNPROCESSED, start):
+        if m.seq >= bound:
+            return msgs, 0
+        if len(msgs) >= PURGE_CHUNK:
+            return msgs, m.seq
+        if m.seq not in held:
+            msgs.append(m)
+    return msgs, 0
 
 
 def _holder(owner: object) -> str:
