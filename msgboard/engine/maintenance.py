@@ -65,7 +65,7 @@ from msgboard.message import Exit, ExitKind, Message, Section
 from msgboard.results import Moved, Purged
 
 #: Waiting messages (or history records) one purge step removes.
-PURGE_CHUNK = 5_000
+PURGE_CHUNK = 2_000
 #: The header a dead letter names its origin queue by (``overflow.py``).
 ORIGIN = "x-dead-letter-queue"
 #: The headers a moved message says whence with.

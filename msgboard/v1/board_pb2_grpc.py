@@ -359,7 +359,7 @@ class BoardServicer:
         holds (and, with `history`, its history), kept in no history: their
         idempotency keys start their dedup window. Messages posted after the
         call began, held ones and scheduled ones stay. A large purge runs in
-        steps of 5,000 messages, each its own commit, so the board keeps
+        steps of 2,000 messages, each its own commit, so the board keeps
         serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
         Needs manage on the queue. Announced on `$sys` as `queue.purged`.
         """

@@ -114,7 +114,7 @@ type BoardClient interface {
 	// holds (and, with `history`, its history), kept in no history: their
 	// idempotency keys start their dedup window. Messages posted after the
 	// call began, held ones and scheduled ones stay. A large purge runs in
-	// steps of 5,000 messages, each its own commit, so the board keeps
+	// steps of 2,000 messages, each its own commit, so the board keeps
 	// serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
 	// Needs manage on the queue. Announced on `$sys` as `queue.purged`.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
@@ -515,7 +515,7 @@ type BoardServer interface {
 	// holds (and, with `history`, its history), kept in no history: their
 	// idempotency keys start their dedup window. Messages posted after the
 	// call began, held ones and scheduled ones stay. A large purge runs in
-	// steps of 5,000 messages, each its own commit, so the board keeps
+	// steps of 2,000 messages, each its own commit, so the board keeps
 	// serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
 	// Needs manage on the queue. Announced on `$sys` as `queue.purged`.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
