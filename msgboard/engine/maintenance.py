@@ -106,7 +106,7 @@ class Maintenance:
         most = self._limits.max_take
         limit = self._limits.check_count(limit, most, "limit", most)
         if seqs and pattern is not None:
-            raise InvalidArgument("seqs, pattern: give the seqs or a pattern, not both")
+            raise InvalidArgument("pattern: give the seqs or a pattern, not both", field="pattern")
         out: list[tuple[int, int]] = []
         seen: set[int] = set()
         for i, seq in enumerate(seqs):
