@@ -1,7 +1,8 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
 ``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``LeaseView``,
-``BoardStats`` and its ``StoreInfo``, ``Acked``), and where a Browse page starts
+``BoardStats`` and its ``StoreInfo``, ``Acked``, ``Purged``, ``Moved``), and
+where a Browse page starts
 (``Start``).
 
 Their one home, below both: the engine, the store and the server import
@@ -154,3 +155,21 @@ class Acked:
 
     ids: list[int]
     rejected: dict[int, MsgboardError] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What a purge removed: waiting messages, and history records."""
+
+    purged: int
+    history: int
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """One message a move took: its seq on the source, the queue it went
+    to and the seq it has there."""
+
+    seq: int
+    queue: str
+    new_seq: int
