@@ -25,11 +25,10 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
-from msgboard.console.auth import identity, require
-from msgboard.console.context import answer, board_of
-from msgboard.console.templating import render
 
 from msgboard.associative import fields_to_json
+from msgboard.console.auth import identity, require
+from msgboard.console.context import answer, board_of
 from msgboard.console.forms import PatternForm, http_status, int_field, refused
 from msgboard.console.graph import browse_href, href
 from msgboard.console.messages import (
@@ -39,6 +38,7 @@ from msgboard.console.messages import (
     shown,
     when,
 )
+from msgboard.console.templating import render
 from msgboard.engine import Board
 from msgboard.engine.events import SYS
 from msgboard.errors import InvalidArgument, MsgboardError

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.templating import render
-
 from msgboard.console.forms import (
     FIELD_TYPES,
     PatternForm,
@@ -38,6 +37,7 @@ from msgboard.console.forms import (
     typed_tuple,
 )
 from msgboard.console.messages import body_view, default_view, shown
+from msgboard.console.templating import render
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Message

@@ -24,13 +24,13 @@ import math
 from dataclasses import dataclass
 
 from aiohttp import web
+
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.templating import render
-
 from msgboard.console.forms import int_field, refused
 from msgboard.console.graph import href
 from msgboard.console.messages import when
+from msgboard.console.templating import render
 from msgboard.engine.events import CONSOLE_ACTION
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.results import ConsumerView, LeaseView

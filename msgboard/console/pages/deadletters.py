@@ -31,14 +31,14 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
+
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.templating import render
-
 from msgboard.console.forms import PatternForm, http_status
 from msgboard.console.graph import href
 from msgboard.console.messages import dead_letter_of, when
 from msgboard.console.pages.browse import row
+from msgboard.console.templating import render
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Message, Section

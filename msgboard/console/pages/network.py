@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 
 from aiohttp import web
+
 from msgboard.console.auth import identity
 from msgboard.console.context import answer, board_of
-from msgboard.console.templating import render
-
 from msgboard.console.graph import layout
+from msgboard.console.templating import render
 from msgboard.security.permissions import MANAGE, SEE
 
 NAV = ("Network", "/network")
