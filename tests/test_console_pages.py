@@ -21,7 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from msgboard.client import Client
-from msgboard.engine.events import CONSOLE_ACTION, SYS
+from msgboard.engine.events import CONSOLE_ACTION
 from msgboard.errors import Kicked
 from tests.browser import (
     OPERATOR,
@@ -34,6 +34,7 @@ from tests.browser import (
     users_board,
     wait_for,
 )
+from tests.test_console import await_event
 
 __all__ = ["browser", "console_board", "users_board"]  # fixtures, used by name
 
@@ -46,9 +47,14 @@ def texts(driver: Any, css: str) -> list[str]:
     return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
 
 
-def seqs_shown(driver: Any, table: str) -> list[int]:
-    rows = driver.find_elements(By.CSS_SELECTOR, f"#{table} tr[data-seq]")
-    return [int(r.get_attribute("data-seq")) for r in rows]
+def seqs_shown(driver: Any, table: str) -> list[int] | None:
+    """The seqs of the rows of the table with id ``table``; None while the
+    page is being replaced."""
+    try:
+        rows = driver.find_elements(By.CSS_SELECTOR, f"#{table} tr[data-seq]")
+        return [int(r.get_attribute("data-seq")) for r in rows]
+    except StaleElementReferenceException:
+        return None
 
 
 def text_of(driver: Any, name: str) -> str:
@@ -69,15 +75,6 @@ def wait_text(driver: Any, name: str, expected: str) -> None:
 def fill(element: Any, text: str) -> None:
     element.clear()
     element.send_keys(text)
-
-
-def await_event(c: Client, event: tuple[object, ...]) -> None:
-    """Waits until ``$sys`` holds ``event`` (events are posted in the group
-    after the one that caused them)."""
-    deadline = time.monotonic() + 30
-    while event not in [m.tuple for m in c.browse(SYS, limit=1000).messages]:
-        assert time.monotonic() < deadline, f"no {event} on $sys"
-        time.sleep(0.1)
 
 
 def post_form(driver: Any, path: str, form: dict[str, str], csrf: bool = True) -> int:
@@ -198,7 +195,8 @@ def test_resubmit_dead_letters_to_their_origin(users_board: ConsoleBoard, browse
     c.post("jobs.dlq", ("other",))
     fill(browser.find_element(By.NAME, "template"), '["job", "?int"]')
     by_id(browser, "filter-go").click()
-    wait_for(browser, lambda d: seqs_shown(d, "letters") == [2])
+    # (The page before showed [2] too: wait for the filtered page itself.)
+    wait_for(browser, lambda d: "template=" in d.current_url and seqs_shown(d, "letters") == [2])
     by_id(browser, "delete-matching").click()
     wait_text(browser, "done", "Deleted 1 message.")
     assert [m.tuple for m in c.browse("jobs.dlq", section="unprocessed").messages] == [("other",)]

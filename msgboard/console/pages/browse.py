@@ -196,20 +196,15 @@ async def message(request: web.Request) -> web.Response:
     view = request.query.get("view", "") or default_view(m.content_type, m.body)
     if view not in BODY_VIEWS:
         raise web.HTTPBadRequest(text=f"view: one of {', '.join(BODY_VIEWS)} (got {view!r})")
-    s = shown(m)
-    origin = ""
-    if s.dead_letter is not None and s.dead_letter.queue and s.dead_letter.seq:
-        origin = f"/browse/{s.dead_letter.queue}/{s.dead_letter.seq}"
     return render(
         request,
         "browse_message.html",
         {
-            "m": s,
+            "m": shown(m),
             "view": view,
             "views": BODY_VIEWS,
             "body": body_view(m.body, view),
             "back": browse_href(queue),
-            "origin": origin,
         },
     )
 
