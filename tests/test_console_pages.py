@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -43,8 +43,12 @@ def by_id(driver: Any, name: str) -> Any:
     return driver.find_element(By.ID, name)
 
 
-def texts(driver: Any, css: str) -> list[str]:
-    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+def texts(driver: Any, css: str) -> list[str] | None:
+    """The texts of what ``css`` selects; None while the page is replaced."""
+    try:
+        return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+    except StaleElementReferenceException:
+        return None
 
 
 def seqs_shown(driver: Any, table: str) -> list[int] | None:
@@ -55,6 +59,31 @@ def seqs_shown(driver: Any, table: str) -> list[int] | None:
         return [int(r.get_attribute("data-seq")) for r in rows]
     except StaleElementReferenceException:
         return None
+
+
+def css_text(driver: Any, css: str) -> str | None:
+    """The text of the first element ``css`` selects (None while there is
+    none, or while the part of the page it was in is being replaced: by a
+    navigation, or by the Consumers page's refresh)."""
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, css)
+        return str(found[0].text) if found else None
+    except StaleElementReferenceException:
+        return None
+
+
+def press(driver: Any, css: str) -> None:
+    """Clicks what ``css`` selects, once it is there and stays put long
+    enough to be clicked."""
+
+    def go(d: Any) -> bool:
+        try:
+            d.find_element(By.CSS_SELECTOR, css).click()
+            return True
+        except (StaleElementReferenceException, NoSuchElementException):
+            return False
+
+    wait_for(driver, go, message=f"click {css}")
 
 
 def text_of(driver: Any, name: str) -> str:
@@ -142,7 +171,7 @@ def test_browse_with_a_template_and_open_a_message(
     assert by_id(browser, "body").text == "Hello, world!"
     assert "eu.fr" in by_id(browser, "message").text
     by_id(browser, "view-hex").click()
-    wait_for(browser, lambda d: "48 65 6c 6c 6f" in d.find_element(By.ID, "body").text)
+    wait_for(browser, lambda d: "48 65 6c 6c 6f" in text_of(d, "body"))
     shoot(browser, "message")
     browser.get(console_board.url + "/browse/jobs/2")
     wait_for(browser, lambda d: texts(d, "#tuple td.value") == ["job", "2.0"])
@@ -229,14 +258,15 @@ def test_kick_a_consumer_and_release_a_lease(console_board: ConsoleBoard, browse
         # Given a consumer holding one message and a leased message, I
         # expect both listed with their figures.
         browser.get(console_board.url + "/consumers")
-        row = wait_for(browser, lambda d: d.find_elements(By.ID, v.id))[0]
-        assert row.find_element(By.CSS_SELECTOR, "td.credit").text == "1"
-        assert row.find_element(By.CSS_SELECTOR, "td.outstanding").text == "1"
-        assert [int(x) for x in texts(browser, "#leases td.seq")] == [leased.message.seq]
+        row = f'tr[id="{v.id}"]'
+        wait_for(browser, lambda d: css_text(d, f"{row} td.credit") == "1", message="credit")
+        assert css_text(browser, f"{row} td.outstanding") == "1"
+        seq = str(leased.message.seq)
+        wait_for(browser, lambda d: texts(d, "#leases td.seq") == [seq], message="the lease")
         shoot(browser, "consumers")
 
         # Kicked, its stream ends Kicked and its message goes back.
-        row.find_element(By.CSS_SELECTOR, "button.kick").click()
+        press(browser, f"{row} button.kick")
         wait_for(browser, lambda d: d.find_elements(By.ID, "done"))
         try:
             for _ in sub:
@@ -250,7 +280,7 @@ def test_kick_a_consumer_and_release_a_lease(console_board: ConsoleBoard, browse
     assert back.seq == first.message.seq
 
     # Released, the leased message waits again and its taker's ack fails.
-    browser.find_element(By.CSS_SELECTOR, "#leases button.release").click()
+    press(browser, "#leases button.release")
     wait_text(browser, "done", f"Released jobs #{leased.message.seq}: waiting again.")
     assert [m.seq for m in c.take("jobs", timeout=10)] == [leased.message.seq]
     assert leased.id in c.ack("jobs", [leased]).rejected
@@ -453,6 +483,8 @@ def test_the_network_is_drawn_with_links(console_board: ConsoleBoard, browser: A
             By.XPATH, "//*[@data-edge and .//*[text()='MOVE · credit 10']]//*[local-name()='a']"
         ).click()
         wait_for(browser, lambda d: "/browse/orders" in d.current_url)
-        assert browser.find_element(By.NAME, "address").get_attribute("value") == "topic:eu.#"
+        address = 'input[name="address"]'
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, address))
+        assert browser.find_element(By.CSS_SELECTOR, address).get_attribute("value") == "topic:eu.#"
         # The order it moved, now in orders' history.
         wait_for(browser, lambda d: seqs_shown(d, "messages") == [1])
