@@ -4,6 +4,7 @@ operation that checks everything first, so that bad input changes nothing."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -361,3 +362,22 @@ def test_a_resubmit_refuses_an_origin_header_naming_no_queue_of_its_own(board: B
         board.move_messages("dlq", seqs=[1, 3])
     assert _snapshot(board, "dlq", "ok") == before
     assert board.move_messages("dlq", seqs=[1]) == [Moved(1, "ok", 1)]
+
+
+def test_a_purge_whose_caller_gives_up_stops_after_its_step(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a purge of 10 messages 3 a step, when its caller cancels it
+    right after its first step (an operation of the same group), I expect
+    3 purged, 7 left waiting, and the event saying 3."""
+    monkeypatch.setattr(maintenance, "PURGE_CHUNK", 3)
+    board.create_queue(QueueSpec("q"))
+    post(board, "q", *[("m", i) for i in range(10)])
+    gate = threading.Event()
+    board._writer.submit(lambda b: gate.wait(10))  # what follows runs after it, in order
+    fut = board.purge_queue_async("q", by="fay")
+    cancelled = board._writer.submit(lambda b: fut.cancel())
+    gate.set()
+    assert cancelled.result(10) is True
+    assert events(board, "queue.purged") == [("queue.purged", "q", 3, 0, "fay")]
+    assert board.get_queue("q").unprocessed == 7

@@ -376,11 +376,16 @@ class Maintenance:
         """Removes every waiting message of ``queue`` that no one holds
         (and, with ``history``, every history record), kept in no history,
         ``PURGE_CHUNK`` per operation: what was posted after the call
-        began stays. Returns how many of each went."""
+        began stays; a caller that cancels the future stops it after the
+        step under way. Returns how many of each went."""
         self._limits.check_name(queue, write=True)
         fut: Future[Purged] = Future()
 
         def step(b: Batch, bound: int, start: int, old: int, done: Purged) -> object:
+            if fut.cancelled():  # its caller gave up: it stops, saying what it did
+                if done.purged or done.history:
+                    emit(b, done)
+                return PENDING
             txn, info = b.find(queue)
             if not bound:
                 counts = txn.counts(queue)
@@ -398,8 +403,11 @@ class Maintenance:
                 resume = nxt or bound  # messages left: from the next; else history
                 b.after(lambda: self._again(fut, step, bound, resume, old, done))
                 return PENDING
-            self._events.emit(b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue)
+            emit(b, done)
             return done
+
+        def emit(b: Batch, done: Purged) -> None:
+            self._events.emit(b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue)
 
         return self._writer.submit(lambda b: step(b, 0, 1, 0, Purged(0, 0)), fut)
 
