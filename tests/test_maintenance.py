@@ -311,9 +311,16 @@ def test_release_gives_a_leased_message_back_now(board: Board) -> None:
     board.create_queue(QueueSpec("q"))
     post(board, "q", ("a",), ("b",))
     [leased] = board.take_leased("q", lease=3600)
+    [view] = board.list_leases("q")
+    assert (view.id, view.queue, view.seq) == (leased.id, "q", 1)
+    assert view.until - view.since == 3600 * 1_000_000
+    assert board.list_leases() == [view]
+    with pytest.raises(QueueNotFound):
+        board.list_leases("nope")
     with pytest.raises(NotFound, match="not leased"):
         board.release_messages("q", [2])
     assert board.release_messages("q", [1], by="erin") == [1]
+    assert board.list_leases("q") == []
     [m] = board.take("q")
     assert (m.seq, m.delivery_count) == (1, 2)
     acked = board.ack_leases("q", [leased.id])

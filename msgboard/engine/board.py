@@ -26,8 +26,8 @@ calls, each an object given what it needs:
 - ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
 - ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
 - ``Consumers`` (consumers.py): consumers listed and kicked;
-- ``Maintenance`` (maintenance.py): purge, move, delete and release, an
-  operator's hands on waiting messages;
+- ``Maintenance`` (maintenance.py): purge, move, delete, release and the
+  leases listed, an operator's hands on waiting messages;
 - ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
   consumer.
 """
@@ -464,6 +464,7 @@ class Board:
     move_messages_async = served_by("_maintenance", Maintenance.move_messages_async)
     delete_messages_async = served_by("_maintenance", Maintenance.delete_messages_async)
     release_messages_async = served_by("_maintenance", Maintenance.release_messages_async)
+    list_leases_async = served_by("_maintenance", Maintenance.list_leases_async)
 
     # -- the waiting forms (calls.py) ---------------------------------------
 
@@ -496,3 +497,4 @@ class Board:
     move_messages = waits(move_messages_async)
     delete_messages = waits(delete_messages_async)
     release_messages = waits(release_messages_async)
+    list_leases = waits(list_leases_async)

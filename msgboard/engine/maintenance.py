@@ -28,7 +28,8 @@ a bad request changes nothing.
   so that the board keeps serving: messages posted after the call began
   are left, and a board that stops halfway has purged a part.
 - **Release** (``release_messages``): leased messages (a Take with a
-  lease) come back now, as if their lease had run out.
+  lease) come back now, as if their lease had run out; ``list_leases``
+  says which are leased.
 
 A held message (delivered to a consumer and not acked, leased, backing
 off after a nack) is not waiting: a seq naming one is refused, a pattern
@@ -62,7 +63,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Exit, ExitKind, Message, Section
-from msgboard.results import Moved, Purged
+from msgboard.results import LeaseView, Moved, Purged
 
 #: Waiting messages (or history records) one purge step removes.
 PURGE_CHUNK = 2_000
@@ -420,6 +421,23 @@ class Maintenance:
                 fut.set_exception(e)
 
     # -- release ----------------------------------------------------------
+
+    def list_leases_async(self, queue: str = "") -> Future[list[LeaseView]]:
+        """The messages taken with a lease and not yet acked (of ``queue``,
+        or of every queue), oldest lease first: what ``release_messages``
+        gives back. QueueNotFound for a queue that does not exist."""
+        if queue:
+            self._limits.check_name(queue)
+
+        def run(b: Batch) -> list[LeaseView]:
+            if queue:
+                b.find(queue)
+            return [
+                LeaseView(x.id, x.queue, x.message.seq, x.since, x.until)
+                for x in self._net.holders.leases(queue)
+            ]
+
+        return self._writer.submit(run)
 
     def release_messages_async(
         self, queue: str, seqs: Sequence[int], *, by: str = ""
