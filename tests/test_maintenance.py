@@ -230,6 +230,14 @@ def test_a_move_takes_over_a_key_that_left_but_not_one_still_waiting(board: Boar
     with pytest.raises(FailedPrecondition, match=r"key 'K' is held by message 2 waiting"):
         board.move_messages("src", "dst", seqs=[2])
     assert _snapshot(board, "src", "dst") == before
+    # Held only within its dedup window (no history kept): taken over too.
+    board.create_queue(QueueSpec("win"))
+    post(board, "win", ("gone",), key="W")
+    board.take("win")
+    assert post(board, "win", ("retry",), key="W") == [1]  # the window holds W
+    post(board, "src", ("w",), key="W")
+    assert board.move_messages("src", "win", seqs=[3]) == [Moved(3, "win", 2)]
+    assert post(board, "win", ("retry",), key="W") == [2]
 
 
 def test_bad_moves_are_refused_and_change_nothing(board: Board) -> None:
