@@ -1,9 +1,8 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
-``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``LeaseView``,
-``BoardStats`` and its ``StoreInfo``, ``Acked``, ``Purged``, ``Moved``), and
-where a Browse page starts
-(``Start``).
+``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
+and its ``StoreInfo``, ``Acked``, ``Purged``, ``Moved``, ``LeaseView``),
+and where a Browse page starts (``Start``).
 
 Their one home, below both: the engine, the store and the server import
 them from here (the engine does not re-export them), and so does
@@ -131,20 +130,6 @@ class ConsumerView:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseView:
-    """A message taken with a lease and not yet acked, at one moment."""
-
-    id: int
-    queue: str
-    seq: int
-    address: str
-    #: Deliveries before this one.
-    delivery_count: int
-    #: When the lease runs out, µs since the epoch.
-    until: int
-
-
-@dataclass(frozen=True, slots=True)
 class Acked:
     """What an ack request did, of a consumer's deliveries or of Take's
     leases: acks are per id, so the ids it could apply are ``ids`` and each
@@ -173,3 +158,16 @@ class Moved:
     seq: int
     queue: str
     new_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A message taken with a lease and not yet acked, at one moment: the
+    lease's id (which ``Ack`` takes), its queue and seq, when it was given
+    and when it runs out (µs since the epoch)."""
+
+    id: int
+    queue: str
+    seq: int
+    since: int
+    until: int

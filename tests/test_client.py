@@ -153,6 +153,7 @@ def test_the_client_split_keeps_its_surface() -> None:
             "get_selector",
             "kick_consumer",
             "list_consumers",
+            "list_leases",
         ),
         *("list_queues", "list_selectors", "move_messages", "post", "post_many"),
         *("post_messages", "post_receipts", "publisher", "purge_queue", "read"),
@@ -161,6 +162,6 @@ def test_the_client_split_keeps_its_surface() -> None:
     ]
     for name in (
         *("Publisher", "Snapshot", "make_pattern", "Templates", "QueueView", "Start"),
-        *("Moved", "Purged"),
+        *("Moved", "Purged", "LeaseView"),
     ):
         assert name in module.__all__ and hasattr(module, name), name

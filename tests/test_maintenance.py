@@ -4,6 +4,7 @@ operation that checks everything first, so that bad input changes nothing."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -229,6 +230,14 @@ def test_a_move_takes_over_a_key_that_left_but_not_one_still_waiting(board: Boar
     with pytest.raises(FailedPrecondition, match=r"key 'K' is held by message 2 waiting"):
         board.move_messages("src", "dst", seqs=[2])
     assert _snapshot(board, "src", "dst") == before
+    # Held only within its dedup window (no history kept): taken over too.
+    board.create_queue(QueueSpec("win"))
+    post(board, "win", ("gone",), key="W")
+    board.take("win")
+    assert post(board, "win", ("retry",), key="W") == [1]  # the window holds W
+    post(board, "src", ("w",), key="W")
+    assert board.move_messages("src", "win", seqs=[3]) == [Moved(3, "win", 2)]
+    assert post(board, "win", ("retry",), key="W") == [2]
 
 
 def test_bad_moves_are_refused_and_change_nothing(board: Board) -> None:
@@ -310,9 +319,16 @@ def test_release_gives_a_leased_message_back_now(board: Board) -> None:
     board.create_queue(QueueSpec("q"))
     post(board, "q", ("a",), ("b",))
     [leased] = board.take_leased("q", lease=3600)
+    [view] = board.list_leases("q")
+    assert (view.id, view.queue, view.seq) == (leased.id, "q", 1)
+    assert view.until - view.since == 3600 * 1_000_000
+    assert board.list_leases() == [view]
+    with pytest.raises(QueueNotFound):
+        board.list_leases("nope")
     with pytest.raises(NotFound, match="not leased"):
         board.release_messages("q", [2])
     assert board.release_messages("q", [1], by="erin") == [1]
+    assert board.list_leases("q") == []
     [m] = board.take("q")
     assert (m.seq, m.delivery_count) == (1, 2)
     acked = board.ack_leases("q", [leased.id])
@@ -361,3 +377,22 @@ def test_a_resubmit_refuses_an_origin_header_naming_no_queue_of_its_own(board: B
         board.move_messages("dlq", seqs=[1, 3])
     assert _snapshot(board, "dlq", "ok") == before
     assert board.move_messages("dlq", seqs=[1]) == [Moved(1, "ok", 1)]
+
+
+def test_a_purge_whose_caller_gives_up_stops_after_its_step(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a purge of 10 messages 3 a step, when its caller cancels it
+    right after its first step (an operation of the same group), I expect
+    3 purged, 7 left waiting, and the event saying 3."""
+    monkeypatch.setattr(maintenance, "PURGE_CHUNK", 3)
+    board.create_queue(QueueSpec("q"))
+    post(board, "q", *[("m", i) for i in range(10)])
+    gate = threading.Event()
+    board._writer.submit(lambda b: gate.wait(10))  # what follows runs after it, in order
+    fut = board.purge_queue_async("q", by="fay")
+    cancelled = board._writer.submit(lambda b: fut.cancel())
+    gate.set()
+    assert cancelled.result(10) is True
+    assert events(board, "queue.purged") == [("queue.purged", "q", 3, 0, "fay")]
+    assert board.get_queue("q").unprocessed == 7

@@ -63,8 +63,13 @@ def test_purge_move_delete_and_release_from_the_client(client: Client) -> None:
     # names them; moved back by hand instead, by pattern and limit.
     assert [m.queue for m in client.move_messages("jobs.dlq", "jobs", limit=1)] == ["jobs"]
     assert client.delete_messages("jobs", filter="t[1] >= 4") == [5, 6]
-    lease_seq = client.take_leased("jobs", lease=3600)[0].message.seq
+    leased = client.take_leased("jobs", lease=3600)[0]
+    lease_seq = leased.message.seq
+    [view] = client.list_leases("jobs")
+    assert (view.id, view.queue, view.seq) == (leased.id, "jobs", lease_seq)
+    assert view.until - view.since == 3600 * 1_000_000
     assert client.release_messages("jobs", [lease_seq]) == [lease_seq]
+    assert client.list_leases() == []
     assert client.purge_queue("jobs", history=True) == Purged(2, 3)
     assert _waiting(client, "jobs") == []
     assert _waiting(client, "parked") == [("job", 0)]

@@ -258,6 +258,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
         {"manager", "alice"},
     ),
     ("ReleaseMessages", "other", lambda c, r: c.release_messages("other", [987654]), set()),
+    ("ListLeases", "jobs", lambda c, r: c.list_leases("jobs"), {"manager", "alice"}),
+    ("ListLeases", "other", lambda c, r: c.list_leases("other"), set()),
+    ("ListLeases", "all", lambda c, r: c.list_leases(), set()),
 ]
 
 

@@ -87,3 +87,11 @@ func (c *Client) ReleaseMessages(ctx context.Context, queue string, seqs ...uint
 	r, err := call(ctx, c, pb.BoardClient.ReleaseMessages, &pb.ReleaseMessagesRequest{Queue: queue, Seqs: seqs}, false)
 	return r.GetSeqs(), err
 }
+
+// ListLeases returns the messages taken with a lease and not yet acked, of
+// queue (manage on it) or of every queue ("": admin), oldest lease first:
+// what ReleaseMessages gives back.
+func (c *Client) ListLeases(ctx context.Context, queue string) ([]*pb.LeaseInfo, error) {
+	r, err := call(ctx, c, pb.BoardClient.ListLeases, &pb.ListLeasesRequest{Queue: queue}, true)
+	return r.GetLeases(), err
+}

@@ -58,6 +58,11 @@ func TestResubmitMoveDeleteReleaseAndPurge(t *testing.T) {
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("leased %v (%v)", leased, err)
 	}
+	leases, err := c.ListLeases(ctx(t), q)
+	if err != nil || len(leases) != 1 || leases[0].Id != leased[0].Lease || leases[0].Seq != 3 ||
+		leases[0].Until.AsTime().Sub(leases[0].Since.AsTime()) != time.Hour {
+		t.Fatalf("the leases listed are %v (%v)", leases, err)
+	}
 	seqs, err = c.ReleaseMessages(ctx(t), q, leased[0].Seq)
 	if err != nil || !reflect.DeepEqual(seqs, []uint64{3}) {
 		t.Fatalf("released %v (%v)", seqs, err)

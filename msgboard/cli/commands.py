@@ -71,6 +71,7 @@ RPC_COMMANDS: dict[str, tuple[str, ...]] = {
     "MoveMessages": ("move", "move --to-origin"),
     "DeleteMessages": ("delete",),
     "ReleaseMessages": ("release",),
+    "ListLeases": ("lease list",),
 }
 
 
@@ -202,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
                     print(json.dumps({"deleted": args.name}))
         elif cmd == "post":
             return _post(c, args)
+        elif cmd == "lease":
+            return moving.leases(c, args)
         elif cmd in ("move", "delete", "release"):
             return {"move": moving.move, "delete": moving.delete, "release": moving.release}[cmd](
                 c, args

@@ -1,12 +1,13 @@
 """An operator's commands on waiting messages: ``queue purge``, ``move``
 (with ``--to-origin``, the dead-letter resubmit), ``delete`` and
-``release``. Each is one call, all or nothing; each prints a row per
-message it acted on (``queue purge``: one row of counts)::
+``release``, and ``lease list``. Each is one call, all or nothing; each
+prints a row per message it acted on (``queue purge``: one row of counts)::
 
     msgboard move orders.dlq --to-origin            # every dead letter back
     msgboard move jobs parked --seq 4,7             # two, by seq
     msgboard move jobs parked --filter "t[1] > 9"   # the oldest matching
     msgboard delete jobs --seq 4
+    msgboard lease list jobs                        # which are leased, till when
     msgboard release jobs 12                        # a leased message, now
     msgboard queue purge jobs --history
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from msgboard.cli.lines import note, print_row, templates
+from msgboard.cli.lines import note, print_row, templates, when
 from msgboard.errors import InvalidArgument
 
 
@@ -65,6 +66,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, pattern_args: Any, co
     )
     p.add_argument("queue", help="the queue they wait on")
     _choice_args(p, pattern_args, count, "delete")
+    q = sub.add_parser("lease", help="list the leased messages (manage; every queue: admin)")
+    qs = q.add_subparsers(dest="action", required=True)
+    p = qs.add_parser("list", parents=[common], help="the leases not yet acked, oldest first")
+    p.add_argument("queue", nargs="?", default="", help="only this queue's (default all: admin)")
     p = sub.add_parser(
         "release",
         parents=[common],
@@ -138,6 +143,16 @@ def delete(c: Any, args: argparse.Namespace) -> int:
         print_row({"deleted": seq}, args.json)
     if not seqs:
         note(f"delete: no waiting message matched in {args.queue!r}")
+    return 0
+
+
+def leases(c: Any, args: argparse.Namespace) -> int:
+    found = c.list_leases(args.queue)
+    for x in found:
+        row = {"lease": x.id, "queue": x.queue, "seq": x.seq}
+        print_row({**row, "since": when(x.since), "until": when(x.until)}, args.json)
+    if not found:
+        note(f"no leases on {args.queue!r}" if args.queue else "no leases")
     return 0
 
 

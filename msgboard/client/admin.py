@@ -23,6 +23,7 @@ from msgboard.client.wire import consumer_view, mapped, selector_view
 from msgboard.results import (
     BoardStats,
     ConsumerView,
+    LeaseView,
     Moved,
     Purged,
     QueueStats,
@@ -302,6 +303,16 @@ class Admin:
         with mapped():
             r = self._calls.ReleaseMessages(req, timeout=self.timeout)
         return list(r.seqs)
+
+    def list_leases(self, queue: str = "") -> list[LeaseView]:
+        """The messages taken with a lease and not yet acked, of ``queue``
+        (manage) or of every queue (admin), oldest lease first."""
+        with mapped():
+            r = self._calls.ListLeases(pb.ListLeasesRequest(queue=queue), timeout=self.timeout)
+        return [
+            LeaseView(x.id, x.queue, x.seq, codec.ts_to_us(x.since), codec.ts_to_us(x.until))
+            for x in r.leases
+        ]
 
     # -- snapshots ------------------------------------------------------
 

@@ -25,9 +25,9 @@ calls, each an object given what it needs:
 - ``Taking`` (taking.py): take, read, leases, blocked calls;
 - ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
 - ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
-- ``Consumers`` (consumers.py): consumers listed and kicked, leases listed;
-- ``Maintenance`` (maintenance.py): purge, move, delete and release, an
-  operator's hands on waiting messages;
+- ``Consumers`` (consumers.py): consumers listed and kicked;
+- ``Maintenance`` (maintenance.py): purge, move, delete, release and the
+  leases listed, an operator's hands on waiting messages;
 - ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
   consumer.
 """
@@ -459,12 +459,12 @@ class Board:
 
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
-    list_leases_async = served_by("_consumers", Consumers.list_leases_async)
 
     purge_queue_async = served_by("_maintenance", Maintenance.purge_queue_async)
     move_messages_async = served_by("_maintenance", Maintenance.move_messages_async)
     delete_messages_async = served_by("_maintenance", Maintenance.delete_messages_async)
     release_messages_async = served_by("_maintenance", Maintenance.release_messages_async)
+    list_leases_async = served_by("_maintenance", Maintenance.list_leases_async)
 
     # -- the waiting forms (calls.py) ---------------------------------------
 
@@ -492,9 +492,9 @@ class Board:
     snapshot = waits(snapshot_async)
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
-    list_leases = waits(list_leases_async)
     drop_damaged = waits(drop_damaged_async)
     purge_queue = waits(purge_queue_async)
     move_messages = waits(move_messages_async)
     delete_messages = waits(delete_messages_async)
     release_messages = waits(release_messages_async)
+    list_leases = waits(list_leases_async)

@@ -1,13 +1,11 @@
-"""Who is connected: the board's consumers, listed and kicked, and the
-messages taken with a lease, listed (``Board.release_messages`` gives them
-back).
+"""Who is connected: the board's consumers, listed and kicked.
 
 A consumer is a client attached through Subscribe to a terminal selector:
 a session selector of its own, or a durable selector it attached to. Each
 has an id (``con-N``, unique while the board runs), and the server tells the
 board what it knows of the client (its address and user). ``Consumers`` is
 a part of the ``Board`` (board.py), which serves its calls
-(``list_consumers``, ``kick_consumer``, ``list_leases``).
+(``list_consumers``, ``kick_consumer``).
 """
 
 from __future__ import annotations
@@ -16,11 +14,11 @@ from concurrent.futures import Future
 from functools import partial
 
 from msgboard.engine.network import Network
-from msgboard.engine.selectors import Consumer, Lease
+from msgboard.engine.selectors import Consumer
 from msgboard.engine.teardown import Teardown
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import Kicked, NotFound
-from msgboard.results import ConsumerView, LeaseView
+from msgboard.results import ConsumerView
 
 
 def consumer_view(c: Consumer) -> ConsumerView:
@@ -39,13 +37,8 @@ def consumer_view(c: Consumer) -> ConsumerView:
     )
 
 
-def lease_view(lease: Lease) -> LeaseView:
-    m = lease.message
-    return LeaseView(lease.id, lease.queue, m.seq, m.address, m.delivery_count, lease.until)
-
-
 class Consumers:
-    """The board's consumers, listed and kicked; its leases, listed."""
+    """The board's consumers, listed and kicked."""
 
     def __init__(self, writer: Writer, net: Network, teardown: Teardown) -> None:
         self._writer = writer
@@ -82,17 +75,5 @@ class Consumers:
                     b.after(partial(c.end, why))
                     return view
             raise NotFound(f"no consumer {cid!r} (msgboard consumer list shows them)")
-
-        return self._writer.submit(run)
-
-    def list_leases_async(self, queue: str = "") -> Future[list[LeaseView]]:
-        """The messages taken with a lease and not yet acked, given back or
-        run out, of one queue or of every queue, oldest lease first."""
-
-        def run(b: Batch) -> list[LeaseView]:
-            if queue:
-                b.find(queue)
-            found = [x for x in self._net.holders.leases() if not queue or x.queue == queue]
-            return [lease_view(x) for x in sorted(found, key=lambda x: x.id)]
 
         return self._writer.submit(run)

@@ -28,7 +28,8 @@ a bad request changes nothing.
   so that the board keeps serving: messages posted after the call began
   are left, and a board that stops halfway has purged a part.
 - **Release** (``release_messages``): leased messages (a Take with a
-  lease) come back now, as if their lease had run out.
+  lease) come back now, as if their lease had run out; ``list_leases``
+  says which are leased.
 
 A held message (delivered to a consumer and not acked, leased, backing
 off after a nack) is not waiting: a seq naming one is refused, a pattern
@@ -62,7 +63,7 @@ from msgboard.errors import (
 )
 from msgboard.lmdbstore import QueueInfo, Txn
 from msgboard.message import Exit, ExitKind, Message, Section
-from msgboard.results import Moved, Purged
+from msgboard.results import LeaseView, Moved, Purged
 
 #: Waiting messages (or history records) one purge step removes.
 PURGE_CHUNK = 2_000
@@ -376,11 +377,16 @@ class Maintenance:
         """Removes every waiting message of ``queue`` that no one holds
         (and, with ``history``, every history record), kept in no history,
         ``PURGE_CHUNK`` per operation: what was posted after the call
-        began stays. Returns how many of each went."""
+        began stays; a caller that cancels the future stops it after the
+        step under way. Returns how many of each went."""
         self._limits.check_name(queue, write=True)
         fut: Future[Purged] = Future()
 
         def step(b: Batch, bound: int, start: int, old: int, done: Purged) -> object:
+            if fut.cancelled():  # its caller gave up: it stops, saying what it did
+                if done.purged or done.history:
+                    emit(b, done)
+                return PENDING
             txn, info = b.find(queue)
             if not bound:
                 counts = txn.counts(queue)
@@ -398,8 +404,11 @@ class Maintenance:
                 resume = nxt or bound  # messages left: from the next; else history
                 b.after(lambda: self._again(fut, step, bound, resume, old, done))
                 return PENDING
-            self._events.emit(b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue)
+            emit(b, done)
             return done
+
+        def emit(b: Batch, done: Purged) -> None:
+            self._events.emit(b, ev.QUEUE_PURGED, queue, done.purged, done.history, by, about=queue)
 
         return self._writer.submit(lambda b: step(b, 0, 1, 0, Purged(0, 0)), fut)
 
@@ -412,6 +421,23 @@ class Maintenance:
                 fut.set_exception(e)
 
     # -- release ----------------------------------------------------------
+
+    def list_leases_async(self, queue: str = "") -> Future[list[LeaseView]]:
+        """The messages taken with a lease and not yet acked (of ``queue``,
+        or of every queue), oldest lease first: what ``release_messages``
+        gives back. QueueNotFound for a queue that does not exist."""
+        if queue:
+            self._limits.check_name(queue)
+
+        def run(b: Batch) -> list[LeaseView]:
+            if queue:
+                b.find(queue)
+            return [
+                LeaseView(x.id, x.queue, x.message.seq, x.since, x.until)
+                for x in self._net.holders.leases(queue)
+            ]
+
+        return self._writer.submit(run)
 
     def release_messages_async(
         self, queue: str, seqs: Sequence[int], *, by: str = ""

@@ -59,7 +59,8 @@ class Lease:
     #: As stored: delivery_count does not count this delivery.
     message: Message
     done: bool = False
-    #: When it runs out, µs since the epoch.
+    #: When it was given and when it runs out, µs since the epoch.
+    since: int = 0
     until: int = 0
 
 

@@ -10,13 +10,15 @@ it needs and the queues it needs it on, read from the request. The verbs:
   is; purge it, delete its waiting messages, give back its leased ones;
   move messages out of it and into it (MoveMessages needs manage on both;
   the dead-letter resubmit, with no destination, on each message's origin,
-  checked by the engine through ``manages``). A selector also needs
+  checked by the engine through ``manages``); list its leases (whose ids
+  would let a reader ack them). A selector also needs
   ``read`` on its source and ``write`` on its destination; a queue created
   with a dead-letter queue needs ``write`` on that queue. A BOUNCE
   selector writes to whatever queue each message's ``reply_to`` names, so
   it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, DropDamaged, and anything on any queue.
+  KickConsumer, DropDamaged, ListLeases of every queue, and anything on
+  any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -151,6 +153,7 @@ RPCS: dict[str, Rpc] = {
     "MoveMessages": Rpc(MANAGE, _move),
     "DeleteMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
     "ReleaseMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "ListLeases": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)] if r.queue else [_n(ADMIN, BOARD)]),
 }
 
 #: Whether the caller of the call in progress may ``verb`` on a queue,

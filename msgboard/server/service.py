@@ -40,7 +40,7 @@ from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
 from msgboard.message import Message
-from msgboard.results import BoardStats, QueueStats, QueueView
+from msgboard.results import BoardStats, LeaseView, QueueStats, QueueView
 from msgboard.security import Security, permissions
 from msgboard.security.auth import caller
 from msgboard.security.snapshot_dir import SnapshotDir
@@ -390,6 +390,20 @@ class BoardService(pb_grpc.BoardServicer):
         fut = self.board.release_messages_async(request.queue, list(request.seqs), by=caller.get())
         seqs: list[int] = await wait(fut)
         return pb.ReleaseMessagesResponse(seqs=seqs)
+
+    @_mapped
+    async def ListLeases(
+        self, request: pb.ListLeasesRequest, context: Any
+    ) -> pb.ListLeasesResponse:
+        views = await wait(self.board.list_leases_async(request.queue))
+        return await _built(len(views), lambda: pb.ListLeasesResponse(leases=map(_lease, views)))
+
+
+def _lease(v: LeaseView) -> pb.LeaseInfo:
+    p = pb.LeaseInfo(id=v.id, queue=v.queue, seq=v.seq)
+    codec.us_to_ts(v.since, p.since)
+    codec.us_to_ts(v.until, p.until)
+    return p
 
 
 def _pattern(request: Any) -> Any:

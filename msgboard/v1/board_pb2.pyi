@@ -2997,3 +2997,86 @@ class ReleaseMessagesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReleaseMessagesResponse: _TypeAlias = ReleaseMessagesResponse  # noqa: Y015
+
+@_typing.final
+class ListLeasesRequest(_message.Message):
+    """ListLeases' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only this queue's; empty: every queue's (admin)."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLeasesRequest: _TypeAlias = ListLeasesRequest  # noqa: Y015
+
+@_typing.final
+class LeaseInfo(_message.Message):
+    """One message taken with a lease, not yet acked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The lease id (TakeResponse.lease_ids, AckRequest.lease_ids)."""
+    queue: _builtins.str
+    seq: _builtins.int
+    """The leased message's seq."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """When it was given, and when it runs out unless acked."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        queue: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "queue", b"queue", "seq", b"seq", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseInfo: _TypeAlias = LeaseInfo  # noqa: Y015
+
+@_typing.final
+class ListLeasesResponse(_message.Message):
+    """ListLeases' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEASES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeaseInfo]: ...
+    def __init__(
+        self,
+        *,
+        leases: _abc.Iterable[Global___LeaseInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leases", b"leases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLeasesResponse: _TypeAlias = ListLeasesResponse  # noqa: Y015

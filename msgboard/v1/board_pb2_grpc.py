@@ -155,6 +155,11 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.FromString,
                 _registered_method=True)
+        self.ListLeases = channel.unary_unary(
+                '/msgboard.v1.Board/ListLeases',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -408,6 +413,16 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLeases(self, request, context):
+        """The messages taken with a lease and not yet acked, of one queue (manage
+        on it) or of every queue (admin), oldest lease first: what
+        ReleaseMessages gives back. Lease ids let anyone who may read the queue
+        ack them, hence manage. NOT_FOUND for an unknown queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -530,6 +545,11 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.ReleaseMessages,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.SerializeToString,
+            ),
+            'ListLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLeases,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1181,6 +1201,33 @@ class Board:
             '/msgboard.v1.Board/ReleaseMessages',
             msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ListLeases',
+            msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -212,6 +212,12 @@ class BoardStub:
     a consumer holds (KickConsumer gives those back). Needs manage on the
     queue. Announced on `$sys` as `messages.released`.
     """
+    ListLeases: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListLeasesRequest, _board_pb2.ListLeasesResponse]
+    """The messages taken with a lease and not yet acked, of one queue (manage
+    on it) or of every queue (admin), oldest lease first: what
+    ReleaseMessages gives back. Lease ids let anyone who may read the queue
+    ack them, hence manage. NOT_FOUND for an unknown queue.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -361,6 +367,12 @@ class BoardAsyncStub(BoardStub):
     rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
     a consumer holds (KickConsumer gives those back). Needs manage on the
     queue. Announced on `$sys` as `messages.released`.
+    """
+    ListLeases: _aio.UnaryUnaryMultiCallable[_board_pb2.ListLeasesRequest, _board_pb2.ListLeasesResponse]  # type: ignore[assignment]
+    """The messages taken with a lease and not yet acked, of one queue (manage
+    on it) or of every queue (admin), oldest lease first: what
+    ReleaseMessages gives back. Lease ids let anyone who may read the queue
+    ack them, hence manage. NOT_FOUND for an unknown queue.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -652,6 +664,18 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
         a consumer holds (KickConsumer gives those back). Needs manage on the
         queue. Announced on `$sys` as `messages.released`.
+        """
+
+    @_abc_1.abstractmethod
+    def ListLeases(
+        self,
+        request: _board_pb2.ListLeasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListLeasesResponse, _abc.Awaitable[_board_pb2.ListLeasesResponse]]:
+        """The messages taken with a lease and not yet acked, of one queue (manage
+        on it) or of every queue (admin), oldest lease first: what
+        ReleaseMessages gives back. Lease ids let anyone who may read the queue
+        ack them, hence manage. NOT_FOUND for an unknown queue.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -144,6 +144,11 @@ type BoardClient interface {
 	// a consumer holds (KickConsumer gives those back). Needs manage on the
 	// queue. Announced on `$sys` as `messages.released`.
 	ReleaseMessages(ctx context.Context, in *ReleaseMessagesRequest, opts ...grpc.CallOption) (*ReleaseMessagesResponse, error)
+	// The messages taken with a lease and not yet acked, of one queue (manage
+	// on it) or of every queue (admin), oldest lease first: what
+	// ReleaseMessages gives back. Lease ids let anyone who may read the queue
+	// ack them, hence manage. NOT_FOUND for an unknown queue.
+	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
 }
 
 type boardClient struct {
@@ -414,6 +419,15 @@ func (c *boardClient) ReleaseMessages(ctx context.Context, in *ReleaseMessagesRe
 	return out, nil
 }
 
+func (c *boardClient) ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error) {
+	out := new(ListLeasesResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/ListLeases", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BoardServer is the server API for Board service.
 // All implementations must embed UnimplementedBoardServer
 // for forward compatibility
@@ -545,6 +559,11 @@ type BoardServer interface {
 	// a consumer holds (KickConsumer gives those back). Needs manage on the
 	// queue. Announced on `$sys` as `messages.released`.
 	ReleaseMessages(context.Context, *ReleaseMessagesRequest) (*ReleaseMessagesResponse, error)
+	// The messages taken with a lease and not yet acked, of one queue (manage
+	// on it) or of every queue (admin), oldest lease first: what
+	// ReleaseMessages gives back. Lease ids let anyone who may read the queue
+	// ack them, hence manage. NOT_FOUND for an unknown queue.
+	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
 	mustEmbedUnimplementedBoardServer()
 }
 
@@ -623,6 +642,9 @@ func (UnimplementedBoardServer) DeleteMessages(context.Context, *DeleteMessagesR
 }
 func (UnimplementedBoardServer) ReleaseMessages(context.Context, *ReleaseMessagesRequest) (*ReleaseMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReleaseMessages not implemented")
+}
+func (UnimplementedBoardServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLeases not implemented")
 }
 func (UnimplementedBoardServer) mustEmbedUnimplementedBoardServer() {}
 
@@ -1085,6 +1107,24 @@ func _Board_ReleaseMessages_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_ListLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).ListLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/ListLeases",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).ListLeases(ctx, req.(*ListLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Board_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Board",
 	HandlerType: (*BoardServer)(nil),
@@ -1176,6 +1216,10 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseMessages",
 			Handler:    _Board_ReleaseMessages_Handler,
+		},
+		{
+			MethodName: "ListLeases",
+			Handler:    _Board_ListLeases_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -16,7 +16,17 @@ import type { Connection, ConnectOptions } from "./connection.js";
 import { addressesOf, Failover } from "./failover.js";
 import { randomUUID } from "node:crypto";
 import { InvalidArgument, type MsgboardError, Unavailable } from "./errors.js";
-import { choiceTo, movedFrom, purgedFrom, seqsFrom, type ChooseOptions, type Moved, type Purged } from "./maintenance.js";
+import {
+  choiceTo,
+  leasesFrom,
+  movedFrom,
+  purgedFrom,
+  seqsFrom,
+  type ChooseOptions,
+  type LeaseInfo,
+  type Moved,
+  type Purged,
+} from "./maintenance.js";
 import { messageType } from "./proto.js";
 import { streamError, Subscription, type ReconnectOptions } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
@@ -532,6 +542,11 @@ export class Client {
   /** Deletes waiting messages of `queue` (chosen as moveMessages chooses), all or none; their seqs. */
   async deleteMessages(queue: string, options: ChooseOptions = {}): Promise<number[]> {
     return seqsFrom(await this.failover.unary("DeleteMessages", { queue, ...choiceTo(options) }));
+  }
+
+  /** The messages taken with a lease and not yet acked, of `queue` (manage) or of all (admin). */
+  async listLeases(queue = ""): Promise<LeaseInfo[]> {
+    return leasesFrom(await this.failover.unary("ListLeases", { queue }));
   }
 
   /** Gives back leased messages of `queue` now, by seq, as if their leases had run out. */

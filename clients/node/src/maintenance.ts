@@ -6,7 +6,7 @@
  */
 
 import type { Templates } from "./values.js";
-import { num, patternTo, type PatternOptions, type Wire } from "./wire.js";
+import { date, num, patternTo, type PatternOptions, type Wire } from "./wire.js";
 
 /**
  * Which waiting messages a move or delete acts on: `seqs`, or the oldest
@@ -35,6 +35,27 @@ export interface Moved {
 }
 
 /** The request fields of a choice (no pattern field when none is given). */
+/** A message taken with a lease and not yet acked. */
+export interface LeaseInfo {
+  /** The lease id, which `ack` takes. */
+  id: number;
+  queue: string;
+  seq: number;
+  since: Date;
+  /** When it runs out unless acked. */
+  until: Date;
+}
+
+export function leasesFrom(r: Wire): LeaseInfo[] {
+  return (r.leases ?? []).map((x: Wire) => ({
+    id: num(x.id),
+    queue: x.queue ?? "",
+    seq: num(x.seq),
+    since: date(x.since) ?? new Date(0),
+    until: date(x.until) ?? new Date(0),
+  }));
+}
+
 export function choiceTo(o: ChooseOptions): Wire {
   const req: Wire = { seqs: (o.seqs ?? []).map(String), limit: o.limit ?? 0 };
   const pattern = patternTo(o);

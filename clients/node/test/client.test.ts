@@ -412,7 +412,11 @@ describe("waiting messages", () => {
     assert.deepEqual(await board.moveMessages(q, parked, { seqs: [4] }), [{ seq: 4, queue: parked, newSeq: 1 }]);
     assert.deepEqual(await board.deleteMessages(parked, { templates: tpl("order", Int) }), [1]);
     const [leased] = await board.takeLeased(q, undefined, { lease: 3_600_000 });
+    const [info] = await board.listLeases(q);
+    assert.deepEqual([info!.id, info!.queue, info!.seq], [leased!.id, q, 3]);
+    assert.equal(info!.until.getTime() - info!.since.getTime(), 3_600_000);
     assert.deepEqual(await board.releaseMessages(q, [leased!.message.seq]), [3]);
+    assert.deepEqual(await board.listLeases(q), []);
     assert.deepEqual(await board.purgeQueue(q, { history: true }), { purged: 1, history: 3 });
     assert.equal((await board.getQueue(q)).unprocessed, 0);
   });

@@ -50,6 +50,7 @@ class ConsumerRow:
 @dataclass(frozen=True, slots=True)
 class LeaseRow:
     lease: LeaseView
+    since: str
     until: str
     href: str
 
@@ -60,7 +61,7 @@ def consumer_row(c: ConsumerView) -> ConsumerRow:
 
 
 def lease_row(x: LeaseView) -> LeaseRow:
-    return LeaseRow(x, when(x.until), f"/browse/{x.queue}/{x.seq}")
+    return LeaseRow(x, when(x.since), when(x.until), f"/browse/{x.queue}/{x.seq}")
 
 
 @routes.get("/consumers")
