@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from msgboard.console.auth import Sessions
-from tests.browser import ADMIN, OPERATOR, READER, USERS, ConsoleBoard
+from tests.browser import ADMIN, OPERATOR, READER, USERS, ConsoleBoard, User
 from tests.pki import CA
 
 
@@ -214,18 +214,25 @@ def test_a_session_ends_when_it_expires() -> None:
     assert len(s) == 3 and s.find(kept[0].id) is None  # the oldest went first
     assert s.find(kept[3].id) is kept[3]
     assert s.find("made-up") is None
+    # Visits (anyone may open the sign-in page) never push a session out.
+    for _ in range(10):
+        s.open("", 60)
+    assert s.find(kept[3].id) is kept[3]
+    assert len(s) == 6
 
 
 def test_over_tls_with_client_certificates(tmp_path: Path) -> None:
-    """Given a board with TLS and --tls-client-ca, I expect the console over
-    HTTPS to a client with a certificate signed by that CA, a Secure session
-    cookie, and no answer to a client without one."""
+    """Given a board with TLS, --tls-client-ca and a user known by her
+    certificate's name, I expect the console over HTTPS to a client with a
+    certificate signed by that CA, as that user without signing in, with
+    a Secure session cookie; and no answer to a client without one."""
     ca = CA(tmp_path / "ca")
     cert = ca.issue("localhost", server=True)
     client = ca.issue("someone")
+    certy = User("certy", "certy-token-1234567890", [("jobs*", ["read"])], cert_cn="someone")
     board = ConsoleBoard(
         tmp_path,
-        (),
+        (ADMIN, certy),
         *("--tls-cert", str(cert.cert), "--tls-key", str(cert.key)),
         *("--tls-client-ca", str(ca.pem)),
     )
@@ -236,7 +243,9 @@ def test_over_tls_with_client_certificates(tmp_path: Path) -> None:
         conn = http.client.HTTPSConnection("localhost", port, context=tls, timeout=30)
         conn.request("GET", "/")
         r = conn.getresponse()
-        assert r.status == 200 and "<title>Overview" in r.read().decode()
+        page = r.read().decode()
+        assert r.status == 200 and "<title>Overview" in page
+        assert '<span id="me">certy</span>' in page
         assert "Secure" in r.getheader("Set-Cookie", "")
         conn.close()
         bare = ssl.create_default_context(cafile=str(ca.pem))

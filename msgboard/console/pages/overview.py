@@ -24,7 +24,7 @@ from aiohttp import web
 
 from msgboard.console.auth import identity, require
 from msgboard.console.content import shown
-from msgboard.console.context import answer, board_of
+from msgboard.console.context import CONSOLE, answer, board_of
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
 from msgboard.engine.events import CONSOLE_ACTION
@@ -66,6 +66,8 @@ async def rows(request: web.Request, fresh: bool = False) -> tuple[list[Row], in
 
 @routes.get("/")
 async def page(request: web.Request) -> web.Response:
+    if request.app[CONSOLE].board is None:  # a standby of a cluster
+        return render(request, "standby.html")
     shown, more = await rows(request, fresh=True)
     return render(request, "overview.html", {"rows": shown, "more": more})
 
