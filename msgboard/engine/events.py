@@ -17,6 +17,10 @@ event                       tuple after the name
 ``consumer.attached``       consumer id, queue, selector id, peer, identity
 ``consumer.detached``       consumer id, queue, selector id, reason
 ``message.dead_lettered``   queue, seq (0: never stored there), reason
+``queue.purged``            queue, waiting purged, history purged, user
+``messages.moved``          source, destination, how many, user
+``messages.deleted``        queue, how many, user
+``messages.released``       queue, how many, user
 ``board.started``           (none)
 ``board.stopping``          (none)
 ``user.denied``             user, what was refused
@@ -26,6 +30,9 @@ event                       tuple after the name
 ``standby.lost``            standby, its last acknowledged index, reason
 ``console.action``          user ("" on an open board), action, queue
 ==========================  ===============================================
+
+The user of ``queue.purged`` and ``messages.*`` is who asked: the
+identity a server authenticated ("" on an open board, or in-process).
 
 The last four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
@@ -80,6 +87,10 @@ SELECTOR_DELETED = "selector.deleted"
 CONSUMER_ATTACHED = "consumer.attached"
 CONSUMER_DETACHED = "consumer.detached"
 DEAD_LETTERED = "message.dead_lettered"
+QUEUE_PURGED = "queue.purged"
+MESSAGES_MOVED = "messages.moved"
+MESSAGES_DELETED = "messages.deleted"
+MESSAGES_RELEASED = "messages.released"
 BOARD_STARTED = "board.started"
 BOARD_STOPPING = "board.stopping"
 USER_DENIED = "user.denied"
@@ -98,6 +109,10 @@ EVENTS = (
     CONSUMER_ATTACHED,
     CONSUMER_DETACHED,
     DEAD_LETTERED,
+    QUEUE_PURGED,
+    MESSAGES_MOVED,
+    MESSAGES_DELETED,
+    MESSAGES_RELEASED,
     BOARD_STARTED,
     BOARD_STOPPING,
     USER_DENIED,

@@ -7,12 +7,18 @@ it needs and the queues it needs it on, read from the request. The verbs:
   selectors (GetQueue, GetSelector, the listings).
 - ``write``: Post and PostStream to the queue.
 - ``manage``: create and delete the queue and the selectors whose source it
-  is. A selector also needs ``read`` on its source and ``write`` on its
-  destination; a queue created with a dead-letter queue needs ``write`` on
-  that queue. A BOUNCE selector writes to whatever queue each message's
-  ``reply_to`` names, so it needs ``admin``.
+  is; purge it, delete its waiting messages, give back its leased ones;
+  move messages out of it and into it (MoveMessages needs manage on both;
+  the dead-letter resubmit, with no destination, on each message's origin,
+  checked by the engine through ``manages``); list its leases (whose ids
+  would let a reader ack them). A selector also needs
+  ``read`` on its source and ``write`` on its destination; a queue created
+  with a dead-letter queue needs ``write`` on that queue. A BOUNCE
+  selector writes to whatever queue each message's ``reply_to`` names, so
+  it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, DropDamaged, and anything on any queue.
+  KickConsumer, DropDamaged, ListLeases of every queue, and anything on
+  any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -24,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from msgboard.engine.events import SYS
@@ -71,6 +78,13 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
     needs = [_n(MANAGE, s.source), _n(READ, s.source)]
     if s.destination:
         needs.append(_n(WRITE, s.destination))
+    return needs
+
+
+def _move(r: pb.MoveMessagesRequest) -> list[Need]:
+    needs = [_n(MANAGE, r.source)]
+    if r.destination:
+        needs.append(_n(MANAGE, r.destination))
     return needs
 
 
@@ -135,7 +149,29 @@ RPCS: dict[str, Rpc] = {
     "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "DropDamaged": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "PurgeQueue": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "MoveMessages": Rpc(MANAGE, _move),
+    "DeleteMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "ReleaseMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "ListLeases": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)] if r.queue else [_n(ADMIN, BOARD)]),
 }
+
+#: Whether the caller of the call in progress may ``verb`` on a queue,
+#: left by the guard for what the table cannot name before the call runs
+#: (the queues a dead-letter resubmit goes to); None on a board without
+#: users, where everyone may do everything. A refusal is announced
+#: (``user.denied``) by the guard's function.
+permits: ContextVar[Callable[[str, str], bool] | None] = ContextVar(
+    "msgboard_permits", default=None
+)
+
+
+def manages() -> Callable[[str], bool] | None:
+    """Whether the caller may manage a queue (None: anyone may)."""
+    p = permits.get()
+    if p is None:
+        return None
+    return lambda queue: p(MANAGE, queue)
 
 
 def allows(user: User, verb: str, queue: str) -> bool:

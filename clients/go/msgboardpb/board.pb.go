@@ -5270,6 +5270,752 @@ func (x *DropDamagedResponse) GetSection() Section {
 	return Section_SECTION_UNSPECIFIED
 }
 
+// PurgeQueue's request.
+type PurgeQueueRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Also remove the history.
+	History bool `protobuf:"varint,2,opt,name=history,proto3" json:"history,omitempty"`
+}
+
+func (x *PurgeQueueRequest) Reset() {
+	*x = PurgeQueueRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[58]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *PurgeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueRequest) ProtoMessage() {}
+
+func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[58]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
+func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *PurgeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeQueueRequest) GetHistory() bool {
+	if x != nil {
+		return x.History
+	}
+	return false
+}
+
+// PurgeQueue's answer, once durable.
+type PurgeQueueResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Waiting messages removed.
+	Purged uint64 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	// History records removed.
+	HistoryPurged uint64 `protobuf:"varint,2,opt,name=history_purged,json=historyPurged,proto3" json:"history_purged,omitempty"`
+}
+
+func (x *PurgeQueueResponse) Reset() {
+	*x = PurgeQueueResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[59]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *PurgeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueResponse) ProtoMessage() {}
+
+func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[59]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
+func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *PurgeQueueResponse) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+func (x *PurgeQueueResponse) GetHistoryPurged() uint64 {
+	if x != nil {
+		return x.HistoryPurged
+	}
+	return 0
+}
+
+// MoveMessages' request: the waiting messages of `source` named by `seqs`,
+// or the oldest ones matching `pattern`, or (neither) the oldest ones.
+type MoveMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Empty: each message to the queue its `x-dead-letter-queue` header names.
+	Destination string `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Each must be waiting (not held, scheduled or processed).
+	Seqs    []uint64 `protobuf:"varint,3,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,4,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// The most messages moved; 0: the board's most (10,000 by default). With
+	// seqs: at most this many seqs.
+	Limit uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+}
+
+func (x *MoveMessagesRequest) Reset() {
+	*x = MoveMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[60]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MoveMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveMessagesRequest) ProtoMessage() {}
+
+func (x *MoveMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[60]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveMessagesRequest.ProtoReflect.Descriptor instead.
+func (*MoveMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *MoveMessagesRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MoveMessagesRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *MoveMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *MoveMessagesRequest) GetPattern() *Pattern {
+	if x != nil {
+		return x.Pattern
+	}
+	return nil
+}
+
+func (x *MoveMessagesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// One moved message.
+type MovedMessage struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Its seq on the source queue.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Where it went, and its seq there.
+	Queue  string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	NewSeq uint64 `protobuf:"varint,3,opt,name=new_seq,json=newSeq,proto3" json:"new_seq,omitempty"`
+}
+
+func (x *MovedMessage) Reset() {
+	*x = MovedMessage{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[61]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MovedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovedMessage) ProtoMessage() {}
+
+func (x *MovedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[61]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovedMessage.ProtoReflect.Descriptor instead.
+func (*MovedMessage) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *MovedMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MovedMessage) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *MovedMessage) GetNewSeq() uint64 {
+	if x != nil {
+		return x.NewSeq
+	}
+	return 0
+}
+
+// MoveMessages' answer, once durable.
+type MoveMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Moved uint64 `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	// The source seqs moved, ascending.
+	Seqs []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	// Where each went, in the same order.
+	Messages []*MovedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+}
+
+func (x *MoveMessagesResponse) Reset() {
+	*x = MoveMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[62]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MoveMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveMessagesResponse) ProtoMessage() {}
+
+func (x *MoveMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[62]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveMessagesResponse.ProtoReflect.Descriptor instead.
+func (*MoveMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *MoveMessagesResponse) GetMoved() uint64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *MoveMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *MoveMessagesResponse) GetMessages() []*MovedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// DeleteMessages' request, chosen as MoveMessagesRequest's are.
+type DeleteMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue   string   `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs    []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Limit   uint32   `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+}
+
+func (x *DeleteMessagesRequest) Reset() {
+	*x = DeleteMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[63]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *DeleteMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesRequest) ProtoMessage() {}
+
+func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[63]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *DeleteMessagesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *DeleteMessagesRequest) GetPattern() *Pattern {
+	if x != nil {
+		return x.Pattern
+	}
+	return nil
+}
+
+func (x *DeleteMessagesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// DeleteMessages' answer, once durable.
+type DeleteMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Deleted uint64 `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The seqs deleted, ascending.
+	Seqs []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *DeleteMessagesResponse) Reset() {
+	*x = DeleteMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[64]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *DeleteMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesResponse) ProtoMessage() {}
+
+func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[64]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *DeleteMessagesResponse) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *DeleteMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ReleaseMessages' request: the seqs of leased messages.
+type ReleaseMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue string   `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs  []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *ReleaseMessagesRequest) Reset() {
+	*x = ReleaseMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[65]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ReleaseMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseMessagesRequest) ProtoMessage() {}
+
+func (x *ReleaseMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[65]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ReleaseMessagesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReleaseMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ReleaseMessages' answer, once durable.
+type ReleaseMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The seqs given back, ascending.
+	Seqs []uint64 `protobuf:"varint,1,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *ReleaseMessagesResponse) Reset() {
+	*x = ReleaseMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[66]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ReleaseMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseMessagesResponse) ProtoMessage() {}
+
+func (x *ReleaseMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[66]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReleaseMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ListLeases' request.
+type ListLeasesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Only this queue's; empty: every queue's (admin).
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+}
+
+func (x *ListLeasesRequest) Reset() {
+	*x = ListLeasesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[67]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ListLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesRequest) ProtoMessage() {}
+
+func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[67]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
+func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ListLeasesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// One message taken with a lease, not yet acked.
+type LeaseInfo struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The lease id (TakeResponse.lease_ids, AckRequest.lease_ids).
+	Id    uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The leased message's seq.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When it was given, and when it runs out unless acked.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+}
+
+func (x *LeaseInfo) Reset() {
+	*x = LeaseInfo{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[68]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *LeaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseInfo) ProtoMessage() {}
+
+func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[68]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
+func (*LeaseInfo) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *LeaseInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *LeaseInfo) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LeaseInfo) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// ListLeases' answer.
+type ListLeasesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Leases []*LeaseInfo `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+}
+
+func (x *ListLeasesResponse) Reset() {
+	*x = ListLeasesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[69]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ListLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesResponse) ProtoMessage() {}
+
+func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[69]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
+func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
 var File_msgboard_v1_board_proto protoreflect.FileDescriptor
 
 var file_msgboard_v1_board_proto_rawDesc = []byte{
@@ -5829,7 +6575,78 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x03, 0x73, 0x65, 0x71, 0x12, 0x2e, 0x0a, 0x07, 0x73, 0x65,
 	0x63, 0x74, 0x69, 0x6f, 0x6e, 0x18, 0x02, 0x20, 0x01, 0x28, 0x0e, 0x32, 0x14, 0x2e, 0x6d, 0x73,
 	0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x53, 0x65, 0x63, 0x74, 0x69, 0x6f,
-	0x6e, 0x52, 0x07, 0x73, 0x65, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x2a, 0xa8, 0x01, 0x0a, 0x09, 0x56,
+	0x6e, 0x52, 0x07, 0x73, 0x65, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x22, 0x43, 0x0a, 0x11, 0x50, 0x75,
+	0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12,
+	0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05,
+	0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x18, 0x0a, 0x07, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79,
+	0x18, 0x02, 0x20, 0x01, 0x28, 0x08, 0x52, 0x07, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x22,
+	0x53, 0x0a, 0x12, 0x50, 0x75, 0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x73,
+	0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x16, 0x0a, 0x06, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x18,
+	0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x06, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x12, 0x25, 0x0a,
+	0x0e, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x5f, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x18,
+	0x02, 0x20, 0x01, 0x28, 0x04, 0x52, 0x0d, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x50, 0x75,
+	0x72, 0x67, 0x65, 0x64, 0x22, 0xa9, 0x01, 0x0a, 0x13, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73,
+	0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x16, 0x0a, 0x06,
+	0x73, 0x6f, 0x75, 0x72, 0x63, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x06, 0x73, 0x6f,
+	0x75, 0x72, 0x63, 0x65, 0x12, 0x20, 0x0a, 0x0b, 0x64, 0x65, 0x73, 0x74, 0x69, 0x6e, 0x61, 0x74,
+	0x69, 0x6f, 0x6e, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0b, 0x64, 0x65, 0x73, 0x74, 0x69,
+	0x6e, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73, 0x18, 0x03,
+	0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x12, 0x2e, 0x0a, 0x07, 0x70, 0x61,
+	0x74, 0x74, 0x65, 0x72, 0x6e, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x14, 0x2e, 0x6d, 0x73,
+	0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x61, 0x74, 0x74, 0x65, 0x72,
+	0x6e, 0x52, 0x07, 0x70, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x12, 0x14, 0x0a, 0x05, 0x6c, 0x69,
+	0x6d, 0x69, 0x74, 0x18, 0x05, 0x20, 0x01, 0x28, 0x0d, 0x52, 0x05, 0x6c, 0x69, 0x6d, 0x69, 0x74,
+	0x22, 0x4f, 0x0a, 0x0c, 0x4d, 0x6f, 0x76, 0x65, 0x64, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65,
+	0x12, 0x10, 0x0a, 0x03, 0x73, 0x65, 0x71, 0x18, 0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x03, 0x73,
+	0x65, 0x71, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x02, 0x20, 0x01, 0x28,
+	0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x17, 0x0a, 0x07, 0x6e, 0x65, 0x77, 0x5f,
+	0x73, 0x65, 0x71, 0x18, 0x03, 0x20, 0x01, 0x28, 0x04, 0x52, 0x06, 0x6e, 0x65, 0x77, 0x53, 0x65,
+	0x71, 0x22, 0x77, 0x0a, 0x14, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65,
+	0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x14, 0x0a, 0x05, 0x6d, 0x6f, 0x76,
+	0x65, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x05, 0x6d, 0x6f, 0x76, 0x65, 0x64, 0x12,
+	0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73, 0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73,
+	0x65, 0x71, 0x73, 0x12, 0x35, 0x0a, 0x08, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x18,
+	0x03, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x19, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x2e, 0x76, 0x31, 0x2e, 0x4d, 0x6f, 0x76, 0x65, 0x64, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65,
+	0x52, 0x08, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x22, 0x87, 0x01, 0x0a, 0x15, 0x44,
+	0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71,
+	0x75, 0x65, 0x73, 0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20,
+	0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65,
+	0x71, 0x73, 0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x12, 0x2e,
+	0x0a, 0x07, 0x70, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x18, 0x03, 0x20, 0x01, 0x28, 0x0b, 0x32,
+	0x14, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x61,
+	0x74, 0x74, 0x65, 0x72, 0x6e, 0x52, 0x07, 0x70, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x12, 0x14,
+	0x0a, 0x05, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0d, 0x52, 0x05, 0x6c,
+	0x69, 0x6d, 0x69, 0x74, 0x22, 0x46, 0x0a, 0x16, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65,
+	0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x18,
+	0x0a, 0x07, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x04, 0x52,
+	0x07, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73,
+	0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x22, 0x42, 0x0a, 0x16,
+	0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52,
+	0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18,
+	0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x12, 0x0a, 0x04,
+	0x73, 0x65, 0x71, 0x73, 0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73,
+	0x22, 0x2d, 0x0a, 0x17, 0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61,
+	0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x73,
+	0x65, 0x71, 0x73, 0x18, 0x01, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x22,
+	0x29, 0x0a, 0x11, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x52, 0x65, 0x71,
+	0x75, 0x65, 0x73, 0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20,
+	0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x22, 0xa7, 0x01, 0x0a, 0x09, 0x4c,
+	0x65, 0x61, 0x73, 0x65, 0x49, 0x6e, 0x66, 0x6f, 0x12, 0x0e, 0x0a, 0x02, 0x69, 0x64, 0x18, 0x01,
+	0x20, 0x01, 0x28, 0x04, 0x52, 0x02, 0x69, 0x64, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75,
+	0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x10,
+	0x0a, 0x03, 0x73, 0x65, 0x71, 0x18, 0x03, 0x20, 0x01, 0x28, 0x04, 0x52, 0x03, 0x73, 0x65, 0x71,
+	0x12, 0x30, 0x0a, 0x05, 0x73, 0x69, 0x6e, 0x63, 0x65, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0b, 0x32,
+	0x1a, 0x2e, 0x67, 0x6f, 0x6f, 0x67, 0x6c, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x62, 0x75,
+	0x66, 0x2e, 0x54, 0x69, 0x6d, 0x65, 0x73, 0x74, 0x61, 0x6d, 0x70, 0x52, 0x05, 0x73, 0x69, 0x6e,
+	0x63, 0x65, 0x12, 0x30, 0x0a, 0x05, 0x75, 0x6e, 0x74, 0x69, 0x6c, 0x18, 0x05, 0x20, 0x01, 0x28,
+	0x0b, 0x32, 0x1a, 0x2e, 0x67, 0x6f, 0x6f, 0x67, 0x6c, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f,
+	0x62, 0x75, 0x66, 0x2e, 0x54, 0x69, 0x6d, 0x65, 0x73, 0x74, 0x61, 0x6d, 0x70, 0x52, 0x05, 0x75,
+	0x6e, 0x74, 0x69, 0x6c, 0x22, 0x44, 0x0a, 0x12, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73,
+	0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x2e, 0x0a, 0x06, 0x6c, 0x65,
+	0x61, 0x73, 0x65, 0x73, 0x18, 0x01, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x16, 0x2e, 0x6d, 0x73, 0x67,
+	0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x49, 0x6e,
+	0x66, 0x6f, 0x52, 0x06, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x2a, 0xa8, 0x01, 0x0a, 0x09, 0x56,
 	0x61, 0x6c, 0x75, 0x65, 0x54, 0x79, 0x70, 0x65, 0x12, 0x1a, 0x0a, 0x16, 0x56, 0x41, 0x4c, 0x55,
 	0x45, 0x5f, 0x54, 0x59, 0x50, 0x45, 0x5f, 0x55, 0x4e, 0x53, 0x50, 0x45, 0x43, 0x49, 0x46, 0x49,
 	0x45, 0x44, 0x10, 0x00, 0x12, 0x13, 0x0a, 0x0f, 0x56, 0x41, 0x4c, 0x55, 0x45, 0x5f, 0x54, 0x59,
@@ -5914,7 +6731,7 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x0c, 0x50, 0x4f, 0x53, 0x49, 0x54, 0x49, 0x4f, 0x4e, 0x5f, 0x53, 0x45, 0x51, 0x10, 0x03, 0x12,
 	0x11, 0x0a, 0x0d, 0x50, 0x4f, 0x53, 0x49, 0x54, 0x49, 0x4f, 0x4e, 0x5f, 0x54, 0x49, 0x4d, 0x45,
 	0x10, 0x04, 0x12, 0x13, 0x0a, 0x0f, 0x50, 0x4f, 0x53, 0x49, 0x54, 0x49, 0x4f, 0x4e, 0x5f, 0x4c,
-	0x41, 0x54, 0x45, 0x53, 0x54, 0x10, 0x05, 0x32, 0xd0, 0x0b, 0x0a, 0x05, 0x42, 0x6f, 0x61, 0x72,
+	0x41, 0x54, 0x45, 0x53, 0x54, 0x10, 0x05, 0x32, 0xfc, 0x0e, 0x0a, 0x05, 0x42, 0x6f, 0x61, 0x72,
 	0x64, 0x12, 0x42, 0x0a, 0x0b, 0x43, 0x72, 0x65, 0x61, 0x74, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65,
 	0x12, 0x1f, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x43,
 	0x72, 0x65, 0x61, 0x74, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73,
@@ -6007,17 +6824,44 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44, 0x72, 0x6f, 0x70, 0x44, 0x61, 0x6d, 0x61, 0x67, 0x65,
 	0x64, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x20, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
 	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44, 0x72, 0x6f, 0x70, 0x44, 0x61, 0x6d, 0x61, 0x67,
-	0x65, 0x64, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x42, 0x96, 0x01, 0x0a, 0x15, 0x69,
-	0x6f, 0x2e, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72,
-	0x64, 0x2e, 0x76, 0x31, 0x42, 0x0a, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x50, 0x72, 0x6f, 0x74, 0x6f,
-	0x50, 0x01, 0x5a, 0x3d, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x6d,
-	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
-	0x2f, 0x63, 0x6c, 0x69, 0x65, 0x6e, 0x74, 0x73, 0x2f, 0x67, 0x6f, 0x2f, 0x6d, 0x73, 0x67, 0x62,
-	0x6f, 0x61, 0x72, 0x64, 0x70, 0x62, 0x3b, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x70,
-	0x62, 0xa2, 0x02, 0x04, 0x4d, 0x53, 0x47, 0x42, 0xaa, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f,
-	0x61, 0x72, 0x64, 0x2e, 0x56, 0x31, 0xca, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72,
-	0x64, 0x5c, 0x56, 0x31, 0xea, 0x02, 0x0c, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x3a,
-	0x3a, 0x56, 0x31, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
+	0x65, 0x64, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x4d, 0x0a, 0x0a, 0x50, 0x75,
+	0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x12, 0x1e, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x75, 0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75,
+	0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1f, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x75, 0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75,
+	0x65, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x53, 0x0a, 0x0c, 0x4d, 0x6f, 0x76,
+	0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x12, 0x20, 0x2e, 0x6d, 0x73, 0x67, 0x62,
+	0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73, 0x73,
+	0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x21, 0x2e, 0x6d, 0x73,
+	0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65,
+	0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x59,
+	0x0a, 0x0e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73,
+	0x12, 0x22, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44,
+	0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71,
+	0x75, 0x65, 0x73, 0x74, 0x1a, 0x23, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e,
+	0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65,
+	0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x5c, 0x0a, 0x0f, 0x52, 0x65, 0x6c,
+	0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x12, 0x23, 0x2e, 0x6d,
+	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x52, 0x65, 0x6c, 0x65, 0x61,
+	0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73,
+	0x74, 0x1a, 0x24, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e,
+	0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52,
+	0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x4d, 0x0a, 0x0a, 0x4c, 0x69, 0x73, 0x74, 0x4c,
+	0x65, 0x61, 0x73, 0x65, 0x73, 0x12, 0x1e, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x52, 0x65,
+	0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1f, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x52, 0x65,
+	0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x42, 0x96, 0x01, 0x0a, 0x15, 0x69, 0x6f, 0x2e, 0x67, 0x69,
+	0x74, 0x68, 0x75, 0x62, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31,
+	0x42, 0x0a, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x50, 0x01, 0x5a, 0x3d,
+	0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2f, 0x63, 0x6c, 0x69,
+	0x65, 0x6e, 0x74, 0x73, 0x2f, 0x67, 0x6f, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x70, 0x62, 0x3b, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x70, 0x62, 0xa2, 0x02, 0x04,
+	0x4d, 0x53, 0x47, 0x42, 0xaa, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e,
+	0x56, 0x31, 0xca, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x5c, 0x56, 0x31,
+	0xea, 0x02, 0x0c, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x3a, 0x3a, 0x56, 0x31, 0x62,
+	0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
 }
 
 var (
@@ -6033,114 +6877,126 @@ func file_msgboard_v1_board_proto_rawDescGZIP() []byte {
 }
 
 var file_msgboard_v1_board_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgboard_v1_board_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_msgboard_v1_board_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_msgboard_v1_board_proto_goTypes = []interface{}{
-	(ValueType)(0),                 // 0: msgboard.v1.ValueType
-	(ExitKind)(0),                  // 1: msgboard.v1.ExitKind
-	(Section)(0),                   // 2: msgboard.v1.Section
-	(OverflowPolicy)(0),            // 3: msgboard.v1.OverflowPolicy
-	(UnmatchedPolicy)(0),           // 4: msgboard.v1.UnmatchedPolicy
-	(Disposition)(0),               // 5: msgboard.v1.Disposition
-	(Direction)(0),                 // 6: msgboard.v1.Direction
-	(Operation)(0),                 // 7: msgboard.v1.Operation
-	(Role)(0),                      // 8: msgboard.v1.Role
-	(Position)(0),                  // 9: msgboard.v1.Position
-	(*FieldValue)(nil),             // 10: msgboard.v1.FieldValue
-	(*Message)(nil),                // 11: msgboard.v1.Message
-	(*Exit)(nil),                   // 12: msgboard.v1.Exit
-	(*Redelivery)(nil),             // 13: msgboard.v1.Redelivery
-	(*FieldPattern)(nil),           // 14: msgboard.v1.FieldPattern
-	(*Range)(nil),                  // 15: msgboard.v1.Range
-	(*Template)(nil),               // 16: msgboard.v1.Template
-	(*AddressPattern)(nil),         // 17: msgboard.v1.AddressPattern
-	(*Pattern)(nil),                // 18: msgboard.v1.Pattern
-	(*QueueSpec)(nil),              // 19: msgboard.v1.QueueSpec
-	(*Queue)(nil),                  // 20: msgboard.v1.Queue
-	(*CreateQueueRequest)(nil),     // 21: msgboard.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),        // 22: msgboard.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),      // 23: msgboard.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 24: msgboard.v1.ListQueuesResponse
-	(*DeleteQueueRequest)(nil),     // 25: msgboard.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),    // 26: msgboard.v1.DeleteQueueResponse
-	(*PostRequest)(nil),            // 27: msgboard.v1.PostRequest
-	(*PostResponse)(nil),           // 28: msgboard.v1.PostResponse
-	(*PostStreamRequest)(nil),      // 29: msgboard.v1.PostStreamRequest
-	(*PostStreamResponse)(nil),     // 30: msgboard.v1.PostStreamResponse
-	(*Error)(nil),                  // 31: msgboard.v1.Error
-	(*TakeRequest)(nil),            // 32: msgboard.v1.TakeRequest
-	(*TakeResponse)(nil),           // 33: msgboard.v1.TakeResponse
-	(*AckRequest)(nil),             // 34: msgboard.v1.AckRequest
-	(*AckResponse)(nil),            // 35: msgboard.v1.AckResponse
-	(*ReadRequest)(nil),            // 36: msgboard.v1.ReadRequest
-	(*ReadResponse)(nil),           // 37: msgboard.v1.ReadResponse
-	(*BrowseRequest)(nil),          // 38: msgboard.v1.BrowseRequest
-	(*BrowseResponse)(nil),         // 39: msgboard.v1.BrowseResponse
-	(*StatsRequest)(nil),           // 40: msgboard.v1.StatsRequest
-	(*StatsResponse)(nil),          // 41: msgboard.v1.StatsResponse
-	(*QueueStats)(nil),             // 42: msgboard.v1.QueueStats
-	(*SelectorSpec)(nil),           // 43: msgboard.v1.SelectorSpec
-	(*Selector)(nil),               // 44: msgboard.v1.Selector
-	(*CreateSelectorRequest)(nil),  // 45: msgboard.v1.CreateSelectorRequest
-	(*GetSelectorRequest)(nil),     // 46: msgboard.v1.GetSelectorRequest
-	(*ListSelectorsRequest)(nil),   // 47: msgboard.v1.ListSelectorsRequest
-	(*ListSelectorsResponse)(nil),  // 48: msgboard.v1.ListSelectorsResponse
-	(*DeleteSelectorRequest)(nil),  // 49: msgboard.v1.DeleteSelectorRequest
-	(*DeleteSelectorResponse)(nil), // 50: msgboard.v1.DeleteSelectorResponse
-	(*SubscribeRequest)(nil),       // 51: msgboard.v1.SubscribeRequest
-	(*Subscription)(nil),           // 52: msgboard.v1.Subscription
-	(*Acks)(nil),                   // 53: msgboard.v1.Acks
-	(*RejectedAck)(nil),            // 54: msgboard.v1.RejectedAck
-	(*Nacks)(nil),                  // 55: msgboard.v1.Nacks
-	(*SubscribeResponse)(nil),      // 56: msgboard.v1.SubscribeResponse
-	(*Deliveries)(nil),             // 57: msgboard.v1.Deliveries
-	(*Delivery)(nil),               // 58: msgboard.v1.Delivery
-	(*SnapshotRequest)(nil),        // 59: msgboard.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),       // 60: msgboard.v1.SnapshotResponse
-	(*ListConsumersRequest)(nil),   // 61: msgboard.v1.ListConsumersRequest
-	(*ConsumerInfo)(nil),           // 62: msgboard.v1.ConsumerInfo
-	(*ListConsumersResponse)(nil),  // 63: msgboard.v1.ListConsumersResponse
-	(*KickConsumerRequest)(nil),    // 64: msgboard.v1.KickConsumerRequest
-	(*KickConsumerResponse)(nil),   // 65: msgboard.v1.KickConsumerResponse
-	(*DropDamagedRequest)(nil),     // 66: msgboard.v1.DropDamagedRequest
-	(*DropDamagedResponse)(nil),    // 67: msgboard.v1.DropDamagedResponse
-	nil,                            // 68: msgboard.v1.Message.HeadersEntry
-	(structpb.NullValue)(0),        // 69: google.protobuf.NullValue
-	(*timestamppb.Timestamp)(nil),  // 70: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 71: google.protobuf.Duration
-	(*emptypb.Empty)(nil),          // 72: google.protobuf.Empty
-	(*anypb.Any)(nil),              // 73: google.protobuf.Any
+	(ValueType)(0),                  // 0: msgboard.v1.ValueType
+	(ExitKind)(0),                   // 1: msgboard.v1.ExitKind
+	(Section)(0),                    // 2: msgboard.v1.Section
+	(OverflowPolicy)(0),             // 3: msgboard.v1.OverflowPolicy
+	(UnmatchedPolicy)(0),            // 4: msgboard.v1.UnmatchedPolicy
+	(Disposition)(0),                // 5: msgboard.v1.Disposition
+	(Direction)(0),                  // 6: msgboard.v1.Direction
+	(Operation)(0),                  // 7: msgboard.v1.Operation
+	(Role)(0),                       // 8: msgboard.v1.Role
+	(Position)(0),                   // 9: msgboard.v1.Position
+	(*FieldValue)(nil),              // 10: msgboard.v1.FieldValue
+	(*Message)(nil),                 // 11: msgboard.v1.Message
+	(*Exit)(nil),                    // 12: msgboard.v1.Exit
+	(*Redelivery)(nil),              // 13: msgboard.v1.Redelivery
+	(*FieldPattern)(nil),            // 14: msgboard.v1.FieldPattern
+	(*Range)(nil),                   // 15: msgboard.v1.Range
+	(*Template)(nil),                // 16: msgboard.v1.Template
+	(*AddressPattern)(nil),          // 17: msgboard.v1.AddressPattern
+	(*Pattern)(nil),                 // 18: msgboard.v1.Pattern
+	(*QueueSpec)(nil),               // 19: msgboard.v1.QueueSpec
+	(*Queue)(nil),                   // 20: msgboard.v1.Queue
+	(*CreateQueueRequest)(nil),      // 21: msgboard.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),         // 22: msgboard.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),       // 23: msgboard.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),      // 24: msgboard.v1.ListQueuesResponse
+	(*DeleteQueueRequest)(nil),      // 25: msgboard.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),     // 26: msgboard.v1.DeleteQueueResponse
+	(*PostRequest)(nil),             // 27: msgboard.v1.PostRequest
+	(*PostResponse)(nil),            // 28: msgboard.v1.PostResponse
+	(*PostStreamRequest)(nil),       // 29: msgboard.v1.PostStreamRequest
+	(*PostStreamResponse)(nil),      // 30: msgboard.v1.PostStreamResponse
+	(*Error)(nil),                   // 31: msgboard.v1.Error
+	(*TakeRequest)(nil),             // 32: msgboard.v1.TakeRequest
+	(*TakeResponse)(nil),            // 33: msgboard.v1.TakeResponse
+	(*AckRequest)(nil),              // 34: msgboard.v1.AckRequest
+	(*AckResponse)(nil),             // 35: msgboard.v1.AckResponse
+	(*ReadRequest)(nil),             // 36: msgboard.v1.ReadRequest
+	(*ReadResponse)(nil),            // 37: msgboard.v1.ReadResponse
+	(*BrowseRequest)(nil),           // 38: msgboard.v1.BrowseRequest
+	(*BrowseResponse)(nil),          // 39: msgboard.v1.BrowseResponse
+	(*StatsRequest)(nil),            // 40: msgboard.v1.StatsRequest
+	(*StatsResponse)(nil),           // 41: msgboard.v1.StatsResponse
+	(*QueueStats)(nil),              // 42: msgboard.v1.QueueStats
+	(*SelectorSpec)(nil),            // 43: msgboard.v1.SelectorSpec
+	(*Selector)(nil),                // 44: msgboard.v1.Selector
+	(*CreateSelectorRequest)(nil),   // 45: msgboard.v1.CreateSelectorRequest
+	(*GetSelectorRequest)(nil),      // 46: msgboard.v1.GetSelectorRequest
+	(*ListSelectorsRequest)(nil),    // 47: msgboard.v1.ListSelectorsRequest
+	(*ListSelectorsResponse)(nil),   // 48: msgboard.v1.ListSelectorsResponse
+	(*DeleteSelectorRequest)(nil),   // 49: msgboard.v1.DeleteSelectorRequest
+	(*DeleteSelectorResponse)(nil),  // 50: msgboard.v1.DeleteSelectorResponse
+	(*SubscribeRequest)(nil),        // 51: msgboard.v1.SubscribeRequest
+	(*Subscription)(nil),            // 52: msgboard.v1.Subscription
+	(*Acks)(nil),                    // 53: msgboard.v1.Acks
+	(*RejectedAck)(nil),             // 54: msgboard.v1.RejectedAck
+	(*Nacks)(nil),                   // 55: msgboard.v1.Nacks
+	(*SubscribeResponse)(nil),       // 56: msgboard.v1.SubscribeResponse
+	(*Deliveries)(nil),              // 57: msgboard.v1.Deliveries
+	(*Delivery)(nil),                // 58: msgboard.v1.Delivery
+	(*SnapshotRequest)(nil),         // 59: msgboard.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 60: msgboard.v1.SnapshotResponse
+	(*ListConsumersRequest)(nil),    // 61: msgboard.v1.ListConsumersRequest
+	(*ConsumerInfo)(nil),            // 62: msgboard.v1.ConsumerInfo
+	(*ListConsumersResponse)(nil),   // 63: msgboard.v1.ListConsumersResponse
+	(*KickConsumerRequest)(nil),     // 64: msgboard.v1.KickConsumerRequest
+	(*KickConsumerResponse)(nil),    // 65: msgboard.v1.KickConsumerResponse
+	(*DropDamagedRequest)(nil),      // 66: msgboard.v1.DropDamagedRequest
+	(*DropDamagedResponse)(nil),     // 67: msgboard.v1.DropDamagedResponse
+	(*PurgeQueueRequest)(nil),       // 68: msgboard.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),      // 69: msgboard.v1.PurgeQueueResponse
+	(*MoveMessagesRequest)(nil),     // 70: msgboard.v1.MoveMessagesRequest
+	(*MovedMessage)(nil),            // 71: msgboard.v1.MovedMessage
+	(*MoveMessagesResponse)(nil),    // 72: msgboard.v1.MoveMessagesResponse
+	(*DeleteMessagesRequest)(nil),   // 73: msgboard.v1.DeleteMessagesRequest
+	(*DeleteMessagesResponse)(nil),  // 74: msgboard.v1.DeleteMessagesResponse
+	(*ReleaseMessagesRequest)(nil),  // 75: msgboard.v1.ReleaseMessagesRequest
+	(*ReleaseMessagesResponse)(nil), // 76: msgboard.v1.ReleaseMessagesResponse
+	(*ListLeasesRequest)(nil),       // 77: msgboard.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 78: msgboard.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 79: msgboard.v1.ListLeasesResponse
+	nil,                             // 80: msgboard.v1.Message.HeadersEntry
+	(structpb.NullValue)(0),         // 81: google.protobuf.NullValue
+	(*timestamppb.Timestamp)(nil),   // 82: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 83: google.protobuf.Duration
+	(*emptypb.Empty)(nil),           // 84: google.protobuf.Empty
+	(*anypb.Any)(nil),               // 85: google.protobuf.Any
 }
 var file_msgboard_v1_board_proto_depIdxs = []int32{
-	69,  // 0: msgboard.v1.FieldValue.null:type_name -> google.protobuf.NullValue
-	68,  // 1: msgboard.v1.Message.headers:type_name -> msgboard.v1.Message.HeadersEntry
-	70,  // 2: msgboard.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
+	81,  // 0: msgboard.v1.FieldValue.null:type_name -> google.protobuf.NullValue
+	80,  // 1: msgboard.v1.Message.headers:type_name -> msgboard.v1.Message.HeadersEntry
+	82,  // 2: msgboard.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
 	10,  // 3: msgboard.v1.Message.tuple:type_name -> msgboard.v1.FieldValue
-	70,  // 4: msgboard.v1.Message.posted_at:type_name -> google.protobuf.Timestamp
+	82,  // 4: msgboard.v1.Message.posted_at:type_name -> google.protobuf.Timestamp
 	2,   // 5: msgboard.v1.Message.section:type_name -> msgboard.v1.Section
-	70,  // 6: msgboard.v1.Message.processed_at:type_name -> google.protobuf.Timestamp
-	70,  // 7: msgboard.v1.Message.not_before:type_name -> google.protobuf.Timestamp
-	70,  // 8: msgboard.v1.Message.redeliver_at:type_name -> google.protobuf.Timestamp
+	82,  // 6: msgboard.v1.Message.processed_at:type_name -> google.protobuf.Timestamp
+	82,  // 7: msgboard.v1.Message.not_before:type_name -> google.protobuf.Timestamp
+	82,  // 8: msgboard.v1.Message.redeliver_at:type_name -> google.protobuf.Timestamp
 	12,  // 9: msgboard.v1.Message.exit:type_name -> msgboard.v1.Exit
 	1,   // 10: msgboard.v1.Exit.kind:type_name -> msgboard.v1.ExitKind
-	71,  // 11: msgboard.v1.Redelivery.initial:type_name -> google.protobuf.Duration
-	71,  // 12: msgboard.v1.Redelivery.max:type_name -> google.protobuf.Duration
+	83,  // 11: msgboard.v1.Redelivery.initial:type_name -> google.protobuf.Duration
+	83,  // 12: msgboard.v1.Redelivery.max:type_name -> google.protobuf.Duration
 	10,  // 13: msgboard.v1.FieldPattern.actual:type_name -> msgboard.v1.FieldValue
 	0,   // 14: msgboard.v1.FieldPattern.formal:type_name -> msgboard.v1.ValueType
-	72,  // 15: msgboard.v1.FieldPattern.any:type_name -> google.protobuf.Empty
+	84,  // 15: msgboard.v1.FieldPattern.any:type_name -> google.protobuf.Empty
 	15,  // 16: msgboard.v1.FieldPattern.range:type_name -> msgboard.v1.Range
 	10,  // 17: msgboard.v1.FieldPattern.prefix:type_name -> msgboard.v1.FieldValue
 	10,  // 18: msgboard.v1.Range.lo:type_name -> msgboard.v1.FieldValue
 	10,  // 19: msgboard.v1.Range.hi:type_name -> msgboard.v1.FieldValue
 	14,  // 20: msgboard.v1.Template.fields:type_name -> msgboard.v1.FieldPattern
-	72,  // 21: msgboard.v1.AddressPattern.all:type_name -> google.protobuf.Empty
+	84,  // 21: msgboard.v1.AddressPattern.all:type_name -> google.protobuf.Empty
 	17,  // 22: msgboard.v1.Pattern.address:type_name -> msgboard.v1.AddressPattern
 	16,  // 23: msgboard.v1.Pattern.templates:type_name -> msgboard.v1.Template
 	3,   // 24: msgboard.v1.QueueSpec.overflow:type_name -> msgboard.v1.OverflowPolicy
 	4,   // 25: msgboard.v1.QueueSpec.unmatched:type_name -> msgboard.v1.UnmatchedPolicy
-	71,  // 26: msgboard.v1.QueueSpec.dedup_window:type_name -> google.protobuf.Duration
+	83,  // 26: msgboard.v1.QueueSpec.dedup_window:type_name -> google.protobuf.Duration
 	13,  // 27: msgboard.v1.QueueSpec.redelivery:type_name -> msgboard.v1.Redelivery
 	19,  // 28: msgboard.v1.Queue.spec:type_name -> msgboard.v1.QueueSpec
-	70,  // 29: msgboard.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	82,  // 29: msgboard.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
 	19,  // 30: msgboard.v1.CreateQueueRequest.spec:type_name -> msgboard.v1.QueueSpec
 	20,  // 31: msgboard.v1.ListQueuesResponse.queues:type_name -> msgboard.v1.Queue
 	11,  // 32: msgboard.v1.PostRequest.messages:type_name -> msgboard.v1.Message
@@ -6148,17 +7004,17 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	11,  // 34: msgboard.v1.PostStreamRequest.messages:type_name -> msgboard.v1.Message
 	31,  // 35: msgboard.v1.PostStreamResponse.error:type_name -> msgboard.v1.Error
 	5,   // 36: msgboard.v1.PostStreamResponse.dispositions:type_name -> msgboard.v1.Disposition
-	73,  // 37: msgboard.v1.Error.details:type_name -> google.protobuf.Any
+	85,  // 37: msgboard.v1.Error.details:type_name -> google.protobuf.Any
 	18,  // 38: msgboard.v1.TakeRequest.pattern:type_name -> msgboard.v1.Pattern
-	71,  // 39: msgboard.v1.TakeRequest.timeout:type_name -> google.protobuf.Duration
-	71,  // 40: msgboard.v1.TakeRequest.lease:type_name -> google.protobuf.Duration
+	83,  // 39: msgboard.v1.TakeRequest.timeout:type_name -> google.protobuf.Duration
+	83,  // 40: msgboard.v1.TakeRequest.lease:type_name -> google.protobuf.Duration
 	11,  // 41: msgboard.v1.TakeResponse.messages:type_name -> msgboard.v1.Message
 	54,  // 42: msgboard.v1.AckResponse.rejected:type_name -> msgboard.v1.RejectedAck
 	18,  // 43: msgboard.v1.ReadRequest.pattern:type_name -> msgboard.v1.Pattern
-	71,  // 44: msgboard.v1.ReadRequest.timeout:type_name -> google.protobuf.Duration
+	83,  // 44: msgboard.v1.ReadRequest.timeout:type_name -> google.protobuf.Duration
 	11,  // 45: msgboard.v1.ReadResponse.messages:type_name -> msgboard.v1.Message
 	9,   // 46: msgboard.v1.BrowseRequest.start:type_name -> msgboard.v1.Position
-	70,  // 47: msgboard.v1.BrowseRequest.start_time:type_name -> google.protobuf.Timestamp
+	82,  // 47: msgboard.v1.BrowseRequest.start_time:type_name -> google.protobuf.Timestamp
 	6,   // 48: msgboard.v1.BrowseRequest.direction:type_name -> msgboard.v1.Direction
 	2,   // 49: msgboard.v1.BrowseRequest.section:type_name -> msgboard.v1.Section
 	18,  // 50: msgboard.v1.BrowseRequest.pattern:type_name -> msgboard.v1.Pattern
@@ -6167,7 +7023,7 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	18,  // 53: msgboard.v1.SelectorSpec.pattern:type_name -> msgboard.v1.Pattern
 	7,   // 54: msgboard.v1.SelectorSpec.op:type_name -> msgboard.v1.Operation
 	9,   // 55: msgboard.v1.SelectorSpec.start:type_name -> msgboard.v1.Position
-	70,  // 56: msgboard.v1.SelectorSpec.start_time:type_name -> google.protobuf.Timestamp
+	82,  // 56: msgboard.v1.SelectorSpec.start_time:type_name -> google.protobuf.Timestamp
 	8,   // 57: msgboard.v1.SelectorSpec.role:type_name -> msgboard.v1.Role
 	43,  // 58: msgboard.v1.Selector.spec:type_name -> msgboard.v1.SelectorSpec
 	43,  // 59: msgboard.v1.CreateSelectorRequest.spec:type_name -> msgboard.v1.SelectorSpec
@@ -6178,68 +7034,84 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	18,  // 64: msgboard.v1.Subscription.pattern:type_name -> msgboard.v1.Pattern
 	7,   // 65: msgboard.v1.Subscription.op:type_name -> msgboard.v1.Operation
 	9,   // 66: msgboard.v1.Subscription.start:type_name -> msgboard.v1.Position
-	70,  // 67: msgboard.v1.Subscription.start_time:type_name -> google.protobuf.Timestamp
+	82,  // 67: msgboard.v1.Subscription.start_time:type_name -> google.protobuf.Timestamp
 	13,  // 68: msgboard.v1.Subscription.redelivery:type_name -> msgboard.v1.Redelivery
 	54,  // 69: msgboard.v1.Acks.rejected:type_name -> msgboard.v1.RejectedAck
 	31,  // 70: msgboard.v1.RejectedAck.error:type_name -> msgboard.v1.Error
-	71,  // 71: msgboard.v1.Nacks.delay:type_name -> google.protobuf.Duration
+	83,  // 71: msgboard.v1.Nacks.delay:type_name -> google.protobuf.Duration
 	44,  // 72: msgboard.v1.SubscribeResponse.subscribed:type_name -> msgboard.v1.Selector
 	57,  // 73: msgboard.v1.SubscribeResponse.deliveries:type_name -> msgboard.v1.Deliveries
 	31,  // 74: msgboard.v1.SubscribeResponse.error:type_name -> msgboard.v1.Error
 	53,  // 75: msgboard.v1.SubscribeResponse.acked:type_name -> msgboard.v1.Acks
 	58,  // 76: msgboard.v1.Deliveries.items:type_name -> msgboard.v1.Delivery
 	11,  // 77: msgboard.v1.Delivery.message:type_name -> msgboard.v1.Message
-	70,  // 78: msgboard.v1.SnapshotResponse.taken_at:type_name -> google.protobuf.Timestamp
+	82,  // 78: msgboard.v1.SnapshotResponse.taken_at:type_name -> google.protobuf.Timestamp
 	7,   // 79: msgboard.v1.ConsumerInfo.op:type_name -> msgboard.v1.Operation
-	70,  // 80: msgboard.v1.ConsumerInfo.since:type_name -> google.protobuf.Timestamp
+	82,  // 80: msgboard.v1.ConsumerInfo.since:type_name -> google.protobuf.Timestamp
 	62,  // 81: msgboard.v1.ListConsumersResponse.consumers:type_name -> msgboard.v1.ConsumerInfo
 	62,  // 82: msgboard.v1.KickConsumerResponse.consumer:type_name -> msgboard.v1.ConsumerInfo
 	2,   // 83: msgboard.v1.DropDamagedResponse.section:type_name -> msgboard.v1.Section
-	21,  // 84: msgboard.v1.Board.CreateQueue:input_type -> msgboard.v1.CreateQueueRequest
-	22,  // 85: msgboard.v1.Board.GetQueue:input_type -> msgboard.v1.GetQueueRequest
-	23,  // 86: msgboard.v1.Board.ListQueues:input_type -> msgboard.v1.ListQueuesRequest
-	25,  // 87: msgboard.v1.Board.DeleteQueue:input_type -> msgboard.v1.DeleteQueueRequest
-	27,  // 88: msgboard.v1.Board.Post:input_type -> msgboard.v1.PostRequest
-	29,  // 89: msgboard.v1.Board.PostStream:input_type -> msgboard.v1.PostStreamRequest
-	32,  // 90: msgboard.v1.Board.Take:input_type -> msgboard.v1.TakeRequest
-	36,  // 91: msgboard.v1.Board.Read:input_type -> msgboard.v1.ReadRequest
-	38,  // 92: msgboard.v1.Board.Browse:input_type -> msgboard.v1.BrowseRequest
-	34,  // 93: msgboard.v1.Board.Ack:input_type -> msgboard.v1.AckRequest
-	40,  // 94: msgboard.v1.Board.Stats:input_type -> msgboard.v1.StatsRequest
-	45,  // 95: msgboard.v1.Board.CreateSelector:input_type -> msgboard.v1.CreateSelectorRequest
-	46,  // 96: msgboard.v1.Board.GetSelector:input_type -> msgboard.v1.GetSelectorRequest
-	47,  // 97: msgboard.v1.Board.ListSelectors:input_type -> msgboard.v1.ListSelectorsRequest
-	49,  // 98: msgboard.v1.Board.DeleteSelector:input_type -> msgboard.v1.DeleteSelectorRequest
-	51,  // 99: msgboard.v1.Board.Subscribe:input_type -> msgboard.v1.SubscribeRequest
-	59,  // 100: msgboard.v1.Board.Snapshot:input_type -> msgboard.v1.SnapshotRequest
-	61,  // 101: msgboard.v1.Board.ListConsumers:input_type -> msgboard.v1.ListConsumersRequest
-	64,  // 102: msgboard.v1.Board.KickConsumer:input_type -> msgboard.v1.KickConsumerRequest
-	66,  // 103: msgboard.v1.Board.DropDamaged:input_type -> msgboard.v1.DropDamagedRequest
-	20,  // 104: msgboard.v1.Board.CreateQueue:output_type -> msgboard.v1.Queue
-	20,  // 105: msgboard.v1.Board.GetQueue:output_type -> msgboard.v1.Queue
-	24,  // 106: msgboard.v1.Board.ListQueues:output_type -> msgboard.v1.ListQueuesResponse
-	26,  // 107: msgboard.v1.Board.DeleteQueue:output_type -> msgboard.v1.DeleteQueueResponse
-	28,  // 108: msgboard.v1.Board.Post:output_type -> msgboard.v1.PostResponse
-	30,  // 109: msgboard.v1.Board.PostStream:output_type -> msgboard.v1.PostStreamResponse
-	33,  // 110: msgboard.v1.Board.Take:output_type -> msgboard.v1.TakeResponse
-	37,  // 111: msgboard.v1.Board.Read:output_type -> msgboard.v1.ReadResponse
-	39,  // 112: msgboard.v1.Board.Browse:output_type -> msgboard.v1.BrowseResponse
-	35,  // 113: msgboard.v1.Board.Ack:output_type -> msgboard.v1.AckResponse
-	41,  // 114: msgboard.v1.Board.Stats:output_type -> msgboard.v1.StatsResponse
-	44,  // 115: msgboard.v1.Board.CreateSelector:output_type -> msgboard.v1.Selector
-	44,  // 116: msgboard.v1.Board.GetSelector:output_type -> msgboard.v1.Selector
-	48,  // 117: msgboard.v1.Board.ListSelectors:output_type -> msgboard.v1.ListSelectorsResponse
-	50,  // 118: msgboard.v1.Board.DeleteSelector:output_type -> msgboard.v1.DeleteSelectorResponse
-	56,  // 119: msgboard.v1.Board.Subscribe:output_type -> msgboard.v1.SubscribeResponse
-	60,  // 120: msgboard.v1.Board.Snapshot:output_type -> msgboard.v1.SnapshotResponse
-	63,  // 121: msgboard.v1.Board.ListConsumers:output_type -> msgboard.v1.ListConsumersResponse
-	65,  // 122: msgboard.v1.Board.KickConsumer:output_type -> msgboard.v1.KickConsumerResponse
-	67,  // 123: msgboard.v1.Board.DropDamaged:output_type -> msgboard.v1.DropDamagedResponse
-	104, // [104:124] is the sub-list for method output_type
-	84,  // [84:104] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	18,  // 84: msgboard.v1.MoveMessagesRequest.pattern:type_name -> msgboard.v1.Pattern
+	71,  // 85: msgboard.v1.MoveMessagesResponse.messages:type_name -> msgboard.v1.MovedMessage
+	18,  // 86: msgboard.v1.DeleteMessagesRequest.pattern:type_name -> msgboard.v1.Pattern
+	82,  // 87: msgboard.v1.LeaseInfo.since:type_name -> google.protobuf.Timestamp
+	82,  // 88: msgboard.v1.LeaseInfo.until:type_name -> google.protobuf.Timestamp
+	78,  // 89: msgboard.v1.ListLeasesResponse.leases:type_name -> msgboard.v1.LeaseInfo
+	21,  // 90: msgboard.v1.Board.CreateQueue:input_type -> msgboard.v1.CreateQueueRequest
+	22,  // 91: msgboard.v1.Board.GetQueue:input_type -> msgboard.v1.GetQueueRequest
+	23,  // 92: msgboard.v1.Board.ListQueues:input_type -> msgboard.v1.ListQueuesRequest
+	25,  // 93: msgboard.v1.Board.DeleteQueue:input_type -> msgboard.v1.DeleteQueueRequest
+	27,  // 94: msgboard.v1.Board.Post:input_type -> msgboard.v1.PostRequest
+	29,  // 95: msgboard.v1.Board.PostStream:input_type -> msgboard.v1.PostStreamRequest
+	32,  // 96: msgboard.v1.Board.Take:input_type -> msgboard.v1.TakeRequest
+	36,  // 97: msgboard.v1.Board.Read:input_type -> msgboard.v1.ReadRequest
+	38,  // 98: msgboard.v1.Board.Browse:input_type -> msgboard.v1.BrowseRequest
+	34,  // 99: msgboard.v1.Board.Ack:input_type -> msgboard.v1.AckRequest
+	40,  // 100: msgboard.v1.Board.Stats:input_type -> msgboard.v1.StatsRequest
+	45,  // 101: msgboard.v1.Board.CreateSelector:input_type -> msgboard.v1.CreateSelectorRequest
+	46,  // 102: msgboard.v1.Board.GetSelector:input_type -> msgboard.v1.GetSelectorRequest
+	47,  // 103: msgboard.v1.Board.ListSelectors:input_type -> msgboard.v1.ListSelectorsRequest
+	49,  // 104: msgboard.v1.Board.DeleteSelector:input_type -> msgboard.v1.DeleteSelectorRequest
+	51,  // 105: msgboard.v1.Board.Subscribe:input_type -> msgboard.v1.SubscribeRequest
+	59,  // 106: msgboard.v1.Board.Snapshot:input_type -> msgboard.v1.SnapshotRequest
+	61,  // 107: msgboard.v1.Board.ListConsumers:input_type -> msgboard.v1.ListConsumersRequest
+	64,  // 108: msgboard.v1.Board.KickConsumer:input_type -> msgboard.v1.KickConsumerRequest
+	66,  // 109: msgboard.v1.Board.DropDamaged:input_type -> msgboard.v1.DropDamagedRequest
+	68,  // 110: msgboard.v1.Board.PurgeQueue:input_type -> msgboard.v1.PurgeQueueRequest
+	70,  // 111: msgboard.v1.Board.MoveMessages:input_type -> msgboard.v1.MoveMessagesRequest
+	73,  // 112: msgboard.v1.Board.DeleteMessages:input_type -> msgboard.v1.DeleteMessagesRequest
+	75,  // 113: msgboard.v1.Board.ReleaseMessages:input_type -> msgboard.v1.ReleaseMessagesRequest
+	77,  // 114: msgboard.v1.Board.ListLeases:input_type -> msgboard.v1.ListLeasesRequest
+	20,  // 115: msgboard.v1.Board.CreateQueue:output_type -> msgboard.v1.Queue
+	20,  // 116: msgboard.v1.Board.GetQueue:output_type -> msgboard.v1.Queue
+	24,  // 117: msgboard.v1.Board.ListQueues:output_type -> msgboard.v1.ListQueuesResponse
+	26,  // 118: msgboard.v1.Board.DeleteQueue:output_type -> msgboard.v1.DeleteQueueResponse
+	28,  // 119: msgboard.v1.Board.Post:output_type -> msgboard.v1.PostResponse
+	30,  // 120: msgboard.v1.Board.PostStream:output_type -> msgboard.v1.PostStreamResponse
+	33,  // 121: msgboard.v1.Board.Take:output_type -> msgboard.v1.TakeResponse
+	37,  // 122: msgboard.v1.Board.Read:output_type -> msgboard.v1.ReadResponse
+	39,  // 123: msgboard.v1.Board.Browse:output_type -> msgboard.v1.BrowseResponse
+	35,  // 124: msgboard.v1.Board.Ack:output_type -> msgboard.v1.AckResponse
+	41,  // 125: msgboard.v1.Board.Stats:output_type -> msgboard.v1.StatsResponse
+	44,  // 126: msgboard.v1.Board.CreateSelector:output_type -> msgboard.v1.Selector
+	44,  // 127: msgboard.v1.Board.GetSelector:output_type -> msgboard.v1.Selector
+	48,  // 128: msgboard.v1.Board.ListSelectors:output_type -> msgboard.v1.ListSelectorsResponse
+	50,  // 129: msgboard.v1.Board.DeleteSelector:output_type -> msgboard.v1.DeleteSelectorResponse
+	56,  // 130: msgboard.v1.Board.Subscribe:output_type -> msgboard.v1.SubscribeResponse
+	60,  // 131: msgboard.v1.Board.Snapshot:output_type -> msgboard.v1.SnapshotResponse
+	63,  // 132: msgboard.v1.Board.ListConsumers:output_type -> msgboard.v1.ListConsumersResponse
+	65,  // 133: msgboard.v1.Board.KickConsumer:output_type -> msgboard.v1.KickConsumerResponse
+	67,  // 134: msgboard.v1.Board.DropDamaged:output_type -> msgboard.v1.DropDamagedResponse
+	69,  // 135: msgboard.v1.Board.PurgeQueue:output_type -> msgboard.v1.PurgeQueueResponse
+	72,  // 136: msgboard.v1.Board.MoveMessages:output_type -> msgboard.v1.MoveMessagesResponse
+	74,  // 137: msgboard.v1.Board.DeleteMessages:output_type -> msgboard.v1.DeleteMessagesResponse
+	76,  // 138: msgboard.v1.Board.ReleaseMessages:output_type -> msgboard.v1.ReleaseMessagesResponse
+	79,  // 139: msgboard.v1.Board.ListLeases:output_type -> msgboard.v1.ListLeasesResponse
+	115, // [115:140] is the sub-list for method output_type
+	90,  // [90:115] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_msgboard_v1_board_proto_init() }
@@ -6944,6 +7816,150 @@ func file_msgboard_v1_board_proto_init() {
 				return nil
 			}
 		}
+		file_msgboard_v1_board_proto_msgTypes[58].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*PurgeQueueRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[59].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*PurgeQueueResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[60].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MoveMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[61].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MovedMessage); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[62].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MoveMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[63].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*DeleteMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[64].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*DeleteMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[65].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ReleaseMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[66].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ReleaseMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[67].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ListLeasesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[68].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*LeaseInfo); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[69].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ListLeasesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
 	}
 	file_msgboard_v1_board_proto_msgTypes[0].OneofWrappers = []interface{}{
 		(*FieldValue_Null)(nil),
@@ -6984,7 +8000,7 @@ func file_msgboard_v1_board_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_msgboard_v1_board_proto_rawDesc,
 			NumEnums:      10,
-			NumMessages:   59,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
