@@ -48,9 +48,13 @@ class User:
     name: str
     token: str
     rules: Sequence[tuple[str, Sequence[str]]]
+    #: The common name of the user's client certificate ("": none).
+    cert_cn: str = ""
 
     def toml(self) -> str:
         lines = ["[[user]]", f'name = "{self.name}"', f'token_sha256 = "{token_hash(self.token)}"']
+        if self.cert_cn:
+            lines.append(f'cert_cn = "{self.cert_cn}"')
         for glob, verbs in self.rules:
             quoted = ", ".join(f'"{v}"' for v in verbs)
             lines += ["[[user.allow]]", f'queues = "{glob}"', f"verbs = [{quoted}]"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +35,10 @@ from tests.browser import (
     users_board,
     wait_for,
 )
+from tests.served import Served
 
 __all__ = ["browser", "console_board", "users_board"]  # fixtures, used by name
+TOKEN = "cluster-secret"
 
 
 def cell(driver: Any, queue: str, column: str) -> str:
@@ -212,3 +215,62 @@ def test_a_script_in_a_message_stays_text(console_board: ConsoleBoard, browser: 
     # and nothing of it became markup or ran.
     assert not browser.find_elements(By.CSS_SELECTOR, "#peek script, #peek img")
     assert browser.execute_script("return window.pwned === undefined")
+
+
+def test_events_arrive_live(console_board: ConsoleBoard, browser: Any) -> None:
+    # Given the Events page open,
+    browser.get(console_board.url + "/events")
+    wait_for(browser, lambda d: d.find_elements(By.ID, "events"))
+
+    def names(d: Any) -> list[str]:
+        return [e.text for e in d.find_elements(By.CSS_SELECTOR, "#events td.event")]
+
+    # the board's start is there, and what happens over gRPC arrives live.
+    wait_for(browser, lambda d: "board.started" in names(d), message="board.started")
+    with console_board.client() as c:
+        c.create_queue("live")
+    wait_for(browser, lambda d: "queue.created" in names(d), message="queue.created live")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#events tr")
+    assert "live" in rows[-1].text
+    shoot(browser, "events")
+
+
+def test_the_cluster_page_of_a_board_alone(console_board: ConsoleBoard, browser: Any) -> None:
+    browser.get(console_board.url + "/cluster")
+    role = wait_for(browser, lambda d: d.find_elements(By.ID, "role"))
+    assert "does not replicate" in role[0].text
+    assert browser.find_element(By.ID, "links").text == "No links."
+
+
+def test_the_cluster_page_shows_the_standbys_lag(tmp_path: Path, browser: Any) -> None:
+    """Given a primary (replication token, writes answered alone after
+    0.3 s) with its console, and a standby following it, I expect the
+    primary's Cluster page to name it primary and list the standby, caught
+    up (lag 0 entries) after a post."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "s").mkdir()
+    primary = ConsoleBoard(
+        tmp_path / "p", (), "--replication-token", TOKEN, "--allow-async",
+        "--sync-timeout-ms", "300",
+    )  # fmt: skip
+    standby = Served(tmp_path / "s", "--replication-token", TOKEN, "--standby-of", primary.address)
+    try:
+        with primary.client() as c:
+            c.create_queue("replicated")
+            c.post("replicated", ("x",))
+        browser.get(primary.url + "/cluster")
+        wait_for(browser, lambda d: "primary" in d.find_element(By.ID, "role").text)
+
+        def standbys(d: Any) -> list[list[str]]:
+            rows = d.find_elements(By.CSS_SELECTOR, "table.standbys tbody tr")
+            return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+        wait_for(
+            browser,
+            lambda d: any(len(r) == 4 and r[2] == "0" for r in standbys(d)),
+            message="a standby caught up",
+        )
+        shoot(browser, "cluster")
+    finally:
+        standby.stop()
+        primary.stop()

@@ -89,9 +89,11 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     session, who = auth.resolve(request)
     fresh = None
-    if session is None and (who.open or path in SIGN_IN_PATHS):
+    if session is None and (who.signed_in or path in SIGN_IN_PATHS):
+        # A visit: the open board's visitor, a client certificate's user, or
+        # someone about to sign in; it carries the CSRF token.
         fresh = session = request.app[auth.SESSIONS].open("", auth.VISIT_SECONDS)
-        if who.open:
+        if who.signed_in:
             fresh.expires += auth.SESSION_SECONDS - auth.VISIT_SECONDS
     request[auth.SESSION_OF] = session
     request[auth.IDENTITY_OF] = who

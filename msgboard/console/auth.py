@@ -10,10 +10,10 @@ the same one permission table (``msgboard.security.permissions.allows``).
   ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's
   page sends it), ``Path=/``, ``Secure`` over TLS, for ``SESSION_SECONDS``
   (8 hours) from sign-in, not renewed by use; signing out ends it at once.
-  Sessions live in the board's memory (at most ``MAX_SESSIONS``, the
-  oldest dropped first): a restart signs everyone out. A session's user is
-  looked up again by name at every request, so a SIGHUP that removes a
-  user or changes their rules takes effect at once.
+  Sessions live in the board's memory (at most ``MAX_SESSIONS`` signed in
+  and as many visits, the oldest dropped first): a restart signs everyone
+  out. A session's user is looked up again by name at every request, so a
+  SIGHUP that removes a user or changes their rules takes effect at once.
 - **CSRF**: every session has its own random token; every POST must carry
   it (a form's hidden ``csrf`` field, or the ``X-CSRF-Token`` header that
   htmx sends from ``base.html``), checked once for all in ``app.py``'s
@@ -22,6 +22,9 @@ the same one permission table (``msgboard.security.permissions.allows``).
 - **The open board** (no users file) needs no sign-in: every visitor gets
   a visit whose identity is the open board's, allowed everything, as gRPC
   allows every call there.
+- **Client certificates**: on a board with ``--tls-client-ca``, a browser
+  presenting a certificate whose common name is a user's ``cert_cn`` is
+  that user without signing in (a token signed in wins, as on gRPC).
 
 Pages use ``identity(request)``, ``require(request, verb, queue)`` (403
 unless allowed; a ``user.denied`` event on ``$sys`` as the gRPC guard
@@ -91,34 +94,40 @@ class Session:
 
 
 class Sessions:
-    """The console's sessions, in memory, bounded."""
+    """The console's sessions, in memory, bounded: signed-in sessions and
+    visits (no user) are kept apart, each at most ``limit``, the oldest
+    dropped first, so that a flood of visits (anyone may open the sign-in
+    page) never signs anyone out."""
 
     def __init__(self, limit: int = MAX_SESSIONS) -> None:
         self.limit = limit
-        self._all: OrderedDict[str, Session] = OrderedDict()
+        self._signed: OrderedDict[str, Session] = OrderedDict()
+        self._visits: OrderedDict[str, Session] = OrderedDict()
 
     def open(self, user: str, seconds: float) -> Session:
         s = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), user, 0.0)
         s.expires = time.monotonic() + seconds
-        self._all[s.id] = s
-        while len(self._all) > self.limit:
-            self._all.popitem(last=False)
+        kept = self._signed if user else self._visits
+        kept[s.id] = s
+        while len(kept) > self.limit:
+            kept.popitem(last=False)
         return s
 
     def find(self, sid: str) -> Session | None:
-        s = self._all.get(sid)
+        s = self._signed.get(sid) or self._visits.get(sid)
         if s is None:
             return None
         if time.monotonic() >= s.expires:
-            del self._all[sid]
+            self.close(sid)
             return None
         return s
 
     def close(self, sid: str) -> None:
-        self._all.pop(sid, None)
+        self._signed.pop(sid, None)
+        self._visits.pop(sid, None)
 
     def __len__(self) -> int:
-        return len(self._all)
+        return len(self._signed) + len(self._visits)
 
 
 SESSIONS = web.AppKey("sessions", Sessions)
@@ -135,16 +144,32 @@ def resolve(request: web.Request) -> tuple[Session | None, Identity]:
     session = request.app[SESSIONS].find(sid) if sid else None
     if users is None:
         return session, OPEN
-    if session is None or not session.user:
-        return session, NOBODY
-    user = _named(users, session.user)
-    if user is None:  # removed from the users file since
+    user = _named(users, session.user) if session is not None and session.user else None
+    if user is None:  # not signed in, or removed from the users file since
+        cn = peer_cn(request)
+        user = next((u for u in users.all if u.cert_cn and u.cert_cn == cn), None) if cn else None
+    if user is None:
         return session, NOBODY
     return session, Identity(user.name, user, True)
 
 
 def _named(users: Users, name: str) -> User | None:
     return next((u for u in users.all if u.name == name), None)
+
+
+def peer_cn(request: web.Request) -> str:
+    """The common name of the client certificate the TLS layer verified
+    ("" without one): a user known by ``cert_cn`` needs no sign-in, as
+    their gRPC calls need no token."""
+    transport = request.transport
+    cert = transport.get_extra_info("peercert") if transport is not None else None
+    if not cert:
+        return ""
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
 
 
 def identity(request: web.Request) -> Identity:

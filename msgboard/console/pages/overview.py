@@ -3,7 +3,8 @@ outstanding, history, scheduled, dead-lettered), its rates in and out and
 its consumers, and the last hour of depth and rates as small charts.
 
 The table is the sampler's latest reading (refreshed by htmx every
-``every`` seconds: ``/overview/rows``); the charts are drawn by
+``every`` seconds: ``/overview/rows``; a page opened reads the board
+afresh); the charts are drawn by
 ``static/console.js`` with uPlot from ``/overview/series.json``, fetched
 whole once, then only the readings after the last one it has.
 
@@ -22,7 +23,7 @@ import math
 from aiohttp import web
 
 from msgboard.console.auth import identity, require
-from msgboard.console.context import answer, board_of
+from msgboard.console.context import CONSOLE, answer, board_of
 from msgboard.console.messages import body_view, default_view, shown
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
@@ -44,21 +45,19 @@ class Row:
     rate_out: float
 
 
-async def _stats(request: web.Request) -> BoardStats:
+async def _stats(request: web.Request, fresh: bool) -> BoardStats:
+    """The sampler's latest reading; ``fresh``: one read now (a page opened,
+    a queue deleted: what the person just did shows at once), not filed."""
     sampler = request.app[SAMPLER]
-    if sampler.latest is None:
-        await sampler.sample()
-    if sampler.latest is None:  # still none: no board open
-        board_of(request)
-    stats = sampler.latest
-    assert stats is not None
-    return stats
+    if fresh or sampler.latest is None:
+        return await answer(board_of(request).stats_async())
+    return sampler.latest
 
 
-async def rows(request: web.Request) -> tuple[list[Row], int]:
+async def rows(request: web.Request, fresh: bool = False) -> tuple[list[Row], int]:
     """The rows the identity may see, and how many more were left out."""
     who = identity(request)
-    stats = await _stats(request)
+    stats = await _stats(request, fresh)
     sampler = request.app[SAMPLER]
     seen = [q for q in stats.queues if any(who.may(v, q.name) for v in SEE)]
     out = [Row(q, *sampler.rates(q.name)) for q in seen[:MAX_ROWS]]
@@ -67,8 +66,9 @@ async def rows(request: web.Request) -> tuple[list[Row], int]:
 
 @routes.get("/")
 async def page(request: web.Request) -> web.Response:
-    board_of(request)
-    shown, more = await rows(request)
+    if request.app[CONSOLE].board is None:  # a standby of a cluster
+        return render(request, "standby.html")
+    shown, more = await rows(request, fresh=True)
     return render(request, "overview.html", {"rows": shown, "more": more})
 
 
@@ -121,7 +121,5 @@ async def delete(request: web.Request) -> web.Response:
     except MsgboardError as e:
         raise web.HTTPBadRequest(text=str(e)) from None
     board.emit(CONSOLE_ACTION, who.name, "delete queue", name)
-    sampler = request.app[SAMPLER]
-    await sampler.sample()  # the table without it at once
-    shown_rows, more = await rows(request)
+    shown_rows, more = await rows(request, fresh=True)
     return render(request, "overview_rows.html", {"rows": shown_rows, "more": more})
