@@ -157,6 +157,13 @@ def test_browse_with_a_template_and_open_a_message(
     browser.get(console_board.url + "/browse/jobs?address=topic:eu.*&filter=t[1]+%3E+1")
     wait_for(browser, lambda d: seqs_shown(d, "messages") == [2], message="address and filter")
 
+    # Paging: one a page, forward from the oldest and back from the newest.
+    for order, first, second in (("oldest", [1], [2]), ("newest", [3], [2])):
+        browser.get(console_board.url + f"/browse/jobs?limit=1&order={order}")
+        wait_for(browser, lambda d, want=first: seqs_shown(d, "messages") == want)
+        press(browser, "#more")
+        wait_for(browser, lambda d, want=second: seqs_shown(d, "messages") == want)
+
     # A bad template says what and where, and keeps what was typed.
     browser.get(console_board.url + "/browse/jobs?template=%5B%22job%22%2C+%22%3Fint")
     error = wait_for(browser, lambda d: d.find_elements(By.ID, "error"))[0].text
