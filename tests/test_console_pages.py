@@ -272,6 +272,12 @@ def test_kick_a_consumer_and_release_a_lease(console_board: ConsoleBoard, browse
         wait_for(browser, lambda d: texts(d, "#leases td.seq") == [seq], message="the lease")
         shoot(browser, "consumers")
 
+        # The tables refresh themselves: a consumer that comes shows up.
+        with c.subscribe("jobs", credit=7):
+            [late] = [x for x in c.list_consumers("jobs") if x.id != v.id]
+            late_row = f'tr[id="{late.id}"] td.credit'
+            wait_for(browser, lambda d: css_text(d, late_row) == "7", message="refreshed")
+
         # Kicked, its stream ends Kicked and its message goes back.
         press(browser, f"{row} button.kick")
         wait_for(browser, lambda d: d.find_elements(By.ID, "done"))
