@@ -106,24 +106,22 @@ def fill(element: Any, text: str) -> None:
     element.send_keys(text)
 
 
-def post_form(driver: Any, path: str, form: dict[str, str], csrf: bool = True) -> int:
+def post_form(driver: Any, path: str, form: dict[str, str]) -> tuple[int, str]:
     """A form POST made by the page's own script (same origin, the session's
-    cookie sent, the page's CSRF token in the form unless ``csrf`` is
-    False): its status."""
-    status: int = driver.execute_async_script(
+    cookie sent, the session's CSRF token, read from the page's htmx
+    headers, in the form): its status and text."""
+    done: list[Any] = driver.execute_async_script(
         """
-        const [path, form, csrf, done] = arguments;
+        const [path, form, done] = arguments;
         const body = new URLSearchParams(form);
-        const token = document.querySelector("input[name=csrf]");
-        if (csrf && token) body.set("csrf", token.value);
+        body.set("csrf", JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"]);
         fetch(path, {method: "POST", body: body, credentials: "same-origin", redirect: "manual"})
-          .then(r => done(r.status), e => done(-1));
+          .then(r => r.text().then(t => done([r.status, t])), e => done([-1, String(e)]));
         """,
         path,
         form,
-        csrf,
     )
-    return status
+    return int(done[0]), str(done[1])
 
 
 # ------------------------------------------------------------------ browse
@@ -382,9 +380,25 @@ def test_without_manage_no_purge_button_and_a_forged_purge_is_refused(
     browser.get(users_board.url + "/deadletters/jobs.dlq")
     wait_for(browser, lambda d: seqs_shown(d, "letters") == [1])
     assert browser.find_elements(By.ID, "actions") == []
-    # Forged: the reader's own session and CSRF token, but no manage.
-    assert post_form(browser, "/browse/jobs/purge", {"sure": "yes"}) == 403
-    assert post_form(browser, "/deadletters/jobs.dlq", {"action": "delete:matching"}) == 403
+    # Forged: the reader's own session and CSRF token, but no manage (nor
+    # write): each refused 403 for that reason, and nothing changed.
+    c.create_queue("jobs.work")
+    c.post("jobs.work", ("work",))
+    with users_board.client(OPERATOR).subscribe("jobs.work", credit=1) as sub:
+        next(iter(sub))
+        [held] = c.take_leased("jobs.dlq", lease=300)
+        [con] = c.list_consumers("jobs.work")
+        for path, form, says in [
+            ("/browse/jobs/purge", {"sure": "yes"}, "may not manage queue 'jobs'"),
+            ("/deadletters/jobs.dlq", {"action": "delete:matching"}, "may not manage"),
+            (f"/consumers/{con.id}/kick", {}, "may not manage queue 'jobs.work'"),
+            ("/leases/release", {"queue": "jobs.dlq", "seq": str(held.message.seq)}, "manage"),
+            ("/compose/post", {"queue": "jobs", "type": "int", "value": "1"}, "may not write"),
+        ]:
+            status, text = post_form(browser, path, form)
+            assert (status, says in text) == (403, True), (path, text)
+        assert [x.id for x in c.list_consumers("jobs.work")] == [con.id]
+        assert [x.seq for x in c.list_leases("jobs.dlq")] == [held.message.seq]
     assert c.get_queue("jobs").unprocessed == 1
     assert c.get_queue("jobs.dlq").unprocessed == 1
 
