@@ -160,6 +160,16 @@ def test_the_tuple_editor_names_a_bad_field(
         forms.typed_tuple(kinds, texts)
 
 
+def test_a_chooser_lists_a_bounded_number_of_queues() -> None:
+    """Given more queues than a chooser lists, expect the first ones, and
+    the chosen one kept even past the bound (never one that is not there)."""
+    names = [f"q{i:05}" for i in range(forms.MAX_CHOICES + 50)]
+    assert forms.choices(names) == names[: forms.MAX_CHOICES]
+    assert forms.choices(names, names[-1]) == [*names[: forms.MAX_CHOICES], names[-1]]
+    assert forms.choices(names, "nope") == names[: forms.MAX_CHOICES]
+    assert forms.choices(["a", "b"], "a") == ["a", "b"]
+
+
 def test_headers_and_numbers_from_a_form() -> None:
     assert forms.headers_from_text("a: 1\n\n b : x:y \n") == {"a": "1", "b": "x:y"}
     with pytest.raises(InvalidArgument, match="headers line 2"):

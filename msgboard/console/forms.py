@@ -10,7 +10,8 @@ so that what works on the command line works in the page:
   its type chosen from a list, so that ``1`` as int and ``1`` as float stay
   two values, null is a type of its own and bytes are written in hex;
 - ``headers_from_text``: ``name: value`` lines;
-- ``int_field``: a whole number from a form, or an error naming the field.
+- ``int_field``: a whole number from a form, or an error naming the field;
+- ``choices``: the queues a chooser lists (bounded).
 
 Every error is an ``InvalidArgument`` whose text says which field and what
 is wrong (``tuple[2]: 'x' is not an int``); the page shows it beside the
@@ -32,6 +33,9 @@ from msgboard.associative.tuples import MAX_ARITY, check_value
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Fields, Value
 
+#: Queues a chooser (a ``<select>``) lists at most: the first by name, and
+#: the one chosen (a page for a queue past them is reached by its address).
+MAX_CHOICES = 1000
 #: The types the tuple editor offers, in its list's order.
 FIELD_TYPES = ("str", "int", "float", "bool", "null", "bytes")
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -85,6 +89,15 @@ class PatternForm:
 
     def items(self) -> list[tuple[str, str]]:
         return [("template", self.template), ("address", self.address), ("filter", self.filter)]
+
+
+def choices(names: list[str], chosen: str = "") -> list[str]:
+    """``names`` (in order) for a chooser: at most ``MAX_CHOICES``, and
+    ``chosen`` among them if it is one of ``names``."""
+    out = names[:MAX_CHOICES]
+    if chosen and chosen not in out and chosen in names:
+        out.append(chosen)
+    return out
 
 
 def field_value(kind: str, text: str, where: str) -> Value:

@@ -29,7 +29,7 @@ from aiohttp import web
 from msgboard.associative import fields_to_json
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.forms import PatternForm, http_status, int_field, refused
+from msgboard.console.forms import PatternForm, choices, http_status, int_field, refused
 from msgboard.console.graph import browse_href, href
 from msgboard.console.messages import (
     BODY_VIEWS,
@@ -101,7 +101,7 @@ async def choose(request: web.Request) -> web.Response:
         rest = {k: v for k, v in request.query.items() if k != "queue"}
         raise web.HTTPSeeOther(href(f"/browse/{quote(chosen, safe='')}", **rest))
     board = board_of(request)
-    return render(request, "browse.html", _context(await readable(request, board)))
+    return render(request, "browse.html", _context(choices(await readable(request, board))))
 
 
 def _context(queues: list[str], **kw: Any) -> dict[str, Any]:
@@ -130,7 +130,7 @@ async def page(request: web.Request) -> web.Response:
     section_text = q.get("section", "")
     order = "newest" if q.get("order") == "newest" else "oldest"
     ctx = _context(
-        await readable(request, board),
+        choices(await readable(request, board), queue),
         queue=queue,
         form=form,
         section=section_text,

@@ -31,6 +31,7 @@ from msgboard.console.context import answer, board_of
 from msgboard.console.forms import (
     FIELD_TYPES,
     PatternForm,
+    choices,
     headers_from_text,
     http_status,
     int_field,
@@ -110,7 +111,7 @@ async def _queues(request: web.Request, board: Board) -> list[str]:
 async def _render(request: web.Request, form: Sent, status: int = 200, **kw: Any) -> web.Response:
     board = board_of(request)
     ctx: dict[str, Any] = {
-        "queues": await _queues(request, board),
+        "queues": choices(await _queues(request, board), form.queue),
         "values": {k: form.values.get(k, "") for k in _ENVELOPE},
         "rows": form.rows(),
         "types": FIELD_TYPES,

@@ -34,7 +34,7 @@ from aiohttp import web
 
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.forms import PatternForm, http_status
+from msgboard.console.forms import PatternForm, choices, http_status
 from msgboard.console.graph import href
 from msgboard.console.messages import dead_letter_of, when
 from msgboard.console.pages.browse import row
@@ -147,7 +147,7 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
         await dead_letter_queues(request, board),
         queue=queue,
         form=form,
-        destinations=destinations,
+        destinations=choices(destinations),
         **kw,
     )
     if ctx["error"]:
