@@ -454,7 +454,7 @@ def test_bad_requests_say_what_is_wrong(console_board: ConsoleBoard) -> None:
         ("/browse/jobs/7", 404, "holds no message 7"),
         ("/browse/jobs/1?view=xml", 400, "view: one of text, json, hex"),
         ("/browse/jobs?limit=0", 400, "limit: from 1 to 500"),
-        ("/browse/jobs?section=old", 400, "section: unprocessed, history or empty"),
+        ("/browse/jobs?section=old", 400, "section: unprocessed, history, scheduled or empty"),
         ("/browse/jobs?filter=priority+%3E", 400, "pattern.filter"),
         ("/deadletters/nope", 404, "nope"),
     ]:

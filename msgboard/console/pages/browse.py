@@ -50,6 +50,8 @@ NAV = ("Browse", "/browse")
 #: Messages a page shows by default, and at most.
 PAGE = 50
 MAX_PAGE = 500
+#: The sections a page may be limited to (none: all of them).
+SECTIONS = tuple(s.value for s in Section)
 #: Characters of a body shown in a row.
 PREVIEW = 80
 routes = web.RouteTableDef()
@@ -145,8 +147,8 @@ async def page(request: web.Request) -> web.Response:
         start_seq = int_field(q, "from", 0)
         if start_seq < 0:
             raise InvalidArgument(f"from: a seq, not negative (got {start_seq})")
-        if section_text and section_text not in ("unprocessed", "history"):
-            raise InvalidArgument(f"section: unprocessed, history or empty (got {section_text!r})")
+        if section_text and section_text not in SECTIONS:
+            raise InvalidArgument(f"section: {', '.join(SECTIONS)} or empty (got {section_text!r})")
         section = Section(section_text) if section_text else None
         pattern = form.pattern()
         reverse = order == "newest"
