@@ -225,6 +225,12 @@ def test_resubmit_dead_letters_to_their_origin(users_board: ConsoleBoard, browse
     assert [m.tuple for m in c.browse("jobs.dlq", section="unprocessed").messages] == [("job", 1)]
     await_event(c, ("messages.moved", "jobs.dlq", "jobs", 2, OPERATOR.name))
 
+    # The one left, opened: why and whence, beside its envelope.
+    browser.get(users_board.url + "/browse/jobs.dlq/2")
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "table.dead-letter"))
+    assert texts(browser, "table.dead-letter td") == ["max-deliveries", "jobs #2"]
+    browser.get(users_board.url + "/deadletters/jobs.dlq")
+
     # Deleting all that match a filter takes the last one, and only it.
     c.post("jobs.dlq", ("other",))
     fill(browser.find_element(By.NAME, "template"), '["job", "?int"]')
