@@ -96,6 +96,13 @@ def test_sign_in_with_a_token(users_board: ConsoleBoard, browser: Any) -> None:
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
     assert cookie["path"] == "/" and "expiry" in cookie
     assert browser.execute_script("return document.cookie") == ""  # no script reads it
+    # A session that ends (here: its cookie gone, as when it expires) sends
+    # the open page back to sign in at its next refresh.
+    browser.get(users_board.url + "/")
+    wait_for(browser, lambda d: d.find_elements(By.ID, "me"))
+    browser.delete_cookie("msgboard_session")
+    wait_for(browser, lambda d: "/signin" in d.current_url, message="back to sign-in")
+    sign_in(browser, users_board, OPERATOR)
     # Signing out ends the session: back to the sign-in page.
     browser.find_element(By.CSS_SELECTOR, ".who button").click()
     wait_for(browser, lambda d: "/signin" in d.current_url)
