@@ -89,6 +89,9 @@ class Poller(threading.Thread):
         self.cookie = ""
         self.since = 0.0
         self.requests = 0
+        #: Cleared: the page is hidden (no refreshes) until set again.
+        self.watching = threading.Event()
+        self.watching.set()
         #: Set once the page is open (its first load, not measured: a
         #: person opened it before; what it costs is its refreshes).
         self.opened = threading.Event()
@@ -119,8 +122,9 @@ class Poller(threading.Thread):
         self.requests = 0
         self.opened.set()
         while not self.stop.wait(self.every):
-            self.get("/overview/rows")
-            self.series()
+            if self.watching.is_set():
+                self.get("/overview/rows")
+                self.series()
         self.conn.close()
 
 
@@ -192,6 +196,11 @@ def main() -> None:
     p.add_argument("--slices", type=int, default=8, help="slices per condition and round")
     p.add_argument("--per-slice", type=int, default=250, help="unary Posts per slice")
     p.add_argument("--idle", type=float, default=10.0, help="seconds of the idle CPU reading")
+    p.add_argument(
+        "--same-board",
+        action="store_true",
+        help="then one board, watched by ten or by nobody in alternating slices",
+    )
     p.add_argument("--sync", choices=["fsync", "weaker-no-fsync"], default="fsync")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = p.parse_args()
@@ -223,6 +232,48 @@ def main() -> None:
                     b.close()
             print(f"round {r + 1}/{args.rounds} done (started {', '.join(first)})", file=sys.stderr)
     report(args, names, slices, {n: statistics.median(v) for n, v in idle.items()})
+    if args.same_board:
+        same_board(args)
+
+
+def same_board(args: argparse.Namespace) -> None:
+    """One board with its console, its slices alternating between nobody
+    watching and ten people watching (the pollers paused or not): no
+    difference between two processes, only the watching."""
+    figures = {"unwatched": Slices(), "ten": Slices()}
+    with tempfile.TemporaryDirectory(prefix="msgboard-bench-console-") as tmp:
+        board = Served(Path(tmp), "ten", args.sync, figures["ten"])
+        poller = board.poller
+        assert poller is not None
+        try:
+            for k in range(args.rounds * args.slices):
+                for name in ("unwatched", "ten") if k % 2 == 0 else ("ten", "unwatched"):
+                    if name == "ten":
+                        poller.watching.set()
+                    else:
+                        poller.watching.clear()
+                    board.figures = figures[name]
+                    board.slice(args.per_slice)
+        finally:
+            board.close()
+    print(
+        f"\none board, its console watched by ten (every 0.5 s) or by nobody, in "
+        f"alternating slices ({args.rounds * args.slices} each of {args.per_slice} Posts):"
+    )
+    rows = {}
+    for name, f in figures.items():
+        lat = sorted(f.latencies)
+        rows[name] = (
+            statistics.median(f.rates),
+            lat[len(lat) // 2] * 1e3,
+            lat[int(len(lat) * 0.99)] * 1e3,
+            statistics.median(f.cpu_us),
+        )
+    print(f"{'':34}{'unwatched':>11}{'ten':>11}{'ten/unw.':>10}")
+    for i, (_key, label, unit, _higher) in enumerate(ROWS):
+        a, b = rows["unwatched"][i], rows["ten"][i]
+        fmt = "{:>11,.0f}" if unit == "msgs/s" else "{:>11,.3f}"
+        print(f"{label + ' (' + unit + ')':34}{fmt.format(a)}{fmt.format(b)}{b / a:>10.3f}")
 
 
 def report(

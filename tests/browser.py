@@ -138,11 +138,28 @@ def chrome() -> Any:
 
 
 def wait_for(driver: Any, what: Callable[[Any], T], timeout: float = WAIT, message: str = "") -> T:
-    """``what(driver)`` once it is truthy (WebDriverWait, polling)."""
+    """``what(driver)`` once it is truthy (WebDriverWait, polling); an
+    element that htmx replaced meanwhile (stale) is tried again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    result: T = WebDriverWait(driver, timeout, poll_frequency=0.2).until(what, message)
+    wait = WebDriverWait(
+        driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    )
+    result: T = wait.until(what, message)
     return result
+
+
+def click(driver: Any, css: str) -> None:
+    """Clicks the element ``css`` finds, once it is there (found and
+    clicked in one go: htmx may replace it between two steps)."""
+    wait_for(
+        driver,
+        lambda d: d.execute_script(
+            "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e;", css
+        ),
+        message=f"nothing to click at {css}",
+    )
 
 
 def shoot(driver: Any, name: str) -> None:

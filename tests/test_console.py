@@ -29,6 +29,7 @@ from tests.browser import (
     READER,
     ConsoleBoard,
     browser,
+    click,
     console_board,
     shoot,
     sign_in,
@@ -42,8 +43,13 @@ TOKEN = "cluster-secret"
 
 
 def cell(driver: Any, queue: str, column: str) -> str:
-    rows = driver.find_elements(By.CSS_SELECTOR, f'tr[data-queue="{queue}"] td.{column}')
-    return str(rows[0].text) if rows else ""
+    """A cell of the overview's table, read in one go (htmx may swap the
+    rows between a find and a read)."""
+    text = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
+        f'tr[data-queue="{queue}"] td.{column}',
+    )
+    return str(text).strip()
 
 
 def post_js(driver: Any, path: str, headers: dict[str, str] | None = None) -> int:
@@ -96,6 +102,13 @@ def test_sign_in_with_a_token(users_board: ConsoleBoard, browser: Any) -> None:
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
     assert cookie["path"] == "/" and "expiry" in cookie
     assert browser.execute_script("return document.cookie") == ""  # no script reads it
+    # A session that ends (here: its cookie gone, as when it expires) sends
+    # the open page back to sign in at its next refresh.
+    browser.get(users_board.url + "/")
+    wait_for(browser, lambda d: d.find_elements(By.ID, "me"))
+    browser.delete_cookie("msgboard_session")
+    wait_for(browser, lambda d: "/signin" in d.current_url, message="back to sign-in")
+    sign_in(browser, users_board, OPERATOR)
     # Signing out ends the session: back to the sign-in page.
     browser.find_element(By.CSS_SELECTOR, ".who button").click()
     wait_for(browser, lambda d: "/signin" in d.current_url)
@@ -169,10 +182,10 @@ def test_no_manage_no_button_and_a_forged_request_is_403(
     # Olga manages jobs*: she sees the button and deletes the queue with it.
     browser.delete_all_cookies()
     sign_in(browser, users_board, OPERATOR)
-    button = wait_for(
-        browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-queue="jobs-b"] .delete')
-    )
-    button[0].click()
+    # A real click (hx-confirm opens a dialog the click must not wait on),
+    # tried again if htmx replaced the row meanwhile.
+    delete = 'tr[data-queue="jobs-b"] button.delete'
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, delete).click() or True)
     wait_for(browser, lambda d: d.switch_to.alert).accept()  # hx-confirm
     wait_for(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, 'tr[data-queue="jobs-b"]'))
     with users_board.client(ADMIN) as c:
@@ -202,7 +215,7 @@ def test_a_script_in_a_message_stays_text(console_board: ConsoleBoard, browser: 
         )
     browser.get(console_board.url + "/")
     wait_for(browser, lambda d: cell(d, "inbox", "ready") == "1", message="inbox shown")
-    browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="inbox"] button.peek').click()
+    click(browser, 'tr[data-queue="inbox"] button.peek')
     body = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#peek pre.body-text"))
     # What was sent shows, character for character, as text:
     assert body[0].text == SCRIPT + IMG

@@ -107,22 +107,23 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             value = form.get(auth.CSRF_FIELD, "")
             sent = value if isinstance(value, str) else ""
         if not auth.csrf_ok(request, sent):
-            response: web.StreamResponse = web.HTTPForbidden(
-                text="refused: this request carries no valid CSRF token (reload the page)"
-            )
-            return _headed(response)
+            refused = "refused: this request carries no valid CSRF token (reload the page)"
+            return _headed(web.Response(status=403, text=refused))
     if not who.signed_in and path not in SIGN_IN_PATHS:
         if request.headers.get("HX-Request") or request.method != "GET":
-            response = web.HTTPUnauthorized(
-                text="sign in first", headers={"HX-Redirect": "/signin"}
-            )
+            headers = {"HX-Redirect": "/signin"}
+            later = web.Response(status=401, text="sign in first", headers=headers)
         else:
-            response = web.HTTPFound(f"/signin?next={_quoted(request.path_qs)}")
-        return _headed(response)
+            headers = {"Location": f"/signin?next={_quoted(request.path_qs)}"}
+            later = web.Response(status=302, headers=headers)
+        return _headed(later)
     try:
         response = await handler(request)
-    except web.HTTPException as e:
-        response = e
+    except web.HTTPException as e:  # a page's 403, 404, redirect: raised on, headed
+        if fresh is not None:
+            auth.set_cookie(e, request, fresh)
+        _headed(e)
+        raise
     if fresh is not None:
         auth.set_cookie(response, request, fresh)
     return _headed(response)

@@ -44,11 +44,11 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         return render(request, "signin.html", {"next": where, "error": WRONG}, status=401)
     response = web.HTTPSeeOther(where)
     auth.set_cookie(response, request, session)
-    return response
+    raise response
 
 
 @routes.post("/signout")
 async def sign_out(request: web.Request) -> web.StreamResponse:
     response = web.HTTPSeeOther("/signin")
     auth.sign_out(request, response)
-    return response
+    raise response
