@@ -57,6 +57,6 @@ async def page(request: web.Request) -> web.Response:
         return render(request, "network.html", {"g": graph, "left_out": left_out})
 
     # Off the event loop, which serves the board's gRPC calls too: 300
-    # queues with a consumer each take about 10 ms to lay out and 35 ms to
-    # write (docs/console.md).
+    # queues with a consumer each take 10 to 20 ms to lay out and about
+    # 35 ms to write (bench/network_page.py, docs/console.md).
     return await asyncio.to_thread(draw)
