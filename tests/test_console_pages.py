@@ -237,6 +237,12 @@ def test_resubmit_dead_letters_to_their_origin(users_board: ConsoleBoard, browse
     by_id(browser, "filter-go").click()
     # (The page before showed [2] too: wait for the filtered page itself.)
     wait_for(browser, lambda d: "template=" in d.current_url and seqs_shown(d, "letters") == [2])
+    # Deleting asks for "I mean it": without it the form is not valid, and a
+    # browser does not send a form that is not.
+    assert not browser.execute_script(
+        "return document.getElementById('letters-form').checkValidity()"
+    )
+    by_id(browser, "delete-sure").click()
     by_id(browser, "delete-matching").click()
     wait_text(browser, "done", "Deleted 1 message.")
     assert [m.tuple for m in c.browse("jobs.dlq", section="unprocessed").messages] == [("other",)]
