@@ -11,6 +11,7 @@ so that what works on the command line works in the page:
   two values, null is a type of its own and bytes are written in hex;
 - ``headers_from_text``: ``name: value`` lines;
 - ``int_field``: a whole number from a form, or an error naming the field;
+- ``href``, ``browse_href``: links to a page with its form filled in;
 - ``choices``: the queues a chooser lists (bounded).
 
 Every error is an ``InvalidArgument`` whose text says which field and what
@@ -25,10 +26,18 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from msgboard.associative import ALL, EVERYTHING, Pattern, parse_address, parse_template
+from msgboard.associative import (
+    ALL,
+    EVERYTHING,
+    Pattern,
+    parse_address,
+    parse_template,
+    template_to_json,
+)
 from msgboard.associative.tuples import MAX_ARITY, check_value
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Fields, Value
@@ -83,6 +92,14 @@ class PatternForm:
         address = parse_address(self.address) if self.address else ALL
         return Pattern(address, tuple(templates), self.filter)
 
+    @classmethod
+    def of_pattern(cls, p: Pattern) -> PatternForm:
+        """``p`` in the CLI's notation, as the form takes it (a selector's
+        pattern, filled into Browse)."""
+        templates = "\n".join(json.dumps(template_to_json(t)) for t in p.templates)
+        address = "" if p.address.kind == "all" else str(p.address)
+        return cls(templates, address, p.filter)
+
     def query(self) -> dict[str, str]:
         """The non-empty parts, for a link that keeps them."""
         return {k: v for k, v in self.items() if v}
@@ -98,6 +115,17 @@ def choices(names: list[str], chosen: str = "") -> list[str]:
     if chosen and chosen not in out and chosen in names:
         out.append(chosen)
     return out
+
+
+def href(path: str, **query: str) -> str:
+    """``path`` with ``query`` (empty values left out) URL-encoded."""
+    q = {k: v for k, v in query.items() if v}
+    return f"{path}?{urlencode(q)}" if q else path
+
+
+def browse_href(queue: str, form: PatternForm | None = None) -> str:
+    """The Browse page of ``queue``, with ``form``'s pattern filled in."""
+    return href(f"/browse/{quote(queue, safe='')}", **(form.query() if form else {}))
 
 
 def field_value(kind: str, text: str, where: str) -> Value:

@@ -18,14 +18,13 @@ arc under the boxes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-from msgboard.associative import Pattern, template_to_json
-from msgboard.console.forms import PatternForm
+from msgboard.associative import Pattern
+from msgboard.console.forms import PatternForm, browse_href, href
 from msgboard.results import ConsumerView, QueueStats, SelectorView
 from msgboard.spec import Op, Role
 
@@ -88,26 +87,9 @@ class Graph:
     height: int = 2 * MARGIN
 
 
-def href(path: str, **query: str) -> str:
-    """``path`` with ``query`` (empty values left out) URL-encoded."""
-    q = {k: v for k, v in query.items() if v}
-    return f"{path}?{urlencode(q)}" if q else path
-
-
-def browse_href(queue: str, form: PatternForm | None = None) -> str:
-    return href(f"/browse/{quote(queue, safe='')}", **(form.query() if form else {}))
-
-
-def pattern_form(p: Pattern) -> PatternForm:
-    """A pattern in the CLI's notation, as the browse form takes it."""
-    templates = "\n".join(json.dumps(template_to_json(t)) for t in p.templates)
-    address = "" if p.address.kind == "all" else str(p.address)
-    return PatternForm(templates, address, p.filter)
-
-
 def pattern_text(p: Pattern) -> str:
     """A pattern in one line of the CLI's notation ("everything" if empty)."""
-    f = pattern_form(p)
+    f = PatternForm.of_pattern(p)
     parts = [f.address] if f.address else []
     parts += [t for t in f.template.splitlines() if t]
     if f.filter:
@@ -141,7 +123,7 @@ def _edge_of(v: SelectorView, target: str) -> Edge:
         + f"outstanding {v.outstanding}, delivered {v.delivered}, dropped {v.dropped}"
         + ("" if v.durable else " (session)")
     )
-    link = browse_href(spec.source, pattern_form(spec.pattern))
+    link = browse_href(spec.source, PatternForm.of_pattern(spec.pattern))
     return Edge(v.id, "q:" + spec.source, target, spec.op.value, label, _short(pat), title, link)
 
 

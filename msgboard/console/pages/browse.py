@@ -29,8 +29,15 @@ from aiohttp import web
 from msgboard.associative import fields_to_json
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.forms import PatternForm, choices, http_status, int_field, refused
-from msgboard.console.graph import browse_href, href
+from msgboard.console.forms import (
+    PatternForm,
+    browse_href,
+    choices,
+    href,
+    http_status,
+    int_field,
+    refused,
+)
 from msgboard.console.messages import (
     BODY_VIEWS,
     body_view,

@@ -27,8 +27,7 @@ from aiohttp import web
 
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.forms import int_field, refused
-from msgboard.console.graph import href
+from msgboard.console.forms import href, int_field, refused
 from msgboard.console.messages import when
 from msgboard.console.templating import render
 from msgboard.engine.events import CONSOLE_ACTION

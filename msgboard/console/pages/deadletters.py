@@ -34,8 +34,7 @@ from aiohttp import web
 
 from msgboard.console.auth import identity, require
 from msgboard.console.context import answer, board_of
-from msgboard.console.forms import PatternForm, choices, http_status
-from msgboard.console.graph import href
+from msgboard.console.forms import PatternForm, choices, href, http_status
 from msgboard.console.messages import dead_letter_of, when
 from msgboard.console.pages.browse import row
 from msgboard.console.templating import render
