@@ -361,6 +361,7 @@ def test_compose_a_typed_message_and_read_it_back(
     wait_for(browser, lambda d: d.find_elements(By.ID, "got-tuple"))
     assert texts(browser, "#got-tuple td.type") == ["str", "int", "float", "null", "bytes"]
     assert by_id(browser, "got-body").text == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    browser.execute_script("document.getElementById('got-how').scrollIntoView()")
     shoot(browser, "compose-read")
 
     # A float template does not match the int field: nothing taken.
