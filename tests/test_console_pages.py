@@ -528,3 +528,8 @@ def test_the_network_is_drawn_with_links(console_board: ConsoleBoard, browser: A
         assert browser.find_element(By.CSS_SELECTOR, address).get_attribute("value") == "topic:eu.#"
         # The order it moved, now in orders' history.
         wait_for(browser, lambda d: seqs_shown(d, "messages") == [1])
+        # A queue's box opens its Browse page; a consumer's its row.
+        for node, page in (("q:audit", "/browse/audit"), ("c:", "/consumers#con-")):
+            browser.get(console_board.url + "/network")
+            press(browser, f'#network g.node[data-node^="{node}"] a')
+            wait_for(browser, lambda d, page=page: page in d.current_url, message=page)
