@@ -134,12 +134,19 @@ def test_depth_follows_posts_over_grpc(console_board: ConsoleBoard, browser: Any
         wait_for(browser, lambda d: cell(d, "jobs", "ready") == "5", message="depth 5")
         c.take("jobs", timeout=0)
         wait_for(browser, lambda d: cell(d, "jobs", "ready") == "4", message="depth 4")
-    # Its chart is drawn from the sampler's readings.
+    # Its chart is drawn from the sampler's readings, and grows with the
+    # next ones (fetched after the last it has).
     wait_for(
         browser,
         lambda d: d.find_elements(By.CSS_SELECTOR, 'figure.chart[data-queue="jobs"] canvas'),
         message="a chart for jobs",
     )
+
+    def readings(d: Any) -> float:
+        return float(d.find_element(By.ID, "charts").get_attribute("data-readings") or 0)
+
+    first = readings(browser)
+    wait_for(browser, lambda d: readings(d) > first, message="a later reading drawn")
     shoot(browser, "overview")
 
 

@@ -7,6 +7,7 @@ speaks HTTP to it as a browser or a forger would, headers and all.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import re
 import ssl
@@ -255,3 +256,39 @@ def test_over_tls_with_client_certificates(tmp_path: Path) -> None:
             conn.getresponse().read()
     finally:
         board.stop()
+
+
+def test_every_post_route_refuses_a_request_without_the_token(tmp_path: Path) -> None:
+    """Walk every route the console registers (every page module's, now and
+    later): each unsafe one is refused 403 without the session's CSRF token,
+    before its page runs, on the open board where nothing else would stop
+    it; and the queue named in its path is still there."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from msgboard.console import Console, create_app
+    from msgboard.engine import Board
+    from msgboard.spec import QueueSpec
+
+    async def walk(board: Board) -> list[str]:
+        app = create_app(Console(board))
+        unsafe = [
+            r.resource.canonical
+            for r in app.router.routes()
+            if r.method in ("POST", "PUT", "PATCH", "DELETE") and r.resource is not None
+        ]
+        assert "/queues/{name}/delete" in unsafe and "/signout" in unsafe
+        async with TestClient(TestServer(app)) as client:
+            page = await client.get("/")
+            assert page.status == 200
+            for path in unsafe:
+                url = re.sub(r"\{[^}]+\}", "q", path)
+                r = await client.post(url, data={"x": "1"})
+                assert r.status == 403, (path, r.status)
+                r = await client.post(url, headers={"X-CSRF-Token": "forged"})
+                assert r.status == 403, (path, r.status)
+        return unsafe
+
+    with Board(tmp_path / "board") as board:
+        board.create_queue(QueueSpec("q"))
+        assert len(asyncio.run(walk(board))) >= 2
+        assert board.get_queue("q").spec.name == "q"

@@ -93,3 +93,9 @@ def test_a_sample_reads_the_board_from_the_event_loop(board: Board) -> None:
     none = Sampler(Console(None))
     asyncio.run(none.sample())
     assert none.latest is None
+
+
+def test_a_board_too_big_to_read_every_5_s_is_read_less_often(board: Board) -> None:
+    sampler = Sampler(Console(board, every=5.0))
+    assert sampler.pause(0.01) == 5.0
+    assert sampler.pause(0.5) == 25.0  # a reading never more than 2% of the time

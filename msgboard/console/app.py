@@ -95,7 +95,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         fresh = session = request.app[auth.SESSIONS].open("", auth.VISIT_SECONDS)
         if who.signed_in:
             fresh.expires += auth.SESSION_SECONDS - auth.VISIT_SECONDS
-    request[auth.SESSION_OF] = session
+    if session is not None:
+        request[auth.SESSION_OF] = session
     request[auth.IDENTITY_OF] = who
     if request.method in UNSAFE:
         sent = request.headers.get(auth.CSRF_HEADER, "")

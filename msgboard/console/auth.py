@@ -133,8 +133,8 @@ class Sessions:
 SESSIONS = web.AppKey("sessions", Sessions)
 #: The request's session (None: none yet) and identity, set by ``app.py``'s
 #: middleware before any page runs.
-SESSION_OF = "msgboard.session"
-IDENTITY_OF = "msgboard.identity"
+SESSION_OF = web.RequestKey("session", Session)
+IDENTITY_OF = web.RequestKey("identity", Identity)
 
 
 def resolve(request: web.Request) -> tuple[Session | None, Identity]:
@@ -174,13 +174,13 @@ def peer_cn(request: web.Request) -> str:
 
 def identity(request: web.Request) -> Identity:
     """Who ``request`` comes from (set by the middleware)."""
-    who: Identity = request.get(IDENTITY_OF, NOBODY)
-    return who
+    who = request.get(IDENTITY_OF)
+    return who if who is not None else NOBODY
 
 
 def csrf_token(request: web.Request) -> str:
     """The request's session's CSRF token ("" without a session)."""
-    session: Session | None = request.get(SESSION_OF)
+    session = request.get(SESSION_OF)
     return session.csrf if session is not None else ""
 
 
@@ -218,7 +218,7 @@ def sign_in(request: web.Request, token: str) -> Session | None:
     if found is None:
         return None
     sessions = request.app[SESSIONS]
-    old: Session | None = request.get(SESSION_OF)
+    old = request.get(SESSION_OF)
     if old is not None:
         sessions.close(old.id)
     return sessions.open(found.name, SESSION_SECONDS)
@@ -239,7 +239,7 @@ def set_cookie(response: web.StreamResponse, request: web.Request, session: Sess
 
 
 def sign_out(request: web.Request, response: web.StreamResponse) -> None:
-    session: Session | None = request.get(SESSION_OF)
+    session = request.get(SESSION_OF)
     if session is not None:
         request.app[SESSIONS].close(session.id)
     response.del_cookie(COOKIE, path="/")
