@@ -209,6 +209,9 @@ class SelectorSpec:
     #: µs since the epoch, with Position.TIME.
     start_time: int = 0
     role: Role = Role.NORMAL
+    #: A selector that crosses a link: its translator's text (the
+    #: language of ``msgboard.links.translate``); "": none.
+    translator: str = ""
 
     @property
     def terminal(self) -> bool:

@@ -157,11 +157,13 @@ class Admin:
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         role: Role | str = Role.NORMAL,
+        translator: str = "",
     ) -> SelectorView:
         """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
         BOUNCE, to queue ``to`` or, with none, terminal (attach with
         ``subscribe(selector=...)``). ``start``: a Position, its name, or a
-        seq."""
+        seq. ``translator``: a selector crossing a link, its translator
+        (docs/links.md)."""
         position, seq = start_position(start)
         spec = SelectorSpec(
             source,
@@ -174,6 +176,7 @@ class Admin:
             seq,
             start_time,
             Role(role),
+            translator,
         )
         req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
         with mapped():

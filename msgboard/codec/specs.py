@@ -163,6 +163,7 @@ def selector_spec_from_pb(
         start_seq=p.start_seq,
         start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
         role=ROLE.value(p.role, f"{where}.role"),
+        translator=p.translator,
     )
 
 
@@ -183,4 +184,5 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
     if s.start_time:
         us_to_ts(s.start_time, p.start_time)
     p.role = ROLE.to_pb[s.role]
+    p.translator = s.translator
     return p

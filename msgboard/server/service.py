@@ -38,6 +38,7 @@ from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
+from msgboard.links import selector_translator
 from msgboard.message import Message
 from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
@@ -276,6 +277,8 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
+        # Compiled here so that a bad one is refused before anything is made.
+        selector_translator(spec.translator, crossing=False)
         return selector_to_pb(await wait(self.board.create_selector_async(spec)))
 
     @_mapped

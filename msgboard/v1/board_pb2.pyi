@@ -1852,6 +1852,7 @@ class SelectorSpec(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     QUOTA_FIELD_NUMBER: _builtins.int
+    TRANSLATOR_FIELD_NUMBER: _builtins.int
     source: _builtins.str
     """The queue it reads."""
     op: Global___Operation.ValueType
@@ -1879,6 +1880,14 @@ class SelectorSpec(_message.Message):
     (the destination's free room limits it as well). Set on a terminal
     selector: INVALID_ARGUMENT (see credit).
     """
+    translator: _builtins.str
+    """A selector that crosses a link only (destination_link or source_link):
+    the translator applied at the link's interface, in the translator
+    language of docs/links.md (e.g. "prefix +site1. ; word cats=felines ;
+    header set x-site=1 ; origin"); empty: none. Compiled when the selector
+    is created: one that does not parse is INVALID_ARGUMENT naming its
+    position (field spec.translator).
+    """
     @_builtins.property
     def pattern(self) -> Global___Pattern:
         """Which messages; unset: all."""
@@ -1901,10 +1910,11 @@ class SelectorSpec(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         role: Global___Role.ValueType = ...,
         quota: _builtins.int = ...,
+        translator: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "translator", b"translator", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
