@@ -277,7 +277,9 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
-        # Compiled here so that a bad one is refused before anything is made.
+        # Compiled here so that a bad one is refused before anything is made;
+        # a selector that crosses a link (destination_link, source_link) is
+        # the only one that may have one.
         selector_translator(spec.translator, crossing=False)
         return selector_to_pb(await wait(self.board.create_selector_async(spec)))
 
