@@ -138,6 +138,7 @@ class Admin:
             r.commits,
             r.committed_ops,
             [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
+            r.board_id,
         )
 
     # -- selectors ------------------------------------------------------

@@ -16,9 +16,11 @@ order written::
     word A=B [C=D]   map topic words: every dot-separated word A becomes B
     header set N=V   set header N to V
     header del N     remove header N
-    origin [on|off]  record where it came from: x-origin-board,
-                     x-origin-queue, x-origin-seq (set when absent, so the
-                     first board's origin survives further hops)
+    origin           record where it came from: x-origin-board,
+                     x-origin-queue, x-origin-seq (a link records them on
+                     every message it carries anyway; the statement says
+                     so in the translator, and records them when a
+                     translator is applied by hand)
     reply Q          the forwarded reply_to becomes Q, a queue on the far
                      board (the way home); the message's own reply_to
                      travels in header x-link-reply-to; implies origin
@@ -175,7 +177,7 @@ class Translator:
             for n in self._dels:
                 h.pop(n, None)
             h.update(self._sets)
-            if self._origin and ORIGIN_BOARD not in h:
+            if self._origin:
                 h[ORIGIN_BOARD] = origin.board
                 h[ORIGIN_QUEUE] = origin.queue
                 h[ORIGIN_SEQ] = str(origin.seq)
@@ -415,14 +417,7 @@ class _Parser:
         self.sets[name] = value
 
     def s_origin(self, t: _Tok) -> None:
-        nxt = self.peek()
-        if nxt.kind == "end":
-            self.origin = True
-            return
-        v, at = self.value("on or off")
-        if v not in ("on", "off"):
-            raise _fail(at, f"expected on or off, found {v!r}")
-        self.origin = v == "on"
+        self.origin = True
 
     def s_reply(self, t: _Tok) -> None:
         q, at = self.value("the far board's queue")

@@ -1699,6 +1699,7 @@ class StatsResponse(_message.Message):
     COMMITS_FIELD_NUMBER: _builtins.int
     COMMITTED_OPS_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     map_size: _builtins.int
     """Bytes of the LMDB map: address space reserved, not disk used."""
     map_used: _builtins.int
@@ -1711,6 +1712,10 @@ class StatsResponse(_message.Message):
     """
     committed_ops: _builtins.int
     """Operations committed in those transactions."""
+    board_id: _builtins.str
+    """The board's stable id (its data directory's `board-id`): a link that
+    pulls from this board keys what it pulls with it.
+    """
     @_builtins.property
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStats]:
         """One row per queue, ordered by name."""
@@ -1724,10 +1729,11 @@ class StatsResponse(_message.Message):
         commits: _builtins.int = ...,
         committed_ops: _builtins.int = ...,
         queues: _abc.Iterable[Global___QueueStats] | None = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board_id", b"board_id", "commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
