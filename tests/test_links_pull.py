@@ -121,7 +121,11 @@ def test_a_queue_pulls_while_it_has_room(boards: tuple[ServerThread, ServerThrea
         v = s.create_selector(
             "work", to="work", source_link="central", translator="prefix +c. ; header set x-via=c"
         )
-        assert (v.spec.source_link, v.spec.source, v.spec.destination) == ("central", "work", "work")
+        assert (v.spec.source_link, v.spec.source, v.spec.destination) == (
+            "central",
+            "work",
+            "work",
+        )
         assert v.spec.translator == "prefix +c. ; header set x-via=c"
         for i in range(12):
             c.post("work", body=f"m{i}".encode(), address="jobs.new", key=f"p{i}")

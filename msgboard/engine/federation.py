@@ -34,8 +34,7 @@ def check_pull(limits: Limits, spec: SelectorSpec, where: str = "spec") -> Selec
         raise InvalidArgument(f"{where}.source_link: {spec.source_link!r} is not a link name")
     if spec.destination_link:
         raise InvalidArgument(
-            f"{where}.destination_link: a selector pulls from one link or pushes to one, "
-            "not both"
+            f"{where}.destination_link: a selector pulls from one link or pushes to one, not both"
         )
     limits.check_name(spec.source, f"{where}.source")
     if not spec.destination:
