@@ -212,7 +212,7 @@ def test_a_bounce_on_the_far_board_comes_home_through_the_link(
             c.create_queue(q)
         for q in ("orders", "answers"):
             s.create_queue(q)
-        c.create_selector("inbox", op="bounce", address="site1.#")
+        c.create_selector("inbox", op="bounce", address="topic:site1.#")
         s.create_link("central", central.address)
         s.create_selector("orders", to="inbox", link="central", translator=text)
         s.create_selector("back", to="answers", source_link="central", translator=text)
@@ -278,7 +278,7 @@ def _answered(fn: object, *args: object, **kw: object) -> object:
 def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
-    """Given a site pulling central:work (translated) while 300 keyed
+    """Given a site pulling central:work (translated) while 400 keyed
     messages are posted on central, and central killed (-9) and restarted
     once, then the site once, both mid-pull, I expect every message on the
     site once, in central's order, translated and keyed by its origin, and
@@ -286,7 +286,7 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
     two = Two(tmp_path)
     try:
         central, site = two.start("central"), two.start("site")
-        n = 300
+        n = 400
         posted = [f"m{i}" for i in range(n)]
         with Client(central, timeout=10) as c, Client(site, timeout=10) as s:
             c.create_queue("work", dedup_window=3600)
@@ -306,10 +306,12 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
                 return int(_answered(lambda: s.get_queue("work").unprocessed))  # type: ignore[arg-type]
 
             wait_until("a quarter arrived", lambda: arrived() >= n // 4, timeout=90)
+            assert poster.is_alive()  # mid-post, mid-pull
             two.kill("central")
             time.sleep(0.3)
             two.start("central")
             wait_until("half arrived", lambda: arrived() >= n // 2, timeout=90)
+            assert poster.is_alive()
             two.kill("site")
             time.sleep(0.3)
             two.start("site")
