@@ -7,6 +7,7 @@ catch each violation)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -225,6 +226,48 @@ def test_a_bounce_on_the_far_board_comes_home_through_the_link(
             "rec.cats",
         )
         assert m.body == b"b1" and "x-link-reply-to" not in m.headers
+
+
+def test_the_cli_pulls_from_link_colon_queue(
+    boards: tuple[ServerThread, ServerThread], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given ``selector create central:work --to work --translate ...`` on
+    a site with a link named central, I expect a pull (listed as
+    central:work, its translator shown); a bad translator refused with its
+    position; and ``other:work``, with no link named other, a local queue."""
+    from msgboard.cli.main import main
+
+    central, site = boards
+    with Client(central.address) as c, Client(site.address) as s:
+        c.create_queue("work")
+        s.create_queue("work")
+        s.create_link("central", central.address)
+
+        def cli(*args: str) -> tuple[int, str]:
+            code = main([*args, "--server", site.address])
+            out, err = capsys.readouterr()
+            return code, out + err
+
+        code, out = cli(
+            "selector", "create", "central:work", "--to", "work", "--translate", "prefix +c."
+        )
+        assert code == 0, out
+        code, out = cli("selector", "list", "--json")
+        [row] = [json.loads(x) for x in out.splitlines()]
+        assert (row["source"], row["to"], row["translator"]) == (
+            "central:work",
+            "work",
+            "prefix +c.",
+        )
+        c.post("work", address="jobs", body=b"j1")
+        wait_until("pulled", lambda: s.get_queue("work").unprocessed == 1)
+        assert s.read("work")[0].address == "c.jobs"
+        code, out = cli(
+            "selector", "create", "central:work", "--to", "work", "--translate", "word x"
+        )
+        assert code != 0 and "spec.translator: at 7: expected '=' after 'x'" in out
+        code, out = cli("selector", "create", "other:work", "--to", "work")
+        assert code != 0 and 'source queue "other:work" does not exist' in out  # local
 
 
 # -- restarts --------------------------------------------------------------------
