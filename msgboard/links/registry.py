@@ -49,8 +49,13 @@ Rewrites = Callable[[SelectorSpec], Rewrite | None]
 class Links:
     """The running links of one board."""
 
-    def __init__(self, board: Board, *, rewrites: Rewrites | None = None) -> None:
+    def __init__(
+        self, board: Board, *, rewrites: Rewrites | None = None, behind: float = BEHIND
+    ) -> None:
+        """``rewrites``: a crossing selector's rewrite from its spec (its
+        translator); ``behind``: seconds behind that make ``link.behind``."""
         self.board = board
+        self._behind_after = behind
         self.board_id = stable_id(board.path)
         # By default the selector's translator (``translate.py``).
         self._rewrites = rewrites if rewrites is not None else push_rewrite
@@ -258,7 +263,7 @@ class Links:
     def _watch_lag(self) -> None:
         for v in self.views():
             name = v.spec.name
-            if v.lag_seconds > BEHIND and name not in self._behind:
+            if v.lag_seconds > self._behind_after and name not in self._behind:
                 self._behind.add(name)
                 self.board.emit("link.behind", name, v.lag_messages, int(v.lag_seconds))
             elif not v.lag_messages:
