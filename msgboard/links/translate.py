@@ -21,8 +21,8 @@ order written::
                      every message it carries anyway; the statement says
                      so in the translator, and records them when a
                      translator is applied by hand)
-    reply Q          the forwarded reply_to becomes Q, a queue on the far
-                     board (the way home); the message's own reply_to
+    reply Q          the forwarded reply_to becomes Q, a queue on the board
+                     it crosses to (the way home); the message's own reply_to
                      travels in header x-link-reply-to; implies origin
 
 A value is a bare word (no space, ``;``, ``=`` or ``"``) or a double-quoted
