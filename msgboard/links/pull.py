@@ -51,6 +51,7 @@ from msgboard.errors import (
     QueueNotFound,
     Unavailable,
 )
+from msgboard.links.forwarder import parts
 from msgboard.links.translate import (
     ORIGIN_BOARD,
     ORIGIN_QUEUE,
@@ -293,7 +294,9 @@ class Puller:
             return True
         out = [arrived(m, board, spec.source, self._here, self.translator) for m in found]
         try:
-            receipts = self._local.post_receipts(spec.destination, out)
+            receipts = [
+                r for part in parts(out) for r in self._local.post_receipts(spec.destination, part)
+            ]
         except QueueNotFound:
             raise LocalGone() from None
         except Unavailable as e:  # closing, or its group failed: read again later
