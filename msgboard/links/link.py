@@ -90,8 +90,7 @@ class Link:
 
     @property
     def connected(self) -> bool:
-        """The remote board answers and refuses none of its selectors."""
-        return self.state == "connected"
+        return self._up.is_set()
 
     def start(self) -> None:
         self._thread.start()
@@ -104,9 +103,7 @@ class Link:
         self.client.close()
 
     def wait_up(self, timeout: float) -> bool:
-        """Waits until the remote board answers the link's probe (one
-        selector's refusal does not count: each forwarder tries again for
-        itself); False if it does not in time."""
+        """Waits until the link is connected; False if it is not in time."""
         return self._up.wait(timeout)
 
     # -- what the forwarders report -----------------------------------------
@@ -149,7 +146,6 @@ class Link:
                 with self._lock:
                     self._probed = False
                     self._probe_error = reason(e)
-                self._up.clear()
                 self._judge()
                 self._stop.wait(delay * (0.5 + self._random.random()))
                 delay = min(delay * 2, BACKOFF_MAX)
@@ -157,7 +153,6 @@ class Link:
             with self._lock:
                 self._probed = True
                 self._probe_error = ""
-            self._up.set()
             self._judge()
             delay = BACKOFF
             self._stop.wait(PROBE)
@@ -177,9 +172,11 @@ class Link:
                 return
             self.state, self.last_error, self.since = state, why, now_us()
         if state == "connected":
+            self._up.set()
             log.info("link %s connected to %s", self.name, self.client.address)
             self._emit("link.connected", self.name, self.client.address)
         elif state == "disconnected":
+            self._up.clear()
             log.warning("link %s disconnected: %s", self.name, why)
             self._emit("link.disconnected", self.name, why)
 
