@@ -1,0 +1,141 @@
+"""The checker of the kill tests across boards (tests/linkcheck.py), shown
+each violation it looks for in arrivals made by hand, and a clean run
+passing: a checker that cannot fail would pass every kill test."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.linkcheck import Arrived, Flow, check, counts
+from tests.workload import FAIL, OK, UNKNOWN, Op
+
+#: Two boards: "site" (id S) moves its queue up to "central" (id C)'s
+#: inbox through a translator that prefixes the address with "site.".
+IDS = {"site": "S", "central": "C"}
+FLOW = Flow("w", ("site", "up"), ("central", "inbox"), address="site.orders")
+
+
+def post(key: str, seq: int, at: float, outcome: str = OK) -> Op:
+    return Op("w-poster0", "post", key, "up", at, at + 0.5, outcome, seq if outcome == OK else 0)
+
+
+#: Given: a, b and c answered OK (seqs 1-3), d's answer lost (stored as
+#: seq 4), e refused.
+HISTORY = [
+    post("a", 1, 1),
+    post("b", 2, 2),
+    post("c", 3, 3),
+    post("d", 0, 4, UNKNOWN),
+    post("e", 0, 5, FAIL),
+]
+
+
+def arrival(key: str, origin_seq: int, seq: int, **kw: object) -> Arrived:
+    fields: dict[str, object] = {"body": key.encode(), "address": "site.orders"}
+    fields.update(kw)
+    return Arrived("central", "inbox", seq, f"link:S:up:{origin_seq}", **fields)  # type: ignore[arg-type]
+
+
+#: ... each arrived once, in order, at central's inbox.
+CLEAN = [arrival("a", 1, 1), arrival("b", 2, 2), arrival("c", 3, 3), arrival("d", 4, 4)]
+
+
+def test_a_clean_run_passes() -> None:
+    assert check(HISTORY, [FLOW], CLEAN, IDS) == []
+    # A post whose answer was lost may be missing.
+    assert check(HISTORY, [FLOW], CLEAN[:3], IDS) == []
+
+
+def test_a_lost_post_is_caught() -> None:
+    found = check(HISTORY, [FLOW], [CLEAN[0], CLEAN[2], CLEAN[3]], IDS)
+    assert found == [
+        "lost: b posted to site/up (seq 2), answered OK at 2.500, did not arrive"
+        " (site/up -> central/inbox)"
+    ]
+
+
+def test_a_duplicate_is_caught() -> None:
+    # When c is stored again (a resend the destination took for new)
+    found = check(HISTORY, [FLOW], [*CLEAN, arrival("c", 3, 5)], IDS)
+    assert found == [
+        "duplicate: c arrived 2 times (site/up -> central/inbox): central/inbox#3, central/inbox#5"
+    ]
+    # ... or an unknown post (d) arriving twice
+    found = check(HISTORY, [FLOW], [*CLEAN, arrival("d", 4, 6)], IDS)
+    assert counts(found) == {"duplicate": 1}
+
+
+def test_arrivals_out_of_source_order_are_caught() -> None:
+    swapped = [CLEAN[0], arrival("c", 3, 2), arrival("b", 2, 3), CLEAN[3]]
+    assert check(HISTORY, [FLOW], swapped, IDS) == [
+        "reordered: central/inbox#3 (origin seq 2) arrived after central/inbox#2"
+        " (origin seq 3) (site/up -> central/inbox)"
+    ]
+
+
+def test_a_changed_body_address_or_header_is_caught() -> None:
+    # When b's body arrives other than posted
+    found = check(HISTORY, [FLOW], [CLEAN[0], arrival("b", 2, 2, body=b"b?"), *CLEAN[2:]], IDS)
+    assert found == [
+        "changed: b at central/inbox#2: the body is b'b?', posted b'b' (site/up -> central/inbox)"
+    ]
+    # When the translator's prefix is missing
+    found = check(HISTORY, [FLOW], [arrival("a", 1, 1, address="orders"), *CLEAN[1:]], IDS)
+    assert found == [
+        "changed: a at central/inbox#1: the address is 'orders', not 'site.orders'"
+        " (site/up -> central/inbox)"
+    ]
+    # When a header the translator sets is missing
+    flow = dataclasses.replace(FLOW, headers={"x-site": "1"})
+    ok = [dataclasses.replace(a, headers={"x-site": "1"}) for a in CLEAN]
+    assert check(HISTORY, [flow], ok, IDS) == []
+    found = check(HISTORY, [flow], [*ok[:3], CLEAN[3]], IDS)
+    assert found == [
+        "changed: d at central/inbox#4: header x-site is None, not '1' (site/up -> central/inbox)"
+    ]
+
+
+def test_arrivals_no_post_explains_are_caught() -> None:
+    # From a board no flow comes from
+    other = Arrived("central", "inbox", 9, "link:X:up:1", b"z", "site.orders")
+    assert check(HISTORY, [FLOW], [*CLEAN, other], IDS) == [
+        "stray: central/inbox#9 (link:X:up:1) comes from no flow's source"
+    ]
+    # A refused post (e) that arrived anyway
+    found = check(HISTORY, [FLOW], [*CLEAN, arrival("e", 5, 5)], IDS)
+    assert found == [
+        "stray: central/inbox#5 (link:S:up:5) is e, which w never posted (every post of it"
+        " was refused) (site/up -> central/inbox)"
+    ]
+
+
+def test_the_post_is_found_by_seq_then_key_header_then_body() -> None:
+    # An arrival whose origin seq no OK post has: its key header names it
+    d = arrival("d", 4, 4, body=b"d", headers={"x-origin-key": "d"})
+    assert check(HISTORY, [FLOW], [*CLEAN[:3], d], IDS) == []
+    # An origin seq that names another answered post: that post, changed
+    found = check(HISTORY, [FLOW], [arrival("b", 1, 1), *CLEAN[1:]], IDS)
+    assert found == [
+        "changed: a at central/inbox#1: the body is b'b', posted b'a' (site/up -> central/inbox)"
+    ]
+
+
+def test_each_flow_is_judged_on_its_own() -> None:
+    # A COPY to two sites: one of them misses b
+    news = [
+        Flow("n", ("central", "news"), ("site1", "news")),
+        Flow("n", ("central", "news"), ("site2", "news")),
+    ]
+    ids = {"central": "C", "site1": "S1", "site2": "S2"}
+    history = [Op("n-streamer", "post", k, "news", i, i + 1, OK, i) for i, k in enumerate("ab", 1)]
+
+    def at(site: str, key: str, seq: int) -> Arrived:
+        return Arrived(site, "news", seq, f"link:C:news:{seq}", key.encode())
+
+    both = [at("site1", "a", 1), at("site1", "b", 2), at("site2", "a", 1), at("site2", "b", 2)]
+    assert check(history, news, both, ids) == []
+    found = check(history, news, both[:3], ids)
+    assert found == [
+        "lost: b posted to central/news (seq 2), answered OK at 3.000, did not arrive"
+        " (central/news -> site2/news)"
+    ]
