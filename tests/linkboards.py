@@ -26,7 +26,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from msgboard.client import Client
@@ -180,14 +180,8 @@ class Net:
 
     def arrivals(self) -> list[Arrived]:
         """Every message of every flow's destination queue."""
-        out: list[Arrived] = []
-        for board, queue in sorted({f.destination for f in self.flows}):
-            with Client(self.boards.address(board), timeout=60) as c:
-                for _, m in browsed(c, queue):
-                    out.append(
-                        Arrived(board, queue, m.seq, m.key, m.body, m.address, dict(m.headers))
-                    )
-        return out
+        where = sorted({f.destination for f in self.flows})
+        return arrivals({b: self.boards.address(b) for b, _ in where}, where)
 
     def ids(self) -> dict[str, str]:
         return {name: self.boards.board_id(name) for name in [*self.sites, self.central]}
@@ -282,3 +276,14 @@ class Net:
             wait_until("every destination takes messages again", arriving, seconds)
         except AssertionError as e:
             raise AssertionError(f"{e}: nothing new on {', '.join(late)}") from None
+
+
+def arrivals(addresses: Mapping[str, str], queues: Sequence[tuple[str, str]]) -> list[Arrived]:
+    """Every message of ``queues`` (board name, queue), the boards at
+    ``addresses`` by name."""
+    out: list[Arrived] = []
+    for board, queue in queues:
+        with Client(addresses[board], timeout=60) as c:
+            for _, m in browsed(c, queue):
+                out.append(Arrived(board, queue, m.seq, m.key, m.body, m.address, dict(m.headers)))
+    return out

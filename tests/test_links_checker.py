@@ -5,9 +5,18 @@ passing: a checker that cannot fail would pass every kill test."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
+from msgboard.client import Client
+from msgboard.message import Message
+from msgboard.testing import ServerThread
+from tests.cluster import wait_until
+from tests.jepsen import browsed
+from tests.linkboards import arrivals
 from tests.linkcheck import Arrived, Flow, check, counts
-from tests.workload import FAIL, OK, UNKNOWN, Op
+from tests.workload import FAIL, OK, UNKNOWN, History, Op, Workload
 
 #: Two boards: "site" (id S) moves its queue up to "central" (id C)'s
 #: inbox through a translator that prefixes the address with "site.".
@@ -139,3 +148,61 @@ def test_each_flow_is_judged_on_its_own() -> None:
         "lost: b posted to central/news (seq 2), answered OK at 3.000, did not arrive"
         " (central/news -> site2/news)"
     ]
+
+
+def test_violations_on_real_boards_are_caught(tmp_path: Path) -> None:
+    """The checker reads what real boards hold: given a site whose posts a
+    hand-made forwarder carries to a central board with link keys, as a
+    link does, I expect a clean copy to pass, and a message it skips,
+    stores twice (under another origin seq), swaps or garbles to be
+    caught."""
+    site = ServerThread(tmp_path / "site").start()
+    central = ServerThread(tmp_path / "central").start()
+    try:
+        h = History()
+        with Client(site.address, timeout=30) as c:
+            c.create_queue("up")
+        w = Workload(h, site.address, name="w", queues=("up",), roles=("poster0",), topic="orders")
+        w.start()
+        wait_until("ten posts answered", lambda: h.count("post") >= 10, 60)
+        w.stop()
+        with Client(site.address, timeout=30) as c:
+            posted = [m for _, m in browsed(c, "up")]
+
+        def forward(queue: str, messages: list[Message]) -> list[Arrived]:
+            """Posts ``messages`` to central's ``queue`` as a link would."""
+            with Client(central.address, timeout=30) as c:
+                c.create_queue(queue)
+                for m in messages:
+                    c.post(queue, body=m.body, address=m.address, key=m.key, headers=m.headers)
+            return arrivals({"central": central.address}, [("central", queue)])
+
+        def carried(m: Message, seq: int | None = None, **kw: Any) -> Message:
+            fields: dict[str, Any] = {
+                "body": m.body,
+                "address": f"site.{m.address}",
+                "key": f"link:S:up:{seq or m.seq}",
+                "headers": {"x-origin-key": m.key},
+            }
+            fields.update(kw)
+            return Message(**fields)
+
+        flow = Flow("w", ("site", "up"), ("central", "clean"), address="site.orders")
+        good = [carried(m) for m in posted]
+        assert check(h.ops(), [flow], forward("clean", good), IDS) == []
+
+        def verdict(queue: str, messages: list[Message]) -> Counter[str]:
+            f = dataclasses.replace(flow, destination=("central", queue))
+            return counts(check(h.ops(), [f], forward(queue, messages), IDS))
+
+        assert verdict("skipped", good[:4] + good[5:]) == {"lost": 1}
+        twice = [*good, carried(posted[3], seq=9999)]
+        assert verdict("twice", twice) == {"duplicate": 1}
+        assert verdict("swapped", [good[1], good[0], *good[2:]]) == {"reordered": 1}
+        garbled = [*good[:2], carried(posted[2], body=b"garbled"), *good[3:]]
+        assert verdict("garbled", garbled) == {"changed": 1}
+        untranslated = [*good[:2], carried(posted[2], address="orders"), *good[3:]]
+        assert verdict("untranslated", untranslated) == {"changed": 1}
+    finally:
+        site.stop()
+        central.stop()
