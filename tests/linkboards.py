@@ -10,9 +10,10 @@ starts it again on the same directory.
 
 ``Net(boards, sites)`` wires the boards of issue 27's kill test: each site
 moves its queue ``up`` to the central board's ``inbox`` through a
-translator (``prefix +SITE.``), the central board copies its queue
-``news`` to every site's ``news`` (a broadcast), and the first site pulls
-the central board's queue ``work`` into its own ``work`` (federation).
+translator (``translator``: ``prefix +SITE.``, a header, the origin), the
+central board copies its queue ``news`` to every site's ``news`` (a
+broadcast), and the first site pulls the central board's queue ``work``
+into its own ``work`` (federation).
 Each source queue has a writer (a ``Workload`` of posters alone, every
 post keyed); ``flows`` are what the checker (tests/linkcheck.py) judges.
 ``settle`` waits until every message stored on a source queue arrived at
@@ -39,6 +40,12 @@ from tests.workload import OK, POSTERS, History, Workload, now
 
 #: The address every writer posts with; a site's translator prefixes it.
 TOPIC = "orders"
+
+
+def translator(site: str) -> str:
+    """A site's translator: its name in front of the address, a header
+    naming it, the origin recorded (``x-origin-board``, ``-queue``, ``-seq``)."""
+    return f"prefix +{site}. ; header set x-site={site} ; origin"
 
 
 class Boards:
@@ -134,14 +141,20 @@ class Net:
             b.msgboard(central, "link", "create", site, "--address", b.address(site))
             b.msgboard(
                 site, "selector", "create", "up", "--to", f"{central}:inbox",
-                "--translate", f"prefix +{site}.",
+                "--translate", translator(site),
             )  # fmt: skip
             b.msgboard(
                 central, "selector", "create", "news", "--op", "copy", "--to", f"{site}:news"
             )
             self.writers[f"up-{site}"] = (site, "up")
             self.flows.append(
-                Flow(f"up-{site}", (site, "up"), (central, "inbox"), address=f"{site}.{TOPIC}")
+                Flow(
+                    f"up-{site}",
+                    (site, "up"),
+                    (central, "inbox"),
+                    address=f"{site}.{TOPIC}",
+                    headers={"x-site": site, "x-origin-queue": "up"},
+                )
             )
             self.flows.append(Flow("news", (central, "news"), (site, "news"), address=TOPIC))
         puller = self.sites[0]

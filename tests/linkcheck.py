@@ -21,7 +21,8 @@ c. reordered: a first arrival stored at the destination after another
    one whose origin seq is higher (the destination sees a source queue's
    messages in source seq order);
 d. changed: an arrival whose body is not the one posted, or that lacks
-   the address or a header the flow's translator gives;
+   the address or a header the flow's translator gives, or whose origin
+   seq header (``x-origin-seq``) differs from its link key's;
 e. stray: at a flow's destination, an arrival no post explains: from a
    board and queue no flow comes from, or of a key its writer never
    posted, or whose every post was refused.
@@ -45,6 +46,8 @@ MOST = 20
 LINK_KEY = re.compile(r"^link:(?P<board>[^:]*):(?P<queue>.*):(?P<seq>\d+)$")
 #: Headers in which a link may keep the producer's own key.
 KEY_HEADERS = ("x-origin-key", "x-msgboard-key")
+#: The origin seq a translator's ``origin`` records.
+ORIGIN_SEQ = "x-origin-seq"
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,9 @@ def _changed(flow: Flow, key: str, a: Arrived) -> str:
     for name, value in flow.headers.items():
         if a.headers.get(name) != value:
             return f"header {name} is {a.headers.get(name)!r}, not {value!r}"
+    origin, said = a.origin, a.headers.get(ORIGIN_SEQ)
+    if said is not None and origin is not None and said != str(origin[2]):
+        return f"header {ORIGIN_SEQ} is {said!r}, its link key says {origin[2]}"
     return ""
 
 
