@@ -40,7 +40,17 @@ TREES = ((ROOT / "msgboard", "msgboard"), (ROOT / "spark" / "pyspark_msgboard", 
 GENERATED = frozenset({"msgboard.v1"})
 
 #: DESIGN.md's layers that must be folders under ``msgboard/``.
-LAYERS = ("server", "security", "client", "cli", "cluster", "engine", "associative", "lmdbstore")
+LAYERS = (
+    "server",
+    "security",
+    "client",
+    "cli",
+    "cluster",
+    "links",
+    "engine",
+    "associative",
+    "lmdbstore",
+)
 #: The shared vocabulary at the top of ``msgboard/`` (DESIGN.md's
 #: ``msgboard/*.py``, with issue 21's list).
 VOCABULARY = tuple(
@@ -131,6 +141,26 @@ NEVER = (
         ("msgboard.engine", "msgboard.lmdbstore", "msgboard.associative", *VOCABULARY),
         ("msgboard.cluster",),
         "msgboard/cluster/ above msgboard/engine/: a board with no cluster never loads it",
+    ),
+    Arrow(
+        "links-below-the-server",
+        ("msgboard.links",),
+        ("msgboard.server", "msgboard.security", "msgboard.cli", "msgboard.cluster"),
+        "msgboard/links/ between the server and the engine: the server imports it",
+    ),
+    Arrow(
+        "links-above-the-engine",
+        (
+            "msgboard.engine",
+            "msgboard.lmdbstore",
+            "msgboard.associative",
+            "msgboard.client",
+            "msgboard.security",
+            "msgboard.cluster",
+            *VOCABULARY,
+        ),
+        ("msgboard.links",),
+        "msgboard/links/ above the engine, the client and the cluster, which never load it",
     ),
     Arrow(
         "spark-reads-files",

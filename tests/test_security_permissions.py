@@ -119,6 +119,17 @@ def _create_dead_lettered(c: Client, root: Client) -> None:
     c.create_queue("jobs.dl", dead_letter="other")
 
 
+def _crossing(link: str) -> Call:
+    """A selector from jobs to queue "far" across ``link`` (which root makes:
+    an unreachable address is no error)."""
+
+    def call(c: Client, root: Client) -> None:
+        root.create_link(link, "127.0.0.1:9")
+        c.create_selector("jobs", to="far", link=link)
+
+    return call
+
+
 def _bounce(c: Client, root: Client) -> None:
     c.create_selector("jobs", op="bounce")
 
@@ -166,6 +177,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("CreateSelector", "other -> jobs", lambda c, r: c.create_selector("other", to="jobs"), set()),
     ("CreateSelector", "jobs, terminal", lambda c, r: c.create_selector("jobs"), {"alice"}),
     ("CreateSelector", "jobs, bounce", _bounce, set()),
+    # Across a link the destination is LINK:QUEUE: write on "jobs.site:far".
+    ("CreateSelector", "jobs -> jobs.site:far", _crossing("jobs.site"), {"alice"}),
+    ("CreateSelector", "jobs -> central:far", _crossing("central"), set()),
     (
         "GetSelector",
         "of jobs",
@@ -211,6 +225,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("ListConsumers", "of jobs", lambda c, r: c.list_consumers("jobs"), set()),
     ("KickConsumer", "an unknown id", lambda c, r: c.kick_consumer("con-999"), set()),
     ("DropDamaged", "a sound record", lambda c, r: c.drop_damaged("jobs", 1), set()),
+    ("CreateLink", "a link", lambda c, r: c.create_link("jobs.l", "127.0.0.1:9"), set()),
+    ("ListLinks", "all", lambda c, r: c.list_links(), set()),
+    ("DeleteLink", "an unknown link", lambda c, r: c.delete_link("jobs.none"), set()),
 ]
 
 

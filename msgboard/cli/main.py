@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from msgboard import config
 from msgboard.cli import clusterstatus
 from msgboard.cli.cluster import add_switchover, switchover
+from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
@@ -356,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="move",
         help="what it does with a matching message",
     )
-    p.add_argument("--to", default="", metavar="QUEUE", help="destination; none: terminal")
+    p.add_argument("--to", default="", metavar="QUEUE", help="destination (LINK:QUEUE too)")
+    p.add_argument("--link", default="", help="--to names a queue on this link's board")
     _pattern_args(p)
     p.add_argument(
         "--credit",
@@ -389,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
         "kick", parents=[common], help="end a consumer; its outstanding messages go back"
     )
     p.add_argument("id", help="its id, as consumer list shows it (con-N)")
+
+    add_link_parser(sub, common)
 
     q = sub.add_parser("damaged", help="drop a damaged record (admin)")
     qs = q.add_subparsers(dest="action", required=True)

@@ -47,6 +47,7 @@ from msgboard.engine.consumers import Consumers
 from msgboard.engine.dedup import KeySweep
 from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
 from msgboard.engine.limits import Limits
+from msgboard.engine.linked import Linked, hop_count, routed
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
 from msgboard.engine.releases import Releases
@@ -61,6 +62,7 @@ from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
 from msgboard.message import TRIMMED, Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
+    HOPS,
     Disposition,
     Op,
     OverflowPolicy,
@@ -108,13 +110,18 @@ class Board:
         self._reads = Reads(self._durable)
         self._teardown = Teardown(writer, net, self.events, self._waiters)
         self._taking = Taking(self.limits, writer, net, self._waiters, self._reads)
-        self._subscriptions = Subscriptions(self.limits, writer, net, self.events, self._teardown)
+        self._linked = Linked(writer, self.events, net.table)
+        self._subscriptions = Subscriptions(
+            self.limits, writer, net, self.events, self._teardown, self._linked
+        )
         self._browsing = Browsing(
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
         self._consumers = Consumers(writer, net, self._teardown)
         self._keys = KeySweep(writer)
         self._releases = Releases(writer, net.release, net.pulls.settle)
+        #: Run first when the board closes (``before_close``).
+        self._closing: list[Callable[[], object]] = []
         try:
             writer.submit(self._load).result()
         except BaseException:
@@ -163,9 +170,18 @@ class Board:
         """Runs ``fn`` on the writer thread before its next group."""
         self._writer.call_soon(fn)
 
+    def before_close(self, fn: Callable[[], object]) -> None:
+        """Has ``fn`` run when the board closes, before anything else (what
+        runs beside the board and calls it: ``msgboard.links``)."""
+        self._closing.append(fn)
+
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends
         the subscriptions and closes the stores."""
+        closing, self._closing = self._closing, []
+        for fn in closing:
+            with contextlib.suppress(Exception):  # closing anyway
+                fn()
         if not self._writer.closed:
             with contextlib.suppress(Exception):  # closing anyway
                 self._writer.submit(self._end_all).result()
@@ -178,7 +194,9 @@ class Board:
         """Brings back the durable selectors (a read per selector, none per
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
-        for sid, spec in txn.selectors():
+        self._linked.load(b)
+        for sid, stored in txn.selectors():
+            spec = routed(sid, stored) if stored.crossing else stored
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and b.lookup(dest) is None):
                 # Its destination was a transient queue, gone with the restart:
@@ -186,6 +204,8 @@ class Board:
                 txn.delete_selector(sid)
                 continue
             s = Selector(sid, spec, durable=True, session=False, quota=spec.quota())
+            if stored.crossing:
+                s.shown = stored
             if spec.op is Op.COPY:
                 s.cursor = txn.counts(spec.source).next_seq
             else:
@@ -364,7 +384,9 @@ class Board:
             stored = txn.append(queue, m, b.now)
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1
-            arrive(b, txn, info, stored)
+            # A message from a linked board goes on at the hop count it had.
+            hops = m.headers.get(HOPS) if m.headers else None
+            arrive(b, txn, info, stored, hop_count(hops) if hops else 0)
         b.stored += posted
         if duplicates:
             b.count(queue, posted=posted, duplicates=duplicates)
@@ -453,6 +475,10 @@ class Board:
     on_commit = served_by("_browsing", Browsing.on_commit)
     snapshot_async = served_by("_browsing", Browsing.snapshot_async)
 
+    create_link_async = served_by("_linked", Linked.create_link_async)
+    delete_link_async = served_by("_linked", Linked.delete_link_async)
+    list_links_async = served_by("_linked", Linked.list_links_async)
+
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
 
@@ -483,3 +509,6 @@ class Board:
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
     drop_damaged = waits(drop_damaged_async)
+    create_link = waits(create_link_async)
+    delete_link = waits(delete_link_async)
+    list_links = waits(list_links_async)

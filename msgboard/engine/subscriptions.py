@@ -7,6 +7,7 @@ counter that names session selectors and consumers.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
 from msgboard.engine.limits import Limits, check_delay, check_redelivery
+from msgboard.engine.linked import Linked, check_crossing, outbox_spec, routed
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.teardown import Teardown
@@ -29,9 +31,16 @@ class Subscriptions:
     """The board's selectors and subscriptions."""
 
     def __init__(
-        self, limits: Limits, writer: Writer, net: Network, events: Events, teardown: Teardown
+        self,
+        limits: Limits,
+        writer: Writer,
+        net: Network,
+        events: Events,
+        teardown: Teardown,
+        linked: Linked,
     ) -> None:
         self._limits = limits
+        self._linked = linked
         self._writer = writer
         self._net = net
         self._events = events
@@ -49,24 +58,39 @@ class Subscriptions:
 
         def run(b: Batch) -> SelectorView:
             txn, info = self._find_source(b, spec)
+            if spec.crossing:
+                self._linked.require(spec.destination_link)
             txn_d = b.txn(True)
             durable = not info.spec.transient
             sid = f"sel-{txn_d.new_selector_id()}"
-            s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
+            if spec.crossing:
+                box = outbox_spec(sid, spec, transient=not durable)
+                b.txn(durable).create_queue(box, b.now)
+                s = Selector(sid, routed(sid, spec), durable, False, spec.quota(), shown=spec)
+                to = f"{spec.destination_link}:{spec.destination}"
+            else:
+                s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
+                to = spec.destination
             self._net.table.start(txn, s)
             if durable:
                 txn_d.put_selector(sid, spec)
             self._net.add(b, s)
             self._net.pulls.settle(b)
-            self._events.emit(
-                b, ev.SELECTOR_CREATED, sid, spec.source, spec.destination, about=spec.source
-            )
+            self._events.emit(b, ev.SELECTOR_CREATED, sid, spec.source, to, about=spec.source)
             return self._selector_view(s)
 
         return self._writer.submit(run)
 
     def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
         self._limits.check_name(spec.source, f"{where}.source")
+        if spec.source_link:
+            raise InvalidArgument(f"{where}.source_link: pulling across a link is not built yet")
+        if spec.crossing:
+            check_crossing(spec, where)
+            # The remote board's name rules are its own; a '$' name is never posted to.
+            self._limits.check_name(spec.destination, f"{where}.destination", write=True)
+            self._check_selector(dataclasses.replace(spec, destination_link=""), where)
+            return spec
         if spec.destination:
             self._limits.check_name(spec.destination, f"{where}.destination", write=True)
             if spec.op in (Op.DELETE, Op.BOUNCE):
@@ -91,7 +115,7 @@ class Subscriptions:
                 raise QueueNotFound(q, f'cannot subscribe to queue "{q}": it does not exist')
             raise QueueNotFound(q, f'the selector\'s source queue "{q}" does not exist')
         dest = spec.destination
-        if dest:
+        if dest and not spec.crossing:
             if b.lookup(dest) is None:
                 raise QueueNotFound(
                     dest, f'the selector\'s destination queue "{dest}" does not exist'
@@ -144,7 +168,7 @@ class Subscriptions:
         c = s.consumer
         return SelectorView(
             s.id,
-            s.spec,
+            s.shown or s.spec,
             s.durable,
             c is not None,
             0 if c is None else len(c.outstanding),

@@ -78,9 +78,12 @@ class Teardown:
             self.delete_queue(b, queue)
 
     def _forget(self, b: Batch, s: Selector, c: Consumer | None, why: BaseException) -> None:
-        """A removed selector leaves the store; its consumer is told."""
+        """A removed selector leaves the store (a crossing one with its
+        outbox and what waits there); its consumer is told."""
         if s.durable:
             b.txn(True).delete_selector(s.id)
+        if s.shown is not None and b.lookup(s.spec.destination) is not None:
+            self.delete_queue(b, s.spec.destination)
         if c is not None:
             b.after(lambda: c.end(why))
 

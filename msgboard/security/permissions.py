@@ -8,11 +8,13 @@ it needs and the queues it needs it on, read from the request. The verbs:
 - ``write``: Post and PostStream to the queue.
 - ``manage``: create and delete the queue and the selectors whose source it
   is. A selector also needs ``read`` on its source and ``write`` on its
-  destination; a queue created with a dead-letter queue needs ``write`` on
+  destination (across a link: on ``LINK:QUEUE``, the link's name and the
+  queue on the linked board); a queue created with a dead-letter queue needs ``write`` on
   that queue. A BOUNCE selector writes to whatever queue each message's
   ``reply_to`` names, so it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, DropDamaged, and anything on any queue.
+  KickConsumer, DropDamaged, the links (CreateLink, ListLinks, DeleteLink:
+  they hold credentials for other boards), and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -69,7 +71,10 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
     if s.op == pb.OPERATION_BOUNCE:
         return [_n(ADMIN, BOARD)]
     needs = [_n(MANAGE, s.source), _n(READ, s.source)]
-    if s.destination:
+    if s.destination_link:
+        # The queue on the linked board, named as the CLI names it.
+        needs.append(_n(WRITE, f"{s.destination_link}:{s.destination}"))
+    elif s.destination:
         needs.append(_n(WRITE, s.destination))
     return needs
 
@@ -135,6 +140,9 @@ RPCS: dict[str, Rpc] = {
     "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "DropDamaged": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "CreateLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "ListLinks": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "DeleteLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
 }
 
 

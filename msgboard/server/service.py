@@ -37,7 +37,14 @@ from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
-from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
+from msgboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    ListenFailed,
+    MsgboardError,
+    Unavailable,
+)
+from msgboard.links import Links
 from msgboard.message import Message
 from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
@@ -158,9 +165,13 @@ def _messages(ps: Any) -> list[Message]:
 class BoardService(pb_grpc.BoardServicer):
     """The Board service of board.proto, over one engine Board."""
 
-    def __init__(self, board: Board, snapshots: SnapshotDir | None = None) -> None:
+    def __init__(
+        self, board: Board, snapshots: SnapshotDir | None = None, links: Links | None = None
+    ) -> None:
         self.board = board
         self.snapshots = snapshots or SnapshotDir()
+        #: The board's running links (None: links are not served).
+        self.links = links
 
     @_mapped
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.Queue:
@@ -276,7 +287,10 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
-        return selector_to_pb(await wait(self.board.create_selector_async(spec)))
+        view = await wait(self.board.create_selector_async(spec))
+        if spec.crossing and self.links is not None:
+            self.links.refresh_soon()
+        return selector_to_pb(view)
 
     @_mapped
     async def GetSelector(self, request: pb.GetSelectorRequest, context: Any) -> pb.Selector:
@@ -294,7 +308,32 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
         await wait(self.board.delete_selector_async(request.id))
+        if self.links is not None:
+            self.links.refresh_soon()
         return pb.DeleteSelectorResponse()
+
+    # -- links --------------------------------------------------------------
+
+    def _links(self) -> Links:
+        if self.links is None:
+            raise FailedPrecondition("this server does not run links")
+        return self.links
+
+    @_mapped
+    async def CreateLink(self, request: pb.CreateLinkRequest, context: Any) -> pb.Link:
+        links = self._links()
+        view = await asyncio.to_thread(links.create, codec.link_spec_from_pb(request.spec))
+        return codec.link_to_pb(view)
+
+    @_mapped
+    async def ListLinks(self, request: pb.ListLinksRequest, context: Any) -> pb.ListLinksResponse:
+        views = await asyncio.to_thread(self._links().views)
+        return pb.ListLinksResponse(links=map(codec.link_to_pb, views))
+
+    @_mapped
+    async def DeleteLink(self, request: pb.DeleteLinkRequest, context: Any) -> Any:
+        await asyncio.to_thread(self._links().delete, request.name)
+        return pb.DeleteLinkResponse()
 
     # -- subscriptions --------------------------------------------------
 
@@ -355,13 +394,16 @@ async def create_server(
     calls: Calls | None = None,
     readiness: Readiness | None = None,
     replication: ReplicationService | None = None,
+    links: Links | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
     port) but not started. Returns the server and the bound port. Without
     ``security``: the open plaintext board. ``calls``: the outermost
     interceptor (connections, access log). ``readiness``: the health
     answers, NOT_SERVING until its ``serving()``; without: SERVING at once.
-    ``replication``: a primary's replication service, served beside."""
+    ``replication``: a primary's replication service, served beside.
+    ``links``: the board's running links (default: started here, closed
+    when the board closes)."""
     room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
     server = grpc.aio.server(
         options=[
@@ -384,7 +426,9 @@ async def create_server(
         ],
     )
     snapshots = security.snapshots if security else None
-    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
+    if links is None:
+        links = Links(board).start()
+    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots, links), server)
     await (readiness or Readiness()).add_to(server, serving=readiness is None)
     names = [SERVICE, "grpc.health.v1.Health"]
     if replication is not None:

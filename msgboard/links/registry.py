@@ -1,0 +1,233 @@
+"""``Links``: a board's links to other boards, running.
+
+The links are records of the board (``Board.create_link`` and its kin,
+``engine/linked.py``); this class runs them: one ``Link`` (a connected
+client, ``link.py``) per record, loaded at start and made or closed as
+links are created and deleted, and one ``Forwarder`` (``forwarder.py``)
+per crossing selector, found by a watch thread that compares the board's
+selectors with the forwarders it runs (at once when told,
+``refresh_soon``, and every ``WATCH`` seconds). The same thread watches
+each link's lag (messages waiting in its selectors' outboxes and the
+oldest one's age) and announces ``link.behind`` when a link falls more
+than ``BEHIND`` seconds behind.
+
+The server makes one ``Links`` per board it serves (``create_server``);
+the board closes it first when it closes (``Board.before_close``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from msgboard.client import Client
+from msgboard.engine import Board
+from msgboard.errors import MsgboardError, NotFound
+from msgboard.links.forwarder import Forwarder, Rewrite
+from msgboard.links.link import Link
+from msgboard.lmdbstore.boardid import stable_id
+from msgboard.message import now_us
+from msgboard.results import LinkView, Start
+from msgboard.spec import LinkSpec, SelectorSpec, outbox
+
+#: Seconds between the watch thread's looks at the selectors and lags.
+WATCH = 1.0
+#: Seconds behind from which a link announces ``link.behind`` (once, until
+#: it has caught up).
+BEHIND = 10.0
+
+#: Makes the rewrite of a crossing selector's messages from its spec (the
+#: translator, ``msgboard.links.translate``); None: sent as they are.
+Rewrites = Callable[[SelectorSpec], Rewrite | None]
+
+
+class Links:
+    """The running links of one board."""
+
+    def __init__(self, board: Board, *, rewrites: Rewrites | None = None) -> None:
+        self.board = board
+        self.board_id = stable_id(board.path)
+        self._rewrites = rewrites
+        self._workdir = os.path.join(board.path, "links")
+        self._lock = threading.Lock()
+        self._links: dict[str, Link] = {}
+        self._forwarders: dict[str, Forwarder] = {}
+        self._behind: set[str] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="links", daemon=True)
+        self._started = False
+
+    # -- starting and stopping --------------------------------------------
+
+    def start(self) -> Links:
+        """Opens every stored link and starts the forwarders and the watch."""
+        for spec in self.board.list_links():
+            self._open(spec)
+        self.refresh()
+        self._thread.start()
+        self._started = True
+        self.board.before_close(self.close)
+        return self
+
+    def close(self) -> None:
+        """Stops the forwarders, then the links."""
+        self._stop.set()
+        self._wake.set()
+        if self._started and self._thread.is_alive():
+            self._thread.join(timeout=30)
+        with self._lock:
+            forwarders, self._forwarders = list(self._forwarders.values()), {}
+            links, self._links = list(self._links.values()), {}
+        for f in forwarders:
+            f.stop()
+        for f in forwarders:
+            f.join(30)
+        for link in links:
+            link.close()
+
+    # -- the calls --------------------------------------------------------
+
+    def create(self, spec: LinkSpec) -> LinkView:
+        """Creates (or finds, the same) link and connects it."""
+        spec = self.board.create_link(spec)
+        self._open(spec)
+        return self.view(spec.name)
+
+    def delete(self, name: str) -> None:
+        """Deletes a link (FailedPrecondition while selectors cross it)."""
+        self.board.delete_link(name)
+        with self._lock:
+            link = self._links.pop(name, None)
+        if link is not None:
+            link.close()
+
+    def views(self) -> list[LinkView]:
+        """Every link with its state and figures, by name."""
+        with self._lock:
+            names = sorted(self._links)
+        out = []
+        for name in names:
+            with contextlib.suppress(NotFound):
+                out.append(self.view(name))
+        return out
+
+    def view(self, name: str) -> LinkView:
+        """One link's state and figures; NotFound if there is none."""
+        with self._lock:
+            link = self._links.get(name)
+            sids = sorted(s for s, f in self._forwarders.items() if f.link is link)
+        if link is None:
+            raise NotFound(f"no link named {name!r}")
+        waiting, oldest = self._lag(sids)
+        return LinkView(
+            spec=link.spec,
+            state=link.state,
+            connected=link.connected,
+            forwarded=link.forwarded,
+            duplicates=link.duplicates,
+            in_flight=link.in_flight,
+            lag_messages=waiting,
+            lag_seconds=max(0.0, (now_us() - oldest) / 1e6) if oldest else 0.0,
+            last_error=link.last_error,
+            selectors=tuple(sids),
+            since=link.since,
+        )
+
+    def client(self, name: str) -> Client:
+        """The client of link ``name`` (connected or trying to)."""
+        with self._lock:
+            link = self._links.get(name)
+        if link is None:
+            raise NotFound(f"no link named {name!r}")
+        return link.client
+
+    def wait_connected(self, name: str, timeout: float) -> bool:
+        """Waits until link ``name`` is connected; False if not in time."""
+        with self._lock:
+            link = self._links.get(name)
+        if link is None:
+            raise NotFound(f"no link named {name!r}")
+        return link.wait_up(timeout)
+
+    def refresh_soon(self) -> None:
+        """Has the watch thread look at the selectors now (one was created
+        or deleted)."""
+        self._wake.set()
+
+    # -- inside ------------------------------------------------------------
+
+    def _open(self, spec: LinkSpec) -> None:
+        with self._lock:
+            if spec.name in self._links or self._stop.is_set():
+                return
+            link = Link(spec, self.board.emit, self._workdir)
+            self._links[spec.name] = link
+        link.start()
+
+    def refresh(self) -> None:
+        """Starts a forwarder for each crossing selector without one and
+        stops those whose selector went."""
+        crossing = {v.id: v.spec for v in self.board.list_selectors() if v.spec.destination_link}
+        with self._lock:
+            gone = [f for sid, f in self._forwarders.items() if sid not in crossing]
+            for f in gone:
+                del self._forwarders[f.sid]
+            new = []
+            for sid, spec in crossing.items():
+                link = self._links.get(spec.destination_link)
+                if sid in self._forwarders or link is None or self._stop.is_set():
+                    continue
+                rewrite = self._rewrites(spec) if self._rewrites else None
+                f = Forwarder(self.board, link, sid, spec, self.board_id, rewrite)
+                self._forwarders[sid] = f
+                new.append(f)
+        for f in gone:
+            f.stop()
+        for f in new:
+            f.start()
+
+    def _lag(self, sids: list[str]) -> tuple[int, int]:
+        """Messages waiting in these selectors' outboxes, and when the
+        oldest of them was posted there (µs; 0: none)."""
+        waiting, oldest = 0, 0
+        for sid in sids:
+            box = outbox(sid)
+            try:
+                q = self.board.get_queue(box)
+                if not q.unprocessed:
+                    continue
+                page = self.board.browse(box, Start.OLDEST, limit=1)
+            except MsgboardError:
+                continue  # the selector went meanwhile
+            waiting += q.unprocessed
+            if page.messages:
+                t = page.messages[0].posted_at
+                oldest = t if not oldest else min(oldest, t)
+        return waiting, oldest
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(WATCH)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.refresh()
+                self._watch_lag()
+            except MsgboardError:
+                if self.board.failure is not None:
+                    return
+                time.sleep(WATCH)
+
+    def _watch_lag(self) -> None:
+        for v in self.views():
+            name = v.spec.name
+            if v.lag_seconds > BEHIND and name not in self._behind:
+                self._behind.add(name)
+                self.board.emit("link.behind", name, v.lag_messages, int(v.lag_seconds))
+            elif not v.lag_messages:
+                self._behind.discard(name)

@@ -1,0 +1,158 @@
+"""Links between boards, told as stories with two real boards on loopback
+(each a ServerThread over its own LMDB directory, port 0): a link is
+created, listed, connected, kept across a restart and deleted; bad links
+and selectors to unknown links are refused with the right status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from msgboard.client import Client
+from msgboard.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from msgboard.results import LinkView
+from msgboard.testing import ServerThread
+from tests.faults import wait_for
+
+
+class Boards:
+    """Two boards, ``site`` and ``central``, and a client of each."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.site = ServerThread(tmp / "site").start()
+        self.central = ServerThread(tmp / "central").start()
+        self.s = Client(self.site.address, timeout=30)
+        self.c = Client(self.central.address, timeout=30)
+
+    def link(self, name: str = "central") -> LinkView:
+        [v] = [v for v in self.s.list_links() if v.spec.name == name]
+        return v
+
+    def restart_site(self) -> None:
+        self.s.close()
+        self.site.stop()
+        self.site = ServerThread(self.tmp / "site").start()
+        self.s = Client(self.site.address, timeout=30)
+
+    def close(self) -> None:
+        self.s.close()
+        self.c.close()
+        self.site.stop()
+        self.central.stop()
+
+
+@pytest.fixture
+def boards(tmp_path: Path) -> Iterator[Boards]:
+    b = Boards(tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def test_a_link_is_created_connects_is_listed_and_deleted(boards: Boards) -> None:
+    """Given two boards, when I link the site to central, I expect the link
+    listed, connected (a link.connected event on the site's $sys), its token
+    never shown, the same spec again accepted, another refused; deleting it
+    leaves no link."""
+    v = boards.s.create_link("central", boards.central.address, token="secret")
+    assert v.spec.name == "central" and v.spec.server == boards.central.address
+    assert v.spec.token == ""  # write-only
+    wait_for(lambda: boards.link().connected, "the link connected")
+    v = boards.link()
+    assert v.state == "connected" and v.last_error == "" and v.spec.token == ""
+    events = boards.s.read("$sys", ("link.connected", str, str), max=10)
+    assert [m.tuple[1] for m in events] == ["central"]
+    assert boards.s.create_link("central", boards.central.address, token="secret")
+    with pytest.raises(AlreadyExists, match="central"):
+        boards.s.create_link("central", "127.0.0.1:9")
+    boards.s.delete_link("central")
+    assert boards.s.list_links() == []
+    with pytest.raises(NotFound, match="central"):
+        boards.s.delete_link("central")
+
+
+def test_a_link_is_kept_across_a_restart(boards: Boards) -> None:
+    """Given a link, when the site board restarts, I expect the link loaded
+    from the store and connected again."""
+    boards.s.create_link("central", boards.central.address)
+    boards.restart_site()
+    wait_for(lambda: boards.link().connected, "the link connected after the restart")
+
+
+def test_a_link_to_an_unreachable_address_is_created_and_says_why(boards: Boards) -> None:
+    """Given nothing listening at an address, when I link to it, I expect
+    the link created (it will connect when the board is there) but shown
+    disconnected with the reason, and a link.disconnected event saying it."""
+    dead = _dead_address()
+    boards.s.create_link("nowhere", dead)
+    wait_for(lambda: boards.link("nowhere").state == "disconnected", "disconnected")
+    v = boards.link("nowhere")
+    assert not v.connected and v.last_error.startswith("UNAVAILABLE"), v.last_error
+    [event] = boards.s.read("$sys", ("link.disconnected", "nowhere", str), max=10)
+    assert "UNAVAILABLE" in str(event.tuple[2])
+
+
+@pytest.mark.parametrize(
+    ("name", "server", "field"),
+    [
+        ("", "127.0.0.1:1", "spec.name"),
+        ("a b", "127.0.0.1:1", "spec.name"),
+        ("ok", "", "spec.server"),
+        ("ok", "no-port", "spec.server"),
+        ("ok", "127.0.0.1:99999", "spec.server"),
+        ("ok", "127.0.0.1:1,", "spec.server"),
+    ],
+)
+def test_a_bad_link_is_refused_naming_its_field(
+    boards: Boards, name: str, server: str, field: str
+) -> None:
+    with pytest.raises(InvalidArgument) as e:
+        boards.s.create_link(name, server)
+    assert e.value.field == field
+    assert boards.s.list_links() == []
+
+
+def test_a_selector_to_an_unknown_link_is_refused_naming_it(boards: Boards) -> None:
+    """Given no link named "hq", a selector to "hq:jobs" is FAILED_PRECONDITION
+    naming the link and the field; nothing is created."""
+    boards.s.create_queue("out")
+    with pytest.raises(FailedPrecondition, match=r"spec\.destination_link: no link named 'hq'"):
+        boards.s.create_selector("out", to="jobs", link="hq")
+    assert boards.s.list_selectors() == []
+    assert [q.spec.name for q in boards.s.list_queues()] == ["out"]
+
+
+def test_a_link_crossed_by_a_selector_cannot_be_deleted(boards: Boards) -> None:
+    boards.s.create_queue("out")
+    boards.s.create_link("central", boards.central.address)
+    sel = boards.s.create_selector("out", to="in", link="central")
+    with pytest.raises(FailedPrecondition, match=sel.id):
+        boards.s.delete_link("central")
+    boards.s.delete_selector(sel.id)
+    boards.s.delete_link("central")
+
+
+def test_a_crossing_selector_lists_as_created(boards: Boards) -> None:
+    """The selector shows its remote queue and link, and its outbox is a
+    queue of the board's own ($link.ID) that no one may post to."""
+    boards.s.create_queue("out")
+    boards.s.create_link("central", boards.central.address)
+    sel = boards.s.create_selector("out", to="in", link="central", op="copy")
+    [v] = boards.s.list_selectors("out")
+    assert (v.spec.destination, v.spec.destination_link) == ("in", "central")
+    assert f"$link.{sel.id}" in {q.spec.name for q in boards.s.list_queues()}
+    with pytest.raises(InvalidArgument):
+        boards.s.post(f"$link.{sel.id}", ("x",))
+
+
+def _dead_address() -> str:
+    """A loopback address where nothing listens (a port bound, then freed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
