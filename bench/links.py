@@ -84,7 +84,7 @@ def main() -> None:
         boards = Boards(Path(tmp), ["site", "central"])
         try:
             boards.msgboard(
-                "site", "link", "create", "central", "--address", boards.address("central")
+                "site", "link", "create", "central", boards.address("central")
             )
             rounds: list[dict[str, float]] = []
             with (

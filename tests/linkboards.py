@@ -137,8 +137,8 @@ class Net:
         for site in self.sites:
             for q in ("up", "news"):
                 self._queue(site, q)
-            b.msgboard(site, "link", "create", central, "--address", b.address(central))
-            b.msgboard(central, "link", "create", site, "--address", b.address(site))
+            b.msgboard(site, "link", "create", central, b.address(central))
+            b.msgboard(central, "link", "create", site, b.address(site))
             b.msgboard(
                 site, "selector", "create", "up", "--to", f"{central}:inbox",
                 "--translate", translator(site),

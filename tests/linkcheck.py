@@ -7,11 +7,12 @@ queues of the links hold at the end, and returns one line per violation
 A ``Flow`` is one way messages go across a link: the posts of one writer
 (a ``Workload`` named ``writer``) to a queue of one board must arrive at
 a queue of another board (a push selector's MOVE or COPY, or a pull).
-An ``Arrived`` is one message a destination queue holds; the link key it
-carries (``link:<origin board id>:<origin queue>:<origin seq>``, see
-docs/links.md) says where it came from. Which post it is: the post the
-source board answered with that seq, else the producer's key the link
-kept in a header, else its body (the workload's body is its key).
+An ``Arrived`` is one message a destination queue holds; its origin
+headers (``x-origin-board``, ``-queue``, ``-seq``), or else its link key
+(``link:<board id>:<queue>:<seq>``, see docs/links.md), say where it
+came from. Which post it is: the post the source board answered with
+that seq, else the producer's key the link kept in a header
+(``x-origin-key``), else its body (the workload's body is its key).
 
 For each flow, over the arrivals from its source at its destination:
 
@@ -21,8 +22,8 @@ c. reordered: a first arrival stored at the destination after another
    one whose origin seq is higher (the destination sees a source queue's
    messages in source seq order);
 d. changed: an arrival whose body is not the one posted, or that lacks
-   the address or a header the flow's translator gives, or whose origin
-   seq header (``x-origin-seq``) differs from its link key's;
+   the address or a header the flow's translator gives, or whose
+   idempotency key is no link key;
 e. stray: at a flow's destination, an arrival no post explains: from a
    board and queue no flow comes from, or of a key its writer never
    posted, or whose every post was refused.
@@ -46,8 +47,8 @@ MOST = 20
 LINK_KEY = re.compile(r"^link:(?P<board>[^:]*):(?P<queue>.*):(?P<seq>\d+)$")
 #: Headers in which a link may keep the producer's own key.
 KEY_HEADERS = ("x-origin-key", "x-msgboard-key")
-#: The origin seq a translator's ``origin`` records.
-ORIGIN_SEQ = "x-origin-seq"
+#: Where a forwarded message was first posted (board id, queue, seq).
+ORIGIN_BOARD, ORIGIN_QUEUE, ORIGIN_SEQ = "x-origin-board", "x-origin-queue", "x-origin-seq"
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,11 @@ class Arrived:
 
     @property
     def origin(self) -> tuple[str, str, int] | None:
-        """(origin board id, origin queue, origin seq), from the link key."""
+        """(origin board id, origin queue, origin seq): from the origin
+        headers a link sets, else from the link key."""
+        h = self.headers
+        if h.get(ORIGIN_BOARD) and h.get(ORIGIN_QUEUE) and h.get(ORIGIN_SEQ, "").isdigit():
+            return (h[ORIGIN_BOARD], h[ORIGIN_QUEUE], int(h[ORIGIN_SEQ]))
         m = LINK_KEY.match(self.key)
         return (m["board"], m["queue"], int(m["seq"])) if m else None
 
@@ -221,9 +226,8 @@ def _changed(flow: Flow, key: str, a: Arrived) -> str:
     for name, value in flow.headers.items():
         if a.headers.get(name) != value:
             return f"header {name} is {a.headers.get(name)!r}, not {value!r}"
-    origin, said = a.origin, a.headers.get(ORIGIN_SEQ)
-    if said is not None and origin is not None and said != str(origin[2]):
-        return f"header {ORIGIN_SEQ} is {said!r}, its link key says {origin[2]}"
+    if not LINK_KEY.match(a.key):
+        return f"its key {a.key!r} is no link key (a resend would be stored again)"
     return ""
 
 

@@ -39,10 +39,15 @@ HISTORY = [
 ]
 
 
-def arrival(key: str, origin_seq: int, seq: int, **kw: object) -> Arrived:
-    fields: dict[str, object] = {"body": key.encode(), "address": "site.orders"}
+def arrival(name: str, origin_seq: int, seq: int, **kw: Any) -> Arrived:
+    """``name``'s post (its body), arrived at central's inbox as ``seq``."""
+    fields: dict[str, Any] = {
+        "key": f"link:S:up:{origin_seq}",
+        "body": name.encode(),
+        "address": "site.orders",
+    }
     fields.update(kw)
-    return Arrived("central", "inbox", seq, f"link:S:up:{origin_seq}", **fields)  # type: ignore[arg-type]
+    return Arrived("central", "inbox", seq, **fields)
 
 
 #: ... each arrived once, in order, at central's inbox.
@@ -102,6 +107,13 @@ def test_a_changed_body_address_or_header_is_caught() -> None:
     assert found == [
         "changed: d at central/inbox#4: header x-site is None, not '1' (site/up -> central/inbox)"
     ]
+    # When it is not keyed by its origin (its headers say where it came from)
+    origin = {"x-origin-board": "S", "x-origin-queue": "up", "x-origin-seq": "4"}
+    found = check(HISTORY, [FLOW], [*CLEAN[:3], arrival("d", 4, 4, key="d", headers=origin)], IDS)
+    assert found == [
+        "changed: d at central/inbox#4: its key 'd' is no link key (a resend would be"
+        " stored again) (site/up -> central/inbox)"
+    ]
 
 
 def test_arrivals_no_post_explains_are_caught() -> None:
@@ -116,6 +128,28 @@ def test_arrivals_no_post_explains_are_caught() -> None:
         "stray: central/inbox#5 (link:S:up:5) is e, which w never posted (every post of it"
         " was refused) (site/up -> central/inbox)"
     ]
+
+
+def test_the_origin_is_read_from_the_origin_headers_first() -> None:
+    # A link keys by its outbox; the headers name the source queue and seq.
+    def via(a: Arrived) -> Arrived:
+        o = a.origin
+        assert o is not None
+        heads = {"x-origin-board": "S", "x-origin-queue": "up", "x-origin-seq": str(o[2])}
+        return dataclasses.replace(a, key=f"link:S:$link.sel-1:{a.seq + 10}", headers=heads)
+
+    assert check(HISTORY, [FLOW], [via(a) for a in CLEAN], IDS) == []
+    swapped = [via(a) for a in (CLEAN[0], arrival("c", 3, 2), arrival("b", 2, 3), CLEAN[3])]
+    assert counts(check(HISTORY, [FLOW], swapped, IDS)) == {"reordered": 1}
+    elsewhere = dataclasses.replace(
+        via(CLEAN[1]), headers={**via(CLEAN[1]).headers, "x-origin-queue": "other"}
+    )
+    assert counts(
+        check(HISTORY, [FLOW], [via(CLEAN[0]), elsewhere, *map(via, CLEAN[2:])], IDS)
+    ) == {
+        "lost": 1,
+        "stray": 1,
+    }
 
 
 def test_the_post_is_found_by_seq_then_key_header_then_body() -> None:
