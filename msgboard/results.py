@@ -127,6 +127,9 @@ class BoardStats:
     commits: int
     committed_ops: int
     queues: list[QueueStats]
+    #: The board's stable id (``board-id`` in its directory); "" when the
+    #: answer did not say (an embedded board's Stats leaves it to the server).
+    board_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,6 +214,9 @@ class SelectorSpec:
     destination_link: str = ""
     #: Pull across a link: the link whose board holds ``source``.
     source_link: str = ""
+    #: A selector that crosses a link: its translator's text (the
+    #: language of ``msgboard.links.translate``); "": none.
+    translator: str = ""
 
     @property
     def crossing(self) -> bool:

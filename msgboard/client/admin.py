@@ -152,6 +152,7 @@ class Admin:
             r.commits,
             r.committed_ops,
             [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
+            r.board_id,
         )
 
     # -- selectors ------------------------------------------------------
@@ -172,12 +173,17 @@ class Admin:
         start_time: int = 0,
         role: Role | str = Role.NORMAL,
         link: str = "",
+        source_link: str = "",
+        translator: str = "",
     ) -> SelectorView:
         """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
         BOUNCE, to queue ``to`` or, with none, terminal (attach with
         ``subscribe(selector=...)``). ``start``: a Position, its name, or a
         seq. ``link``: ``to`` is a queue on the board of that link (push
-        across a link)."""
+        across a link); ``source_link``: ``source`` is a queue on the board
+        of that link and ``to`` the queue here it fills (a pull);
+        ``translator``: a selector crossing a link, its translator
+        (docs/links.md)."""
         position, seq = start_position(start)
         spec = SelectorSpec(
             source,
@@ -191,6 +197,8 @@ class Admin:
             start_time,
             Role(role),
             destination_link=link,
+            source_link=source_link,
+            translator=translator,
         )
         req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
         with mapped():

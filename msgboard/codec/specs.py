@@ -166,6 +166,7 @@ def selector_spec_from_pb(
         role=ROLE.value(p.role, f"{where}.role"),
         destination_link=p.destination_link,
         source_link=p.source_link,
+        translator=p.translator,
     )
 
 
@@ -188,6 +189,7 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
     p.role = ROLE.to_pb[s.role]
     p.destination_link = s.destination_link
     p.source_link = s.source_link
+    p.translator = s.translator
     return p
 
 

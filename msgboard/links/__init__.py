@@ -20,5 +20,22 @@ from __future__ import annotations
 from msgboard.links.forwarder import Forwarder, key_of
 from msgboard.links.link import Link
 from msgboard.links.registry import Links
+from msgboard.links.translate import (
+    IDENTITY,
+    Origin,
+    Translator,
+    compile_translator,
+    selector_translator,
+)
 
-__all__ = ["Forwarder", "Link", "Links", "key_of"]
+__all__ = [
+    "IDENTITY",
+    "Forwarder",
+    "Link",
+    "Links",
+    "Origin",
+    "Translator",
+    "compile_translator",
+    "key_of",
+    "selector_translator",
+]

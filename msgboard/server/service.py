@@ -44,7 +44,7 @@ from msgboard.errors import (
     MsgboardError,
     Unavailable,
 )
-from msgboard.links import Links
+from msgboard.links import Links, selector_translator
 from msgboard.message import Message
 from msgboard.results import BoardStats, QueueStats, QueueView
 from msgboard.security import Security
@@ -287,8 +287,11 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
+        # Compiled here so that a bad one is refused before anything is made;
+        # a selector that crosses a link is the only one that may have one.
+        selector_translator(spec.translator, bool(spec.destination_link or spec.source_link))
         view = await wait(self.board.create_selector_async(spec))
-        if spec.crossing and self.links is not None:
+        if (spec.crossing or spec.source_link) and self.links is not None:
             self.links.refresh_soon()
         return selector_to_pb(view)
 

@@ -1729,6 +1729,7 @@ class StatsResponse(_message.Message):
     COMMITS_FIELD_NUMBER: _builtins.int
     COMMITTED_OPS_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     map_size: _builtins.int
     """Bytes of the LMDB map: address space reserved, not disk used."""
     map_used: _builtins.int
@@ -1741,6 +1742,10 @@ class StatsResponse(_message.Message):
     """
     committed_ops: _builtins.int
     """Operations committed in those transactions."""
+    board_id: _builtins.str
+    """The board's stable id (its data directory's `board-id`): a link that
+    pulls from this board keys what it pulls with it.
+    """
     @_builtins.property
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStats]:
         """One row per queue, ordered by name."""
@@ -1754,10 +1759,11 @@ class StatsResponse(_message.Message):
         commits: _builtins.int = ...,
         committed_ops: _builtins.int = ...,
         queues: _abc.Iterable[Global___QueueStats] | None = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board_id", b"board_id", "commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1884,6 +1890,7 @@ class SelectorSpec(_message.Message):
     QUOTA_FIELD_NUMBER: _builtins.int
     DESTINATION_LINK_FIELD_NUMBER: _builtins.int
     SOURCE_LINK_FIELD_NUMBER: _builtins.int
+    TRANSLATOR_FIELD_NUMBER: _builtins.int
     source: _builtins.str
     """The queue it reads."""
     op: Global___Operation.ValueType
@@ -1921,6 +1928,14 @@ class SelectorSpec(_message.Message):
     """Pull across a link: the link whose board holds `source` (then a queue
     on that board); `destination` is the local queue.
     """
+    translator: _builtins.str
+    """A selector that crosses a link only (destination_link or source_link):
+    the translator applied at the link's interface, in the translator
+    language of docs/links.md (e.g. "prefix +site1. ; word cats=felines ;
+    header set x-site=1 ; origin"); empty: none. Compiled when the selector
+    is created: one that does not parse is INVALID_ARGUMENT naming its
+    position (field spec.translator).
+    """
     @_builtins.property
     def pattern(self) -> Global___Pattern:
         """Which messages; unset: all."""
@@ -1945,10 +1960,11 @@ class SelectorSpec(_message.Message):
         quota: _builtins.int = ...,
         destination_link: _builtins.str = ...,
         source_link: _builtins.str = ...,
+        translator: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "destination_link", b"destination_link", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "source_link", b"source_link", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "destination_link", b"destination_link", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "source_link", b"source_link", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "translator", b"translator", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
