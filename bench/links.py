@@ -83,17 +83,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="links-bench-") as tmp:
         boards = Boards(Path(tmp), ["site", "central"])
         try:
-            boards.msgboard(
-                "site", "link", "create", "central", boards.address("central")
-            )
             rounds: list[dict[str, float]] = []
             with (
                 Client(boards.address("site"), timeout=120) as site,
                 Client(boards.address("central"), timeout=120) as central,
             ):
+                site.create_link("central", boards.address("central"))
 
                 def selector(queue: str, to: str) -> None:
-                    boards.msgboard("site", "selector", "create", queue, "--to", to)
+                    link, _, there = to.rpartition(":")
+                    site.create_selector(queue, to=there, link=link)
 
                 for r in range(args.rounds):
                     figures: dict[str, float] = {}

@@ -22,10 +22,7 @@ its destinations; ``arrivals`` reads the destination queues.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -94,20 +91,6 @@ class Boards:
         """The board's id, the first part of the keys its links give."""
         return (self.tmp / name / "board" / "board-id").read_text().strip()
 
-    def msgboard(self, name: str, *args: str) -> str:
-        """Runs ``msgboard ARGS`` against board ``name``; its output."""
-        env = dict(os.environ, MSGBOARD_SERVER=self.address(name))
-        done = subprocess.run(
-            [sys.executable, "-m", "msgboard", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode:
-            raise AssertionError(f"msgboard {' '.join(args)} on {name}: {done.stderr}")
-        return done.stdout
-
     def close(self) -> None:
         for s in self.everything:
             s.kill()
@@ -116,8 +99,11 @@ class Boards:
 class Net:
     """The boards of the kill test, wired (see the module docstring)."""
 
-    def __init__(self, boards: Boards, sites: Sequence[str], central: str = "central") -> None:
+    def __init__(
+        self, boards: Boards, sites: Sequence[str], central: str = "central", *, pull: bool = True
+    ) -> None:
         self.boards = boards
+        self.pull = pull
         self.sites = list(sites)
         self.central = central
         self.flows: list[Flow] = []
@@ -126,26 +112,24 @@ class Net:
         self._workloads: list[Workload] = []
         self._wire()
 
-    def _queue(self, board: str, name: str) -> None:
-        with Client(self.boards.address(board), timeout=60) as c:
-            c.create_queue(name, max_history=UNLIMITED)
+    def _client(self, board: str) -> Client:
+        return Client(self.boards.address(board), timeout=60)
 
     def _wire(self) -> None:
         b, central = self.boards, self.central
-        for q in ("inbox", "news", "work"):
-            self._queue(central, q)
+        with self._client(central) as c:
+            for q in ("inbox", "news", "work"):
+                c.create_queue(q, max_history=UNLIMITED)
+            for site in self.sites:
+                c.create_link(site, b.address(site))
+                c.create_selector("news", op="copy", to="news", link=site)
+        self.writers["news"] = (central, "news")
         for site in self.sites:
-            for q in ("up", "news"):
-                self._queue(site, q)
-            b.msgboard(site, "link", "create", central, b.address(central))
-            b.msgboard(central, "link", "create", site, b.address(site))
-            b.msgboard(
-                site, "selector", "create", "up", "--to", f"{central}:inbox",
-                "--translate", translator(site),
-            )  # fmt: skip
-            b.msgboard(
-                central, "selector", "create", "news", "--op", "copy", "--to", f"{site}:news"
-            )
+            with self._client(site) as c:
+                for q in ("up", "news"):
+                    c.create_queue(q, max_history=UNLIMITED)
+                c.create_link(central, b.address(central))
+                c.create_selector("up", to="inbox", link=central, translator=translator(site))
             self.writers[f"up-{site}"] = (site, "up")
             self.flows.append(
                 Flow(
@@ -157,12 +141,14 @@ class Net:
                 )
             )
             self.flows.append(Flow("news", (central, "news"), (site, "news"), address=TOPIC))
-        puller = self.sites[0]
-        self._queue(puller, "work")
-        b.msgboard(puller, "selector", "create", f"{central}:work", "--to", "work")
-        self.writers["news"] = (central, "news")
-        self.writers["work"] = (central, "work")
-        self.flows.append(Flow("work", (central, "work"), (puller, "work"), address=TOPIC))
+        if self.pull:
+            with self._client(self.sites[0]) as c:
+                c.create_queue("work", max_history=UNLIMITED)
+                c.create_selector("work", to="work", source_link=central)
+            self.writers["work"] = (central, "work")
+            self.flows.append(
+                Flow("work", (central, "work"), (self.sites[0], "work"), address=TOPIC)
+            )
 
     # -- load -----------------------------------------------------------
 
