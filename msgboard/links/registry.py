@@ -47,8 +47,13 @@ Rewrites = Callable[[SelectorSpec], Rewrite | None]
 class Links:
     """The running links of one board."""
 
-    def __init__(self, board: Board, *, rewrites: Rewrites | None = None) -> None:
+    def __init__(
+        self, board: Board, *, rewrites: Rewrites | None = None, behind: float = BEHIND
+    ) -> None:
+        """``rewrites``: a crossing selector's rewrite from its spec (its
+        translator); ``behind``: seconds behind that make ``link.behind``."""
         self.board = board
+        self._behind_after = behind
         self.board_id = stable_id(board.path)
         self._rewrites = rewrites
         self._workdir = os.path.join(board.path, "links")
@@ -226,7 +231,7 @@ class Links:
     def _watch_lag(self) -> None:
         for v in self.views():
             name = v.spec.name
-            if v.lag_seconds > BEHIND and name not in self._behind:
+            if v.lag_seconds > self._behind_after and name not in self._behind:
                 self._behind.add(name)
                 self.board.emit("link.behind", name, v.lag_messages, int(v.lag_seconds))
             elif not v.lag_messages:

@@ -530,10 +530,11 @@ async def serve(
     calls = None
     if config.metrics_listen or config.access_log:
         calls = Calls(access=bool(config.access_log))
+    links = Links(board).start()
     metrics = None
     if config.metrics_listen:
         role = ClusterCollector(primary.role, primary.standbys) if primary else None
-        metrics = Metrics(board, calls, role)
+        metrics = Metrics(board, calls, role, links)
     readiness = Readiness(config.ready_file)
     try:
         metrics_at = metrics.serve(config) if metrics else ""
@@ -547,6 +548,7 @@ async def serve(
             calls=calls,
             readiness=readiness,
             replication=replication,
+            links=links,
         )
         await server.start()
         host = config.listen.rsplit(":", 1)[0]
