@@ -113,21 +113,27 @@ class Net:
         self._wire()
 
     def _client(self, board: str) -> Client:
-        return Client(self.boards.address(board), timeout=60)
+        return reader(self.boards.address(board))
 
     def _wire(self) -> None:
+        """The queues first, then the links and the selectors that cross
+        them (a selector to a queue not there yet waits for it)."""
         b, central = self.boards, self.central
         with self._client(central) as c:
             for q in ("inbox", "news", "work"):
                 c.create_queue(q, max_history=UNLIMITED)
+        for site in self.sites:
+            with self._client(site) as c:
+                for q in ("up", "news", "work"):
+                    c.create_queue(q, max_history=UNLIMITED)
+        with self._client(central) as c:
             for site in self.sites:
                 c.create_link(site, b.address(site))
                 c.create_selector("news", op="copy", to="news", link=site)
+                self.flows.append(Flow("news", (central, "news"), (site, "news"), address=TOPIC))
         self.writers["news"] = (central, "news")
         for site in self.sites:
             with self._client(site) as c:
-                for q in ("up", "news"):
-                    c.create_queue(q, max_history=UNLIMITED)
                 c.create_link(central, b.address(central))
                 c.create_selector("up", to="inbox", link=central, translator=translator(site))
             self.writers[f"up-{site}"] = (site, "up")
@@ -140,15 +146,12 @@ class Net:
                     headers={"x-site": site, "x-origin-queue": "up"},
                 )
             )
-            self.flows.append(Flow("news", (central, "news"), (site, "news"), address=TOPIC))
         if self.pull:
-            with self._client(self.sites[0]) as c:
-                c.create_queue("work", max_history=UNLIMITED)
+            puller = self.sites[0]
+            with self._client(puller) as c:
                 c.create_selector("work", to="work", source_link=central)
             self.writers["work"] = (central, "work")
-            self.flows.append(
-                Flow("work", (central, "work"), (self.sites[0], "work"), address=TOPIC)
-            )
+            self.flows.append(Flow("work", (central, "work"), (puller, "work"), address=TOPIC))
 
     # -- load -----------------------------------------------------------
 
@@ -166,7 +169,6 @@ class Net:
                 topic=TOPIC,
                 pause=pause,
                 batch=batch,
-                failover=30.0,
             )
             self._workloads.append(w.start())
 
@@ -187,7 +189,7 @@ class Net:
 
     def stored(self, board: str, queue: str) -> set[int]:
         """The seqs of every message on a source queue."""
-        with Client(self.boards.address(board), timeout=60) as c:
+        with self._client(board) as c:
             return {m.seq for _, m in browsed(c, queue)}
 
     def behind(self) -> list[str]:
@@ -226,7 +228,7 @@ class Net:
             raise AssertionError(f"{e}: {'; '.join(last)}") from None
 
     def next_seq(self, board: str, queue: str) -> int:
-        with Client(self.boards.address(board), timeout=60) as c:
+        with self._client(board) as c:
             return c.get_queue(queue).next_seq
 
     # -- faults ---------------------------------------------------------
@@ -277,12 +279,21 @@ class Net:
             raise AssertionError(f"{e}: nothing new on {', '.join(late)}") from None
 
 
+def reader(address: str) -> Client:
+    """A client for the harness's own calls: it tries again for a minute
+    when the board is down or just back (with failover's channel options,
+    so it shares no connection, nor its backoff, with the workload's
+    clients: gRPC pools connections of channels alike, and one that was
+    refused while the board was down refuses at once for a while)."""
+    return Client(address, timeout=60, failover=60)
+
+
 def arrivals(addresses: Mapping[str, str], queues: Sequence[tuple[str, str]]) -> list[Arrived]:
     """Every message of ``queues`` (board name, queue), the boards at
     ``addresses`` by name."""
     out: list[Arrived] = []
     for board, queue in queues:
-        with Client(addresses[board], timeout=60) as c:
+        with reader(addresses[board]) as c:
             for _, m in browsed(c, queue):
                 out.append(Arrived(board, queue, m.seq, m.key, m.body, m.address, dict(m.headers)))
     return out
