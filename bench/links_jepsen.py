@@ -4,6 +4,7 @@ by the checker of tests/linkcheck.py (shown each violation in
 tests/test_links_checker.py).
 
     scripts/links-jepsen [--cycles 50] [--sites 2] [--seed N] [--pause 0.1] [--batch 5]
+                         [--without-pull]
 
 Boards: ``--sites`` sites and a central board (tests/linkboards.py's
 ``Net``): each site moves ``up`` to central's ``inbox`` through a
@@ -18,7 +19,8 @@ started again on its directory and port, and the cycle ends once every
 writer posts and every flow delivers again.
 
 Prints one line per cycle (to standard error), then a table of victims x
-cycles, and the totals: posts answered OK, answers lost (unknown),
+cycles, and the totals: posts answered OK, tries whose answer was lost
+(sent again by the workload with the same key) and posts never answered,
 arrivals, and lost / duplicate / reordered / changed / stray (each a count
 of the checker's lines), and every line found. Exits 1 if anything was
 found (the boards' directories and logs are kept then).
@@ -59,6 +61,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="the random seed (default: the time)")
     ap.add_argument("--pause", type=float, default=0.1, help="seconds between a poster's posts")
     ap.add_argument("--batch", type=int, default=5, help="messages per streamed batch")
+    ap.add_argument("--without-pull", action="store_true", help="leave the federation pull out")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time())
     sites = [f"site{i + 1}" for i in range(args.sites)]
@@ -75,7 +78,7 @@ def main() -> int:
     done: Counter[str] = Counter()
     started = now()
     try:
-        net = Net(boards, sites)
+        net = Net(boards, sites, pull=not args.without_pull)
         net.load(h, pause=args.pause, batch=args.batch)
         try:
             net.moving(h)
@@ -98,20 +101,19 @@ def main() -> int:
     finally:
         boards.close()
     ops = h.ops()
-    ok = len({o.key for o in ops if o.kind == "post" and o.outcome == OK})
-    unknown = len(
-        {o.key for o in ops if o.kind == "post" and o.outcome == UNKNOWN}
-        - {o.key for o in ops if o.kind == "post" and o.outcome == OK}
-    )
+    answered = {o.key for o in ops if o.kind == "post" and o.outcome == OK}
+    lost_answers = [o for o in ops if o.kind == "post" and o.outcome == UNKNOWN]
+    never = {o.key for o in lost_answers} - answered
     print("| victims | cycles |\n| --- | --- |")
     for v, c in sorted(done.items()):
         print(f"| {v} | {c} |")
     n = counts(found)
     print()
     print(
-        f"{sum(done.values())} cycles in {now() - started:.0f} s; posts answered OK {ok},"
-        f" posts whose answer was lost {unknown}, arrivals {len(arrived)} over"
-        f" {len(net.flows)} flows; " + ", ".join(f"{rule} {n.get(rule, 0)}" for rule in RULES)
+        f"{sum(done.values())} cycles in {now() - started:.0f} s; posts answered OK"
+        f" {len(answered)}, tries whose answer was lost {len(lost_answers)} (posts never"
+        f" answered OK {len(never)}), arrivals {len(arrived)} over {len(net.flows)} flows; "
+        + ", ".join(f"{rule} {n.get(rule, 0)}" for rule in RULES)
     )
     for line in found:
         print(line)
