@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import wait_for
 from tests.linkboards import Boards, Net
 from tests.linkcheck import check
+from tests.test_links import Boards as LinkedPair
 from tests.workload import History
 
 
@@ -74,3 +76,34 @@ def test_three_boards_survive_kills_of_sources_and_destination(
     net = Net(b, ["site1", "site2"])
     cycles = [("site2",), ("central",), ("central", "site1")]
     assert run(net, cycles, seed=2727) == []
+
+
+def test_a_selector_waits_for_its_missing_remote_queue_and_delays_no_other(
+    tmp_path: Path,
+) -> None:
+    """Given a site whose selector crosses to a central queue not made
+    yet, and another selector on the same link to a queue that exists, I
+    expect the other one to forward meanwhile, and the first one's
+    messages to arrive, in order, once the queue is made (its refusal,
+    NOT_FOUND, once held the forwarder on the link's 'connected' for
+    good, and every selector of the link with it)."""
+    b = LinkedPair(tmp_path)
+    try:
+        b.c.create_queue("there")
+        for q in ("early", "late"):
+            b.s.create_queue(q)
+        b.s.create_link("central", b.central.address)
+        b.s.create_selector("early", to="missing", link="central")
+        b.s.create_selector("late", to="there", link="central")
+        for i in range(3):
+            b.s.post("early", body=b"e%d" % i, key=f"e{i}")
+        wait_for(lambda: b.link().last_error.startswith("NOT_FOUND"), "the refusal shown")
+        b.s.post("late", body=b"l0", key="l0")
+        wait_for(lambda: b.c.get_queue("there").unprocessed == 1, "the other selector forwards")
+        b.c.create_queue("missing")
+        wait_for(lambda: b.c.get_queue("missing").unprocessed == 3, "the waiting ones arrive")
+        page = b.c.browse("missing", "oldest", limit=10)
+        assert [m.body for m in page.messages] == [b"e0", b"e1", b"e2"]
+        wait_for(lambda: b.link().state == "connected", "the link connected again")
+    finally:
+        b.close()
