@@ -7,6 +7,7 @@ catch each violation)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -212,7 +213,7 @@ def test_a_bounce_on_the_far_board_comes_home_through_the_link(
             c.create_queue(q)
         for q in ("orders", "answers"):
             s.create_queue(q)
-        c.create_selector("inbox", op="bounce", address="site1.#")
+        c.create_selector("inbox", op="bounce", address="topic:site1.#")
         s.create_link("central", central.address)
         s.create_selector("orders", to="inbox", link="central", translator=text)
         s.create_selector("back", to="answers", source_link="central", translator=text)
@@ -225,6 +226,48 @@ def test_a_bounce_on_the_far_board_comes_home_through_the_link(
             "rec.cats",
         )
         assert m.body == b"b1" and "x-link-reply-to" not in m.headers
+
+
+def test_the_cli_pulls_from_link_colon_queue(
+    boards: tuple[ServerThread, ServerThread], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given ``selector create central:work --to work --translate ...`` on
+    a site with a link named central, I expect a pull (listed as
+    central:work, its translator shown); a bad translator refused with its
+    position; and ``other:work``, with no link named other, a local queue."""
+    from msgboard.cli.main import main
+
+    central, site = boards
+    with Client(central.address) as c, Client(site.address) as s:
+        c.create_queue("work")
+        s.create_queue("work")
+        s.create_link("central", central.address)
+
+        def cli(*args: str) -> tuple[int, str]:
+            code = main([*args, "--server", site.address])
+            out, err = capsys.readouterr()
+            return code, out + err
+
+        code, out = cli(
+            "selector", "create", "central:work", "--to", "work", "--translate", "prefix +c."
+        )
+        assert code == 0, out
+        code, out = cli("selector", "list", "--json")
+        [row] = [json.loads(x) for x in out.splitlines()]
+        assert (row["source"], row["to"], row["translator"]) == (
+            "central:work",
+            "work",
+            "prefix +c.",
+        )
+        c.post("work", address="jobs", body=b"j1")
+        wait_until("pulled", lambda: s.get_queue("work").unprocessed == 1)
+        assert s.read("work")[0].address == "c.jobs"
+        code, out = cli(
+            "selector", "create", "central:work", "--to", "work", "--translate", "word x"
+        )
+        assert code != 0 and "spec.translator: at 7: expected '=' after 'x'" in out
+        code, out = cli("selector", "create", "other:work", "--to", "work")
+        assert code != 0 and 'source queue "other:work" does not exist' in out  # local
 
 
 # -- restarts --------------------------------------------------------------------
@@ -278,7 +321,7 @@ def _answered(fn: object, *args: object, **kw: object) -> object:
 def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
-    """Given a site pulling central:work (translated) while 300 keyed
+    """Given a site pulling central:work (translated) while 400 keyed
     messages are posted on central, and central killed (-9) and restarted
     once, then the site once, both mid-pull, I expect every message on the
     site once, in central's order, translated and keyed by its origin, and
@@ -286,7 +329,7 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
     two = Two(tmp_path)
     try:
         central, site = two.start("central"), two.start("site")
-        n = 300
+        n = 400
         posted = [f"m{i}" for i in range(n)]
         with Client(central, timeout=10) as c, Client(site, timeout=10) as s:
             c.create_queue("work", dedup_window=3600)
@@ -306,10 +349,12 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
                 return int(_answered(lambda: s.get_queue("work").unprocessed))  # type: ignore[arg-type]
 
             wait_until("a quarter arrived", lambda: arrived() >= n // 4, timeout=90)
+            assert poster.is_alive()  # mid-post, mid-pull
             two.kill("central")
             time.sleep(0.3)
             two.start("central")
             wait_until("half arrived", lambda: arrived() >= n // 2, timeout=90)
+            assert poster.is_alive()
             two.kill("site")
             time.sleep(0.3)
             two.start("site")

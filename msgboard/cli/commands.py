@@ -309,7 +309,7 @@ def _selector_json(v: Any) -> dict[str, Any]:
     spec = v.spec
     d: dict[str, Any] = {
         "id": v.id,
-        "source": spec.source,
+        "source": f"{spec.source_link}:{spec.source}" if spec.source_link else spec.source,
         "op": spec.op.value,
         "to": (
             f"{spec.destination_link}:{spec.destination}"
@@ -324,6 +324,8 @@ def _selector_json(v: Any) -> dict[str, Any]:
         "delivered": v.delivered,
         "dropped": v.dropped,
     }
+    if spec.translator:
+        d["translator"] = spec.translator
     return d
 
 
@@ -355,11 +357,19 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
             raise InvalidArgument(f"--credit: not a number or unlimited: {args.credit!r}") from None
         start, when = _start(args.start)
         link, to = (args.link, args.to) if args.link else split_link(c, args.to)
+        if args.from_link:
+            source_link, source = args.from_link, args.source
+        elif link:  # a selector crosses one link at most
+            source_link, source = "", args.source
+        else:
+            source_link, source = split_link(c, args.source)
         v = c.create_selector(
-            args.source,
+            source,
             op=args.op,
             to=to,
             link=link,
+            source_link=source_link,
+            translator=args.translate,
             templates=_templates(args),
             address=args.address,
             filter=args.filter,

@@ -350,7 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("selector", help="create, get, list or delete selectors")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a selector; prints its id")
-    p.add_argument("source", help="the queue it selects from")
+    p.add_argument(
+        "source", help="the queue it selects from (LINK:QUEUE: on a linked board, a pull)"
+    )
     p.add_argument(
         "--op",
         choices=["move", "copy", "delete", "bounce"],
@@ -359,6 +361,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--to", default="", metavar="QUEUE", help="destination (LINK:QUEUE too)")
     p.add_argument("--link", default="", help="--to names a queue on this link's board")
+    p.add_argument(
+        "--from-link",
+        default="",
+        metavar="LINK",
+        help="SOURCE names a queue on this link's board: a pull (SOURCE may be LINK:QUEUE too)",
+    )
+    p.add_argument(
+        "--translate",
+        default="",
+        metavar="TEXT",
+        help='a selector crossing a link: its translator, e.g. "prefix +site1. ; word a=b"',
+    )
     _pattern_args(p)
     p.add_argument(
         "--credit",

@@ -33,6 +33,7 @@ calls, each an object given what it needs:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -46,6 +47,7 @@ from msgboard.engine.calls import served_by, waits
 from msgboard.engine.consumers import Consumers
 from msgboard.engine.dedup import KeySweep
 from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
+from msgboard.engine.federation import Pulls
 from msgboard.engine.limits import Limits
 from msgboard.engine.linked import Linked, hop_count, routed
 from msgboard.engine.network import Network
@@ -59,6 +61,7 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Release, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.message import TRIMMED, Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
@@ -108,9 +111,10 @@ class Board:
         self.events = Events(writer, self._post_events)
         self._net = net = Network(writer, self._waiters, self.events)
         self._reads = Reads(self._durable)
-        self._teardown = Teardown(writer, net, self.events, self._waiters)
+        self._pulls = pulls = Pulls(self.events)
+        self._teardown = Teardown(writer, net, self.events, self._waiters, pulls)
         self._taking = Taking(self.limits, writer, net, self._waiters, self._reads)
-        self._linked = Linked(writer, self.events, net.table)
+        self._linked = Linked(writer, self.events, net.table, pulls)
         self._subscriptions = Subscriptions(
             self.limits, writer, net, self.events, self._teardown, self._linked
         )
@@ -175,6 +179,12 @@ class Board:
         runs beside the board and calls it: ``msgboard.links``)."""
         self._closing.append(fn)
 
+    @functools.cached_property
+    def board_id(self) -> str:
+        """The board's stable id (``lmdbstore.boardid``), made the first
+        time it is asked for."""
+        return stable_id(self.path)
+
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends
         the subscriptions and closes the stores."""
@@ -196,6 +206,12 @@ class Board:
         txn = b.txn(True)
         self._linked.load(b)
         for sid, stored in txn.selectors():
+            if stored.source_link:  # a pull: no local source, never routed here
+                if b.lookup(stored.destination) is None:
+                    txn.delete_selector(sid)
+                else:
+                    self._pulls.load(sid, stored)
+                continue
             spec = routed(sid, stored) if stored.crossing else stored
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and b.lookup(dest) is None):

@@ -30,6 +30,7 @@ from concurrent.futures import Future
 
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
+from msgboard.engine.federation import Pulls
 from msgboard.engine.table import Table
 from msgboard.engine.writer import Batch, Writer
 from msgboard.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
@@ -125,10 +126,12 @@ def hop_count(text: str) -> int:
 class Linked:
     """The board's links (writer thread, apart from the calls' checks)."""
 
-    def __init__(self, writer: Writer, events: Events, table: Table) -> None:
+    def __init__(self, writer: Writer, events: Events, table: Table, pulls: Pulls) -> None:
         self._writer = writer
         self._events = events
         self._table = table
+        #: The pull selectors (``federation.py``), which cross links too.
+        self.pulls = pulls
         #: Every link, by name, as committed or in the running group.
         self.specs: dict[str, LinkSpec] = {}
 
@@ -189,7 +192,8 @@ class Linked:
     def crossing(self, name: str) -> list[str]:
         """The ids of the selectors that cross link ``name``."""
         sels = self._table.selectors.values()
-        return sorted(s.id for s in sels if s.spec.destination_link == name)
+        pushes = [s.id for s in sels if s.spec.destination_link == name]
+        return sorted(pushes + self.pulls.across(name))
 
     def list_links_async(self) -> Future[list[LinkSpec]]:
         """Every link, by name."""

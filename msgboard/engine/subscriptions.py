@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
+from msgboard.engine.federation import check_pull
 from msgboard.engine.limits import Limits, check_delay, check_redelivery
 from msgboard.engine.linked import Linked, check_crossing, outbox_spec, routed
 from msgboard.engine.network import Network
@@ -55,6 +56,8 @@ class Subscriptions:
         source or destination, FailedPrecondition for one that would close a
         cycle of queues. It is durable when its source queue is."""
         spec = self._check_selector(spec)
+        if spec.source_link:
+            return self._writer.submit(lambda b: self._create_pull(b, spec))
 
         def run(b: Batch) -> SelectorView:
             txn, info = self._find_source(b, spec)
@@ -81,10 +84,17 @@ class Subscriptions:
 
         return self._writer.submit(run)
 
+    def _create_pull(self, b: Batch, spec: SelectorSpec) -> SelectorView:
+        """A pull selector (``federation.py``): its link must exist, its
+        destination queue too."""
+        self._linked.require(spec.source_link, "spec.source_link")
+        sid = f"sel-{b.txn(True).new_selector_id()}"
+        return self._linked.pulls.create(b, sid, spec)
+
     def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
-        self._limits.check_name(spec.source, f"{where}.source")
         if spec.source_link:
-            raise InvalidArgument(f"{where}.source_link: pulling across a link is not built yet")
+            return check_pull(self._limits, spec, where)
+        self._limits.check_name(spec.source, f"{where}.source")
         if spec.crossing:
             check_crossing(spec, where)
             # The remote board's name rules are its own; a '$' name is never posted to.
@@ -129,7 +139,12 @@ class Subscriptions:
 
     def get_selector_async(self, sid: str) -> Future[SelectorView]:
         """A selector and its figures; NotFound if there is none."""
-        return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
+
+        def run(b: Batch) -> SelectorView:
+            pull = self._linked.pulls.by_id.get(sid)
+            return pull.view() if pull is not None else self._selector_view(self._selector(sid))
+
+        return self._writer.submit(run)
 
     def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:
         """The selectors of one queue, or of every queue (by source queue,
@@ -142,7 +157,10 @@ class Subscriptions:
                 b.find(queue)
             sels = [s for s in self._net.table.selectors.values() if not queue or s.source == queue]
             sels.sort(key=lambda s: s.source)
-            return [self._selector_view(s) for s in sels]
+            views = [self._selector_view(s) for s in sels]
+            if not queue:  # a pull reads no queue here: listed with all of them
+                views += [p.view() for p in self._linked.pulls.by_id.values()]
+            return views
 
         return self._writer.submit(run)
 
@@ -152,6 +170,9 @@ class Subscriptions:
         selectors deletes itself."""
 
         def run(b: Batch) -> None:
+            if sid in self._linked.pulls.by_id:
+                self._linked.pulls.delete(b, sid)
+                return
             self._teardown.delete_selector(b, self._selector(sid))
             self._net.pulls.settle(b)
 

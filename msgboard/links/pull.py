@@ -44,7 +44,13 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from msgboard.client import Client
-from msgboard.errors import MsgboardError, QueueFull, QueueNotFound, Unavailable
+from msgboard.errors import (
+    FailedPrecondition,
+    MsgboardError,
+    QueueFull,
+    QueueNotFound,
+    Unavailable,
+)
 from msgboard.links.translate import (
     ORIGIN_BOARD,
     ORIGIN_QUEUE,
@@ -146,6 +152,17 @@ def arrived(m: Message, board: str, queue: str, here: str, translator: Translato
     )
 
 
+def remote_id(client: Client, queue: str) -> str:
+    """The id of the board ``client`` reaches, as its Stats of ``queue``
+    (which the link may read) say; FailedPrecondition if it says none."""
+    board = client.stats(queue).board_id
+    if not board:
+        raise FailedPrecondition(
+            "the linked board does not say its id (an older version): nothing is pulled"
+        )
+    return board
+
+
 def seq_filter(seqs: Sequence[int]) -> str:
     """The filter of the Take that removes exactly ``seqs``."""
     return f"seq IN ({', '.join(map(str, seqs))})"
@@ -170,7 +187,7 @@ class Puller:
         self.sid = sid
         self.spec = spec
         self.translator = translator
-        self._link = link
+        self.link = link
         self._local = local
         self._here = here
         self._remote_id = remote_id
@@ -187,9 +204,13 @@ class Puller:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout: float = WAIT + 30) -> None:
+    def stop(self, *, join: bool = True) -> None:
         """Stops after the round in progress (a Read waits at most ``WAIT``)."""
         self._stop.set()
+        if join:
+            self.join(WAIT + 30)
+
+    def join(self, timeout: float) -> None:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
@@ -202,15 +223,19 @@ class Puller:
         board = ""
         while not self._stop.is_set():
             try:
-                if not self._link.wait_up(1.0):
+                # A link this puller holds down (its last call failed) is
+                # tried again after the backoff, not waited for: only a
+                # call of its own clears what it reported.
+                if not self.last_error and not self.link.wait_up(1.0):
                     continue
-                client = self._link.client
+                client = self.link.client
                 if not board:
                     board = self._remote_id(client, self.spec.source)
-                if self.round(client, board):
-                    self._link.accepted(self.sid)
+                self.round(client, board)
+                if self.last_error:
+                    self.last_error = ""
+                    self.link.accepted(self.sid)
                 delay = BACKOFF
-                self.last_error = ""
             except QueueFull:
                 self._stop.wait(FULL_WAIT)  # a local post raced it to the room
             except LocalGone:
@@ -232,7 +257,7 @@ class Puller:
 
     def _failed(self, e: BaseException, delay: float) -> None:
         self.last_error = f"{e.code}: {e}" if isinstance(e, MsgboardError) else repr(e)
-        self._link.refused(self.sid, e)
+        self.link.refused(self.sid, e)
         self._stop.wait(delay * (0.5 + self._random.random()))
 
     def round(self, client: Client, board: str) -> bool:
@@ -267,5 +292,5 @@ class Puller:
         client.take(spec.source, filter=seq_filter(seqs), max=len(seqs))
         self.pulled += len(seqs) - dup
         self.duplicates += dup
-        self._link.counted(len(seqs) - dup, dup)
+        self.link.counted(len(seqs) - dup, dup)
         return True

@@ -28,6 +28,8 @@ from msgboard.engine import Board
 from msgboard.errors import MsgboardError, NotFound
 from msgboard.links.forwarder import Forwarder, Rewrite
 from msgboard.links.link import Link
+from msgboard.links.pull import Puller, remote_id
+from msgboard.links.translate import compile_translator, push_rewrite
 from msgboard.lmdbstore.boardid import stable_id
 from msgboard.message import now_us
 from msgboard.results import LinkView, Start
@@ -55,11 +57,14 @@ class Links:
         self.board = board
         self._behind_after = behind
         self.board_id = stable_id(board.path)
-        self._rewrites = rewrites
+        # By default the selector's translator (``translate.py``).
+        self._rewrites = rewrites if rewrites is not None else push_rewrite
         self._workdir = os.path.join(board.path, "links")
         self._lock = threading.Lock()
         self._links: dict[str, Link] = {}
         self._forwarders: dict[str, Forwarder] = {}
+        #: The pull selectors' pullers, by selector id (``pull.py``).
+        self._pullers: dict[str, Puller] = {}
         self._behind: set[str] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -86,11 +91,16 @@ class Links:
             self._thread.join(timeout=30)
         with self._lock:
             forwarders, self._forwarders = list(self._forwarders.values()), {}
+            pullers, self._pullers = list(self._pullers.values()), {}
             links, self._links = list(self._links.values()), {}
         for f in forwarders:
             f.stop()
+        for p in pullers:
+            p.stop(join=False)
         for f in forwarders:
             f.join(30)
+        for p in pullers:
+            p.join(30)
         for link in links:
             link.close()
 
@@ -125,6 +135,7 @@ class Links:
         with self._lock:
             link = self._links.get(name)
             sids = sorted(s for s, f in self._forwarders.items() if f.link is link)
+            pulls = sorted(s for s, p in self._pullers.items() if p.link is link)
         if link is None:
             raise NotFound(f"no link named {name!r}")
         waiting, oldest = self._lag(sids)
@@ -138,7 +149,7 @@ class Links:
             lag_messages=waiting,
             lag_seconds=max(0.0, (now_us() - oldest) / 1e6) if oldest else 0.0,
             last_error=link.last_error,
-            selectors=tuple(sids),
+            selectors=tuple(sorted(sids + pulls)),
             since=link.since,
         )
 
@@ -174,9 +185,11 @@ class Links:
         link.start()
 
     def refresh(self) -> None:
-        """Starts a forwarder for each crossing selector without one and
-        stops those whose selector went."""
-        crossing = {v.id: v.spec for v in self.board.list_selectors() if v.spec.destination_link}
+        """Starts a forwarder for each crossing selector without one (a
+        puller for each pull selector) and stops those whose selector went."""
+        views = self.board.list_selectors()
+        crossing = {v.id: v.spec for v in views if v.spec.destination_link}
+        self._refresh_pulls({v.id: v.spec for v in views if v.spec.source_link})
         with self._lock:
             gone = [f for sid, f in self._forwarders.items() if sid not in crossing]
             for f in gone:
@@ -186,7 +199,7 @@ class Links:
                 link = self._links.get(spec.destination_link)
                 if sid in self._forwarders or link is None or self._stop.is_set():
                     continue
-                rewrite = self._rewrites(spec) if self._rewrites else None
+                rewrite = self._rewrites(spec)
                 f = Forwarder(self.board, link, sid, spec, self.board_id, rewrite)
                 self._forwarders[sid] = f
                 new.append(f)
@@ -194,6 +207,25 @@ class Links:
             f.stop()
         for f in new:
             f.start()
+
+    def _refresh_pulls(self, pulling: dict[str, SelectorSpec]) -> None:
+        with self._lock:
+            gone = [p for sid, p in self._pullers.items() if sid not in pulling]
+            for p in gone:
+                del self._pullers[p.sid]
+            new = []
+            for sid, spec in pulling.items():
+                link = self._links.get(spec.source_link)
+                if sid in self._pullers or link is None or self._stop.is_set():
+                    continue
+                t = compile_translator(spec.translator)
+                p = Puller(sid, spec, t, link, self.board, self.board_id, remote_id)
+                self._pullers[sid] = p
+                new.append(p)
+        for p in gone:
+            p.stop(join=False)
+        for p in new:
+            p.start()
 
     def _lag(self, sids: list[str]) -> tuple[int, int]:
         """Messages waiting in these selectors' outboxes, and when the

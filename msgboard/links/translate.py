@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message, build
+from msgboard.spec import SelectorSpec
 
 #: Origin headers (``origin``): the board, queue and seq a message was
 #: first posted on before it crossed a link.
@@ -439,6 +440,24 @@ def compile_translator(text: str) -> Translator:
     dels = tuple(n for n in dict.fromkeys(p.dels) if n not in p.sets)
     origin = p.origin or p.reply is not None
     return Translator(text, p.fwd, p.back, p.sets, dels, origin, p.reply)
+
+
+def push_rewrite(spec: SelectorSpec) -> Callable[[Message], Message] | None:
+    """What a push's forwarder does to each message (``registry.py``): its
+    selector's translator applied, the origin read from the headers the
+    link stamped; None for a selector with no translator."""
+    if not spec.translator:
+        return None
+    t = compile_translator(spec.translator)
+
+    def rewrite(m: Message) -> Message:
+        h = m.headers
+        seq = h.get(ORIGIN_SEQ, "")
+        n = int(seq) if seq.isdigit() else 0
+        origin = Origin(h.get(ORIGIN_BOARD, ""), h.get(ORIGIN_QUEUE, ""), n)
+        return t.apply(m, origin)
+
+    return rewrite
 
 
 def selector_translator(text: str, crossing: bool, where: str = "spec") -> Translator:

@@ -70,6 +70,11 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
     s = r.spec
     if s.op == pb.OPERATION_BOUNCE:
         return [_n(ADMIN, BOARD)]
+    if s.source_link:
+        # A pull: the queue on the linked board, named as the CLI names it,
+        # read; the local queue it fills, managed and written.
+        remote = f"{s.source_link}:{s.source}"
+        return [_n(READ, remote), _n(MANAGE, s.destination), _n(WRITE, s.destination)]
     needs = [_n(MANAGE, s.source), _n(READ, s.source)]
     if s.destination_link:
         # The queue on the linked board, named as the CLI names it.
@@ -111,7 +116,9 @@ def _keep_queues(
 def _keep_selectors(
     r: pb.ListSelectorsResponse, sees: Callable[[str], bool]
 ) -> pb.ListSelectorsResponse:
-    kept = [s for s in r.selectors if sees(s.spec.source)]
+    kept = [
+        s for s in r.selectors if sees(s.spec.destination if s.spec.source_link else s.spec.source)
+    ]
     del r.selectors[:]
     r.selectors.extend(kept)
     return r

@@ -125,9 +125,10 @@ def _add_queues(r: pb.ListQueuesResponse, views: Sequence[QueueView]) -> None:
 _STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
 
 
-def stats_to_pb(s: BoardStats) -> bytes:
+def stats_to_pb(s: BoardStats, board_id: str = "") -> bytes:
     """A StatsResponse, serialized (``prebuilt.py``)."""
     head = pb.StatsResponse(
+        board_id=board_id or s.board_id,
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
@@ -280,7 +281,8 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> Any:  # bytes: prebuilt.py
         stats = await wait(self.board.stats_async(request.queue))
-        return await _built(len(stats.queues), lambda: stats_to_pb(stats))
+        board_id = self.board.board_id
+        return await _built(len(stats.queues), lambda: stats_to_pb(stats, board_id))
 
     # -- selectors ------------------------------------------------------
 
