@@ -230,6 +230,7 @@ AGAIN = frozenset(
         "GetQueue",
         "GetSelector",
         "ListConsumers",
+        "ListLeases",
         "ListQueues",
         "ListSelectors",
         "Read",
