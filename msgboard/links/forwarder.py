@@ -6,10 +6,10 @@ selector's outbox, ``$link.`` + its id (``engine/linked.py``), in the same
 group commit that takes it from the source queue. A forwarder, a thread of
 its own, then loops:
 
-1. waits until the link is connected and the remote queue has room (its
-   credit: ``max_unprocessed`` less what waits there, read with GetQueue
-   when the last figure is used up; ``WINDOW`` at a time when it has no
-   limit, or when the link may not read it);
+1. waits until the remote board answers the link's probe and the remote
+   queue has room (its credit: ``max_unprocessed`` less what waits there,
+   read with GetQueue when the last figure is used up; ``WINDOW`` at a
+   time when it has no limit, or when the link may not read it);
 2. takes the oldest messages of the outbox with a lease (``take_leased``):
    they stay on this board, invisible to anyone else;
 3. posts them to the remote queue, each keyed by its origin
@@ -124,7 +124,7 @@ class Forwarder:
         delay = BACKOFF
         while not self._stop.is_set():
             if not batch:
-                if not self.link.wait_up(WAIT):
+                if not self.link.wait_reachable(WAIT):
                     continue
                 credit = self._credit()
                 if credit <= 0:

@@ -62,6 +62,9 @@ class Link:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._up = threading.Event()
+        #: Set while the remote board answers the probe, whatever a
+        #: selector's own calls are refused with.
+        self._reachable = threading.Event()
         self._random = random.Random()
         self.state = "connecting"
         self.last_error = ""
@@ -106,6 +109,14 @@ class Link:
         """Waits until the link is connected; False if it is not in time."""
         return self._up.wait(timeout)
 
+    def wait_reachable(self, timeout: float) -> bool:
+        """Waits until the remote board answers the probe; False if it does
+        not in time. A forwarder waits on this, not on ``wait_up``: the
+        link is disconnected while one of its selectors is refused (no
+        such remote queue, no permission), and only that selector's next
+        call, once the remote side is mended, can clear its refusal."""
+        return self._reachable.wait(timeout)
+
     # -- what the forwarders report -----------------------------------------
 
     def counted(self, forwarded: int, duplicates: int) -> None:
@@ -143,6 +154,7 @@ class Link:
             try:
                 self.client.get_queue("$sys")
             except Exception as e:  # whatever the remote or the channel says
+                self._reachable.clear()
                 with self._lock:
                     self._probed = False
                     self._probe_error = reason(e)
@@ -150,6 +162,7 @@ class Link:
                 self._stop.wait(delay * (0.5 + self._random.random()))
                 delay = min(delay * 2, BACKOFF_MAX)
                 continue
+            self._reachable.set()
             with self._lock:
                 self._probed = True
                 self._probe_error = ""
