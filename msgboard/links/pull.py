@@ -52,16 +52,19 @@ from msgboard.errors import (
     Unavailable,
 )
 from msgboard.links.forwarder import parts
-from msgboard.links.translate import (
-    ORIGIN_BOARD,
-    ORIGIN_QUEUE,
-    ORIGIN_SEQ,
-    Origin,
-    Translator,
-)
+from msgboard.links.translate import Origin, Translator
 from msgboard.message import Message, build
 from msgboard.results import QueueView
-from msgboard.spec import Disposition, Receipt, SelectorSpec
+from msgboard.spec import (
+    HOPS,
+    ORIGIN_BOARD,
+    ORIGIN_KEY,
+    ORIGIN_QUEUE,
+    ORIGIN_SEQ,
+    Disposition,
+    Receipt,
+    SelectorSpec,
+)
 
 log = logging.getLogger("msgboard.links")
 
@@ -74,10 +77,6 @@ WAIT = 2.0
 FULL_WAIT = 0.1
 BACKOFF = 0.1
 BACKOFF_MAX = 5.0
-#: The header that carries the hop count across a link (as the engine reads it).
-HOPS = "x-msgboard-hops"
-#: A forwarded message's own idempotency key (its key is the link's).
-ORIGIN_KEY = "x-origin-key"
 
 
 class Local(Protocol):
