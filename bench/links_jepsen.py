@@ -95,9 +95,9 @@ def main() -> int:
                 )
         finally:
             net.unload()
-        net.settle(300)
+        late = net.settle(300)
         arrived = net.arrivals()
-        found = check(h.ops(), net.flows, arrived, net.ids())
+        found = [*check(h.ops(), net.flows, arrived, net.ids()), *late]
     finally:
         boards.close()
     ops = h.ops()
