@@ -17,7 +17,8 @@ into its own ``work`` (federation).
 Each source queue has a writer (a ``Workload`` of posters alone, every
 post keyed); ``flows`` are what the checker (tests/linkcheck.py) judges.
 ``settle`` waits until every message stored on a source queue arrived at
-its destinations; ``arrivals`` reads the destination queues.
+its destinations, ``quiet`` until every link says it is caught up;
+``arrivals`` reads the destination queues.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from msgboard.client import Client
 from msgboard.spec import UNLIMITED
 from tests.cluster import wait_until
 from tests.jepsen import browsed
-from tests.linkcheck import Arrived, Flow
+from tests.linkcheck import Arrived, Flow, behind
 from tests.served import Served
 from tests.workload import OK, POSTERS, History, Workload, now
 
@@ -222,6 +223,21 @@ class Net:
             if not late or now() > deadline:
                 return [f"not settled within {seconds:.0f} s: {line}" for line in late]
             time.sleep(0.5)  # each look reads every queue: not 20 a second
+
+    def quiet(self, seconds: float = 60) -> list[str]:
+        """Once everything arrived: waits until every link says it is
+        caught up and connected (rule f of tests/linkcheck.py); what is
+        still behind after ``seconds``."""
+        deadline = now() + seconds
+        while True:
+            views = {}
+            for name in [*self.sites, self.central]:
+                with self._client(name) as c:
+                    views[name] = c.list_links()
+            late = behind(views)
+            if not late or now() > deadline:
+                return late
+            time.sleep(0.5)
 
     def next_seq(self, board: str, queue: str) -> int:
         with self._client(board) as c:

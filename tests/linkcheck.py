@@ -28,6 +28,12 @@ e. stray: at a flow's destination, an arrival no post explains: from a
    board and queue no flow comes from, or of a key its writer never
    posted, or whose every post was refused.
 
+And ``behind(views)``, once everything arrived, over what each board's
+``ListLinks`` says of its links:
+
+f. behind: a link that still counts messages waiting to cross or in
+   flight, or is not connected.
+
 tests/test_links_checker.py shows it each violation, and a clean run
 passing.
 """
@@ -39,6 +45,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from msgboard.results import LinkView
 from tests.workload import FAIL, OK, Op
 
 #: At most this many lines per rule and flow (the first ones say enough).
@@ -241,6 +248,21 @@ def _strays(flows: Sequence[Flow], arrived: Sequence[Arrived], ids: Mapping[str,
         known = sources.get((a.board, a.queue))
         if known is not None and (a.origin or ("",))[:2] not in known:
             out.append(f"stray: {a.where} ({a.key or 'no key'}) comes from no flow's source")
+    return out[:MOST]
+
+
+def behind(views: Mapping[str, Sequence[LinkView]]) -> list[str]:
+    """Rule f over each board's links (by board name)."""
+    out = []
+    for board, links in views.items():
+        for v in links:
+            if v.lag_messages or v.in_flight:
+                out.append(
+                    f"behind: link {v.spec.name} of {board} counts {v.lag_messages} waiting"
+                    f" and {v.in_flight} in flight once everything arrived"
+                )
+            elif not v.connected:
+                out.append(f"behind: link {v.spec.name} of {board} is {v.state}: {v.last_error}")
     return out[:MOST]
 
 

@@ -51,7 +51,7 @@ def run(net: Net, cycles: list[tuple[str, ...]], seed: int) -> list[str]:
         net.unload()
     late = net.settle()
     print("history:", h.summary())  # shown by pytest when the test fails
-    return [*check(h.ops(), net.flows, net.arrivals(), net.ids()), *late]
+    return [*check(h.ops(), net.flows, net.arrivals(), net.ids()), *late, *net.quiet()]
 
 
 def test_two_boards_survive_kills_of_either_and_both(tmp_path: Path, boards: list[Boards]) -> None:
