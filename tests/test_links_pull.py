@@ -322,8 +322,9 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
     """Given a site pulling central:work (translated) while 400 keyed
-    messages are posted on central, and central killed (-9) and restarted
-    once, then the site once, both mid-pull, I expect every message on the
+    messages are posted on central, and central killed (-9) and restarted,
+    then the site, then central stopped cleanly and restarted, all
+    mid-pull, I expect every message on the
     site once, in central's order, translated and keyed by its origin, and
     central's queue empty."""
     two = Two(tmp_path)
@@ -341,6 +342,7 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
             def post() -> None:
                 for i, body in enumerate(posted):
                     _answered(c.post, "work", body=body.encode(), address="jobs", key=f"p{i}")
+                    time.sleep(0.01)  # paced: every restart falls mid-post
 
             poster = threading.Thread(target=post, daemon=True)
             poster.start()
@@ -358,6 +360,10 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
             two.kill("site")
             time.sleep(0.3)
             two.start("site")
+            wait_until("three quarters arrived", lambda: arrived() >= 3 * n // 4, timeout=90)
+            assert poster.is_alive()
+            two.served["central"].stop()  # a clean stop this time (SIGTERM)
+            two.start("central")
             poster.join(120)
             assert not poster.is_alive()
             wait_until("all arrived", lambda: arrived() >= n, timeout=120)

@@ -130,6 +130,23 @@ def _crossing(link: str) -> Call:
     return call
 
 
+def _pulling(link: str) -> Call:
+    """A pull into jobs from queue "far" on ``link``'s board (which root
+    makes: an unreachable address is no error)."""
+
+    def call(c: Client, root: Client) -> None:
+        root.create_link(link, "127.0.0.1:9")
+        c.create_selector("far", to="jobs", source_link=link)
+
+    return call
+
+
+def _fresh_pull(root: Client, into: str) -> str:
+    """A pull made by root into ``into`` (its id)."""
+    root.create_link("central", "127.0.0.1:9")
+    return root.create_selector("far", to=into, source_link="central").id
+
+
 def _bounce(c: Client, root: Client) -> None:
     c.create_selector("jobs", op="bounce")
 
@@ -180,6 +197,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     # Across a link the destination is LINK:QUEUE: write on "jobs.site:far".
     ("CreateSelector", "jobs -> jobs.site:far", _crossing("jobs.site"), {"alice"}),
     ("CreateSelector", "jobs -> central:far", _crossing("central"), set()),
+    # A pull reads LINK:QUEUE and fills (manage, write) its local queue.
+    ("CreateSelector", "jobs.site:far -> jobs", _pulling("jobs.site"), {"alice"}),
+    ("CreateSelector", "central:far -> jobs", _pulling("central"), set()),
     (
         "GetSelector",
         "of jobs",
@@ -210,6 +230,18 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
         "DeleteSelector",
         "of other",
         lambda c, r: c.delete_selector(_fresh_selector(r, "other")),
+        set(),
+    ),
+    (
+        "DeleteSelector",
+        "a pull into jobs",
+        lambda c, r: c.delete_selector(_fresh_pull(r, "jobs")),
+        {"manager", "alice"},
+    ),
+    (
+        "DeleteSelector",
+        "a pull into other",
+        lambda c, r: c.delete_selector(_fresh_pull(r, "other")),
         set(),
     ),
     ("Subscribe", "jobs", lambda c, r: _subscribe(c, "jobs"), {"reader", "alice"}),

@@ -292,7 +292,7 @@ class Network:
         else:
             self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", spec.destination, s.id))
             b.set(s, "quota", s.quota - 1)
-            self.append(b, spec.destination, self._out(s, msg, hops), hops + 1)
+            self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
 
     def copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
         """``s`` copies ``msg``; False if it could not (no credit or room):
@@ -313,9 +313,17 @@ class Network:
             b.count(spec.source, dropped=1)
             return False
         b.set(s, "quota", s.quota - 1)
-        self.append(b, spec.destination, self._out(s, msg, hops), hops + 1)
+        self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
         b.after(partial(self.table.bump, s.id))
         return True
+
+    @staticmethod
+    def _next(s: Selector, hops: int) -> int:
+        """The hop count ``s``'s destination routes at: one more, but 0 in
+        a crossing selector's outbox, whose count travels in the message
+        (the receiving board stops a loop; the outbox, with no selectors,
+        never routes it)."""
+        return hops + 1 if s.shown is None else 0
 
     @staticmethod
     def _out(s: Selector, msg: Message, hops: int) -> Message:

@@ -102,7 +102,13 @@ class Remote(Protocol):
 
 
 class LocalGone(Exception):
-    """The local queue a puller fills is gone (its selector goes with it)."""
+    """The local queue a puller fills is gone (its selector goes with it):
+    the puller stops."""
+
+
+class LocalFailed(Exception):
+    """The board here could not answer (closing, or a group that failed):
+    the puller tries again after a backoff, the link not blamed."""
 
 
 def room(view: QueueView) -> int:
@@ -241,8 +247,12 @@ class Puller:
             except LocalGone:
                 log.info("pull %s: queue %s is gone; stopping", self.sid, self.spec.destination)
                 return
-            except Unavailable as e:
-                if self._closing(e):
+            except LocalFailed as e:
+                self.last_error = f"here: {e}"
+                self._stop.wait(delay)
+                delay = min(BACKOFF_MAX, delay * 2)
+            except Unavailable as e:  # the remote board's (the local's are LocalFailed)
+                if self._stop.is_set():
                     return
                 self._failed(e, delay)
                 delay = min(BACKOFF_MAX, delay * 2)
@@ -251,9 +261,6 @@ class Puller:
                 self._failed(e, delay)
                 delay = min(BACKOFF_MAX, delay * 2)
                 board = ""
-
-    def _closing(self, e: Unavailable) -> bool:
-        return self._stop.is_set() or "board is closed" in str(e) or "board stopped" in str(e)
 
     def _failed(self, e: BaseException, delay: float) -> None:
         self.last_error = f"{e.code}: {e}" if isinstance(e, MsgboardError) else repr(e)
@@ -267,6 +274,8 @@ class Puller:
             credit = room(self._local.get_queue(spec.destination))
         except QueueNotFound:
             raise LocalGone() from None
+        except Unavailable as e:
+            raise LocalFailed(str(e)) from None
         if credit <= 0:
             self.waited += 1
             self._stop.wait(FULL_WAIT)
@@ -287,6 +296,8 @@ class Puller:
             receipts = self._local.post_receipts(spec.destination, out)
         except QueueNotFound:
             raise LocalGone() from None
+        except Unavailable as e:  # closing, or its group failed: read again later
+            raise LocalFailed(str(e)) from None
         dup = sum(1 for r in receipts if r.disposition is Disposition.DUPLICATE)
         seqs = [m.seq for m in found]
         client.take(spec.source, filter=seq_filter(seqs), max=len(seqs))
