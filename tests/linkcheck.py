@@ -58,6 +58,16 @@ KEY_HEADERS = ("x-origin-key", "x-msgboard-key")
 ORIGIN_BOARD, ORIGIN_QUEUE, ORIGIN_SEQ = "x-origin-board", "x-origin-queue", "x-origin-seq"
 
 
+def origin(key: str, headers: Mapping[str, str]) -> tuple[str, str, int] | None:
+    """Where a forwarded message comes from (origin board id, queue, seq):
+    from the origin headers a link sets, else from its link key."""
+    h = headers
+    if h.get(ORIGIN_BOARD) and h.get(ORIGIN_QUEUE) and h.get(ORIGIN_SEQ, "").isdigit():
+        return (h[ORIGIN_BOARD], h[ORIGIN_QUEUE], int(h[ORIGIN_SEQ]))
+    m = LINK_KEY.match(key)
+    return (m["board"], m["queue"], int(m["seq"])) if m else None
+
+
 @dataclass(frozen=True)
 class Arrived:
     """One message a destination queue holds (either section)."""
@@ -73,13 +83,7 @@ class Arrived:
 
     @property
     def origin(self) -> tuple[str, str, int] | None:
-        """(origin board id, origin queue, origin seq): from the origin
-        headers a link sets, else from the link key."""
-        h = self.headers
-        if h.get(ORIGIN_BOARD) and h.get(ORIGIN_QUEUE) and h.get(ORIGIN_SEQ, "").isdigit():
-            return (h[ORIGIN_BOARD], h[ORIGIN_QUEUE], int(h[ORIGIN_SEQ]))
-        m = LINK_KEY.match(self.key)
-        return (m["board"], m["queue"], int(m["seq"])) if m else None
+        return origin(self.key, self.headers)
 
     @property
     def where(self) -> str:
