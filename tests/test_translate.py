@@ -307,9 +307,11 @@ def test_a_far_bounce_comes_home_as_a_local_bounce_at_random(
 ) -> None:
     """At random: with ``reply back``, reverse(bounce(apply(m))) has the
     address, reply_to and x-bounced-from that bounce(m) has, wherever every
-    address step is invertible on m's address."""
+    address step is invertible on m's address and leaves an address (a
+    BOUNCE of a message with none replies to its queue's name instead)."""
     assume(invertible(text, address))
     t = compile_translator(f"{text} ; reply back" if text else "reply back")
+    assume(t.rewrite(address))
     m = Message(address=address, reply_to=reply)
     home = t.reverse(bounce(t.apply(m, HERE), "central"))
     local = bounce(m, "orders")
