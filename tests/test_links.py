@@ -5,11 +5,13 @@ and selectors to unknown links are refused with the right status."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from msgboard.cli import main
 from msgboard.client import Client
 from msgboard.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from msgboard.results import LinkView
@@ -156,3 +158,43 @@ def _dead_address() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_links_from_the_command_line(
+    boards: Boards, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """msgboard link create|list|delete, and selector create --to LINK:QUEUE
+    crossing only when the board has that link (else a local queue with a
+    ':' in its name); a bad link file is named."""
+    site = ["--server", boards.site.address, "--json"]
+
+    def run(*args: str) -> tuple[int, list[dict[str, object]]]:
+        code = main([*args, *site])
+        out = capsys.readouterr().out
+        return code, [json.loads(x) for x in out.splitlines() if x.strip()]
+
+    boards.c.create_queue("in")
+    boards.s.create_queue("out")
+    boards.s.create_queue("hq:in")
+    code, [made] = run("link", "create", "central", boards.central.address, "--link-token", "t")
+    assert code == 0 and made["name"] == "central" and made["address"] == boards.central.address
+    assert main(["link", "create", "x", "127.0.0.1:1", "--link-tls-ca", str(tmp_path / "no")]) == 2
+    capsys.readouterr()
+    code, [crossing] = run("selector", "create", "out", "--to", "central:in")
+    assert crossing["to"] == "central:in"
+    code, [local] = run("selector", "create", "out", "--op", "copy", "--to", "hq:in")
+    assert local["to"] == "hq:in"
+    [v] = [s for s in boards.s.list_selectors("out") if s.id == local["id"]]
+    assert (v.spec.destination_link, v.spec.destination) == ("", "hq:in")
+    wait_for(lambda: boards.link().connected, "connected")
+    code, [listed] = run("link", "list")
+    assert (listed["name"], listed["state"], listed["selectors"]) == (
+        "central",
+        "connected",
+        crossing["id"],
+    )
+    assert main(["link", "delete", "central", *site]) == 1  # a selector crosses it
+    assert "FailedPrecondition" in capsys.readouterr().err
+    assert run("selector", "delete", str(crossing["id"]))[0] == 0
+    assert run("link", "delete", "central") == (0, [{"deleted": "central"}])
+    assert run("link", "list") == (0, [])
