@@ -1,8 +1,8 @@
 """What the board answers with, as plain data: the result types the engine
 returns and the Python client rebuilds from the wire (``QueueView``,
 ``Page``, ``QueueStats``, ``SelectorView``, ``ConsumerView``, ``BoardStats``
-and its ``StoreInfo``, ``Acked``), and where a Browse page starts
-(``Start``).
+and its ``StoreInfo``, ``Acked``, ``Purged``, ``Moved``, ``LeaseView``),
+and where a Browse page starts (``Start``).
 
 Their one home, below both: the engine, the store and the server import
 them from here (the engine does not re-export them), and so does
@@ -165,3 +165,34 @@ class Acked:
 
     ids: list[int]
     rejected: dict[int, MsgboardError] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What a purge removed: waiting messages, and history records."""
+
+    purged: int
+    history: int
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """One message a move took: its seq on the source, the queue it went
+    to and the seq it has there."""
+
+    seq: int
+    queue: str
+    new_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A message taken with a lease and not yet acked, at one moment: the
+    lease's id (which ``Ack`` takes), its queue and seq, when it was given
+    and when it runs out (µs since the epoch)."""
+
+    id: int
+    queue: str
+    seq: int
+    since: int
+    until: int

@@ -144,8 +144,8 @@ def test_the_client_split_keeps_its_surface() -> None:
     import msgboard.client as module
 
     assert sorted(n for n in dir(Client) if not n.startswith("_")) == [
-        *("ack", "address", "addresses", "browse", "close", "connection", "create_queue"),
-        *("create_selector", "delete_queue"),
+        *("ack", "address", "addresses", "browse", "close", "connection", "create_link"),
+        *("create_queue", "create_selector", "delete_link", "delete_messages", "delete_queue"),
         *(
             "delete_selector",
             "drop_damaged",
@@ -153,10 +153,16 @@ def test_the_client_split_keeps_its_surface() -> None:
             "get_selector",
             "kick_consumer",
             "list_consumers",
+            "list_leases",
+            "list_links",
         ),
-        *("list_queues", "list_selectors", "post", "post_many", "post_messages"),
-        *("post_receipts", "publisher", "read", "snapshot", "stats", "subscribe"),
+        *("list_queues", "list_selectors", "move_messages", "post", "post_many"),
+        *("post_messages", "post_receipts", "publisher", "purge_queue", "read"),
+        *("release_messages", "snapshot", "stats", "subscribe"),
         *("subscribe_async", "take", "take_leased", "wait_ready"),
     ]
-    for name in ("Publisher", "Snapshot", "make_pattern", "Templates", "QueueView", "Start"):
+    for name in (
+        *("Publisher", "Snapshot", "make_pattern", "Templates", "QueueView", "Start"),
+        *("Moved", "Purged", "LeaseView"),
+    ):
         assert name in module.__all__ and hasattr(module, name), name

@@ -456,3 +456,51 @@ def test_one_posted_message_is_singular(
     f.write_text('{"tuple": [1]}\n')
     code, out, _ = run(server, capsys, "post", "jobs", "--ndjson", str(f))
     assert code == 0 and out.startswith("posted 1 message in ")
+
+
+def test_purge_move_delete_and_release_commands(
+    server: ServerThread, client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given dead letters of an overflowing queue, I expect `move --to-origin`
+    to put them back, `move`, `delete` and `release` to print a row per
+    message, `queue purge` its counts, and a bad choice refused with
+    status 2 before any call."""
+    client.create_queue("shop.dlq")
+    client.create_queue(
+        "shop", max_unprocessed=2, overflow="dead-letter", dead_letter="shop.dlq", max_history=9
+    )
+    client.create_queue("shop.parked")
+    for i in range(4):
+        client.post("shop", ("order", i))
+    client.take("shop", max=2)
+    code, out, _ = run(server, capsys, "move", "shop.dlq", "--to-origin", "--json")
+    assert code == 0
+    assert lines(out) == [
+        {"seq": 1, "to": "shop", "new_seq": 3},
+        {"seq": 2, "to": "shop", "new_seq": 4},
+    ]
+    code, out, _ = run(server, capsys, "move", "shop", "shop.parked", "--seq", "4", "--json")
+    assert (code, lines(out)) == (0, [{"seq": 4, "to": "shop.parked", "new_seq": 1}])
+    code, out, _ = run(server, capsys, "delete", "shop", "--tuple", '["order", "?int"]', "--json")
+    assert (code, lines(out)) == (0, [{"deleted": 3}])
+    client.post("shop", ("order", 9))
+    [d] = client.take_leased("shop", lease=3600)
+    code, out, _ = run(server, capsys, "lease", "list", "shop", "--json")
+    [row] = lines(out)
+    assert (code, row["lease"], row["queue"], row["seq"]) == (0, d.id, "shop", d.message.seq)
+    code, out, _ = run(server, capsys, "release", "shop", str(d.message.seq), "--json")
+    assert (code, lines(out)) == (0, [{"released": d.message.seq}])
+    code, out, _ = run(server, capsys, "queue", "purge", "shop", "--history", "--json")
+    assert (code, lines(out)) == (0, [{"queue": "shop", "purged": 1, "history_purged": 3}])
+    assert client.get_queue("shop.parked").unprocessed == 1
+    for bad in (
+        ["move", "shop.parked"],
+        ["move", "shop.parked", "shop", "--to-origin"],
+        ["delete", "shop.parked"],
+        ["move", "shop.parked", "shop", "--seq", "1", "--filter", "t[1] > 1"],
+    ):
+        code, _, err = run(server, capsys, *bad)
+        assert code == 2, bad
+    code, _, err = run(server, capsys, "move", "shop.parked", "shop", "--seq", "7", "--json")
+    assert code == 1 and json.loads(err)["error"]["code"] == "NOT_FOUND"
+    assert client.get_queue("shop.parked").unprocessed == 1

@@ -22,6 +22,7 @@ from msgboard.lmdbstore.boardid import stable_id
 from msgboard.message import ExitKind, Message, Section
 from msgboard.results import Start
 from msgboard.security import Security
+from msgboard.security.auth import token_hash
 from msgboard.server.metrics import LinksCollector
 from msgboard.spec import (
     HOPS,
@@ -35,6 +36,7 @@ from msgboard.spec import (
 )
 from msgboard.testing import ServerThread
 from tests.faults import wait_for
+from tests.pki import CA
 from tests.test_links import Boards
 from tests.test_security_permissions import users_file
 
@@ -291,3 +293,83 @@ def test_a_missing_remote_queue_holds_messages_until_it_exists(boards: Boards) -
     wait_for(lambda: boards.c.get_queue("later").unprocessed == 3, "the three")
     assert numbers(boards.c, "later") == [0, 1, 2]
     wait_for(lambda: boards.link().connected, "connected again")
+
+
+def test_links_over_tls_with_a_client_certificate_or_a_token(tmp_path: Path) -> None:
+    """Given central serving TLS and asking for client certificates, with a
+    user known by its certificate and one by its token, I expect a link
+    with the CA and the client certificate, and one with the CA and the
+    token, both to forward; a link that does not trust central's CA to stay
+    disconnected, saying so; and the secrets never shown."""
+    ca = CA(tmp_path / "pki")
+    server = ca.issue("localhost", server=True)
+    client = ca.issue("site", client=True)
+    users = tmp_path / "users.toml"
+    users.write_text(
+        "\n".join(
+            [
+                *("[[user]]", 'name = "site"', 'cert_cn = "site"'),
+                *("[[user.allow]]", 'queues = "jobs*"', 'verbs = ["write"]'),
+                *("[[user]]", 'name = "tok"', f'token_sha256 = "{token_hash("tok-t")}"'),
+                *("[[user.allow]]", 'queues = "jobs*"', 'verbs = ["write", "read"]'),
+                *("[[user]]", 'name = "root"', f'token_sha256 = "{token_hash("root-t")}"'),
+                *("[[user.allow]]", 'queues = "*"', 'verbs = ["admin"]'),
+            ]
+        )
+    )
+    config = ServeConfig(
+        listen="127.0.0.1:0",
+        tls_cert=str(server.cert),
+        tls_key=str(server.key),
+        tls_client_ca=str(ca.pem),
+        users=str(users),
+    )
+    central = ServerThread(tmp_path / "central", security=Security.build(config)).start()
+    site = ServerThread(tmp_path / "site").start()
+    other = CA(tmp_path / "other", name="other-ca")
+    try:
+        with (
+            Client(
+                central.address,
+                token="root-t",
+                tls_ca=str(ca.pem),
+                tls_cert=str(client.cert),
+                tls_key=str(client.key),
+                timeout=30,
+            ) as c,
+            Client(site.address, timeout=30) as s,
+        ):
+            c.create_queue("jobs.in")
+            s.create_queue("out")
+            s.create_link(
+                "mtls",
+                central.address,
+                tls_ca=str(ca.pem),
+                tls_cert=str(client.cert),
+                tls_key=str(client.key),
+            )
+            s.create_link(
+                "token",
+                central.address,
+                token="tok-t",
+                tls_ca=str(ca.pem),
+                tls_cert=str(client.cert),
+                tls_key=str(client.key),
+            )
+            s.create_link("untrusting", central.address, tls_ca=str(other.pem))
+            s.create_selector("out", to="jobs.in", link="mtls")
+            s.create_selector("out", to="jobs.in", link="token", op="copy")
+            s.post("out", (1,))
+            wait_for(lambda: c.get_queue("jobs.in").unprocessed == 2, "both across")
+            views = {v.spec.name: v for v in s.list_links()}
+            assert views["mtls"].connected and views["token"].connected
+            wait_for(
+                lambda: s.list_links()[-1].state == "disconnected", "the untrusting one refused"
+            )
+            assert "UNAVAILABLE" in s.list_links()[-1].last_error
+            for v in views.values():
+                assert v.spec.token == "" and v.spec.tls_key_pem == ""
+            assert views["mtls"].spec.tls_ca_pem.startswith("-----BEGIN CERTIFICATE-----")
+    finally:
+        site.stop()
+        central.stop()

@@ -90,3 +90,26 @@ def test_a_rolled_back_pull_leaves_nothing_held(board: Board) -> None:
     assert [m.body for m in board.take("q", max=10)] == [b"2"]
     assert board.ack(c, [1, 2]).ids == [1, 2]
     assert board.get_queue("q").unprocessed == 0
+
+
+def test_a_rolled_back_move_delete_purge_and_release_leave_no_trace(board: Board) -> None:
+    """Given two queues, a leased message and waiting ones, when one group
+    moves, deletes, purges and releases and then fails, I expect every
+    message where it was, the lease still held (and ackable), and the same
+    calls afterwards working."""
+    board.create_queue(QueueSpec("a", max_history=10))
+    board.create_queue(QueueSpec("b"))
+    board.post("a", [Message(body=b"%d" % i) for i in range(6)])
+    [leased] = board.take_leased("a", lease=3600)  # seq 1
+    before = [(m.seq, m.section) for m in board.browse("a", limit=100).messages]
+    _one_failing_group(
+        board,
+        lambda: board.move_messages_async("a", "b", seqs=[2, 3]),
+        lambda: board.delete_messages_async("a", seqs=[4]),
+        lambda: board.release_messages_async("a", [1]),
+        lambda: board.purge_queue_async("a", history=True),
+    )
+    assert [(m.seq, m.section) for m in board.browse("a", limit=100).messages] == before
+    assert board.browse("b", limit=100).messages == []
+    assert [m.body for m in board.take("a", max=10)] == [b"1", b"2", b"3", b"4", b"5"]
+    assert board.ack_leases("a", [leased.id]).ids == [leased.id]

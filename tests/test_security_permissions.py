@@ -151,6 +151,12 @@ def _bounce(c: Client, root: Client) -> None:
     c.create_selector("jobs", op="bounce")
 
 
+def _resubmit(c: Client, root: Client, origin: str) -> None:
+    """A dead letter of ``origin`` waiting on jobs, resubmitted by ``c``."""
+    seq = root.post("jobs", (1,), headers={"x-dead-letter-queue": origin})
+    c.move_messages("jobs", seqs=[seq])
+
+
 #: (RPC, what the call does, the users allowed). Every RPC appears; some
 #: several times, across queues.
 TABLE: list[tuple[str, str, Call, set[str]]] = [
@@ -260,6 +266,50 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("CreateLink", "a link", lambda c, r: c.create_link("jobs.l", "127.0.0.1:9"), set()),
     ("ListLinks", "all", lambda c, r: c.list_links(), set()),
     ("DeleteLink", "an unknown link", lambda c, r: c.delete_link("jobs.none"), set()),
+    ("PurgeQueue", "jobs", lambda c, r: c.purge_queue("jobs"), {"manager", "alice"}),
+    ("PurgeQueue", "other", lambda c, r: c.purge_queue("other"), set()),
+    (
+        "MoveMessages",
+        "jobs -> jobs.done",
+        lambda c, r: c.move_messages("jobs", "jobs.done", seqs=[987654]),
+        {"manager", "alice"},
+    ),
+    (
+        "MoveMessages",
+        "jobs -> other",
+        lambda c, r: c.move_messages("jobs", "other", seqs=[987654]),
+        set(),
+    ),
+    (
+        "MoveMessages",
+        "other -> jobs",
+        lambda c, r: c.move_messages("other", "jobs", seqs=[987654]),
+        set(),
+    ),
+    (
+        "MoveMessages",
+        "resubmit from jobs to jobs.done",
+        lambda c, r: _resubmit(c, r, "jobs.done"),
+        {"manager", "alice"},
+    ),
+    ("MoveMessages", "resubmit from jobs to other", lambda c, r: _resubmit(c, r, "other"), set()),
+    (
+        "DeleteMessages",
+        "jobs",
+        lambda c, r: c.delete_messages("jobs", seqs=[987654]),
+        {"manager", "alice"},
+    ),
+    ("DeleteMessages", "other", lambda c, r: c.delete_messages("other", seqs=[987654]), set()),
+    (
+        "ReleaseMessages",
+        "jobs",
+        lambda c, r: c.release_messages("jobs", [987654]),
+        {"manager", "alice"},
+    ),
+    ("ReleaseMessages", "other", lambda c, r: c.release_messages("other", [987654]), set()),
+    ("ListLeases", "jobs", lambda c, r: c.list_leases("jobs"), {"manager", "alice"}),
+    ("ListLeases", "other", lambda c, r: c.list_leases("other"), set()),
+    ("ListLeases", "all", lambda c, r: c.list_leases(), set()),
 ]
 
 

@@ -195,6 +195,36 @@ def test_process_keeps_bounded_history_dropping_the_oldest(store: Store) -> None
         assert fetched is not None and fetched.section is H
 
 
+def test_trim_drops_the_oldest_history_and_frees_their_keys(store: Store) -> None:
+    """Given four history messages, two of them keyed, when I trim three,
+    I expect the newest left, the counts down by three, the keys of the
+    trimmed ones ended (no window: free at once) and an abort undoing it."""
+    with store.begin() as txn:
+        txn.create_queue(QueueSpec("q", max_history=UNLIMITED, dedup_window=0), created_at=1)
+        for i in range(4):
+            txn.append("q", Message(tuple=(i,), key=f"k{i}" if i % 2 else ""), 10 * S)
+        txn.append("q", Message(tuple=(9,)), 10 * S)
+    with store.begin() as txn:
+        for seq in (1, 2, 3, 4):
+            txn.process("q", seq, now=20 * S, max_history=UNLIMITED)
+    with store.begin() as txn:
+        assert txn.trim("q", 3, 30 * S) == 3
+        txn.abort()
+    with store.begin() as txn:
+        assert txn.counts("q") == Counts(1, 4, 6)
+        assert txn.keyed("q", "k1", 30 * S) == 2
+        assert txn.trim("q", 3, 30 * S) == 3
+    with store.begin() as txn:
+        assert seqs(txn.scan("q", H)) == [4]
+        assert txn.counts("q") == Counts(1, 1, 6)
+        assert txn.keyed("q", "k1", 30 * S) == 0
+        assert txn.keyed("q", "k3", 30 * S) == 4
+        assert txn.trim("q", 5, 30 * S) == 1
+        assert txn.trim("q", 5, 30 * S) == 0
+        with pytest.raises(KeyError):
+            txn.trim("nope", 1, 30 * S)
+
+
 def test_process_with_unlimited_history_keeps_everything(store: Store) -> None:
     """Given max_history UNLIMITED, when I process every message, I expect them
     all in history, in seq order."""

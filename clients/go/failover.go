@@ -47,7 +47,7 @@ func WithFailover(d time.Duration) Option { return func(o *options) { o.failover
 // again: the unary calls that change nothing when sent twice.
 var again = map[string]bool{
 	"Browse": true, "CreateQueue": true, "GetQueue": true, "GetSelector": true,
-	"ListConsumers": true, "ListQueues": true, "ListSelectors": true, "Read": true, "Stats": true,
+	"ListConsumers": true, "ListLeases": true, "ListQueues": true, "ListSelectors": true, "Read": true, "Stats": true,
 }
 
 // noConnection: grpc-go's words for a call that never reached a board.

@@ -14,13 +14,16 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from msgboard.associative import parse_template, parse_tuple
+from msgboard.associative import parse_tuple
+from msgboard.cli import moving
 from msgboard.cli.lines import (
+    json_arg,
     note,
     print_message,
     print_row,
     print_rows,
     report_error,
+    templates,
     time_us,
     when,
 )
@@ -68,14 +71,12 @@ RPC_COMMANDS: dict[str, tuple[str, ...]] = {
     "CreateLink": ("link create",),
     "ListLinks": ("link list",),
     "DeleteLink": ("link delete",),
+    "PurgeQueue": ("queue purge",),
+    "MoveMessages": ("move", "move --to-origin"),
+    "DeleteMessages": ("delete",),
+    "ReleaseMessages": ("release",),
+    "ListLeases": ("lease list",),
 }
-
-
-def _json_arg(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgument(f"{what}: not JSON ({e.msg} at column {e.colno}): {text}") from None
 
 
 def _queue_json(v: Any) -> dict[str, Any]:
@@ -100,12 +101,6 @@ def _print_queue(v: Any, as_json: bool) -> None:
         print(json.dumps(d))
     else:
         print("  ".join(f"{k}={v}" for k, v in d.items()))
-
-
-def _templates(args: argparse.Namespace) -> list[Any] | None:
-    if not args.tuple:
-        return None
-    return [parse_template(_json_arg(t, "--tuple")) for t in args.tuple]
 
 
 def connect(args: argparse.Namespace) -> Client:
@@ -204,12 +199,20 @@ def run(args: argparse.Namespace) -> int:
                 print_rows([_queue_json(v) for v in queues], args.json)
                 if not queues:
                     note("no queues")
+            elif args.action == "purge":
+                return moving.purge(c, args)
             else:
                 c.delete_queue(args.name)
                 if args.json:
                     print(json.dumps({"deleted": args.name}))
         elif cmd == "post":
             return _post(c, args)
+        elif cmd == "lease":
+            return moving.leases(c, args)
+        elif cmd in ("move", "delete", "release"):
+            return {"move": moving.move, "delete": moving.delete, "release": moving.release}[cmd](
+                c, args
+            )
         elif cmd in ("ack", "nack"):
             return _ack(c, args)
         elif cmd in ("take", "read"):
@@ -229,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
                 reverse=args.backward,
                 limit=args.limit,
                 section=Section(args.section) if args.section else None,
-                templates=_templates(args),
+                templates=templates(args),
                 address=args.address,
                 filter=args.filter,
                 **kw,
@@ -255,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         elif cmd == "watch":
             from msgboard.cli.watching import watch
 
-            return watch(c, args, _templates(args), *_start(args.start))
+            return watch(c, args, templates(args), *_start(args.start))
         elif cmd == "snapshot":
             try:
                 snap = c.snapshot(args.dir)
@@ -370,7 +373,7 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
             link=link,
             source_link=source_link,
             translator=args.translate,
-            templates=_templates(args),
+            templates=templates(args),
             address=args.address,
             filter=args.filter,
             credit=credit,
@@ -469,7 +472,7 @@ def _post(c: Any, args: argparse.Namespace) -> int:
             body = f.read()
     else:
         body = args.body.encode()
-    fields = parse_tuple(_json_arg(args.tuple, "--tuple")) if args.tuple else ()
+    fields = parse_tuple(json_arg(args.tuple, "--tuple")) if args.tuple else ()
     m = Message(
         tuple=fields,
         address=args.address,
@@ -500,14 +503,14 @@ def _take(c: Any, args: argparse.Namespace) -> int:
     if args.command == "take" and args.lease is not None:
         if args.lease <= 0:
             raise InvalidArgument(f"--lease: must be positive seconds (got {args.lease})")
-        leased = c.take_leased(args.queue, _templates(args), lease=args.lease, **kw)
+        leased = c.take_leased(args.queue, templates(args), lease=args.lease, **kw)
         for d in leased:
             print_message(d.message, args.json, tags={"lease": d.id})
         if not leased:
             _found_nothing(args)
         return 0 if leased else 3
     op = c.take if args.command == "take" else c.read
-    msgs = op(args.queue, _templates(args), **kw)
+    msgs = op(args.queue, templates(args), **kw)
     for m in msgs:
         print_message(m, args.json)
     if not msgs:

@@ -17,9 +17,25 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from msgboard.associative import fields_to_json, parse_tuple
+from msgboard.associative import fields_to_json, parse_template, parse_tuple
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.message import Message, to_datetime
+
+
+def json_arg(text: str, what: str) -> Any:
+    """A command-line argument read as JSON; InvalidArgument naming it."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"{what}: not JSON ({e.msg} at column {e.colno}): {text}") from None
+
+
+def templates(args: Any) -> list[Any] | None:
+    """The templates of ``--tuple`` (each a JSON template), None without."""
+    if not args.tuple:
+        return None
+    return [parse_template(json_arg(t, "--tuple")) for t in args.tuple]
+
 
 #: Keys of a message's JSON object that the board sets: ignored on input.
 BOARD_KEYS = frozenset(

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
-from msgboard.cli import clusterstatus
+from msgboard.cli import clusterstatus, moving
 from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file as data.mdb.damaged-TIME; then check again",
     )
 
-    q = sub.add_parser("queue", help="create, get, list or delete queues")
+    q = sub.add_parser("queue", help="create, get, list, delete or purge queues")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a queue (idempotent)")
     p.add_argument("name", help="the queue's name")
@@ -251,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = qs.add_parser(action, parents=[common], help=f"{action} a queue")
         p.add_argument("name", help="the queue's name")
     qs.add_parser("list", parents=[common], help="list queues")
+    moving.add_purge(qs, common)  # msgboard/cli/moving.py
 
     p = sub.add_parser("post", parents=[common], help="post a message; prints its seq")
     p.add_argument("queue", help="the queue to post to")
@@ -331,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("queue", help="the queue they were taken from")
         p.add_argument("ids", nargs="+", type=int, metavar="ID", help="lease ids (take --lease)")
 
+    moving.add_parsers(sub, common, _pattern_args, _count)  # move, delete, release
     p = sub.add_parser("browse", parents=[common], help="page through a queue")
     p.add_argument("queue", help="the queue to browse")
     p.add_argument(

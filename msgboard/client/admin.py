@@ -1,4 +1,5 @@
 """The Python client's administrative calls: queues, selectors, consumers,
+an operator's hands on waiting messages (purge, move, delete, release),
 board figures and snapshots. ``Admin`` is a base of ``msgboard.client.Client``
 (which provides the connection); use them through a ``Client``::
 
@@ -6,11 +7,13 @@ board figures and snapshots. ``Admin`` is a base of ``msgboard.client.Client``
         c.create_queue("jobs", max_history=1000)
         c.create_selector("jobs", to="jobs.done", address="topic:done.#")
         print(c.stats("jobs"))
+        c.move_messages("jobs.dlq")  # each dead letter back to its origin
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from msgboard import codec
 from msgboard.associative import AddressPattern, Pattern
@@ -21,7 +24,10 @@ from msgboard.errors import InvalidArgument
 from msgboard.results import (
     BoardStats,
     ConsumerView,
+    LeaseView,
     LinkView,
+    Moved,
+    Purged,
     QueueStats,
     QueueView,
     SelectorView,
@@ -43,6 +49,20 @@ from msgboard.v1 import board_pb2 as pb
 
 #: QueueStats' fields, named as in the proto's QueueStats.
 _QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
+
+
+def _choose(
+    req: pb.MoveMessagesRequest | pb.DeleteMessagesRequest,
+    templates: Templates,
+    address: str | AddressPattern | None,
+    filter: str,
+    pattern: Pattern | None,
+) -> None:
+    """Sets the request's pattern, if any part of one is given."""
+    if pattern is None and (templates is not None or address is not None or filter):
+        pattern = make_pattern(templates, address, filter)
+    if pattern is not None:
+        codec.pattern_to_pb(pattern, req.pattern)
 
 
 def _view(q: pb.Queue) -> QueueView:
@@ -287,6 +307,77 @@ class Admin:
         with mapped():
             r = self._calls.DropDamaged(req, timeout=self.timeout)
         return int(r.seq)
+
+    # -- waiting messages -------------------------------------------------
+
+    def purge_queue(self, queue: str, *, history: bool = False) -> Purged:
+        """Removes every waiting message of ``queue`` that no consumer or
+        lease holds (and, with ``history``, its history); returns how many
+        of each. Needs manage on the queue."""
+        req = pb.PurgeQueueRequest(queue=queue, history=history)
+        with mapped():
+            r = self._calls.PurgeQueue(req, timeout=self.timeout)
+        return Purged(r.purged, r.history_purged)
+
+    def move_messages(
+        self,
+        source: str,
+        to: str = "",
+        *,
+        seqs: Sequence[int] = (),
+        templates: Templates = None,
+        address: str | AddressPattern | None = None,
+        filter: str = "",
+        pattern: Pattern | None = None,
+        limit: int = 0,
+    ) -> list[Moved]:
+        """Moves waiting messages of ``source`` to queue ``to`` (none: each
+        back to the queue its ``x-dead-letter-queue`` header names), all or
+        none: those of ``seqs``, or up to ``limit`` of the oldest matching
+        the pattern (none: the oldest waiting). Returns where each went.
+        Needs manage on the source and on each destination."""
+        req = pb.MoveMessagesRequest(source=source, destination=to, seqs=seqs, limit=limit)
+        _choose(req, templates, address, filter, pattern)
+        with mapped():
+            r = self._calls.MoveMessages(req, timeout=self.timeout)
+        return [Moved(m.seq, m.queue, m.new_seq) for m in r.messages]
+
+    def delete_messages(
+        self,
+        queue: str,
+        *,
+        seqs: Sequence[int] = (),
+        templates: Templates = None,
+        address: str | AddressPattern | None = None,
+        filter: str = "",
+        pattern: Pattern | None = None,
+        limit: int = 0,
+    ) -> list[int]:
+        """Deletes waiting messages of ``queue``, chosen as ``move_messages``
+        chooses them, all or none; returns their seqs. Needs manage."""
+        req = pb.DeleteMessagesRequest(queue=queue, seqs=seqs, limit=limit)
+        _choose(req, templates, address, filter, pattern)
+        with mapped():
+            r = self._calls.DeleteMessages(req, timeout=self.timeout)
+        return list(r.seqs)
+
+    def release_messages(self, queue: str, seqs: Sequence[int]) -> list[int]:
+        """Gives back leased messages of ``queue`` now, by seq, as if their
+        leases had run out; returns their seqs. Needs manage."""
+        req = pb.ReleaseMessagesRequest(queue=queue, seqs=seqs)
+        with mapped():
+            r = self._calls.ReleaseMessages(req, timeout=self.timeout)
+        return list(r.seqs)
+
+    def list_leases(self, queue: str = "") -> list[LeaseView]:
+        """The messages taken with a lease and not yet acked, of ``queue``
+        (manage) or of every queue (admin), oldest lease first."""
+        with mapped():
+            r = self._calls.ListLeases(pb.ListLeasesRequest(queue=queue), timeout=self.timeout)
+        return [
+            LeaseView(x.id, x.queue, x.seq, codec.ts_to_us(x.since), codec.ts_to_us(x.until))
+            for x in r.leases
+        ]
 
     # -- snapshots ------------------------------------------------------
 

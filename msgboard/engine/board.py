@@ -26,6 +26,8 @@ calls, each an object given what it needs:
 - ``Subscriptions`` (subscriptions.py): selectors and subscriptions;
 - ``Browsing`` (browsing.py): browse, stats, traffic, snapshots;
 - ``Consumers`` (consumers.py): consumers listed and kicked;
+- ``Maintenance`` (maintenance.py): purge, move, delete, release and the
+  leases listed, an operator's hands on waiting messages;
 - ``Teardown`` (teardown.py): what goes with a deleted queue, selector or
   consumer.
 """
@@ -50,6 +52,7 @@ from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
 from msgboard.engine.federation import Pulls
 from msgboard.engine.limits import Limits
 from msgboard.engine.linked import Linked, hop_count, routed
+from msgboard.engine.maintenance import Maintenance
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
 from msgboard.engine.releases import Releases
@@ -122,6 +125,7 @@ class Board:
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
         self._consumers = Consumers(writer, net, self._teardown)
+        self._maintenance = Maintenance(self.limits, writer, net, self.events)
         self._keys = KeySweep(writer)
         self._releases = Releases(writer, net.release, net.pulls.settle)
         #: Run first when the board closes (``before_close``).
@@ -498,6 +502,12 @@ class Board:
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
 
+    purge_queue_async = served_by("_maintenance", Maintenance.purge_queue_async)
+    move_messages_async = served_by("_maintenance", Maintenance.move_messages_async)
+    delete_messages_async = served_by("_maintenance", Maintenance.delete_messages_async)
+    release_messages_async = served_by("_maintenance", Maintenance.release_messages_async)
+    list_leases_async = served_by("_maintenance", Maintenance.list_leases_async)
+
     # -- the waiting forms (calls.py) ---------------------------------------
 
     create_queue = waits(create_queue_async)
@@ -528,3 +538,8 @@ class Board:
     create_link = waits(create_link_async)
     delete_link = waits(delete_link_async)
     list_links = waits(list_links_async)
+    purge_queue = waits(purge_queue_async)
+    move_messages = waits(move_messages_async)
+    delete_messages = waits(delete_messages_async)
+    release_messages = waits(release_messages_async)
+    list_leases = waits(list_leases_async)

@@ -17,6 +17,10 @@ event                       tuple after the name
 ``consumer.attached``       consumer id, queue, selector id, peer, identity
 ``consumer.detached``       consumer id, queue, selector id, reason
 ``message.dead_lettered``   queue, seq (0: never stored there), reason
+``queue.purged``            queue, waiting purged, history purged, user
+``messages.moved``          source, destination, how many, user
+``messages.deleted``        queue, how many, user
+``messages.released``       queue, how many, user
 ``board.started``           (none)
 ``board.stopping``          (none)
 ``user.denied``             user, what was refused
@@ -35,6 +39,9 @@ event                       tuple after the name
 ``msgboard.links`` (through ``Board.emit``): a link reaching its remote
 board, losing it or being refused there (the reason says which), and the
 messages waiting to cross passing a bound (``docs/links.md``).
+
+The user of ``queue.purged`` and ``messages.*`` is who asked: the
+identity a server authenticated ("" on an open board, or in-process).
 
 The cluster's four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
@@ -87,6 +94,10 @@ SELECTOR_DELETED = "selector.deleted"
 CONSUMER_ATTACHED = "consumer.attached"
 CONSUMER_DETACHED = "consumer.detached"
 DEAD_LETTERED = "message.dead_lettered"
+QUEUE_PURGED = "queue.purged"
+MESSAGES_MOVED = "messages.moved"
+MESSAGES_DELETED = "messages.deleted"
+MESSAGES_RELEASED = "messages.released"
 BOARD_STARTED = "board.started"
 BOARD_STOPPING = "board.stopping"
 USER_DENIED = "user.denied"
@@ -109,6 +120,10 @@ EVENTS = (
     CONSUMER_ATTACHED,
     CONSUMER_DETACHED,
     DEAD_LETTERED,
+    QUEUE_PURGED,
+    MESSAGES_MOVED,
+    MESSAGES_DELETED,
+    MESSAGES_RELEASED,
     BOARD_STARTED,
     BOARD_STOPPING,
     USER_DENIED,

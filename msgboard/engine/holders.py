@@ -247,7 +247,7 @@ class Holders:
         for m in msgs:
             lid = self._next_lease
             b.set(self, "_next_lease", lid + 1)
-            lease = Lease(lid, q, m)
+            lease = Lease(lid, q, m, since=b.now, until=b.now + round(seconds * 1e6))
             self._leases[lid] = lease
             b.undo(partial(self._leases.pop, lid, None))
             self._holds.hold(b, q, m.seq, lease)
@@ -314,6 +314,10 @@ class Holders:
         lease = self._leases.get(lid)
         if lease is not None and lease.queue == queue:
             self.ack_leases(b, queue, [lid], nack=True, lost=True)
+
+    def leases(self, queue: str = "") -> list[Lease]:
+        """The leases held now (of ``queue``, or all), oldest first."""
+        return [x for x in self._leases.values() if not queue or x.queue == queue]
 
     def drop_queue(self, b: Batch, queue: str) -> None:
         """Forgets a deleted queue's leases."""

@@ -59,6 +59,9 @@ class Lease:
     #: As stored: delivery_count does not count this delivery.
     message: Message
     done: bool = False
+    #: When it was given and when it runs out, µs since the epoch.
+    since: int = 0
+    until: int = 0
 
 
 @dataclass(eq=False, slots=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable
 
 from msgboard.client import Client
@@ -74,10 +73,10 @@ class Links:
     # -- starting and stopping --------------------------------------------
 
     def start(self) -> Links:
-        """Opens every stored link and starts the forwarders and the watch."""
-        for spec in self.board.list_links():
-            self._open(spec)
-        self.refresh()
+        """Starts the watch thread, which opens every stored link and starts
+        the forwarders. It returns at once: a replicating primary answers
+        nothing (reads included) before its standbys follow it, which they
+        do through the server this board is about to start."""
         self._thread.start()
         self._started = True
         self.board.before_close(self.close)
@@ -247,18 +246,20 @@ class Links:
         return waiting, oldest
 
     def _watch(self) -> None:
+        loaded = False
         while not self._stop.is_set():
-            self._wake.wait(WATCH)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
             try:
+                if not loaded:
+                    for spec in self.board.list_links():
+                        self._open(spec)
+                    loaded = True
                 self.refresh()
                 self._watch_lag()
             except MsgboardError:
                 if self.board.failure is not None:
                     return
-                time.sleep(WATCH)
+            self._wake.wait(WATCH)
+            self._wake.clear()
 
     def _watch_lag(self) -> None:
         for v in self.views():

@@ -337,6 +337,18 @@ class MemoryTxn(Txn):
             self._left(name, q, old.key, seq, now)
         return m
 
+    def trim(self, name: str, n: int, now: int) -> int:
+        q = self._get(name)
+        history = q.history
+        dropped = 0
+        while dropped < n and history:
+            gone = history.popitem(0)
+            self._log.append((history.__setitem__, gone))
+            if gone[1].key:
+                self._left(name, q, gone[1].key, gone[0], now)
+            dropped += 1
+        return dropped
+
     # -- idempotency keys -------------------------------------------------
 
     def _set_key(self, q: _Queue, key: str, held: tuple[int, int] | None) -> None:

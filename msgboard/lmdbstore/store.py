@@ -200,6 +200,13 @@ class Txn(abc.ABC):
         message (an ack): a store may skip building it."""
         self.process(name, seq, now, max_history, known, how)
 
+    @abc.abstractmethod
+    def trim(self, name: str, n: int, now: int) -> int:
+        """Drops the queue's ``n`` oldest history messages (a purge); the
+        idempotency keys they held start their window at ``now``. Returns
+        how many it dropped (fewer when history runs out). KeyError if no
+        such queue."""
+
     def drop(
         self, name: str, seq: int, after: bool = False, now: int | None = None
     ) -> tuple[int, Section]:

@@ -541,6 +541,15 @@ class DurableTxn(Txn):
             q.history -= 1
             n -= 1
 
+    def trim(self, name: str, n: int, now: int) -> int:
+        q = self._q.get(name) or self._touch(name)
+        before = q.history
+        if n > 0 and before:
+            with self._guard:
+                self._trim(q, n, name, now)
+            self._wrote = True
+        return before - q.history
+
     # -- idempotency keys -------------------------------------------------
 
     def _left(self, q: QueueState, key: str, seq: int, now: int) -> None:

@@ -95,7 +95,20 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         caller.set("?")
         user = self.users.authenticate(tuple(context.invocation_metadata() or ()), cn)
         caller.set(user.name)
+        permissions.permits.set(self._permits(user))
         return user
+
+    def _permits(self, user: User) -> Callable[[str, str], bool]:
+        """``permissions.permits`` for ``user``: a refusal is announced."""
+
+        def permits(verb: str, queue: str) -> bool:
+            if permissions.allows(user, verb, queue):
+                return True
+            what = f"user {user.name!r} may not {verb} queue {queue!r}"
+            self.board.emit(USER_DENIED, user.name, what)
+            return False
+
+        return permits
 
     async def allow(self, user: User, needs: list[Need]) -> None:
         for need in needs:

@@ -7,14 +7,20 @@ it needs and the queues it needs it on, read from the request. The verbs:
   selectors (GetQueue, GetSelector, the listings).
 - ``write``: Post and PostStream to the queue.
 - ``manage``: create and delete the queue and the selectors whose source it
-  is. A selector also needs ``read`` on its source and ``write`` on its
-  destination (across a link: on ``LINK:QUEUE``, the link's name and the
-  queue on the linked board); a queue created with a dead-letter queue needs ``write`` on
-  that queue. A BOUNCE selector writes to whatever queue each message's
-  ``reply_to`` names, so it needs ``admin``.
+  is; purge it, delete its waiting messages, give back its leased ones;
+  move messages out of it and into it (MoveMessages needs manage on both;
+  the dead-letter resubmit, with no destination, on each message's origin,
+  checked by the engine through ``manages``); list its leases (whose ids
+  would let a reader ack them). A selector also needs
+  ``read`` on its source and ``write`` on its destination (across a link:
+  on ``LINK:QUEUE``, the link's name and the queue on the linked board); a
+  queue created with a dead-letter queue needs ``write`` on that queue. A
+  BOUNCE selector writes to whatever queue each message's ``reply_to``
+  names, so it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, DropDamaged, the links (CreateLink, ListLinks, DeleteLink:
-  they hold credentials for other boards), and anything on any queue.
+  KickConsumer, DropDamaged, ListLeases of every queue, the links
+  (CreateLink, ListLinks, DeleteLink: they hold credentials for other
+  boards), and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -26,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from msgboard.engine.events import SYS
@@ -81,6 +88,13 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
         needs.append(_n(WRITE, f"{s.destination_link}:{s.destination}"))
     elif s.destination:
         needs.append(_n(WRITE, s.destination))
+    return needs
+
+
+def _move(r: pb.MoveMessagesRequest) -> list[Need]:
+    needs = [_n(MANAGE, r.source)]
+    if r.destination:
+        needs.append(_n(MANAGE, r.destination))
     return needs
 
 
@@ -150,7 +164,29 @@ RPCS: dict[str, Rpc] = {
     "CreateLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "ListLinks": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "DeleteLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "PurgeQueue": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "MoveMessages": Rpc(MANAGE, _move),
+    "DeleteMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "ReleaseMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
+    "ListLeases": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)] if r.queue else [_n(ADMIN, BOARD)]),
 }
+
+#: Whether the caller of the call in progress may ``verb`` on a queue,
+#: left by the guard for what the table cannot name before the call runs
+#: (the queues a dead-letter resubmit goes to); None on a board without
+#: users, where everyone may do everything. A refusal is announced
+#: (``user.denied``) by the guard's function.
+permits: ContextVar[Callable[[str, str], bool] | None] = ContextVar(
+    "msgboard_permits", default=None
+)
+
+
+def manages() -> Callable[[str], bool] | None:
+    """Whether the caller may manage a queue (None: anyone may)."""
+    p = permits.get()
+    if p is None:
+        return None
+    return lambda queue: p(MANAGE, queue)
 
 
 def allows(user: User, verb: str, queue: str) -> bool:

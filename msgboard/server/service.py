@@ -46,8 +46,9 @@ from msgboard.errors import (
 )
 from msgboard.links import Links, selector_translator
 from msgboard.message import Message
-from msgboard.results import BoardStats, QueueStats, QueueView
-from msgboard.security import Security
+from msgboard.results import BoardStats, LeaseView, QueueStats, QueueView
+from msgboard.security import Security, permissions
+from msgboard.security.auth import caller
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
@@ -378,6 +379,78 @@ class BoardService(pb_grpc.BoardServicer):
         fut = self.board.drop_damaged_async(request.queue, request.seq, request.after)
         seq, section = await wait(fut)
         return pb.DropDamagedResponse(seq=seq, section=codec.SECTION.to_pb[section])
+
+    # -- maintenance ----------------------------------------------------
+
+    @_mapped
+    async def PurgeQueue(
+        self, request: pb.PurgeQueueRequest, context: Any
+    ) -> pb.PurgeQueueResponse:
+        fut = self.board.purge_queue_async(request.queue, request.history, by=caller.get())
+        got = await wait(fut)
+        return pb.PurgeQueueResponse(purged=got.purged, history_purged=got.history)
+
+    @_mapped
+    async def MoveMessages(
+        self, request: pb.MoveMessagesRequest, context: Any
+    ) -> pb.MoveMessagesResponse:
+        fut = self.board.move_messages_async(
+            request.source,
+            request.destination,
+            list(request.seqs),
+            _pattern(request),
+            request.limit,
+            by=caller.get(),
+            may=permissions.manages(),
+        )
+        moved = await wait(fut)
+        return await _built(
+            len(moved),
+            lambda: pb.MoveMessagesResponse(
+                moved=len(moved),
+                seqs=[m.seq for m in moved],
+                messages=[
+                    pb.MovedMessage(seq=m.seq, queue=m.queue, new_seq=m.new_seq) for m in moved
+                ],
+            ),
+        )
+
+    @_mapped
+    async def DeleteMessages(
+        self, request: pb.DeleteMessagesRequest, context: Any
+    ) -> pb.DeleteMessagesResponse:
+        fut = self.board.delete_messages_async(
+            request.queue, list(request.seqs), _pattern(request), request.limit, by=caller.get()
+        )
+        seqs = await wait(fut)
+        return pb.DeleteMessagesResponse(deleted=len(seqs), seqs=seqs)
+
+    @_mapped
+    async def ReleaseMessages(
+        self, request: pb.ReleaseMessagesRequest, context: Any
+    ) -> pb.ReleaseMessagesResponse:
+        fut = self.board.release_messages_async(request.queue, list(request.seqs), by=caller.get())
+        seqs: list[int] = await wait(fut)
+        return pb.ReleaseMessagesResponse(seqs=seqs)
+
+    @_mapped
+    async def ListLeases(
+        self, request: pb.ListLeasesRequest, context: Any
+    ) -> pb.ListLeasesResponse:
+        views = await wait(self.board.list_leases_async(request.queue))
+        return await _built(len(views), lambda: pb.ListLeasesResponse(leases=map(_lease, views)))
+
+
+def _lease(v: LeaseView) -> pb.LeaseInfo:
+    p = pb.LeaseInfo(id=v.id, queue=v.queue, seq=v.seq)
+    codec.us_to_ts(v.since, p.since)
+    codec.us_to_ts(v.until, p.until)
+    return p
+
+
+def _pattern(request: Any) -> Any:
+    """A request's pattern; None when it gives none."""
+    return codec.pattern_from_pb(request.pattern) if request.HasField("pattern") else None
 
 
 #: Answers of more items than this are built on a worker thread, so that one

@@ -3019,3 +3019,350 @@ class DeleteLinkResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteLinkResponse: _TypeAlias = DeleteLinkResponse  # noqa: Y015
+
+@_typing.final
+class PurgeQueueRequest(_message.Message):
+    """PurgeQueue's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    history: _builtins.bool
+    """Also remove the history."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        history: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeQueueRequest: _TypeAlias = PurgeQueueRequest  # noqa: Y015
+
+@_typing.final
+class PurgeQueueResponse(_message.Message):
+    """PurgeQueue's answer, once durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURGED_FIELD_NUMBER: _builtins.int
+    HISTORY_PURGED_FIELD_NUMBER: _builtins.int
+    purged: _builtins.int
+    """Waiting messages removed."""
+    history_purged: _builtins.int
+    """History records removed."""
+    def __init__(
+        self,
+        *,
+        purged: _builtins.int = ...,
+        history_purged: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_purged", b"history_purged", "purged", b"purged"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeQueueResponse: _TypeAlias = PurgeQueueResponse  # noqa: Y015
+
+@_typing.final
+class MoveMessagesRequest(_message.Message):
+    """MoveMessages' request: the waiting messages of `source` named by `seqs`,
+    or the oldest ones matching `pattern`, or (neither) the oldest ones.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    destination: _builtins.str
+    """Empty: each message to the queue its `x-dead-letter-queue` header names."""
+    limit: _builtins.int
+    """The most messages moved; 0: the board's most (10,000 by default). With
+    seqs: at most this many seqs.
+    """
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Each must be waiting (not held, scheduled or processed)."""
+
+    @_builtins.property
+    def pattern(self) -> Global___Pattern: ...
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        destination: _builtins.str = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+        pattern: Global___Pattern | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["destination", b"destination", "limit", b"limit", "pattern", b"pattern", "seqs", b"seqs", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveMessagesRequest: _TypeAlias = MoveMessagesRequest  # noqa: Y015
+
+@_typing.final
+class MovedMessage(_message.Message):
+    """One moved message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    NEW_SEQ_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """Its seq on the source queue."""
+    queue: _builtins.str
+    """Where it went, and its seq there."""
+    new_seq: _builtins.int
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        queue: _builtins.str = ...,
+        new_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["new_seq", b"new_seq", "queue", b"queue", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MovedMessage: _TypeAlias = MovedMessage  # noqa: Y015
+
+@_typing.final
+class MoveMessagesResponse(_message.Message):
+    """MoveMessages' answer, once durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MOVED_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    moved: _builtins.int
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The source seqs moved, ascending."""
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___MovedMessage]:
+        """Where each went, in the same order."""
+
+    def __init__(
+        self,
+        *,
+        moved: _builtins.int = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+        messages: _abc.Iterable[Global___MovedMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "moved", b"moved", "seqs", b"seqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveMessagesResponse: _TypeAlias = MoveMessagesResponse  # noqa: Y015
+
+@_typing.final
+class DeleteMessagesRequest(_message.Message):
+    """DeleteMessages' request, chosen as MoveMessagesRequest's are."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    limit: _builtins.int
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def pattern(self) -> Global___Pattern: ...
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+        pattern: Global___Pattern | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "pattern", b"pattern", "queue", b"queue", "seqs", b"seqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMessagesRequest: _TypeAlias = DeleteMessagesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteMessagesResponse(_message.Message):
+    """DeleteMessages' answer, once durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.int
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seqs deleted, ascending."""
+
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.int = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "seqs", b"seqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMessagesResponse: _TypeAlias = DeleteMessagesResponse  # noqa: Y015
+
+@_typing.final
+class ReleaseMessagesRequest(_message.Message):
+    """ReleaseMessages' request: the seqs of leased messages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue", "seqs", b"seqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseMessagesRequest: _TypeAlias = ReleaseMessagesRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseMessagesResponse(_message.Message):
+    """ReleaseMessages' answer, once durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seqs given back, ascending."""
+
+    def __init__(
+        self,
+        *,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seqs", b"seqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseMessagesResponse: _TypeAlias = ReleaseMessagesResponse  # noqa: Y015
+
+@_typing.final
+class ListLeasesRequest(_message.Message):
+    """ListLeases' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only this queue's; empty: every queue's (admin)."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLeasesRequest: _TypeAlias = ListLeasesRequest  # noqa: Y015
+
+@_typing.final
+class LeaseInfo(_message.Message):
+    """One message taken with a lease, not yet acked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The lease id (TakeResponse.lease_ids, AckRequest.lease_ids)."""
+    queue: _builtins.str
+    seq: _builtins.int
+    """The leased message's seq."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """When it was given, and when it runs out unless acked."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        queue: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "queue", b"queue", "seq", b"seq", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseInfo: _TypeAlias = LeaseInfo  # noqa: Y015
+
+@_typing.final
+class ListLeasesResponse(_message.Message):
+    """ListLeases' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEASES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeaseInfo]: ...
+    def __init__(
+        self,
+        *,
+        leases: _abc.Iterable[Global___LeaseInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leases", b"leases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLeasesResponse: _TypeAlias = ListLeasesResponse  # noqa: Y015

@@ -150,6 +150,31 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.FromString,
                 _registered_method=True)
+        self.PurgeQueue = channel.unary_unary(
+                '/msgboard.v1.Board/PurgeQueue',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.PurgeQueueRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.PurgeQueueResponse.FromString,
+                _registered_method=True)
+        self.MoveMessages = channel.unary_unary(
+                '/msgboard.v1.Board/MoveMessages',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.MoveMessagesRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.MoveMessagesResponse.FromString,
+                _registered_method=True)
+        self.DeleteMessages = channel.unary_unary(
+                '/msgboard.v1.Board/DeleteMessages',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.DeleteMessagesRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteMessagesResponse.FromString,
+                _registered_method=True)
+        self.ReleaseMessages = channel.unary_unary(
+                '/msgboard.v1.Board/ReleaseMessages',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.FromString,
+                _registered_method=True)
+        self.ListLeases = channel.unary_unary(
+                '/msgboard.v1.Board/ListLeases',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -381,6 +406,70 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeQueue(self, request, context):
+        """Removes every waiting message of a queue that no consumer or lease
+        holds (and, with `history`, its history), kept in no history: their
+        idempotency keys start their dedup window. Messages posted after the
+        call began, held ones and scheduled ones stay. A large purge runs in
+        steps of 2,000 messages, each its own commit, so the board keeps
+        serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+        Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveMessages(self, request, context):
+        """Moves waiting messages from one queue to another, by seqs or by
+        pattern, all in one commit: all of them or none. Each keeps its
+        envelope, body and idempotency key, gets headers `x-moved-from` and
+        `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+        as a post is; on the source it goes to history as `moved`. With no
+        destination, each goes back to the queue its `x-dead-letter-queue`
+        header names (the dead-letter resubmit). Errors, with nothing moved:
+        NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+        for the source as destination, seqs and a pattern together, a seq
+        given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+        a message with no origin to resubmit to, or a key the destination's
+        waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+        destination has no room for all. Needs manage on the source and on
+        every destination. Announced on `$sys` as `messages.moved`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMessages(self, request, context):
+        """Deletes waiting messages of a queue, by seqs or by pattern, all in one
+        commit, kept in no history. Errors as MoveMessages'. Needs manage on
+        the queue. Announced on `$sys` as `messages.deleted`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseMessages(self, request, context):
+        """Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+        leases had run out: their delivery count raised, waiting again (or
+        dead-lettered past max_deliveries); the taker's Ack of them is then
+        rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+        a consumer holds (KickConsumer gives those back). Needs manage on the
+        queue. Announced on `$sys` as `messages.released`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLeases(self, request, context):
+        """The messages taken with a lease and not yet acked, of one queue (manage
+        on it) or of every queue (admin), oldest lease first: what
+        ReleaseMessages gives back. Lease ids let anyone who may read the queue
+        ack them, hence manage. NOT_FOUND for an unknown queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -498,6 +587,31 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.DeleteLink,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.SerializeToString,
+            ),
+            'PurgeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeQueue,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.PurgeQueueRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.PurgeQueueResponse.SerializeToString,
+            ),
+            'MoveMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveMessages,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.MoveMessagesRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.MoveMessagesResponse.SerializeToString,
+            ),
+            'DeleteMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMessages,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteMessagesRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.DeleteMessagesResponse.SerializeToString,
+            ),
+            'ReleaseMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseMessages,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.SerializeToString,
+            ),
+            'ListLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLeases,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1122,6 +1236,141 @@ class Board:
             '/msgboard.v1.Board/DeleteLink',
             msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/PurgeQueue',
+            msgboard_dot_v1_dot_board__pb2.PurgeQueueRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.PurgeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/MoveMessages',
+            msgboard_dot_v1_dot_board__pb2.MoveMessagesRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.MoveMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/DeleteMessages',
+            msgboard_dot_v1_dot_board__pb2.DeleteMessagesRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.DeleteMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ReleaseMessages',
+            msgboard_dot_v1_dot_board__pb2.ReleaseMessagesRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ReleaseMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ListLeases',
+            msgboard_dot_v1_dot_board__pb2.ListLeasesRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ListLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

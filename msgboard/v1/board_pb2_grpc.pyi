@@ -194,6 +194,50 @@ class BoardStub:
     name; FAILED_PRECONDITION, naming them, while selectors cross it.
     Needs the admin verb.
     """
+    PurgeQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.PurgeQueueRequest, _board_pb2.PurgeQueueResponse]
+    """Removes every waiting message of a queue that no consumer or lease
+    holds (and, with `history`, its history), kept in no history: their
+    idempotency keys start their dedup window. Messages posted after the
+    call began, held ones and scheduled ones stay. A large purge runs in
+    steps of 2,000 messages, each its own commit, so the board keeps
+    serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+    Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+    """
+    MoveMessages: _grpc.UnaryUnaryMultiCallable[_board_pb2.MoveMessagesRequest, _board_pb2.MoveMessagesResponse]
+    """Moves waiting messages from one queue to another, by seqs or by
+    pattern, all in one commit: all of them or none. Each keeps its
+    envelope, body and idempotency key, gets headers `x-moved-from` and
+    `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+    as a post is; on the source it goes to history as `moved`. With no
+    destination, each goes back to the queue its `x-dead-letter-queue`
+    header names (the dead-letter resubmit). Errors, with nothing moved:
+    NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+    for the source as destination, seqs and a pattern together, a seq
+    given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+    a message with no origin to resubmit to, or a key the destination's
+    waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+    destination has no room for all. Needs manage on the source and on
+    every destination. Announced on `$sys` as `messages.moved`.
+    """
+    DeleteMessages: _grpc.UnaryUnaryMultiCallable[_board_pb2.DeleteMessagesRequest, _board_pb2.DeleteMessagesResponse]
+    """Deletes waiting messages of a queue, by seqs or by pattern, all in one
+    commit, kept in no history. Errors as MoveMessages'. Needs manage on
+    the queue. Announced on `$sys` as `messages.deleted`.
+    """
+    ReleaseMessages: _grpc.UnaryUnaryMultiCallable[_board_pb2.ReleaseMessagesRequest, _board_pb2.ReleaseMessagesResponse]
+    """Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+    leases had run out: their delivery count raised, waiting again (or
+    dead-lettered past max_deliveries); the taker's Ack of them is then
+    rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+    a consumer holds (KickConsumer gives those back). Needs manage on the
+    queue. Announced on `$sys` as `messages.released`.
+    """
+    ListLeases: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListLeasesRequest, _board_pb2.ListLeasesResponse]
+    """The messages taken with a lease and not yet acked, of one queue (manage
+    on it) or of every queue (admin), oldest lease first: what
+    ReleaseMessages gives back. Lease ids let anyone who may read the queue
+    ack them, hence manage. NOT_FOUND for an unknown queue.
+    """
 
 @_typing.type_check_only
 class BoardAsyncStub(BoardStub):
@@ -325,6 +369,50 @@ class BoardAsyncStub(BoardStub):
     """Deletes a link and closes its connection. NOT_FOUND for an unknown
     name; FAILED_PRECONDITION, naming them, while selectors cross it.
     Needs the admin verb.
+    """
+    PurgeQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.PurgeQueueRequest, _board_pb2.PurgeQueueResponse]  # type: ignore[assignment]
+    """Removes every waiting message of a queue that no consumer or lease
+    holds (and, with `history`, its history), kept in no history: their
+    idempotency keys start their dedup window. Messages posted after the
+    call began, held ones and scheduled ones stay. A large purge runs in
+    steps of 2,000 messages, each its own commit, so the board keeps
+    serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+    Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+    """
+    MoveMessages: _aio.UnaryUnaryMultiCallable[_board_pb2.MoveMessagesRequest, _board_pb2.MoveMessagesResponse]  # type: ignore[assignment]
+    """Moves waiting messages from one queue to another, by seqs or by
+    pattern, all in one commit: all of them or none. Each keeps its
+    envelope, body and idempotency key, gets headers `x-moved-from` and
+    `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+    as a post is; on the source it goes to history as `moved`. With no
+    destination, each goes back to the queue its `x-dead-letter-queue`
+    header names (the dead-letter resubmit). Errors, with nothing moved:
+    NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+    for the source as destination, seqs and a pattern together, a seq
+    given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+    a message with no origin to resubmit to, or a key the destination's
+    waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+    destination has no room for all. Needs manage on the source and on
+    every destination. Announced on `$sys` as `messages.moved`.
+    """
+    DeleteMessages: _aio.UnaryUnaryMultiCallable[_board_pb2.DeleteMessagesRequest, _board_pb2.DeleteMessagesResponse]  # type: ignore[assignment]
+    """Deletes waiting messages of a queue, by seqs or by pattern, all in one
+    commit, kept in no history. Errors as MoveMessages'. Needs manage on
+    the queue. Announced on `$sys` as `messages.deleted`.
+    """
+    ReleaseMessages: _aio.UnaryUnaryMultiCallable[_board_pb2.ReleaseMessagesRequest, _board_pb2.ReleaseMessagesResponse]  # type: ignore[assignment]
+    """Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+    leases had run out: their delivery count raised, waiting again (or
+    dead-lettered past max_deliveries); the taker's Ack of them is then
+    rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+    a consumer holds (KickConsumer gives those back). Needs manage on the
+    queue. Announced on `$sys` as `messages.released`.
+    """
+    ListLeases: _aio.UnaryUnaryMultiCallable[_board_pb2.ListLeasesRequest, _board_pb2.ListLeasesResponse]  # type: ignore[assignment]
+    """The messages taken with a lease and not yet acked, of one queue (manage
+    on it) or of every queue (admin), oldest lease first: what
+    ReleaseMessages gives back. Lease ids let anyone who may read the queue
+    ack them, hence manage. NOT_FOUND for an unknown queue.
     """
 
 class BoardServicer(metaclass=_abc_1.ABCMeta):
@@ -592,6 +680,80 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         """Deletes a link and closes its connection. NOT_FOUND for an unknown
         name; FAILED_PRECONDITION, naming them, while selectors cross it.
         Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def PurgeQueue(
+        self,
+        request: _board_pb2.PurgeQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.PurgeQueueResponse, _abc.Awaitable[_board_pb2.PurgeQueueResponse]]:
+        """Removes every waiting message of a queue that no consumer or lease
+        holds (and, with `history`, its history), kept in no history: their
+        idempotency keys start their dedup window. Messages posted after the
+        call began, held ones and scheduled ones stay. A large purge runs in
+        steps of 2,000 messages, each its own commit, so the board keeps
+        serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+        Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+        """
+
+    @_abc_1.abstractmethod
+    def MoveMessages(
+        self,
+        request: _board_pb2.MoveMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.MoveMessagesResponse, _abc.Awaitable[_board_pb2.MoveMessagesResponse]]:
+        """Moves waiting messages from one queue to another, by seqs or by
+        pattern, all in one commit: all of them or none. Each keeps its
+        envelope, body and idempotency key, gets headers `x-moved-from` and
+        `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+        as a post is; on the source it goes to history as `moved`. With no
+        destination, each goes back to the queue its `x-dead-letter-queue`
+        header names (the dead-letter resubmit). Errors, with nothing moved:
+        NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+        for the source as destination, seqs and a pattern together, a seq
+        given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+        a message with no origin to resubmit to, or a key the destination's
+        waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+        destination has no room for all. Needs manage on the source and on
+        every destination. Announced on `$sys` as `messages.moved`.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteMessages(
+        self,
+        request: _board_pb2.DeleteMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.DeleteMessagesResponse, _abc.Awaitable[_board_pb2.DeleteMessagesResponse]]:
+        """Deletes waiting messages of a queue, by seqs or by pattern, all in one
+        commit, kept in no history. Errors as MoveMessages'. Needs manage on
+        the queue. Announced on `$sys` as `messages.deleted`.
+        """
+
+    @_abc_1.abstractmethod
+    def ReleaseMessages(
+        self,
+        request: _board_pb2.ReleaseMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ReleaseMessagesResponse, _abc.Awaitable[_board_pb2.ReleaseMessagesResponse]]:
+        """Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+        leases had run out: their delivery count raised, waiting again (or
+        dead-lettered past max_deliveries); the taker's Ack of them is then
+        rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+        a consumer holds (KickConsumer gives those back). Needs manage on the
+        queue. Announced on `$sys` as `messages.released`.
+        """
+
+    @_abc_1.abstractmethod
+    def ListLeases(
+        self,
+        request: _board_pb2.ListLeasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListLeasesResponse, _abc.Awaitable[_board_pb2.ListLeasesResponse]]:
+        """The messages taken with a lease and not yet acked, of one queue (manage
+        on it) or of every queue (admin), oldest lease first: what
+        ReleaseMessages gives back. Lease ids let anyone who may read the queue
+        ack them, hence manage. NOT_FOUND for an unknown queue.
         """
 
 def add_BoardServicer_to_server(servicer: BoardServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -5857,6 +5857,752 @@ func (*DeleteLinkResponse) Descriptor() ([]byte, []int) {
 	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{64}
 }
 
+// PurgeQueue's request.
+type PurgeQueueRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Also remove the history.
+	History bool `protobuf:"varint,2,opt,name=history,proto3" json:"history,omitempty"`
+}
+
+func (x *PurgeQueueRequest) Reset() {
+	*x = PurgeQueueRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[65]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *PurgeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueRequest) ProtoMessage() {}
+
+func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[65]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
+func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *PurgeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeQueueRequest) GetHistory() bool {
+	if x != nil {
+		return x.History
+	}
+	return false
+}
+
+// PurgeQueue's answer, once durable.
+type PurgeQueueResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Waiting messages removed.
+	Purged uint64 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	// History records removed.
+	HistoryPurged uint64 `protobuf:"varint,2,opt,name=history_purged,json=historyPurged,proto3" json:"history_purged,omitempty"`
+}
+
+func (x *PurgeQueueResponse) Reset() {
+	*x = PurgeQueueResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[66]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *PurgeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueResponse) ProtoMessage() {}
+
+func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[66]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
+func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *PurgeQueueResponse) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+func (x *PurgeQueueResponse) GetHistoryPurged() uint64 {
+	if x != nil {
+		return x.HistoryPurged
+	}
+	return 0
+}
+
+// MoveMessages' request: the waiting messages of `source` named by `seqs`,
+// or the oldest ones matching `pattern`, or (neither) the oldest ones.
+type MoveMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Empty: each message to the queue its `x-dead-letter-queue` header names.
+	Destination string `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Each must be waiting (not held, scheduled or processed).
+	Seqs    []uint64 `protobuf:"varint,3,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,4,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// The most messages moved; 0: the board's most (10,000 by default). With
+	// seqs: at most this many seqs.
+	Limit uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+}
+
+func (x *MoveMessagesRequest) Reset() {
+	*x = MoveMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[67]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MoveMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveMessagesRequest) ProtoMessage() {}
+
+func (x *MoveMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[67]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveMessagesRequest.ProtoReflect.Descriptor instead.
+func (*MoveMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *MoveMessagesRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MoveMessagesRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *MoveMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *MoveMessagesRequest) GetPattern() *Pattern {
+	if x != nil {
+		return x.Pattern
+	}
+	return nil
+}
+
+func (x *MoveMessagesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// One moved message.
+type MovedMessage struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Its seq on the source queue.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Where it went, and its seq there.
+	Queue  string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	NewSeq uint64 `protobuf:"varint,3,opt,name=new_seq,json=newSeq,proto3" json:"new_seq,omitempty"`
+}
+
+func (x *MovedMessage) Reset() {
+	*x = MovedMessage{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[68]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MovedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovedMessage) ProtoMessage() {}
+
+func (x *MovedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[68]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovedMessage.ProtoReflect.Descriptor instead.
+func (*MovedMessage) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *MovedMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MovedMessage) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *MovedMessage) GetNewSeq() uint64 {
+	if x != nil {
+		return x.NewSeq
+	}
+	return 0
+}
+
+// MoveMessages' answer, once durable.
+type MoveMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Moved uint64 `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	// The source seqs moved, ascending.
+	Seqs []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	// Where each went, in the same order.
+	Messages []*MovedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+}
+
+func (x *MoveMessagesResponse) Reset() {
+	*x = MoveMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[69]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *MoveMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveMessagesResponse) ProtoMessage() {}
+
+func (x *MoveMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[69]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveMessagesResponse.ProtoReflect.Descriptor instead.
+func (*MoveMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *MoveMessagesResponse) GetMoved() uint64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *MoveMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *MoveMessagesResponse) GetMessages() []*MovedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// DeleteMessages' request, chosen as MoveMessagesRequest's are.
+type DeleteMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue   string   `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs    []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Pattern *Pattern `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Limit   uint32   `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+}
+
+func (x *DeleteMessagesRequest) Reset() {
+	*x = DeleteMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[70]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *DeleteMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesRequest) ProtoMessage() {}
+
+func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[70]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *DeleteMessagesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *DeleteMessagesRequest) GetPattern() *Pattern {
+	if x != nil {
+		return x.Pattern
+	}
+	return nil
+}
+
+func (x *DeleteMessagesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// DeleteMessages' answer, once durable.
+type DeleteMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Deleted uint64 `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The seqs deleted, ascending.
+	Seqs []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *DeleteMessagesResponse) Reset() {
+	*x = DeleteMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[71]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *DeleteMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesResponse) ProtoMessage() {}
+
+func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[71]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *DeleteMessagesResponse) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *DeleteMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ReleaseMessages' request: the seqs of leased messages.
+type ReleaseMessagesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Queue string   `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs  []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *ReleaseMessagesRequest) Reset() {
+	*x = ReleaseMessagesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[72]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ReleaseMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseMessagesRequest) ProtoMessage() {}
+
+func (x *ReleaseMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[72]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ReleaseMessagesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReleaseMessagesRequest) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ReleaseMessages' answer, once durable.
+type ReleaseMessagesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The seqs given back, ascending.
+	Seqs []uint64 `protobuf:"varint,1,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+}
+
+func (x *ReleaseMessagesResponse) Reset() {
+	*x = ReleaseMessagesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[73]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ReleaseMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseMessagesResponse) ProtoMessage() {}
+
+func (x *ReleaseMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[73]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ReleaseMessagesResponse) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// ListLeases' request.
+type ListLeasesRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Only this queue's; empty: every queue's (admin).
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+}
+
+func (x *ListLeasesRequest) Reset() {
+	*x = ListLeasesRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[74]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ListLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesRequest) ProtoMessage() {}
+
+func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[74]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
+func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListLeasesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// One message taken with a lease, not yet acked.
+type LeaseInfo struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The lease id (TakeResponse.lease_ids, AckRequest.lease_ids).
+	Id    uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The leased message's seq.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When it was given, and when it runs out unless acked.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+}
+
+func (x *LeaseInfo) Reset() {
+	*x = LeaseInfo{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[75]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *LeaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseInfo) ProtoMessage() {}
+
+func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[75]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
+func (*LeaseInfo) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *LeaseInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *LeaseInfo) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LeaseInfo) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// ListLeases' answer.
+type ListLeasesResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Leases []*LeaseInfo `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+}
+
+func (x *ListLeasesResponse) Reset() {
+	*x = ListLeasesResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_msgboard_v1_board_proto_msgTypes[76]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ListLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesResponse) ProtoMessage() {}
+
+func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgboard_v1_board_proto_msgTypes[76]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
+func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_msgboard_v1_board_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
 var File_msgboard_v1_board_proto protoreflect.FileDescriptor
 
 var file_msgboard_v1_board_proto_rawDesc = []byte{
@@ -6478,7 +7224,78 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x74, 0x65, 0x4c, 0x69, 0x6e, 0x6b, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x12, 0x0a,
 	0x04, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d,
 	0x65, 0x22, 0x14, 0x0a, 0x12, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4c, 0x69, 0x6e, 0x6b, 0x52,
-	0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x2a, 0xa8, 0x01, 0x0a, 0x09, 0x56, 0x61, 0x6c, 0x75,
+	0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x22, 0x43, 0x0a, 0x11, 0x50, 0x75, 0x72, 0x67, 0x65,
+	0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x14, 0x0a, 0x05,
+	0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65,
+	0x75, 0x65, 0x12, 0x18, 0x0a, 0x07, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x18, 0x02, 0x20,
+	0x01, 0x28, 0x08, 0x52, 0x07, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x22, 0x53, 0x0a, 0x12,
+	0x50, 0x75, 0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e,
+	0x73, 0x65, 0x12, 0x16, 0x0a, 0x06, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x18, 0x01, 0x20, 0x01,
+	0x28, 0x04, 0x52, 0x06, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x12, 0x25, 0x0a, 0x0e, 0x68, 0x69,
+	0x73, 0x74, 0x6f, 0x72, 0x79, 0x5f, 0x70, 0x75, 0x72, 0x67, 0x65, 0x64, 0x18, 0x02, 0x20, 0x01,
+	0x28, 0x04, 0x52, 0x0d, 0x68, 0x69, 0x73, 0x74, 0x6f, 0x72, 0x79, 0x50, 0x75, 0x72, 0x67, 0x65,
+	0x64, 0x22, 0xa9, 0x01, 0x0a, 0x13, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67,
+	0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x16, 0x0a, 0x06, 0x73, 0x6f, 0x75,
+	0x72, 0x63, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x06, 0x73, 0x6f, 0x75, 0x72, 0x63,
+	0x65, 0x12, 0x20, 0x0a, 0x0b, 0x64, 0x65, 0x73, 0x74, 0x69, 0x6e, 0x61, 0x74, 0x69, 0x6f, 0x6e,
+	0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0b, 0x64, 0x65, 0x73, 0x74, 0x69, 0x6e, 0x61, 0x74,
+	0x69, 0x6f, 0x6e, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73, 0x18, 0x03, 0x20, 0x03, 0x28,
+	0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x12, 0x2e, 0x0a, 0x07, 0x70, 0x61, 0x74, 0x74, 0x65,
+	0x72, 0x6e, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x14, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x52, 0x07,
+	0x70, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x12, 0x14, 0x0a, 0x05, 0x6c, 0x69, 0x6d, 0x69, 0x74,
+	0x18, 0x05, 0x20, 0x01, 0x28, 0x0d, 0x52, 0x05, 0x6c, 0x69, 0x6d, 0x69, 0x74, 0x22, 0x4f, 0x0a,
+	0x0c, 0x4d, 0x6f, 0x76, 0x65, 0x64, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x12, 0x10, 0x0a,
+	0x03, 0x73, 0x65, 0x71, 0x18, 0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x03, 0x73, 0x65, 0x71, 0x12,
+	0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05,
+	0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x17, 0x0a, 0x07, 0x6e, 0x65, 0x77, 0x5f, 0x73, 0x65, 0x71,
+	0x18, 0x03, 0x20, 0x01, 0x28, 0x04, 0x52, 0x06, 0x6e, 0x65, 0x77, 0x53, 0x65, 0x71, 0x22, 0x77,
+	0x0a, 0x14, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65,
+	0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x14, 0x0a, 0x05, 0x6d, 0x6f, 0x76, 0x65, 0x64, 0x18,
+	0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x05, 0x6d, 0x6f, 0x76, 0x65, 0x64, 0x12, 0x12, 0x0a, 0x04,
+	0x73, 0x65, 0x71, 0x73, 0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73,
+	0x12, 0x35, 0x0a, 0x08, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x18, 0x03, 0x20, 0x03,
+	0x28, 0x0b, 0x32, 0x19, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31,
+	0x2e, 0x4d, 0x6f, 0x76, 0x65, 0x64, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x52, 0x08, 0x6d,
+	0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x22, 0x87, 0x01, 0x0a, 0x15, 0x44, 0x65, 0x6c, 0x65,
+	0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73,
+	0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09,
+	0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73, 0x18,
+	0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x12, 0x2e, 0x0a, 0x07, 0x70,
+	0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x18, 0x03, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x14, 0x2e, 0x6d,
+	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x61, 0x74, 0x74, 0x65,
+	0x72, 0x6e, 0x52, 0x07, 0x70, 0x61, 0x74, 0x74, 0x65, 0x72, 0x6e, 0x12, 0x14, 0x0a, 0x05, 0x6c,
+	0x69, 0x6d, 0x69, 0x74, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0d, 0x52, 0x05, 0x6c, 0x69, 0x6d, 0x69,
+	0x74, 0x22, 0x46, 0x0a, 0x16, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61,
+	0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x18, 0x0a, 0x07, 0x64,
+	0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x04, 0x52, 0x07, 0x64, 0x65,
+	0x6c, 0x65, 0x74, 0x65, 0x64, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73, 0x18, 0x02, 0x20,
+	0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x22, 0x42, 0x0a, 0x16, 0x52, 0x65, 0x6c,
+	0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75,
+	0x65, 0x73, 0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20, 0x01,
+	0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71,
+	0x73, 0x18, 0x02, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x22, 0x2d, 0x0a,
+	0x17, 0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73,
+	0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x73, 0x65, 0x71, 0x73,
+	0x18, 0x01, 0x20, 0x03, 0x28, 0x04, 0x52, 0x04, 0x73, 0x65, 0x71, 0x73, 0x22, 0x29, 0x0a, 0x11,
+	0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73,
+	0x74, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09,
+	0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x22, 0xa7, 0x01, 0x0a, 0x09, 0x4c, 0x65, 0x61, 0x73,
+	0x65, 0x49, 0x6e, 0x66, 0x6f, 0x12, 0x0e, 0x0a, 0x02, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28,
+	0x04, 0x52, 0x02, 0x69, 0x64, 0x12, 0x14, 0x0a, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x18, 0x02,
+	0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x71, 0x75, 0x65, 0x75, 0x65, 0x12, 0x10, 0x0a, 0x03, 0x73,
+	0x65, 0x71, 0x18, 0x03, 0x20, 0x01, 0x28, 0x04, 0x52, 0x03, 0x73, 0x65, 0x71, 0x12, 0x30, 0x0a,
+	0x05, 0x73, 0x69, 0x6e, 0x63, 0x65, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x1a, 0x2e, 0x67,
+	0x6f, 0x6f, 0x67, 0x6c, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x62, 0x75, 0x66, 0x2e, 0x54,
+	0x69, 0x6d, 0x65, 0x73, 0x74, 0x61, 0x6d, 0x70, 0x52, 0x05, 0x73, 0x69, 0x6e, 0x63, 0x65, 0x12,
+	0x30, 0x0a, 0x05, 0x75, 0x6e, 0x74, 0x69, 0x6c, 0x18, 0x05, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x1a,
+	0x2e, 0x67, 0x6f, 0x6f, 0x67, 0x6c, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x62, 0x75, 0x66,
+	0x2e, 0x54, 0x69, 0x6d, 0x65, 0x73, 0x74, 0x61, 0x6d, 0x70, 0x52, 0x05, 0x75, 0x6e, 0x74, 0x69,
+	0x6c, 0x22, 0x44, 0x0a, 0x12, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x52,
+	0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x2e, 0x0a, 0x06, 0x6c, 0x65, 0x61, 0x73, 0x65,
+	0x73, 0x18, 0x01, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x16, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61,
+	0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x49, 0x6e, 0x66, 0x6f, 0x52,
+	0x06, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x2a, 0xa8, 0x01, 0x0a, 0x09, 0x56, 0x61, 0x6c, 0x75,
 	0x65, 0x54, 0x79, 0x70, 0x65, 0x12, 0x1a, 0x0a, 0x16, 0x56, 0x41, 0x4c, 0x55, 0x45, 0x5f, 0x54,
 	0x59, 0x50, 0x45, 0x5f, 0x55, 0x4e, 0x53, 0x50, 0x45, 0x43, 0x49, 0x46, 0x49, 0x45, 0x44, 0x10,
 	0x00, 0x12, 0x13, 0x0a, 0x0f, 0x56, 0x41, 0x4c, 0x55, 0x45, 0x5f, 0x54, 0x59, 0x50, 0x45, 0x5f,
@@ -6571,7 +7388,7 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x5f, 0x53, 0x54, 0x41, 0x54, 0x45, 0x5f, 0x43, 0x4f, 0x4e, 0x4e, 0x45, 0x43, 0x54, 0x45, 0x44,
 	0x10, 0x02, 0x12, 0x1b, 0x0a, 0x17, 0x4c, 0x49, 0x4e, 0x4b, 0x5f, 0x53, 0x54, 0x41, 0x54, 0x45,
 	0x5f, 0x44, 0x49, 0x53, 0x43, 0x4f, 0x4e, 0x4e, 0x45, 0x43, 0x54, 0x45, 0x44, 0x10, 0x03, 0x32,
-	0xac, 0x0d, 0x0a, 0x05, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x12, 0x42, 0x0a, 0x0b, 0x43, 0x72, 0x65,
+	0xd8, 0x10, 0x0a, 0x05, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x12, 0x42, 0x0a, 0x0b, 0x43, 0x72, 0x65,
 	0x61, 0x74, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x12, 0x1f, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
 	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x72, 0x65, 0x61, 0x74, 0x65, 0x51, 0x75, 0x65,
 	0x75, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x12, 0x2e, 0x6d, 0x73, 0x67, 0x62,
@@ -6677,17 +7494,44 @@ var file_msgboard_v1_board_proto_rawDesc = []byte{
 	0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65,
 	0x74, 0x65, 0x4c, 0x69, 0x6e, 0x6b, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1f, 0x2e,
 	0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65,
-	0x74, 0x65, 0x4c, 0x69, 0x6e, 0x6b, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x42, 0x96,
-	0x01, 0x0a, 0x15, 0x69, 0x6f, 0x2e, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x6d, 0x73, 0x67,
-	0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x42, 0x0a, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x50,
-	0x72, 0x6f, 0x74, 0x6f, 0x50, 0x01, 0x5a, 0x3d, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63,
-	0x6f, 0x6d, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2f, 0x6d, 0x73, 0x67, 0x62,
-	0x6f, 0x61, 0x72, 0x64, 0x2f, 0x63, 0x6c, 0x69, 0x65, 0x6e, 0x74, 0x73, 0x2f, 0x67, 0x6f, 0x2f,
-	0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x70, 0x62, 0x3b, 0x6d, 0x73, 0x67, 0x62, 0x6f,
-	0x61, 0x72, 0x64, 0x70, 0x62, 0xa2, 0x02, 0x04, 0x4d, 0x53, 0x47, 0x42, 0xaa, 0x02, 0x0b, 0x4d,
-	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x56, 0x31, 0xca, 0x02, 0x0b, 0x4d, 0x73, 0x67,
-	0x62, 0x6f, 0x61, 0x72, 0x64, 0x5c, 0x56, 0x31, 0xea, 0x02, 0x0c, 0x4d, 0x73, 0x67, 0x62, 0x6f,
-	0x61, 0x72, 0x64, 0x3a, 0x3a, 0x56, 0x31, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
+	0x74, 0x65, 0x4c, 0x69, 0x6e, 0x6b, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x4d,
+	0x0a, 0x0a, 0x50, 0x75, 0x72, 0x67, 0x65, 0x51, 0x75, 0x65, 0x75, 0x65, 0x12, 0x1e, 0x2e, 0x6d,
+	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x75, 0x72, 0x67, 0x65,
+	0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1f, 0x2e, 0x6d,
+	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x75, 0x72, 0x67, 0x65,
+	0x51, 0x75, 0x65, 0x75, 0x65, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x53, 0x0a,
+	0x0c, 0x4d, 0x6f, 0x76, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x12, 0x20, 0x2e,
+	0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4d, 0x6f, 0x76, 0x65,
+	0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a,
+	0x21, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4d, 0x6f,
+	0x76, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e,
+	0x73, 0x65, 0x12, 0x59, 0x0a, 0x0e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73,
+	0x61, 0x67, 0x65, 0x73, 0x12, 0x22, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e,
+	0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65,
+	0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x23, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x4d, 0x65, 0x73,
+	0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x5c, 0x0a,
+	0x0f, 0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73,
+	0x12, 0x23, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x52,
+	0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x73, 0x52, 0x65,
+	0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x24, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x2e, 0x76, 0x31, 0x2e, 0x52, 0x65, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x4d, 0x65, 0x73, 0x73, 0x61,
+	0x67, 0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x4d, 0x0a, 0x0a, 0x4c,
+	0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73, 0x65, 0x73, 0x12, 0x1e, 0x2e, 0x6d, 0x73, 0x67, 0x62,
+	0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73,
+	0x65, 0x73, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1f, 0x2e, 0x6d, 0x73, 0x67, 0x62,
+	0x6f, 0x61, 0x72, 0x64, 0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x69, 0x73, 0x74, 0x4c, 0x65, 0x61, 0x73,
+	0x65, 0x73, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x42, 0x96, 0x01, 0x0a, 0x15, 0x69,
+	0x6f, 0x2e, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72,
+	0x64, 0x2e, 0x76, 0x31, 0x42, 0x0a, 0x42, 0x6f, 0x61, 0x72, 0x64, 0x50, 0x72, 0x6f, 0x74, 0x6f,
+	0x50, 0x01, 0x5a, 0x3d, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x6d,
+	0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x2f, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64,
+	0x2f, 0x63, 0x6c, 0x69, 0x65, 0x6e, 0x74, 0x73, 0x2f, 0x67, 0x6f, 0x2f, 0x6d, 0x73, 0x67, 0x62,
+	0x6f, 0x61, 0x72, 0x64, 0x70, 0x62, 0x3b, 0x6d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x70,
+	0x62, 0xa2, 0x02, 0x04, 0x4d, 0x53, 0x47, 0x42, 0xaa, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f,
+	0x61, 0x72, 0x64, 0x2e, 0x56, 0x31, 0xca, 0x02, 0x0b, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72,
+	0x64, 0x5c, 0x56, 0x31, 0xea, 0x02, 0x0c, 0x4d, 0x73, 0x67, 0x62, 0x6f, 0x61, 0x72, 0x64, 0x3a,
+	0x3a, 0x56, 0x31, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
 }
 
 var (
@@ -6703,122 +7547,134 @@ func file_msgboard_v1_board_proto_rawDescGZIP() []byte {
 }
 
 var file_msgboard_v1_board_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_msgboard_v1_board_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_msgboard_v1_board_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_msgboard_v1_board_proto_goTypes = []interface{}{
-	(ValueType)(0),                 // 0: msgboard.v1.ValueType
-	(ExitKind)(0),                  // 1: msgboard.v1.ExitKind
-	(Section)(0),                   // 2: msgboard.v1.Section
-	(OverflowPolicy)(0),            // 3: msgboard.v1.OverflowPolicy
-	(UnmatchedPolicy)(0),           // 4: msgboard.v1.UnmatchedPolicy
-	(Disposition)(0),               // 5: msgboard.v1.Disposition
-	(Direction)(0),                 // 6: msgboard.v1.Direction
-	(Operation)(0),                 // 7: msgboard.v1.Operation
-	(Role)(0),                      // 8: msgboard.v1.Role
-	(Position)(0),                  // 9: msgboard.v1.Position
-	(LinkState)(0),                 // 10: msgboard.v1.LinkState
-	(*FieldValue)(nil),             // 11: msgboard.v1.FieldValue
-	(*Message)(nil),                // 12: msgboard.v1.Message
-	(*Exit)(nil),                   // 13: msgboard.v1.Exit
-	(*Redelivery)(nil),             // 14: msgboard.v1.Redelivery
-	(*FieldPattern)(nil),           // 15: msgboard.v1.FieldPattern
-	(*Range)(nil),                  // 16: msgboard.v1.Range
-	(*Template)(nil),               // 17: msgboard.v1.Template
-	(*AddressPattern)(nil),         // 18: msgboard.v1.AddressPattern
-	(*Pattern)(nil),                // 19: msgboard.v1.Pattern
-	(*QueueSpec)(nil),              // 20: msgboard.v1.QueueSpec
-	(*Queue)(nil),                  // 21: msgboard.v1.Queue
-	(*CreateQueueRequest)(nil),     // 22: msgboard.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),        // 23: msgboard.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),      // 24: msgboard.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 25: msgboard.v1.ListQueuesResponse
-	(*DeleteQueueRequest)(nil),     // 26: msgboard.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),    // 27: msgboard.v1.DeleteQueueResponse
-	(*PostRequest)(nil),            // 28: msgboard.v1.PostRequest
-	(*PostResponse)(nil),           // 29: msgboard.v1.PostResponse
-	(*PostStreamRequest)(nil),      // 30: msgboard.v1.PostStreamRequest
-	(*PostStreamResponse)(nil),     // 31: msgboard.v1.PostStreamResponse
-	(*Error)(nil),                  // 32: msgboard.v1.Error
-	(*TakeRequest)(nil),            // 33: msgboard.v1.TakeRequest
-	(*TakeResponse)(nil),           // 34: msgboard.v1.TakeResponse
-	(*AckRequest)(nil),             // 35: msgboard.v1.AckRequest
-	(*AckResponse)(nil),            // 36: msgboard.v1.AckResponse
-	(*ReadRequest)(nil),            // 37: msgboard.v1.ReadRequest
-	(*ReadResponse)(nil),           // 38: msgboard.v1.ReadResponse
-	(*BrowseRequest)(nil),          // 39: msgboard.v1.BrowseRequest
-	(*BrowseResponse)(nil),         // 40: msgboard.v1.BrowseResponse
-	(*StatsRequest)(nil),           // 41: msgboard.v1.StatsRequest
-	(*StatsResponse)(nil),          // 42: msgboard.v1.StatsResponse
-	(*QueueStats)(nil),             // 43: msgboard.v1.QueueStats
-	(*SelectorSpec)(nil),           // 44: msgboard.v1.SelectorSpec
-	(*Selector)(nil),               // 45: msgboard.v1.Selector
-	(*CreateSelectorRequest)(nil),  // 46: msgboard.v1.CreateSelectorRequest
-	(*GetSelectorRequest)(nil),     // 47: msgboard.v1.GetSelectorRequest
-	(*ListSelectorsRequest)(nil),   // 48: msgboard.v1.ListSelectorsRequest
-	(*ListSelectorsResponse)(nil),  // 49: msgboard.v1.ListSelectorsResponse
-	(*DeleteSelectorRequest)(nil),  // 50: msgboard.v1.DeleteSelectorRequest
-	(*DeleteSelectorResponse)(nil), // 51: msgboard.v1.DeleteSelectorResponse
-	(*SubscribeRequest)(nil),       // 52: msgboard.v1.SubscribeRequest
-	(*Subscription)(nil),           // 53: msgboard.v1.Subscription
-	(*Acks)(nil),                   // 54: msgboard.v1.Acks
-	(*RejectedAck)(nil),            // 55: msgboard.v1.RejectedAck
-	(*Nacks)(nil),                  // 56: msgboard.v1.Nacks
-	(*SubscribeResponse)(nil),      // 57: msgboard.v1.SubscribeResponse
-	(*Deliveries)(nil),             // 58: msgboard.v1.Deliveries
-	(*Delivery)(nil),               // 59: msgboard.v1.Delivery
-	(*SnapshotRequest)(nil),        // 60: msgboard.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),       // 61: msgboard.v1.SnapshotResponse
-	(*ListConsumersRequest)(nil),   // 62: msgboard.v1.ListConsumersRequest
-	(*ConsumerInfo)(nil),           // 63: msgboard.v1.ConsumerInfo
-	(*ListConsumersResponse)(nil),  // 64: msgboard.v1.ListConsumersResponse
-	(*KickConsumerRequest)(nil),    // 65: msgboard.v1.KickConsumerRequest
-	(*KickConsumerResponse)(nil),   // 66: msgboard.v1.KickConsumerResponse
-	(*DropDamagedRequest)(nil),     // 67: msgboard.v1.DropDamagedRequest
-	(*DropDamagedResponse)(nil),    // 68: msgboard.v1.DropDamagedResponse
-	(*LinkSpec)(nil),               // 69: msgboard.v1.LinkSpec
-	(*Link)(nil),                   // 70: msgboard.v1.Link
-	(*CreateLinkRequest)(nil),      // 71: msgboard.v1.CreateLinkRequest
-	(*ListLinksRequest)(nil),       // 72: msgboard.v1.ListLinksRequest
-	(*ListLinksResponse)(nil),      // 73: msgboard.v1.ListLinksResponse
-	(*DeleteLinkRequest)(nil),      // 74: msgboard.v1.DeleteLinkRequest
-	(*DeleteLinkResponse)(nil),     // 75: msgboard.v1.DeleteLinkResponse
-	nil,                            // 76: msgboard.v1.Message.HeadersEntry
-	(structpb.NullValue)(0),        // 77: google.protobuf.NullValue
-	(*timestamppb.Timestamp)(nil),  // 78: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 79: google.protobuf.Duration
-	(*emptypb.Empty)(nil),          // 80: google.protobuf.Empty
-	(*anypb.Any)(nil),              // 81: google.protobuf.Any
+	(ValueType)(0),                  // 0: msgboard.v1.ValueType
+	(ExitKind)(0),                   // 1: msgboard.v1.ExitKind
+	(Section)(0),                    // 2: msgboard.v1.Section
+	(OverflowPolicy)(0),             // 3: msgboard.v1.OverflowPolicy
+	(UnmatchedPolicy)(0),            // 4: msgboard.v1.UnmatchedPolicy
+	(Disposition)(0),                // 5: msgboard.v1.Disposition
+	(Direction)(0),                  // 6: msgboard.v1.Direction
+	(Operation)(0),                  // 7: msgboard.v1.Operation
+	(Role)(0),                       // 8: msgboard.v1.Role
+	(Position)(0),                   // 9: msgboard.v1.Position
+	(LinkState)(0),                  // 10: msgboard.v1.LinkState
+	(*FieldValue)(nil),              // 11: msgboard.v1.FieldValue
+	(*Message)(nil),                 // 12: msgboard.v1.Message
+	(*Exit)(nil),                    // 13: msgboard.v1.Exit
+	(*Redelivery)(nil),              // 14: msgboard.v1.Redelivery
+	(*FieldPattern)(nil),            // 15: msgboard.v1.FieldPattern
+	(*Range)(nil),                   // 16: msgboard.v1.Range
+	(*Template)(nil),                // 17: msgboard.v1.Template
+	(*AddressPattern)(nil),          // 18: msgboard.v1.AddressPattern
+	(*Pattern)(nil),                 // 19: msgboard.v1.Pattern
+	(*QueueSpec)(nil),               // 20: msgboard.v1.QueueSpec
+	(*Queue)(nil),                   // 21: msgboard.v1.Queue
+	(*CreateQueueRequest)(nil),      // 22: msgboard.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),         // 23: msgboard.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),       // 24: msgboard.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),      // 25: msgboard.v1.ListQueuesResponse
+	(*DeleteQueueRequest)(nil),      // 26: msgboard.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),     // 27: msgboard.v1.DeleteQueueResponse
+	(*PostRequest)(nil),             // 28: msgboard.v1.PostRequest
+	(*PostResponse)(nil),            // 29: msgboard.v1.PostResponse
+	(*PostStreamRequest)(nil),       // 30: msgboard.v1.PostStreamRequest
+	(*PostStreamResponse)(nil),      // 31: msgboard.v1.PostStreamResponse
+	(*Error)(nil),                   // 32: msgboard.v1.Error
+	(*TakeRequest)(nil),             // 33: msgboard.v1.TakeRequest
+	(*TakeResponse)(nil),            // 34: msgboard.v1.TakeResponse
+	(*AckRequest)(nil),              // 35: msgboard.v1.AckRequest
+	(*AckResponse)(nil),             // 36: msgboard.v1.AckResponse
+	(*ReadRequest)(nil),             // 37: msgboard.v1.ReadRequest
+	(*ReadResponse)(nil),            // 38: msgboard.v1.ReadResponse
+	(*BrowseRequest)(nil),           // 39: msgboard.v1.BrowseRequest
+	(*BrowseResponse)(nil),          // 40: msgboard.v1.BrowseResponse
+	(*StatsRequest)(nil),            // 41: msgboard.v1.StatsRequest
+	(*StatsResponse)(nil),           // 42: msgboard.v1.StatsResponse
+	(*QueueStats)(nil),              // 43: msgboard.v1.QueueStats
+	(*SelectorSpec)(nil),            // 44: msgboard.v1.SelectorSpec
+	(*Selector)(nil),                // 45: msgboard.v1.Selector
+	(*CreateSelectorRequest)(nil),   // 46: msgboard.v1.CreateSelectorRequest
+	(*GetSelectorRequest)(nil),      // 47: msgboard.v1.GetSelectorRequest
+	(*ListSelectorsRequest)(nil),    // 48: msgboard.v1.ListSelectorsRequest
+	(*ListSelectorsResponse)(nil),   // 49: msgboard.v1.ListSelectorsResponse
+	(*DeleteSelectorRequest)(nil),   // 50: msgboard.v1.DeleteSelectorRequest
+	(*DeleteSelectorResponse)(nil),  // 51: msgboard.v1.DeleteSelectorResponse
+	(*SubscribeRequest)(nil),        // 52: msgboard.v1.SubscribeRequest
+	(*Subscription)(nil),            // 53: msgboard.v1.Subscription
+	(*Acks)(nil),                    // 54: msgboard.v1.Acks
+	(*RejectedAck)(nil),             // 55: msgboard.v1.RejectedAck
+	(*Nacks)(nil),                   // 56: msgboard.v1.Nacks
+	(*SubscribeResponse)(nil),       // 57: msgboard.v1.SubscribeResponse
+	(*Deliveries)(nil),              // 58: msgboard.v1.Deliveries
+	(*Delivery)(nil),                // 59: msgboard.v1.Delivery
+	(*SnapshotRequest)(nil),         // 60: msgboard.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 61: msgboard.v1.SnapshotResponse
+	(*ListConsumersRequest)(nil),    // 62: msgboard.v1.ListConsumersRequest
+	(*ConsumerInfo)(nil),            // 63: msgboard.v1.ConsumerInfo
+	(*ListConsumersResponse)(nil),   // 64: msgboard.v1.ListConsumersResponse
+	(*KickConsumerRequest)(nil),     // 65: msgboard.v1.KickConsumerRequest
+	(*KickConsumerResponse)(nil),    // 66: msgboard.v1.KickConsumerResponse
+	(*DropDamagedRequest)(nil),      // 67: msgboard.v1.DropDamagedRequest
+	(*DropDamagedResponse)(nil),     // 68: msgboard.v1.DropDamagedResponse
+	(*LinkSpec)(nil),                // 69: msgboard.v1.LinkSpec
+	(*Link)(nil),                    // 70: msgboard.v1.Link
+	(*CreateLinkRequest)(nil),       // 71: msgboard.v1.CreateLinkRequest
+	(*ListLinksRequest)(nil),        // 72: msgboard.v1.ListLinksRequest
+	(*ListLinksResponse)(nil),       // 73: msgboard.v1.ListLinksResponse
+	(*DeleteLinkRequest)(nil),       // 74: msgboard.v1.DeleteLinkRequest
+	(*DeleteLinkResponse)(nil),      // 75: msgboard.v1.DeleteLinkResponse
+	(*PurgeQueueRequest)(nil),       // 76: msgboard.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),      // 77: msgboard.v1.PurgeQueueResponse
+	(*MoveMessagesRequest)(nil),     // 78: msgboard.v1.MoveMessagesRequest
+	(*MovedMessage)(nil),            // 79: msgboard.v1.MovedMessage
+	(*MoveMessagesResponse)(nil),    // 80: msgboard.v1.MoveMessagesResponse
+	(*DeleteMessagesRequest)(nil),   // 81: msgboard.v1.DeleteMessagesRequest
+	(*DeleteMessagesResponse)(nil),  // 82: msgboard.v1.DeleteMessagesResponse
+	(*ReleaseMessagesRequest)(nil),  // 83: msgboard.v1.ReleaseMessagesRequest
+	(*ReleaseMessagesResponse)(nil), // 84: msgboard.v1.ReleaseMessagesResponse
+	(*ListLeasesRequest)(nil),       // 85: msgboard.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 86: msgboard.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 87: msgboard.v1.ListLeasesResponse
+	nil,                             // 88: msgboard.v1.Message.HeadersEntry
+	(structpb.NullValue)(0),         // 89: google.protobuf.NullValue
+	(*timestamppb.Timestamp)(nil),   // 90: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 91: google.protobuf.Duration
+	(*emptypb.Empty)(nil),           // 92: google.protobuf.Empty
+	(*anypb.Any)(nil),               // 93: google.protobuf.Any
 }
 var file_msgboard_v1_board_proto_depIdxs = []int32{
-	77,  // 0: msgboard.v1.FieldValue.null:type_name -> google.protobuf.NullValue
-	76,  // 1: msgboard.v1.Message.headers:type_name -> msgboard.v1.Message.HeadersEntry
-	78,  // 2: msgboard.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 0: msgboard.v1.FieldValue.null:type_name -> google.protobuf.NullValue
+	88,  // 1: msgboard.v1.Message.headers:type_name -> msgboard.v1.Message.HeadersEntry
+	90,  // 2: msgboard.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
 	11,  // 3: msgboard.v1.Message.tuple:type_name -> msgboard.v1.FieldValue
-	78,  // 4: msgboard.v1.Message.posted_at:type_name -> google.protobuf.Timestamp
+	90,  // 4: msgboard.v1.Message.posted_at:type_name -> google.protobuf.Timestamp
 	2,   // 5: msgboard.v1.Message.section:type_name -> msgboard.v1.Section
-	78,  // 6: msgboard.v1.Message.processed_at:type_name -> google.protobuf.Timestamp
-	78,  // 7: msgboard.v1.Message.not_before:type_name -> google.protobuf.Timestamp
-	78,  // 8: msgboard.v1.Message.redeliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 6: msgboard.v1.Message.processed_at:type_name -> google.protobuf.Timestamp
+	90,  // 7: msgboard.v1.Message.not_before:type_name -> google.protobuf.Timestamp
+	90,  // 8: msgboard.v1.Message.redeliver_at:type_name -> google.protobuf.Timestamp
 	13,  // 9: msgboard.v1.Message.exit:type_name -> msgboard.v1.Exit
 	1,   // 10: msgboard.v1.Exit.kind:type_name -> msgboard.v1.ExitKind
-	79,  // 11: msgboard.v1.Redelivery.initial:type_name -> google.protobuf.Duration
-	79,  // 12: msgboard.v1.Redelivery.max:type_name -> google.protobuf.Duration
+	91,  // 11: msgboard.v1.Redelivery.initial:type_name -> google.protobuf.Duration
+	91,  // 12: msgboard.v1.Redelivery.max:type_name -> google.protobuf.Duration
 	11,  // 13: msgboard.v1.FieldPattern.actual:type_name -> msgboard.v1.FieldValue
 	0,   // 14: msgboard.v1.FieldPattern.formal:type_name -> msgboard.v1.ValueType
-	80,  // 15: msgboard.v1.FieldPattern.any:type_name -> google.protobuf.Empty
+	92,  // 15: msgboard.v1.FieldPattern.any:type_name -> google.protobuf.Empty
 	16,  // 16: msgboard.v1.FieldPattern.range:type_name -> msgboard.v1.Range
 	11,  // 17: msgboard.v1.FieldPattern.prefix:type_name -> msgboard.v1.FieldValue
 	11,  // 18: msgboard.v1.Range.lo:type_name -> msgboard.v1.FieldValue
 	11,  // 19: msgboard.v1.Range.hi:type_name -> msgboard.v1.FieldValue
 	15,  // 20: msgboard.v1.Template.fields:type_name -> msgboard.v1.FieldPattern
-	80,  // 21: msgboard.v1.AddressPattern.all:type_name -> google.protobuf.Empty
+	92,  // 21: msgboard.v1.AddressPattern.all:type_name -> google.protobuf.Empty
 	18,  // 22: msgboard.v1.Pattern.address:type_name -> msgboard.v1.AddressPattern
 	17,  // 23: msgboard.v1.Pattern.templates:type_name -> msgboard.v1.Template
 	3,   // 24: msgboard.v1.QueueSpec.overflow:type_name -> msgboard.v1.OverflowPolicy
 	4,   // 25: msgboard.v1.QueueSpec.unmatched:type_name -> msgboard.v1.UnmatchedPolicy
-	79,  // 26: msgboard.v1.QueueSpec.dedup_window:type_name -> google.protobuf.Duration
+	91,  // 26: msgboard.v1.QueueSpec.dedup_window:type_name -> google.protobuf.Duration
 	14,  // 27: msgboard.v1.QueueSpec.redelivery:type_name -> msgboard.v1.Redelivery
 	20,  // 28: msgboard.v1.Queue.spec:type_name -> msgboard.v1.QueueSpec
-	78,  // 29: msgboard.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	90,  // 29: msgboard.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
 	20,  // 30: msgboard.v1.CreateQueueRequest.spec:type_name -> msgboard.v1.QueueSpec
 	21,  // 31: msgboard.v1.ListQueuesResponse.queues:type_name -> msgboard.v1.Queue
 	12,  // 32: msgboard.v1.PostRequest.messages:type_name -> msgboard.v1.Message
@@ -6826,17 +7682,17 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	12,  // 34: msgboard.v1.PostStreamRequest.messages:type_name -> msgboard.v1.Message
 	32,  // 35: msgboard.v1.PostStreamResponse.error:type_name -> msgboard.v1.Error
 	5,   // 36: msgboard.v1.PostStreamResponse.dispositions:type_name -> msgboard.v1.Disposition
-	81,  // 37: msgboard.v1.Error.details:type_name -> google.protobuf.Any
+	93,  // 37: msgboard.v1.Error.details:type_name -> google.protobuf.Any
 	19,  // 38: msgboard.v1.TakeRequest.pattern:type_name -> msgboard.v1.Pattern
-	79,  // 39: msgboard.v1.TakeRequest.timeout:type_name -> google.protobuf.Duration
-	79,  // 40: msgboard.v1.TakeRequest.lease:type_name -> google.protobuf.Duration
+	91,  // 39: msgboard.v1.TakeRequest.timeout:type_name -> google.protobuf.Duration
+	91,  // 40: msgboard.v1.TakeRequest.lease:type_name -> google.protobuf.Duration
 	12,  // 41: msgboard.v1.TakeResponse.messages:type_name -> msgboard.v1.Message
 	55,  // 42: msgboard.v1.AckResponse.rejected:type_name -> msgboard.v1.RejectedAck
 	19,  // 43: msgboard.v1.ReadRequest.pattern:type_name -> msgboard.v1.Pattern
-	79,  // 44: msgboard.v1.ReadRequest.timeout:type_name -> google.protobuf.Duration
+	91,  // 44: msgboard.v1.ReadRequest.timeout:type_name -> google.protobuf.Duration
 	12,  // 45: msgboard.v1.ReadResponse.messages:type_name -> msgboard.v1.Message
 	9,   // 46: msgboard.v1.BrowseRequest.start:type_name -> msgboard.v1.Position
-	78,  // 47: msgboard.v1.BrowseRequest.start_time:type_name -> google.protobuf.Timestamp
+	90,  // 47: msgboard.v1.BrowseRequest.start_time:type_name -> google.protobuf.Timestamp
 	6,   // 48: msgboard.v1.BrowseRequest.direction:type_name -> msgboard.v1.Direction
 	2,   // 49: msgboard.v1.BrowseRequest.section:type_name -> msgboard.v1.Section
 	19,  // 50: msgboard.v1.BrowseRequest.pattern:type_name -> msgboard.v1.Pattern
@@ -6845,7 +7701,7 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	19,  // 53: msgboard.v1.SelectorSpec.pattern:type_name -> msgboard.v1.Pattern
 	7,   // 54: msgboard.v1.SelectorSpec.op:type_name -> msgboard.v1.Operation
 	9,   // 55: msgboard.v1.SelectorSpec.start:type_name -> msgboard.v1.Position
-	78,  // 56: msgboard.v1.SelectorSpec.start_time:type_name -> google.protobuf.Timestamp
+	90,  // 56: msgboard.v1.SelectorSpec.start_time:type_name -> google.protobuf.Timestamp
 	8,   // 57: msgboard.v1.SelectorSpec.role:type_name -> msgboard.v1.Role
 	44,  // 58: msgboard.v1.Selector.spec:type_name -> msgboard.v1.SelectorSpec
 	44,  // 59: msgboard.v1.CreateSelectorRequest.spec:type_name -> msgboard.v1.SelectorSpec
@@ -6856,79 +7712,95 @@ var file_msgboard_v1_board_proto_depIdxs = []int32{
 	19,  // 64: msgboard.v1.Subscription.pattern:type_name -> msgboard.v1.Pattern
 	7,   // 65: msgboard.v1.Subscription.op:type_name -> msgboard.v1.Operation
 	9,   // 66: msgboard.v1.Subscription.start:type_name -> msgboard.v1.Position
-	78,  // 67: msgboard.v1.Subscription.start_time:type_name -> google.protobuf.Timestamp
+	90,  // 67: msgboard.v1.Subscription.start_time:type_name -> google.protobuf.Timestamp
 	14,  // 68: msgboard.v1.Subscription.redelivery:type_name -> msgboard.v1.Redelivery
 	55,  // 69: msgboard.v1.Acks.rejected:type_name -> msgboard.v1.RejectedAck
 	32,  // 70: msgboard.v1.RejectedAck.error:type_name -> msgboard.v1.Error
-	79,  // 71: msgboard.v1.Nacks.delay:type_name -> google.protobuf.Duration
+	91,  // 71: msgboard.v1.Nacks.delay:type_name -> google.protobuf.Duration
 	45,  // 72: msgboard.v1.SubscribeResponse.subscribed:type_name -> msgboard.v1.Selector
 	58,  // 73: msgboard.v1.SubscribeResponse.deliveries:type_name -> msgboard.v1.Deliveries
 	32,  // 74: msgboard.v1.SubscribeResponse.error:type_name -> msgboard.v1.Error
 	54,  // 75: msgboard.v1.SubscribeResponse.acked:type_name -> msgboard.v1.Acks
 	59,  // 76: msgboard.v1.Deliveries.items:type_name -> msgboard.v1.Delivery
 	12,  // 77: msgboard.v1.Delivery.message:type_name -> msgboard.v1.Message
-	78,  // 78: msgboard.v1.SnapshotResponse.taken_at:type_name -> google.protobuf.Timestamp
+	90,  // 78: msgboard.v1.SnapshotResponse.taken_at:type_name -> google.protobuf.Timestamp
 	7,   // 79: msgboard.v1.ConsumerInfo.op:type_name -> msgboard.v1.Operation
-	78,  // 80: msgboard.v1.ConsumerInfo.since:type_name -> google.protobuf.Timestamp
+	90,  // 80: msgboard.v1.ConsumerInfo.since:type_name -> google.protobuf.Timestamp
 	63,  // 81: msgboard.v1.ListConsumersResponse.consumers:type_name -> msgboard.v1.ConsumerInfo
 	63,  // 82: msgboard.v1.KickConsumerResponse.consumer:type_name -> msgboard.v1.ConsumerInfo
 	2,   // 83: msgboard.v1.DropDamagedResponse.section:type_name -> msgboard.v1.Section
 	69,  // 84: msgboard.v1.Link.spec:type_name -> msgboard.v1.LinkSpec
 	10,  // 85: msgboard.v1.Link.state:type_name -> msgboard.v1.LinkState
-	78,  // 86: msgboard.v1.Link.since:type_name -> google.protobuf.Timestamp
+	90,  // 86: msgboard.v1.Link.since:type_name -> google.protobuf.Timestamp
 	69,  // 87: msgboard.v1.CreateLinkRequest.spec:type_name -> msgboard.v1.LinkSpec
 	70,  // 88: msgboard.v1.ListLinksResponse.links:type_name -> msgboard.v1.Link
-	22,  // 89: msgboard.v1.Board.CreateQueue:input_type -> msgboard.v1.CreateQueueRequest
-	23,  // 90: msgboard.v1.Board.GetQueue:input_type -> msgboard.v1.GetQueueRequest
-	24,  // 91: msgboard.v1.Board.ListQueues:input_type -> msgboard.v1.ListQueuesRequest
-	26,  // 92: msgboard.v1.Board.DeleteQueue:input_type -> msgboard.v1.DeleteQueueRequest
-	28,  // 93: msgboard.v1.Board.Post:input_type -> msgboard.v1.PostRequest
-	30,  // 94: msgboard.v1.Board.PostStream:input_type -> msgboard.v1.PostStreamRequest
-	33,  // 95: msgboard.v1.Board.Take:input_type -> msgboard.v1.TakeRequest
-	37,  // 96: msgboard.v1.Board.Read:input_type -> msgboard.v1.ReadRequest
-	39,  // 97: msgboard.v1.Board.Browse:input_type -> msgboard.v1.BrowseRequest
-	35,  // 98: msgboard.v1.Board.Ack:input_type -> msgboard.v1.AckRequest
-	41,  // 99: msgboard.v1.Board.Stats:input_type -> msgboard.v1.StatsRequest
-	46,  // 100: msgboard.v1.Board.CreateSelector:input_type -> msgboard.v1.CreateSelectorRequest
-	47,  // 101: msgboard.v1.Board.GetSelector:input_type -> msgboard.v1.GetSelectorRequest
-	48,  // 102: msgboard.v1.Board.ListSelectors:input_type -> msgboard.v1.ListSelectorsRequest
-	50,  // 103: msgboard.v1.Board.DeleteSelector:input_type -> msgboard.v1.DeleteSelectorRequest
-	52,  // 104: msgboard.v1.Board.Subscribe:input_type -> msgboard.v1.SubscribeRequest
-	60,  // 105: msgboard.v1.Board.Snapshot:input_type -> msgboard.v1.SnapshotRequest
-	62,  // 106: msgboard.v1.Board.ListConsumers:input_type -> msgboard.v1.ListConsumersRequest
-	65,  // 107: msgboard.v1.Board.KickConsumer:input_type -> msgboard.v1.KickConsumerRequest
-	67,  // 108: msgboard.v1.Board.DropDamaged:input_type -> msgboard.v1.DropDamagedRequest
-	71,  // 109: msgboard.v1.Board.CreateLink:input_type -> msgboard.v1.CreateLinkRequest
-	72,  // 110: msgboard.v1.Board.ListLinks:input_type -> msgboard.v1.ListLinksRequest
-	74,  // 111: msgboard.v1.Board.DeleteLink:input_type -> msgboard.v1.DeleteLinkRequest
-	21,  // 112: msgboard.v1.Board.CreateQueue:output_type -> msgboard.v1.Queue
-	21,  // 113: msgboard.v1.Board.GetQueue:output_type -> msgboard.v1.Queue
-	25,  // 114: msgboard.v1.Board.ListQueues:output_type -> msgboard.v1.ListQueuesResponse
-	27,  // 115: msgboard.v1.Board.DeleteQueue:output_type -> msgboard.v1.DeleteQueueResponse
-	29,  // 116: msgboard.v1.Board.Post:output_type -> msgboard.v1.PostResponse
-	31,  // 117: msgboard.v1.Board.PostStream:output_type -> msgboard.v1.PostStreamResponse
-	34,  // 118: msgboard.v1.Board.Take:output_type -> msgboard.v1.TakeResponse
-	38,  // 119: msgboard.v1.Board.Read:output_type -> msgboard.v1.ReadResponse
-	40,  // 120: msgboard.v1.Board.Browse:output_type -> msgboard.v1.BrowseResponse
-	36,  // 121: msgboard.v1.Board.Ack:output_type -> msgboard.v1.AckResponse
-	42,  // 122: msgboard.v1.Board.Stats:output_type -> msgboard.v1.StatsResponse
-	45,  // 123: msgboard.v1.Board.CreateSelector:output_type -> msgboard.v1.Selector
-	45,  // 124: msgboard.v1.Board.GetSelector:output_type -> msgboard.v1.Selector
-	49,  // 125: msgboard.v1.Board.ListSelectors:output_type -> msgboard.v1.ListSelectorsResponse
-	51,  // 126: msgboard.v1.Board.DeleteSelector:output_type -> msgboard.v1.DeleteSelectorResponse
-	57,  // 127: msgboard.v1.Board.Subscribe:output_type -> msgboard.v1.SubscribeResponse
-	61,  // 128: msgboard.v1.Board.Snapshot:output_type -> msgboard.v1.SnapshotResponse
-	64,  // 129: msgboard.v1.Board.ListConsumers:output_type -> msgboard.v1.ListConsumersResponse
-	66,  // 130: msgboard.v1.Board.KickConsumer:output_type -> msgboard.v1.KickConsumerResponse
-	68,  // 131: msgboard.v1.Board.DropDamaged:output_type -> msgboard.v1.DropDamagedResponse
-	70,  // 132: msgboard.v1.Board.CreateLink:output_type -> msgboard.v1.Link
-	73,  // 133: msgboard.v1.Board.ListLinks:output_type -> msgboard.v1.ListLinksResponse
-	75,  // 134: msgboard.v1.Board.DeleteLink:output_type -> msgboard.v1.DeleteLinkResponse
-	112, // [112:135] is the sub-list for method output_type
-	89,  // [89:112] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	19,  // 89: msgboard.v1.MoveMessagesRequest.pattern:type_name -> msgboard.v1.Pattern
+	79,  // 90: msgboard.v1.MoveMessagesResponse.messages:type_name -> msgboard.v1.MovedMessage
+	19,  // 91: msgboard.v1.DeleteMessagesRequest.pattern:type_name -> msgboard.v1.Pattern
+	90,  // 92: msgboard.v1.LeaseInfo.since:type_name -> google.protobuf.Timestamp
+	90,  // 93: msgboard.v1.LeaseInfo.until:type_name -> google.protobuf.Timestamp
+	86,  // 94: msgboard.v1.ListLeasesResponse.leases:type_name -> msgboard.v1.LeaseInfo
+	22,  // 95: msgboard.v1.Board.CreateQueue:input_type -> msgboard.v1.CreateQueueRequest
+	23,  // 96: msgboard.v1.Board.GetQueue:input_type -> msgboard.v1.GetQueueRequest
+	24,  // 97: msgboard.v1.Board.ListQueues:input_type -> msgboard.v1.ListQueuesRequest
+	26,  // 98: msgboard.v1.Board.DeleteQueue:input_type -> msgboard.v1.DeleteQueueRequest
+	28,  // 99: msgboard.v1.Board.Post:input_type -> msgboard.v1.PostRequest
+	30,  // 100: msgboard.v1.Board.PostStream:input_type -> msgboard.v1.PostStreamRequest
+	33,  // 101: msgboard.v1.Board.Take:input_type -> msgboard.v1.TakeRequest
+	37,  // 102: msgboard.v1.Board.Read:input_type -> msgboard.v1.ReadRequest
+	39,  // 103: msgboard.v1.Board.Browse:input_type -> msgboard.v1.BrowseRequest
+	35,  // 104: msgboard.v1.Board.Ack:input_type -> msgboard.v1.AckRequest
+	41,  // 105: msgboard.v1.Board.Stats:input_type -> msgboard.v1.StatsRequest
+	46,  // 106: msgboard.v1.Board.CreateSelector:input_type -> msgboard.v1.CreateSelectorRequest
+	47,  // 107: msgboard.v1.Board.GetSelector:input_type -> msgboard.v1.GetSelectorRequest
+	48,  // 108: msgboard.v1.Board.ListSelectors:input_type -> msgboard.v1.ListSelectorsRequest
+	50,  // 109: msgboard.v1.Board.DeleteSelector:input_type -> msgboard.v1.DeleteSelectorRequest
+	52,  // 110: msgboard.v1.Board.Subscribe:input_type -> msgboard.v1.SubscribeRequest
+	60,  // 111: msgboard.v1.Board.Snapshot:input_type -> msgboard.v1.SnapshotRequest
+	62,  // 112: msgboard.v1.Board.ListConsumers:input_type -> msgboard.v1.ListConsumersRequest
+	65,  // 113: msgboard.v1.Board.KickConsumer:input_type -> msgboard.v1.KickConsumerRequest
+	67,  // 114: msgboard.v1.Board.DropDamaged:input_type -> msgboard.v1.DropDamagedRequest
+	71,  // 115: msgboard.v1.Board.CreateLink:input_type -> msgboard.v1.CreateLinkRequest
+	72,  // 116: msgboard.v1.Board.ListLinks:input_type -> msgboard.v1.ListLinksRequest
+	74,  // 117: msgboard.v1.Board.DeleteLink:input_type -> msgboard.v1.DeleteLinkRequest
+	76,  // 118: msgboard.v1.Board.PurgeQueue:input_type -> msgboard.v1.PurgeQueueRequest
+	78,  // 119: msgboard.v1.Board.MoveMessages:input_type -> msgboard.v1.MoveMessagesRequest
+	81,  // 120: msgboard.v1.Board.DeleteMessages:input_type -> msgboard.v1.DeleteMessagesRequest
+	83,  // 121: msgboard.v1.Board.ReleaseMessages:input_type -> msgboard.v1.ReleaseMessagesRequest
+	85,  // 122: msgboard.v1.Board.ListLeases:input_type -> msgboard.v1.ListLeasesRequest
+	21,  // 123: msgboard.v1.Board.CreateQueue:output_type -> msgboard.v1.Queue
+	21,  // 124: msgboard.v1.Board.GetQueue:output_type -> msgboard.v1.Queue
+	25,  // 125: msgboard.v1.Board.ListQueues:output_type -> msgboard.v1.ListQueuesResponse
+	27,  // 126: msgboard.v1.Board.DeleteQueue:output_type -> msgboard.v1.DeleteQueueResponse
+	29,  // 127: msgboard.v1.Board.Post:output_type -> msgboard.v1.PostResponse
+	31,  // 128: msgboard.v1.Board.PostStream:output_type -> msgboard.v1.PostStreamResponse
+	34,  // 129: msgboard.v1.Board.Take:output_type -> msgboard.v1.TakeResponse
+	38,  // 130: msgboard.v1.Board.Read:output_type -> msgboard.v1.ReadResponse
+	40,  // 131: msgboard.v1.Board.Browse:output_type -> msgboard.v1.BrowseResponse
+	36,  // 132: msgboard.v1.Board.Ack:output_type -> msgboard.v1.AckResponse
+	42,  // 133: msgboard.v1.Board.Stats:output_type -> msgboard.v1.StatsResponse
+	45,  // 134: msgboard.v1.Board.CreateSelector:output_type -> msgboard.v1.Selector
+	45,  // 135: msgboard.v1.Board.GetSelector:output_type -> msgboard.v1.Selector
+	49,  // 136: msgboard.v1.Board.ListSelectors:output_type -> msgboard.v1.ListSelectorsResponse
+	51,  // 137: msgboard.v1.Board.DeleteSelector:output_type -> msgboard.v1.DeleteSelectorResponse
+	57,  // 138: msgboard.v1.Board.Subscribe:output_type -> msgboard.v1.SubscribeResponse
+	61,  // 139: msgboard.v1.Board.Snapshot:output_type -> msgboard.v1.SnapshotResponse
+	64,  // 140: msgboard.v1.Board.ListConsumers:output_type -> msgboard.v1.ListConsumersResponse
+	66,  // 141: msgboard.v1.Board.KickConsumer:output_type -> msgboard.v1.KickConsumerResponse
+	68,  // 142: msgboard.v1.Board.DropDamaged:output_type -> msgboard.v1.DropDamagedResponse
+	70,  // 143: msgboard.v1.Board.CreateLink:output_type -> msgboard.v1.Link
+	73,  // 144: msgboard.v1.Board.ListLinks:output_type -> msgboard.v1.ListLinksResponse
+	75,  // 145: msgboard.v1.Board.DeleteLink:output_type -> msgboard.v1.DeleteLinkResponse
+	77,  // 146: msgboard.v1.Board.PurgeQueue:output_type -> msgboard.v1.PurgeQueueResponse
+	80,  // 147: msgboard.v1.Board.MoveMessages:output_type -> msgboard.v1.MoveMessagesResponse
+	82,  // 148: msgboard.v1.Board.DeleteMessages:output_type -> msgboard.v1.DeleteMessagesResponse
+	84,  // 149: msgboard.v1.Board.ReleaseMessages:output_type -> msgboard.v1.ReleaseMessagesResponse
+	87,  // 150: msgboard.v1.Board.ListLeases:output_type -> msgboard.v1.ListLeasesResponse
+	123, // [123:151] is the sub-list for method output_type
+	95,  // [95:123] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_msgboard_v1_board_proto_init() }
@@ -7717,6 +8589,150 @@ func file_msgboard_v1_board_proto_init() {
 				return nil
 			}
 		}
+		file_msgboard_v1_board_proto_msgTypes[65].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*PurgeQueueRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[66].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*PurgeQueueResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[67].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MoveMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[68].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MovedMessage); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[69].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*MoveMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[70].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*DeleteMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[71].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*DeleteMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[72].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ReleaseMessagesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[73].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ReleaseMessagesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[74].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ListLeasesRequest); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[75].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*LeaseInfo); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_msgboard_v1_board_proto_msgTypes[76].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*ListLeasesResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
 	}
 	file_msgboard_v1_board_proto_msgTypes[0].OneofWrappers = []interface{}{
 		(*FieldValue_Null)(nil),
@@ -7757,7 +8773,7 @@ func file_msgboard_v1_board_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_msgboard_v1_board_proto_rawDesc,
 			NumEnums:      11,
-			NumMessages:   66,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

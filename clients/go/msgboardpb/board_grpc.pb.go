@@ -127,6 +127,45 @@ type BoardClient interface {
 	// name; FAILED_PRECONDITION, naming them, while selectors cross it.
 	// Needs the admin verb.
 	DeleteLink(ctx context.Context, in *DeleteLinkRequest, opts ...grpc.CallOption) (*DeleteLinkResponse, error)
+	// Removes every waiting message of a queue that no consumer or lease
+	// holds (and, with `history`, its history), kept in no history: their
+	// idempotency keys start their dedup window. Messages posted after the
+	// call began, held ones and scheduled ones stay. A large purge runs in
+	// steps of 2,000 messages, each its own commit, so the board keeps
+	// serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+	// Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// Moves waiting messages from one queue to another, by seqs or by
+	// pattern, all in one commit: all of them or none. Each keeps its
+	// envelope, body and idempotency key, gets headers `x-moved-from` and
+	// `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+	// as a post is; on the source it goes to history as `moved`. With no
+	// destination, each goes back to the queue its `x-dead-letter-queue`
+	// header names (the dead-letter resubmit). Errors, with nothing moved:
+	// NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+	// for the source as destination, seqs and a pattern together, a seq
+	// given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+	// a message with no origin to resubmit to, or a key the destination's
+	// waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+	// destination has no room for all. Needs manage on the source and on
+	// every destination. Announced on `$sys` as `messages.moved`.
+	MoveMessages(ctx context.Context, in *MoveMessagesRequest, opts ...grpc.CallOption) (*MoveMessagesResponse, error)
+	// Deletes waiting messages of a queue, by seqs or by pattern, all in one
+	// commit, kept in no history. Errors as MoveMessages'. Needs manage on
+	// the queue. Announced on `$sys` as `messages.deleted`.
+	DeleteMessages(ctx context.Context, in *DeleteMessagesRequest, opts ...grpc.CallOption) (*DeleteMessagesResponse, error)
+	// Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+	// leases had run out: their delivery count raised, waiting again (or
+	// dead-lettered past max_deliveries); the taker's Ack of them is then
+	// rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+	// a consumer holds (KickConsumer gives those back). Needs manage on the
+	// queue. Announced on `$sys` as `messages.released`.
+	ReleaseMessages(ctx context.Context, in *ReleaseMessagesRequest, opts ...grpc.CallOption) (*ReleaseMessagesResponse, error)
+	// The messages taken with a lease and not yet acked, of one queue (manage
+	// on it) or of every queue (admin), oldest lease first: what
+	// ReleaseMessages gives back. Lease ids let anyone who may read the queue
+	// ack them, hence manage. NOT_FOUND for an unknown queue.
+	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
 }
 
 type boardClient struct {
@@ -388,6 +427,51 @@ func (c *boardClient) DeleteLink(ctx context.Context, in *DeleteLinkRequest, opt
 	return out, nil
 }
 
+func (c *boardClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error) {
+	out := new(PurgeQueueResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/PurgeQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) MoveMessages(ctx context.Context, in *MoveMessagesRequest, opts ...grpc.CallOption) (*MoveMessagesResponse, error) {
+	out := new(MoveMessagesResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/MoveMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) DeleteMessages(ctx context.Context, in *DeleteMessagesRequest, opts ...grpc.CallOption) (*DeleteMessagesResponse, error) {
+	out := new(DeleteMessagesResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/DeleteMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) ReleaseMessages(ctx context.Context, in *ReleaseMessagesRequest, opts ...grpc.CallOption) (*ReleaseMessagesResponse, error) {
+	out := new(ReleaseMessagesResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/ReleaseMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error) {
+	out := new(ListLeasesResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/ListLeases", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BoardServer is the server API for Board service.
 // All implementations must embed UnimplementedBoardServer
 // for forward compatibility
@@ -502,6 +586,45 @@ type BoardServer interface {
 	// name; FAILED_PRECONDITION, naming them, while selectors cross it.
 	// Needs the admin verb.
 	DeleteLink(context.Context, *DeleteLinkRequest) (*DeleteLinkResponse, error)
+	// Removes every waiting message of a queue that no consumer or lease
+	// holds (and, with `history`, its history), kept in no history: their
+	// idempotency keys start their dedup window. Messages posted after the
+	// call began, held ones and scheduled ones stay. A large purge runs in
+	// steps of 2,000 messages, each its own commit, so the board keeps
+	// serving. NOT_FOUND for an unknown queue, PERMISSION_DENIED for `$sys`.
+	// Needs manage on the queue. Announced on `$sys` as `queue.purged`.
+	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// Moves waiting messages from one queue to another, by seqs or by
+	// pattern, all in one commit: all of them or none. Each keeps its
+	// envelope, body and idempotency key, gets headers `x-moved-from` and
+	// `x-moved-seq`, its delivery count back at 0, and is routed on arrival
+	// as a post is; on the source it goes to history as `moved`. With no
+	// destination, each goes back to the queue its `x-dead-letter-queue`
+	// header names (the dead-letter resubmit). Errors, with nothing moved:
+	// NOT_FOUND for an unknown queue or a seq not waiting; INVALID_ARGUMENT
+	// for the source as destination, seqs and a pattern together, a seq
+	// given twice; FAILED_PRECONDITION for a held, scheduled or expired seq,
+	// a message with no origin to resubmit to, or a key the destination's
+	// waiting messages hold; RESOURCE_EXHAUSTED (QueueFull) when the
+	// destination has no room for all. Needs manage on the source and on
+	// every destination. Announced on `$sys` as `messages.moved`.
+	MoveMessages(context.Context, *MoveMessagesRequest) (*MoveMessagesResponse, error)
+	// Deletes waiting messages of a queue, by seqs or by pattern, all in one
+	// commit, kept in no history. Errors as MoveMessages'. Needs manage on
+	// the queue. Announced on `$sys` as `messages.deleted`.
+	DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error)
+	// Gives back leased messages (TakeRequest.lease) now, by seq, as if their
+	// leases had run out: their delivery count raised, waiting again (or
+	// dead-lettered past max_deliveries); the taker's Ack of them is then
+	// rejected. NOT_FOUND for a seq not leased, FAILED_PRECONDITION for one
+	// a consumer holds (KickConsumer gives those back). Needs manage on the
+	// queue. Announced on `$sys` as `messages.released`.
+	ReleaseMessages(context.Context, *ReleaseMessagesRequest) (*ReleaseMessagesResponse, error)
+	// The messages taken with a lease and not yet acked, of one queue (manage
+	// on it) or of every queue (admin), oldest lease first: what
+	// ReleaseMessages gives back. Lease ids let anyone who may read the queue
+	// ack them, hence manage. NOT_FOUND for an unknown queue.
+	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
 	mustEmbedUnimplementedBoardServer()
 }
 
@@ -577,6 +700,21 @@ func (UnimplementedBoardServer) ListLinks(context.Context, *ListLinksRequest) (*
 }
 func (UnimplementedBoardServer) DeleteLink(context.Context, *DeleteLinkRequest) (*DeleteLinkResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteLink not implemented")
+}
+func (UnimplementedBoardServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedBoardServer) MoveMessages(context.Context, *MoveMessagesRequest) (*MoveMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MoveMessages not implemented")
+}
+func (UnimplementedBoardServer) DeleteMessages(context.Context, *DeleteMessagesRequest) (*DeleteMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteMessages not implemented")
+}
+func (UnimplementedBoardServer) ReleaseMessages(context.Context, *ReleaseMessagesRequest) (*ReleaseMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReleaseMessages not implemented")
+}
+func (UnimplementedBoardServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLeases not implemented")
 }
 func (UnimplementedBoardServer) mustEmbedUnimplementedBoardServer() {}
 
@@ -1021,6 +1159,96 @@ func _Board_DeleteLink_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).PurgeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/PurgeQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).PurgeQueue(ctx, req.(*PurgeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_MoveMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).MoveMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/MoveMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).MoveMessages(ctx, req.(*MoveMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_DeleteMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).DeleteMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/DeleteMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).DeleteMessages(ctx, req.(*DeleteMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_ReleaseMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).ReleaseMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/ReleaseMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).ReleaseMessages(ctx, req.(*ReleaseMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_ListLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).ListLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/ListLeases",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).ListLeases(ctx, req.(*ListLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Board_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "msgboard.v1.Board",
 	HandlerType: (*BoardServer)(nil),
@@ -1108,6 +1336,26 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteLink",
 			Handler:    _Board_DeleteLink_Handler,
+		},
+		{
+			MethodName: "PurgeQueue",
+			Handler:    _Board_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "MoveMessages",
+			Handler:    _Board_MoveMessages_Handler,
+		},
+		{
+			MethodName: "DeleteMessages",
+			Handler:    _Board_DeleteMessages_Handler,
+		},
+		{
+			MethodName: "ReleaseMessages",
+			Handler:    _Board_ReleaseMessages_Handler,
+		},
+		{
+			MethodName: "ListLeases",
+			Handler:    _Board_ListLeases_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

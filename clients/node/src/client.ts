@@ -16,6 +16,17 @@ import type { Connection, ConnectOptions } from "./connection.js";
 import { addressesOf, Failover } from "./failover.js";
 import { randomUUID } from "node:crypto";
 import { InvalidArgument, type MsgboardError, Unavailable } from "./errors.js";
+import {
+  choiceTo,
+  leasesFrom,
+  movedFrom,
+  purgedFrom,
+  seqsFrom,
+  type ChooseOptions,
+  type LeaseInfo,
+  type Moved,
+  type Purged,
+} from "./maintenance.js";
 import { messageType } from "./proto.js";
 import { streamError, Subscription, type ReconnectOptions } from "./subscription.js";
 import { Template, type Field, type Templates } from "./values.js";
@@ -510,6 +521,37 @@ export class Client {
       committedOps: num(r.committedOps),
       queues: (r.queues ?? []).map(queueStatsFrom),
     };
+  }
+
+  // ---------------------------------------------------------------- waiting messages
+
+  /** Removes every waiting message no consumer or lease holds (`history`: and the history). */
+  async purgeQueue(queue: string, options: { history?: boolean } = {}): Promise<Purged> {
+    return purgedFrom(await this.failover.unary("PurgeQueue", { queue, history: options.history ?? false }));
+  }
+
+  /**
+   * Moves waiting messages of `source` to queue `to`, all or none; `to` ""
+   * sends each back to the queue its `x-dead-letter-queue` header names
+   * (the dead-letter resubmit). Keys kept; `x-moved-from`/`x-moved-seq` added.
+   */
+  async moveMessages(source: string, to = "", options: ChooseOptions = {}): Promise<Moved[]> {
+    return movedFrom(await this.failover.unary("MoveMessages", { source, destination: to, ...choiceTo(options) }));
+  }
+
+  /** Deletes waiting messages of `queue` (chosen as moveMessages chooses), all or none; their seqs. */
+  async deleteMessages(queue: string, options: ChooseOptions = {}): Promise<number[]> {
+    return seqsFrom(await this.failover.unary("DeleteMessages", { queue, ...choiceTo(options) }));
+  }
+
+  /** The messages taken with a lease and not yet acked, of `queue` (manage) or of all (admin). */
+  async listLeases(queue = ""): Promise<LeaseInfo[]> {
+    return leasesFrom(await this.failover.unary("ListLeases", { queue }));
+  }
+
+  /** Gives back leased messages of `queue` now, by seq, as if their leases had run out. */
+  async releaseMessages(queue: string, seqs: readonly number[]): Promise<number[]> {
+    return seqsFrom(await this.failover.unary("ReleaseMessages", { queue, seqs: seqs.map(String) }));
   }
 
   // ---------------------------------------------------------------- selectors

@@ -36,6 +36,7 @@ const AGAIN = new Set([
   "GetQueue",
   "GetSelector",
   "ListConsumers",
+  "ListLeases",
   "ListQueues",
   "ListSelectors",
   "Read",

@@ -8,6 +8,7 @@ export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";
 export { addressesOf, Failover, FAILOVER_MS, refused } from "./failover.js";
+export type { ChooseOptions, LeaseInfo, Moved, Purged } from "./maintenance.js";
 export { Subscription } from "./subscription.js";
 export type { Delivery, ReconnectOptions } from "./subscription.js";
 export {

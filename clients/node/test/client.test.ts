@@ -15,6 +15,7 @@ import {
   NotFound,
   prefix,
   QueueExists,
+  QueueFull,
   QueueNotFound,
   range,
   Str,
@@ -389,6 +390,51 @@ describe("subscribe", () => {
   it("a subscription to a missing queue fails with QueueNotFound", async () => {
     const sub = board.subscribe(fresh());
     await assert.rejects(sub.ready(), QueueNotFound);
+  });
+});
+
+describe("waiting messages", () => {
+  it("moves by seq and by pattern, resubmits dead letters, deletes, releases and purges", async () => {
+    const q = fresh(), dlq = fresh(), parked = fresh();
+    await board.createQueue(dlq);
+    await board.createQueue(q, { maxUnprocessed: 2, overflow: "dead-letter", deadLetter: dlq, maxHistory: 10 });
+    await board.createQueue(parked);
+    for (let i = 0; i < 4; i++) await board.post(q, ["order", i], { key: `k${i}` });
+    await board.take(q, { max: 2 });
+    // The two dead letters, each back on its origin queue.
+    assert.deepEqual(await board.moveMessages(dlq), [
+      { seq: 1, queue: q, newSeq: 3 },
+      { seq: 2, queue: q, newSeq: 4 },
+    ]);
+    const [back] = await board.read(q);
+    assert.equal(back!.key, "k2");
+    assert.equal(back!.headers["x-moved-from"], dlq);
+    assert.deepEqual(await board.moveMessages(q, parked, { seqs: [4] }), [{ seq: 4, queue: parked, newSeq: 1 }]);
+    assert.deepEqual(await board.deleteMessages(parked, { templates: tpl("order", Int) }), [1]);
+    const [leased] = await board.takeLeased(q, undefined, { lease: 3_600_000 });
+    const [info] = await board.listLeases(q);
+    assert.deepEqual([info!.id, info!.queue, info!.seq], [leased!.id, q, 3]);
+    assert.equal(info!.until.getTime() - info!.since.getTime(), 3_600_000);
+    assert.deepEqual(await board.releaseMessages(q, [leased!.message.seq]), [3]);
+    assert.deepEqual(await board.listLeases(q), []);
+    assert.deepEqual(await board.purgeQueue(q, { history: true }), { purged: 1, history: 3 });
+    assert.equal((await board.getQueue(q)).unprocessed, 0);
+  });
+
+  it("refuses a bad move with its typed error and moves nothing", async () => {
+    const q = fresh(), full = fresh();
+    await board.createQueue(q);
+    await board.createQueue(full, { maxUnprocessed: 1 });
+    await board.postMessages(q, [["a"], ["b"]]);
+    await assert.rejects(board.moveMessages(q, full), QueueFull);
+    await assert.rejects(board.moveMessages(q, fresh()), QueueNotFound);
+    const same = await board.moveMessages(q, q).catch((e: unknown) => e);
+    assert.ok(same instanceof InvalidArgument);
+    assert.equal(same.field, "destination");
+    const gone = await board.deleteMessages(q, { seqs: [1, 9] }).catch((e: unknown) => e);
+    assert.ok(gone instanceof NotFound);
+    assert.ok(gone.message.includes("seqs[1]"), gone.message);
+    assert.equal((await board.getQueue(q)).unprocessed, 2);
   });
 });
 
