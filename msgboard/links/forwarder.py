@@ -50,7 +50,7 @@ from msgboard.spec import ORIGIN_BOARD, ORIGIN_KEY, Delivery, Disposition, Selec
 log = logging.getLogger("msgboard.links")
 
 #: Most messages taken and sent at once, and (about) most bytes in one post.
-BATCH = 64
+BATCH = 256
 BATCH_BYTES = 4 << 20
 #: Credit when the remote queue has no limit (or may not be read).
 WINDOW = 256
