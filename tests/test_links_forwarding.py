@@ -6,6 +6,7 @@ two boards ends dead-lettered ``max-hops``; the link's figures and events."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,10 +35,11 @@ from msgboard.spec import (
     QueueSpec,
     SelectorSpec,
 )
-from msgboard.testing import ServerThread
+from msgboard.testing import ServerProcess, ServerThread
 from tests.faults import wait_for
 from tests.pki import CA
 from tests.test_links import Boards
+from tests.test_metrics import scrape
 from tests.test_security_permissions import users_file
 
 
@@ -373,3 +375,34 @@ def test_links_over_tls_with_a_client_certificate_or_a_token(tmp_path: Path) -> 
     finally:
         site.stop()
         central.stop()
+
+
+def test_a_served_board_s_metrics_show_each_link(tmp_path: Path) -> None:
+    """msgboard serve --metrics-listen: each link's figures, labelled link."""
+    site = ServerProcess(tmp_path / "site", "--metrics-listen", "127.0.0.1:0")
+    central = ServerThread(tmp_path / "central").start()
+    try:
+        found = re.search(r"metrics on http://(\S+)/metrics", site.log.read_text())
+        assert found, site.log.read_text()
+        with Client(central.address, timeout=30) as c, Client(site.address, timeout=30) as s:
+            c.create_queue("in")
+            s.create_queue("out")
+            s.create_link("central", central.address)
+            s.create_selector("out", to="in", link="central")
+            s.post_many("out", [(n,) for n in range(3)], batch=3)
+            wait_for(lambda: c.get_queue("in").unprocessed == 3, "the three")
+            label = (("link", "central"),)
+
+            def figures() -> dict[str, float]:
+                got = scrape(found.group(1))
+                return {name: v for (name, labels), v in got.items() if labels == label}
+
+            wait_for(lambda: figures().get("msgboard_link_forwarded_total") == 3, "counted")
+            f = figures()
+            assert f["msgboard_link_connected"] == 1
+            assert f["msgboard_link_duplicates_total"] == 0
+            assert f["msgboard_link_lag_messages"] == 0
+            assert f["msgboard_link_in_flight"] == 0
+    finally:
+        central.stop()
+        site.stop()
