@@ -6,53 +6,14 @@ and selectors to unknown links are refused with the right status."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from msgboard.cli import main
-from msgboard.client import Client
 from msgboard.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from msgboard.results import LinkView
-from msgboard.testing import ServerThread
 from tests.faults import wait_for
-
-
-class Boards:
-    """Two boards, ``site`` and ``central``, and a client of each."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.site = ServerThread(tmp / "site").start()
-        self.central = ServerThread(tmp / "central").start()
-        self.s = Client(self.site.address, timeout=30)
-        self.c = Client(self.central.address, timeout=30)
-
-    def link(self, name: str = "central") -> LinkView:
-        [v] = [v for v in self.s.list_links() if v.spec.name == name]
-        return v
-
-    def restart_site(self) -> None:
-        self.s.close()
-        self.site.stop()
-        self.site = ServerThread(self.tmp / "site").start()
-        self.s = Client(self.site.address, timeout=30)
-
-    def close(self) -> None:
-        self.s.close()
-        self.c.close()
-        self.site.stop()
-        self.central.stop()
-
-
-@pytest.fixture
-def boards(tmp_path: Path) -> Iterator[Boards]:
-    b = Boards(tmp_path)
-    try:
-        yield b
-    finally:
-        b.close()
+from tests.twoboards import Boards
 
 
 def test_a_link_is_created_connects_is_listed_and_deleted(boards: Boards) -> None:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.client import Client
@@ -38,18 +35,9 @@ from msgboard.spec import (
 from msgboard.testing import ServerProcess, ServerThread
 from tests.faults import wait_for
 from tests.pki import CA
-from tests.test_links import Boards
 from tests.test_metrics import scrape
 from tests.test_security_permissions import users_file
-
-
-@pytest.fixture
-def boards(tmp_path: Path) -> Iterator[Boards]:
-    b = Boards(tmp_path)
-    try:
-        yield b
-    finally:
-        b.close()
+from tests.twoboards import Boards
 
 
 def numbers(c: Client, queue: str) -> list[int]:
