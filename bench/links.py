@@ -2,17 +2,20 @@
 
 Two boards (``msgboard serve`` child processes on loopback, the default
 durable settings: every batch fsync'd): ``site`` with a link ``central``
-to the other board. Each round, alternating which goes first, runs:
+to the other board. Each round runs these, each first in turn:
 
 - local: ``--messages`` posted to a queue on ``site`` while no selector
   reads it, then a MOVE selector to another queue on ``site`` created,
   and timed from its creation until the destination holds them all;
-- link: the same, the selector's destination ``central:QUEUE`` (a push
-  across the link: the outbox, the forwarder, keyed posts to the remote
-  board, their answers) timed until the remote queue holds them all.
+- push: the same, the selector's destination ``central:QUEUE`` (the
+  outbox, the forwarder, keyed posts to the remote board, their answers),
+  timed until the remote queue holds them all;
+- pull: the messages posted to a queue on ``central``, then a pull
+  selector ``central:QUEUE --to QUEUE`` made on ``site`` (read there, post
+  here keyed, take there), timed until the local queue holds them all.
 
-Prints the median msgs/s of each over ``--rounds`` (with min and max) and
-the link/local ratio of the medians::
+Prints the median msgs/s of each over ``--rounds`` (with min and max),
+each round's ratio to the local MOVE and the ratios of the medians::
 
     .venv/bin/python bench/links.py [--messages 5000] [--rounds 3] [--body 100]
 """
@@ -25,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -52,27 +54,40 @@ def filled(c: Client, queue: str, n: int, most: float = 600.0) -> float:
         time.sleep(LOOK)
 
 
-def one(
-    site: Client,
-    dest: Client,
-    queue: str,
-    to: str,
-    n: int,
-    body: bytes,
-    link: Callable[..., object],
-) -> float:
-    """Posts ``n`` to ``queue``, then makes the selector to ``to``: msgs/s."""
-    site.create_queue(queue)
-    site.post_many(queue, (Message(body=body, key=f"{queue}-{i}") for i in range(n)), batch=500)
+def run(kind: str, site: Client, central: Client, q: str, n: int, body: bytes) -> float:
+    """One run of ``kind``: ``n`` messages posted to the source queue while
+    nothing reads it, then the selector made, timed until the destination
+    holds them all; msgs/s."""
+    source, dest = (
+        (central, site) if kind == "pull" else (site, central if kind == "push" else site)
+    )
+    source.create_queue(q)
+    dest.create_queue(f"{q}-to")
+    source.post_many(q, (Message(body=body, key=f"{q}-{i}") for i in range(n)), batch=500)
     t = time.perf_counter()
-    link(queue, to)
-    return n / (filled(dest, to.rpartition(":")[2], n) - t)
+    if kind == "local":
+        site.create_selector(q, to=f"{q}-to")
+    elif kind == "push":
+        site.create_selector(q, to=f"{q}-to", link="central")
+    else:
+        site.create_selector(q, to=f"{q}-to", source_link="central")
+    return n / (filled(dest, f"{q}-to", n) - t)
+
+
+KINDS = ("local", "push", "pull")
+LABELS = [
+    ("local", "local MOVE (queue to queue on one board)", "msgs/s"),
+    ("push", "MOVE across a link (push to another board)", "msgs/s"),
+    ("pull", "pull across a link (federation)", "msgs/s"),
+    ("push/local", "push / local, each round", "ratio"),
+    ("pull/local", "pull / local, each round", "ratio"),
+]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=5000, help="messages a run")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of both")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each")
     ap.add_argument("--body", type=int, default=100, help="bytes a body")
     args = ap.parse_args()
     body = b"x" * args.body
@@ -89,42 +104,18 @@ def main() -> None:
                 Client(boards.address("central"), timeout=120) as central,
             ):
                 site.create_link("central", boards.address("central"))
-
-                def selector(queue: str, to: str) -> None:
-                    link, _, there = to.rpartition(":")
-                    site.create_selector(queue, to=there, link=link)
-
                 for r in range(args.rounds):
                     figures: dict[str, float] = {}
-                    order = ("local", "link") if r % 2 == 0 else ("link", "local")
-                    for kind in order:
-                        q = f"{kind}-{r}"
-                        if kind == "local":
-                            site.create_queue(f"{q}-to")
-                            rate = one(site, site, q, f"{q}-to", args.messages, body, selector)
-                        else:
-                            central.create_queue(f"{q}-to")
-                            rate = one(
-                                site, central, q, f"central:{q}-to", args.messages, body, selector
-                            )
-                        figures[kind] = rate
-                    figures["ratio"] = figures["link"] / figures["local"]
+                    for kind in KINDS[r % 3 :] + KINDS[: r % 3]:  # each goes first in turn
+                        figures[kind] = run(kind, site, central, f"{kind}-{r}", args.messages, body)
+                    figures["push/local"] = figures["push"] / figures["local"]
+                    figures["pull/local"] = figures["pull"] / figures["local"]
                     rounds.append(figures)
-            rows = summarize(
-                rounds,
-                [
-                    ("local", "local MOVE (queue to queue on one board)", "msgs/s"),
-                    ("link", "MOVE across a link (to another board)", "msgs/s"),
-                    ("ratio", "link / local, each round", "ratio"),
-                ],
-            )
+            summarize(rounds, LABELS)
             local = statistics.median(r["local"] for r in rounds)
-            link = statistics.median(r["link"] for r in rounds)
-            print(
-                f"link/local of the medians: {link / local:.2f}"
-                f" (link {rows['link']['median']:,.0f} msgs/s,"
-                f" local {rows['local']['median']:,.0f} msgs/s)"
-            )
+            for kind in ("push", "pull"):
+                med = statistics.median(r[kind] for r in rounds)
+                print(f"{kind}/local of the medians: {med / local:.2f}")
         finally:
             boards.close()
 

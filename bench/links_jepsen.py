@@ -21,8 +21,8 @@ writer posts and every flow delivers again.
 Prints one line per cycle (to standard error), then a table of victims x
 cycles, and the totals: posts answered OK, tries whose answer was lost
 (sent again by the workload with the same key) and posts never answered,
-arrivals, and lost / duplicate / reordered / changed / stray (each a count
-of the checker's lines), and every line found. Exits 1 if anything was
+arrivals, and lost / duplicate / reordered / changed / stray / behind
+(each a count of the checker's lines), and every line found. Exits 1 if anything was
 found (the boards' directories and logs are kept then).
 """
 
@@ -44,7 +44,7 @@ from tests.linkboards import Boards, Net
 from tests.linkcheck import check, counts
 from tests.workload import OK, UNKNOWN, History, now
 
-RULES = ("lost", "duplicate", "reordered", "changed", "stray")
+RULES = ("lost", "duplicate", "reordered", "changed", "stray", "behind")
 
 
 def victims(rng: random.Random, names: list[str]) -> tuple[str, ...]:
@@ -95,9 +95,9 @@ def main() -> int:
                 )
         finally:
             net.unload()
-        net.settle(300)
+        late = net.settle(300)
         arrived = net.arrivals()
-        found = check(h.ops(), net.flows, arrived, net.ids())
+        found = [*check(h.ops(), net.flows, arrived, net.ids()), *late, *net.quiet()]
     finally:
         boards.close()
     ops = h.ops()

@@ -17,7 +17,8 @@ into its own ``work`` (federation).
 Each source queue has a writer (a ``Workload`` of posters alone, every
 post keyed); ``flows`` are what the checker (tests/linkcheck.py) judges.
 ``settle`` waits until every message stored on a source queue arrived at
-its destinations; ``arrivals`` reads the destination queues.
+its destinations, ``quiet`` until every link says it is caught up;
+``arrivals`` reads the destination queues.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from msgboard.client import Client
 from msgboard.spec import UNLIMITED
 from tests.cluster import wait_until
 from tests.jepsen import browsed
-from tests.linkcheck import Arrived, Flow
+from tests.linkcheck import Arrived, Flow, behind, origin
 from tests.served import Served
 from tests.workload import OK, POSTERS, History, Workload, now
 
 #: The address every writer posts with; a site's translator prefixes it.
 TOPIC = "orders"
+#: How many of a destination's latest arrivals tell whether a flow moves.
+LATEST = 1000
 
 
 def translator(site: str) -> str:
@@ -199,37 +202,62 @@ class Net:
         arrived = self.arrivals()
         out = []
         for f in self.flows:
-            origin = (ids[f.source[0]], f.source[1])
+            here = (ids[f.source[0]], f.source[1])
             got = {
                 o[2]
                 for a in arrived
                 if (a.board, a.queue) == f.destination
                 and (o := a.origin) is not None
-                and o[:2] == origin
+                and o[:2] == here
             }
             missing = self.stored(*f.source) - got
             if missing:
                 out.append(f"{f.name}: {len(missing)} behind (first seq {min(missing)})")
         return out
 
-    def settle(self, seconds: float = 120) -> None:
-        """Waits until every message stored on a source queue arrived."""
-        last: list[str] = []
+    def settle(self, seconds: float = 120) -> list[str]:
+        """Waits until every message stored on a source queue arrived;
+        what is still behind after ``seconds`` (one line a flow, [] once
+        all arrived: the checker says what is missing)."""
+        deadline = now() + seconds
+        while True:
+            late = self.behind()
+            if not late or now() > deadline:
+                return [f"not settled within {seconds:.0f} s: {line}" for line in late]
+            time.sleep(0.5)  # each look reads every queue: not 20 a second
 
-        def arrived() -> bool:
-            last[:] = self.behind()
-            if last:
-                time.sleep(0.5)  # each look reads every queue: not 20 a second
-            return not last
+    def quiet(self, seconds: float = 60) -> list[str]:
+        """Once everything arrived: waits until every link says it is
+        caught up and connected (rule f of tests/linkcheck.py); what is
+        still behind after ``seconds``."""
+        deadline = now() + seconds
+        while True:
+            views = {}
+            for name in [*self.sites, self.central]:
+                with self._client(name) as c:
+                    views[name] = c.list_links()
+            late = behind(views)
+            if not late or now() > deadline:
+                return late
+            time.sleep(0.5)
 
-        try:
-            wait_until("every stored message arrived", arrived, seconds)
-        except AssertionError as e:
-            raise AssertionError(f"{e}: {'; '.join(last)}") from None
-
-    def next_seq(self, board: str, queue: str) -> int:
-        with self._client(board) as c:
-            return c.get_queue(queue).next_seq
+    def newest(self) -> dict[str, int]:
+        """Each flow's highest origin seq among the latest arrivals at its
+        destination (0: none of them)."""
+        ids = self.ids()
+        out = {f.name: 0 for f in self.flows}
+        for board, queue in sorted({f.destination for f in self.flows}):
+            with self._client(board) as c:
+                page = c.browse(queue, "latest", reverse=True, limit=LATEST, section="unprocessed")
+            for f in self.flows:
+                if f.destination != (board, queue):
+                    continue
+                here = (ids[f.source[0]], f.source[1])
+                seqs = [
+                    o[2] for m in page.messages if (o := origin(m.key, m.headers)) and o[:2] == here
+                ]
+                out[f.name] = max(seqs, default=0)
+        return out
 
     # -- faults ---------------------------------------------------------
 
@@ -249,10 +277,10 @@ class Net:
         self.moving(history)
 
     def moving(self, history: History, seconds: float = 90) -> None:
-        """Waits until every writer had a post answered OK and every flow's
-        destination took a message, both after now."""
+        """Waits until every writer had a post answered OK and every flow
+        delivered a message it had not delivered before, both after now."""
         since = now()
-        marks = {f.destination: self.next_seq(*f.destination) for f in self.flows}
+        marks = self.newest()
 
         def posting() -> bool:
             return all(
@@ -268,15 +296,16 @@ class Net:
         late: list[str] = []
 
         def arriving() -> bool:
-            late[:] = ["{}/{}".format(*d) for d, mark in marks.items() if self.next_seq(*d) <= mark]
+            newest = self.newest()
+            late[:] = [name for name, seq in newest.items() if seq <= marks[name]]
             if late:
                 time.sleep(0.2)
             return not late
 
         try:
-            wait_until("every destination takes messages again", arriving, seconds)
+            wait_until("every flow delivers again", arriving, seconds)
         except AssertionError as e:
-            raise AssertionError(f"{e}: nothing new on {', '.join(late)}") from None
+            raise AssertionError(f"{e}: nothing new by {', '.join(late)}") from None
 
 
 def reader(address: str) -> Client:

@@ -28,6 +28,12 @@ e. stray: at a flow's destination, an arrival no post explains: from a
    board and queue no flow comes from, or of a key its writer never
    posted, or whose every post was refused.
 
+And ``behind(views)``, once everything arrived, over what each board's
+``ListLinks`` says of its links:
+
+f. behind: a link that still counts messages waiting to cross or in
+   flight, or is not connected.
+
 tests/test_links_checker.py shows it each violation, and a clean run
 passing.
 """
@@ -39,6 +45,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from msgboard.results import LinkView
 from tests.workload import FAIL, OK, Op
 
 #: At most this many lines per rule and flow (the first ones say enough).
@@ -49,6 +56,16 @@ LINK_KEY = re.compile(r"^link:(?P<board>[^:]*):(?P<queue>.*):(?P<seq>\d+)$")
 KEY_HEADERS = ("x-origin-key", "x-msgboard-key")
 #: Where a forwarded message was first posted (board id, queue, seq).
 ORIGIN_BOARD, ORIGIN_QUEUE, ORIGIN_SEQ = "x-origin-board", "x-origin-queue", "x-origin-seq"
+
+
+def origin(key: str, headers: Mapping[str, str]) -> tuple[str, str, int] | None:
+    """Where a forwarded message comes from (origin board id, queue, seq):
+    from the origin headers a link sets, else from its link key."""
+    h = headers
+    if h.get(ORIGIN_BOARD) and h.get(ORIGIN_QUEUE) and h.get(ORIGIN_SEQ, "").isdigit():
+        return (h[ORIGIN_BOARD], h[ORIGIN_QUEUE], int(h[ORIGIN_SEQ]))
+    m = LINK_KEY.match(key)
+    return (m["board"], m["queue"], int(m["seq"])) if m else None
 
 
 @dataclass(frozen=True)
@@ -66,13 +83,7 @@ class Arrived:
 
     @property
     def origin(self) -> tuple[str, str, int] | None:
-        """(origin board id, origin queue, origin seq): from the origin
-        headers a link sets, else from the link key."""
-        h = self.headers
-        if h.get(ORIGIN_BOARD) and h.get(ORIGIN_QUEUE) and h.get(ORIGIN_SEQ, "").isdigit():
-            return (h[ORIGIN_BOARD], h[ORIGIN_QUEUE], int(h[ORIGIN_SEQ]))
-        m = LINK_KEY.match(self.key)
-        return (m["board"], m["queue"], int(m["seq"])) if m else None
+        return origin(self.key, self.headers)
 
     @property
     def where(self) -> str:
@@ -241,6 +252,21 @@ def _strays(flows: Sequence[Flow], arrived: Sequence[Arrived], ids: Mapping[str,
         known = sources.get((a.board, a.queue))
         if known is not None and (a.origin or ("",))[:2] not in known:
             out.append(f"stray: {a.where} ({a.key or 'no key'}) comes from no flow's source")
+    return out[:MOST]
+
+
+def behind(views: Mapping[str, Sequence[LinkView]]) -> list[str]:
+    """Rule f over each board's links (by board name)."""
+    out = []
+    for board, links in views.items():
+        for v in links:
+            if v.lag_messages or v.in_flight:
+                out.append(
+                    f"behind: link {v.spec.name} of {board} counts {v.lag_messages} waiting"
+                    f" and {v.in_flight} in flight once everything arrived"
+                )
+            elif not v.connected:
+                out.append(f"behind: link {v.spec.name} of {board} is {v.state}: {v.last_error}")
     return out[:MOST]
 
 

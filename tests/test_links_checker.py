@@ -11,11 +11,13 @@ from typing import Any
 
 from msgboard.client import Client
 from msgboard.message import Message
+from msgboard.results import LinkView
+from msgboard.spec import LinkSpec
 from msgboard.testing import ServerThread
 from tests.cluster import wait_until
 from tests.jepsen import browsed
 from tests.linkboards import arrivals
-from tests.linkcheck import Arrived, Flow, check, counts
+from tests.linkcheck import Arrived, Flow, behind, check, counts
 from tests.workload import FAIL, OK, UNKNOWN, History, Op, Workload
 
 #: Two boards: "site" (id S) moves its queue up to "central" (id C)'s
@@ -240,3 +242,15 @@ def test_violations_on_real_boards_are_caught(tmp_path: Path) -> None:
     finally:
         site.stop()
         central.stop()
+
+
+def test_a_link_still_behind_once_everything_arrived_is_caught() -> None:
+    def link(**kw: Any) -> LinkView:
+        return LinkView(LinkSpec("central", "127.0.0.1:1"), "connected", True, **kw)
+
+    assert behind({"site": [link(forwarded=9, duplicates=2)]}) == []
+    assert behind({"site": [link(lag_messages=3, in_flight=1)]}) == [
+        "behind: link central of site counts 3 waiting and 1 in flight once everything arrived"
+    ]
+    down = LinkView(LinkSpec("central", "127.0.0.1:1"), "disconnected", False, last_error="gone")
+    assert behind({"site": [down]}) == ["behind: link central of site is disconnected: gone"]

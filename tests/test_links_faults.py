@@ -38,7 +38,8 @@ def boards() -> Iterator[list[Boards]]:
 
 
 def run(net: Net, cycles: list[tuple[str, ...]], seed: int) -> list[str]:
-    """The cycles under load, then the checker's verdict."""
+    """The cycles under load, then the checker's verdict (and what did
+    not arrive in time, if anything)."""
     h = History()
     net.load(h)
     try:
@@ -48,9 +49,9 @@ def run(net: Net, cycles: list[tuple[str, ...]], seed: int) -> list[str]:
             net.cycle(victims, rng, h)
     finally:
         net.unload()
-    net.settle()
+    late = net.settle()
     print("history:", h.summary())  # shown by pytest when the test fails
-    return check(h.ops(), net.flows, net.arrivals(), net.ids())
+    return [*check(h.ops(), net.flows, net.arrivals(), net.ids()), *late, *net.quiet()]
 
 
 def test_two_boards_survive_kills_of_either_and_both(tmp_path: Path, boards: list[Boards]) -> None:
