@@ -134,7 +134,8 @@ def test_a_link_crossed_by_a_selector_cannot_be_deleted(boards: Boards) -> None:
     sel = boards.s.create_selector("out", to="in", link="central")
     with pytest.raises(FailedPrecondition, match=sel.id):
         boards.s.delete_link("central")
-    boards.s.delete_selector(sel.id)
+    boards.s.delete_selector(sel.id)  # and its outbox with it
+    assert [q.spec.name for q in boards.s.list_queues()] == ["out"]
     boards.s.delete_link("central")
 
 

@@ -131,6 +131,7 @@ def test_a_queue_pulls_while_it_has_room(boards: tuple[ServerThread, ServerThrea
         for i in range(12):
             c.post("work", body=f"m{i}".encode(), address="jobs.new", key=f"p{i}")
         wait_until("5 on the site", lambda: s.get_queue("work").unprocessed == 5)
+        wait_until("7 left on central", lambda: c.get_queue("work").unprocessed == 7)
         time.sleep(0.5)  # a pull past the room would show by now
         assert s.get_queue("work").unprocessed == 5
         assert c.get_queue("work").unprocessed == 7
@@ -149,6 +150,29 @@ def test_a_queue_pulls_while_it_has_room(boards: tuple[ServerThread, ServerThrea
         assert [x.body for x in got] == [f"m{i}".encode() for i in range(12)]
         wait_until("central emptied", lambda: c.get_queue("work").unprocessed == 0)
         assert s.get_queue("work").unprocessed == 0
+
+
+def test_a_pull_with_a_pattern_takes_only_what_matches(
+    boards: tuple[ServerThread, ServerThread],
+) -> None:
+    """Given a pull of ``topic:jobs.#`` with a filter, I expect only the
+    matching messages pulled, in order; the others stay on central."""
+    central, site = boards
+    with Client(central.address) as c, Client(site.address) as s:
+        c.create_queue("work")
+        s.create_queue("work")
+        s.create_link("central", central.address)
+        s.create_selector(
+            "work", to="work", source_link="central", address="topic:jobs.#", filter="priority > 1"
+        )
+        for i, (address, priority) in enumerate(
+            [("jobs.a", 2), ("misc", 2), ("jobs.b", 1), ("jobs.c", 5), ("other.jobs", 9)]
+        ):
+            c.post("work", address=address, priority=priority, body=f"m{i}".encode())
+        wait_until("2 pulled", lambda: s.get_queue("work").unprocessed == 2)
+        wait_until("3 left", lambda: c.get_queue("work").unprocessed == 3)
+        assert [m.body for m in s.read("work", max=10)] == [b"m0", b"m3"]
+        assert [m.body for m in c.read("work", max=10)] == [b"m1", b"m2", b"m4"]
 
 
 def test_a_pull_is_listed_and_goes_with_its_queue(
@@ -361,7 +385,6 @@ def test_a_restart_of_either_board_mid_pull_loses_and_duplicates_nothing(
             time.sleep(0.3)
             two.start("site")
             wait_until("three quarters arrived", lambda: arrived() >= 3 * n // 4, timeout=90)
-            assert poster.is_alive()
             two.served["central"].stop()  # a clean stop this time (SIGTERM)
             two.start("central")
             poster.join(120)

@@ -15,13 +15,8 @@ from msgboard import Message
 from msgboard.client import Client
 from msgboard.errors import InvalidArgument
 from msgboard.links import IDENTITY, Origin, compile_translator, selector_translator
-from msgboard.links.translate import (
-    BOUNCED_FROM,
-    LINK_REPLY_TO,
-    ORIGIN_BOARD,
-    ORIGIN_QUEUE,
-    ORIGIN_SEQ,
-)
+from msgboard.links.translate import BOUNCED_FROM, LINK_REPLY_TO
+from msgboard.spec import ORIGIN_BOARD, ORIGIN_QUEUE, ORIGIN_SEQ
 from msgboard.testing import ServerThread
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc

@@ -167,7 +167,7 @@ class Forwarder:
         link = self.link
         link.sending(len(msgs))
         try:
-            for part in _parts(msgs):
+            for part in parts(msgs):
                 receipts = link.client.post_receipts(self.spec.destination, part)
                 dup = sum(1 for r in receipts if r.disposition is Disposition.DUPLICATE)
                 link.counted(len(receipts) - dup, dup)
@@ -208,8 +208,9 @@ class Forwarder:
         return self._rewrite(out) if self._rewrite is not None else out
 
 
-def _parts(msgs: list[Message]) -> list[list[Message]]:
-    """``msgs`` cut into runs of about ``BATCH_BYTES`` (at least one each)."""
+def parts(msgs: list[Message]) -> list[list[Message]]:
+    """``msgs`` cut into runs of about ``BATCH_BYTES`` (at least one each):
+    what is posted at once (here by a pull, there by a forwarder)."""
     parts: list[list[Message]] = []
     run: list[Message] = []
     n = 0

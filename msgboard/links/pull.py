@@ -51,16 +51,20 @@ from msgboard.errors import (
     QueueNotFound,
     Unavailable,
 )
-from msgboard.links.translate import (
-    ORIGIN_BOARD,
-    ORIGIN_QUEUE,
-    ORIGIN_SEQ,
-    Origin,
-    Translator,
-)
+from msgboard.links.forwarder import parts
+from msgboard.links.translate import Origin, Translator
 from msgboard.message import Message, build
 from msgboard.results import QueueView
-from msgboard.spec import Disposition, Receipt, SelectorSpec
+from msgboard.spec import (
+    HOPS,
+    ORIGIN_BOARD,
+    ORIGIN_KEY,
+    ORIGIN_QUEUE,
+    ORIGIN_SEQ,
+    Disposition,
+    Receipt,
+    SelectorSpec,
+)
 
 log = logging.getLogger("msgboard.links")
 
@@ -73,10 +77,6 @@ WAIT = 2.0
 FULL_WAIT = 0.1
 BACKOFF = 0.1
 BACKOFF_MAX = 5.0
-#: The header that carries the hop count across a link (as the engine reads it).
-HOPS = "x-msgboard-hops"
-#: A forwarded message's own idempotency key (its key is the link's).
-ORIGIN_KEY = "x-origin-key"
 
 
 class Local(Protocol):
@@ -293,7 +293,9 @@ class Puller:
             return True
         out = [arrived(m, board, spec.source, self._here, self.translator) for m in found]
         try:
-            receipts = self._local.post_receipts(spec.destination, out)
+            receipts = [
+                r for part in parts(out) for r in self._local.post_receipts(spec.destination, part)
+            ]
         except QueueNotFound:
             raise LocalGone() from None
         except Unavailable as e:  # closing, or its group failed: read again later

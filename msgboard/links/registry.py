@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from msgboard.client import Client
@@ -36,6 +37,8 @@ from msgboard.spec import LinkSpec, SelectorSpec, outbox
 
 #: Seconds between the watch thread's looks at the selectors and lags.
 WATCH = 1.0
+#: Seconds closing waits, in all, for the threads to end.
+CLOSING = 5.0
 #: Seconds behind from which a link announces ``link.behind`` (once, until
 #: it has caught up).
 BEHIND = 10.0
@@ -86,8 +89,12 @@ class Links:
         """Stops the forwarders, then the links."""
         self._stop.set()
         self._wake.set()
+        # Short waits: whatever a thread is still doing fails once the
+        # board is closed, and leaves its messages where a restart finds
+        # them (a post sent again is a DUPLICATE there).
+        deadline = time.monotonic() + CLOSING
         if self._started and self._thread.is_alive():
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=CLOSING)
         with self._lock:
             forwarders, self._forwarders = list(self._forwarders.values()), {}
             pullers, self._pullers = list(self._pullers.values()), {}
@@ -97,9 +104,9 @@ class Links:
         for p in pullers:
             p.stop(join=False)
         for f in forwarders:
-            f.join(30)
+            f.join(max(0.1, deadline - time.monotonic()))
         for p in pullers:
-            p.join(30)
+            p.join(max(0.1, deadline - time.monotonic()))
         for link in links:
             link.close()
 
@@ -246,20 +253,25 @@ class Links:
         return waiting, oldest
 
     def _watch(self) -> None:
+        # A board with no links asks its writer nothing until told
+        # (``refresh_soon``): a switchover waits for the calls in progress.
         loaded = False
         while not self._stop.is_set():
+            told = self._wake.is_set()
+            self._wake.clear()
             try:
                 if not loaded:
                     for spec in self.board.list_links():
                         self._open(spec)
-                    loaded = True
-                self.refresh()
-                self._watch_lag()
+                    loaded = told = True
+                if told or self._links:
+                    self.refresh()
+                if self._links:
+                    self._watch_lag()
             except MsgboardError:
                 if self.board.failure is not None:
                     return
             self._wake.wait(WATCH)
-            self._wake.clear()
 
     def _watch_lag(self) -> None:
         for v in self.views():

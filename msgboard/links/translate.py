@@ -21,8 +21,8 @@ order written::
                      every message it carries anyway; the statement says
                      so in the translator, and records them when a
                      translator is applied by hand)
-    reply Q          the forwarded reply_to becomes Q, a queue on the far
-                     board (the way home); the message's own reply_to
+    reply Q          the forwarded reply_to becomes Q, a queue on the board
+                     it crosses to (the way home); the message's own reply_to
                      travels in header x-link-reply-to; implies origin
 
 A value is a bare word (no space, ``;``, ``=`` or ``"``) or a double-quoted
@@ -48,13 +48,11 @@ from dataclasses import dataclass
 
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message, build
-from msgboard.spec import SelectorSpec
 
-#: Origin headers (``origin``): the board, queue and seq a message was
-#: first posted on before it crossed a link.
-ORIGIN_BOARD = "x-origin-board"
-ORIGIN_QUEUE = "x-origin-queue"
-ORIGIN_SEQ = "x-origin-seq"
+# Origin headers (``origin``): the board, queue and seq a message was on
+# before it crossed its last link (the link stamps them too).
+from msgboard.spec import ORIGIN_BOARD, ORIGIN_QUEUE, ORIGIN_SEQ, SelectorSpec
+
 #: The message's own reply_to, when ``reply`` replaced it.
 LINK_REPLY_TO = "x-link-reply-to"
 #: What the engine's BOUNCE sets (``engine/network.py``).
