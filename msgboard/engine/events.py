@@ -33,6 +33,7 @@ event                       tuple after the name
 ``link.connected``          link, the remote board's address
 ``link.disconnected``       link, reason (the remote's status and text)
 ``link.behind``             link, messages waiting to cross, seconds behind
+``console.action``          user ("" on an open board), action, queue
 ==========================  ===============================================
 
 ``link.connected``, ``link.disconnected`` and ``link.behind`` come from
@@ -47,6 +48,8 @@ The cluster's four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
 changes (``cluster/roleevents.py``), ``standby.*`` on a primary as its
 standbys come, keep up, fall behind and go (``cluster/status.py``).
+``console.action`` comes from the console (``msgboard.console``): what a
+person did there and who (the action says what, e.g. "delete queue").
 
 A subscription's session selector is not announced (its consumer is); an
 event about ``$sys`` itself (a consumer of ``$sys``, a selector reading it)
@@ -110,6 +113,7 @@ LINK_DELETED = "link.deleted"
 LINK_CONNECTED = "link.connected"
 LINK_DISCONNECTED = "link.disconnected"
 LINK_BEHIND = "link.behind"
+CONSOLE_ACTION = "console.action"
 
 #: Every event, in the order the module docstring lists them.
 EVENTS = (
@@ -136,6 +140,7 @@ EVENTS = (
     LINK_CONNECTED,
     LINK_DISCONNECTED,
     LINK_BEHIND,
+    CONSOLE_ACTION,
 )
 
 Field = str | int

@@ -29,12 +29,14 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
+from msgboard.console import Console, LinkRow
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
 from msgboard.errors import (
@@ -53,6 +55,7 @@ from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
 from msgboard.server.handoff import wait
+from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
@@ -453,6 +456,14 @@ def _pattern(request: Any) -> Any:
     return codec.pattern_from_pb(request.pattern) if request.HasField("pattern") else None
 
 
+def link_rows(links: Links) -> list[LinkRow]:
+    """The board's links as the console's Cluster and Links page lists them."""
+    return [
+        LinkRow(v.spec.name, v.spec.server, v.state, v.lag_messages, v.lag_seconds)
+        for v in links.views()
+    ]
+
+
 #: Answers of more items than this are built on a worker thread, so that one
 #: big listing does not hold the event loop, and every other call, for long.
 BIG_ANSWER = 1000
@@ -606,16 +617,25 @@ async def serve(
     if config.metrics_listen or config.access_log:
         calls = Calls(access=bool(config.access_log))
     links = Links(board).start()
-    metrics = None
+    listener = None
     if config.metrics_listen:
         role = ClusterCollector(primary.role, primary.standbys) if primary else None
-        metrics = Metrics(board, calls, role, links)
+        console = Console(
+            board,
+            users=lambda: security.users,
+            tls=config.tls,
+            role=primary.role if primary else None,
+            standbys=primary.standbys if primary else None,
+            links=partial(link_rows, links),
+        )
+        listener = Listener(Metrics(board, calls, role, links), console)
     readiness = Readiness(config.ready_file)
     try:
-        metrics_at = metrics.serve(config) if metrics else ""
+        metrics_at = await listener.start(config) if listener else ""
         if metrics_at:
             scheme = "https" if config.tls else "http"
             log.info("metrics on %s://%s/metrics", scheme, metrics_at)
+            log.info("console on %s://%s/", scheme, metrics_at)
         server, port = await create_server(
             board,
             config.listen,
@@ -663,8 +683,8 @@ async def serve(
         await wait(board.release())
         await server.stop(grace)
     finally:
-        if metrics is not None:
-            metrics.close()
+        if listener is not None:
+            await listener.close()
         if primary is not None:
             primary.close()
         await asyncio.get_running_loop().run_in_executor(None, board.close)
