@@ -12,6 +12,7 @@ import pytest
 
 from msgboard.cli import main
 from msgboard.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from tests.browser import ConsoleBoard
 from tests.faults import wait_for
 from tests.twoboards import Boards
 
@@ -160,3 +161,19 @@ def test_links_from_the_command_line(
     assert run("selector", "delete", str(crossing["id"]))[0] == 0
     assert run("link", "delete", "central") == (0, [{"deleted": "central"}])
     assert run("link", "list") == (0, [])
+
+
+def test_the_console_lists_the_links_with_their_state(tmp_path: Path) -> None:
+    """A served board's console (Cluster and links) lists each link, its
+    remote board and state, once the board has one."""
+    board = ConsoleBoard(tmp_path)
+    try:
+        assert "No links." in board.get("/cluster/body")[1]
+        with board.client() as c:
+            c.create_link("self", board.address)
+            wait_for(lambda: c.list_links()[0].connected, "connected")
+        status, body = board.get("/cluster/body")
+        assert status == 200 and "No links." not in body
+        assert "self" in body and board.address in body and "connected" in body
+    finally:
+        board.stop()
