@@ -230,7 +230,7 @@ def test_a_script_in_a_message_stays_text(console_board: ConsoleBoard, browser: 
     names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#peek td.header-name")]
     assert SCRIPT in values and IMG in names
     types = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#peek td.type")]
-    assert types == ["string", "int", "float", "null", "bytes"]
+    assert types == ["str", "int", "float", "null", "bytes"]
     shoot(browser, "peek")
     # and nothing of it became markup or ran.
     assert not browser.find_elements(By.CSS_SELECTOR, "#peek script, #peek img")

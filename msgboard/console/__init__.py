@@ -12,6 +12,11 @@ live with htmx; charts are uPlot. Both are vendored under ``static/``.
 - ``app``: ``create_app``: the pages registered, CSRF checked on every
   POST, the security headers;
 - ``sampler``: the last hour of every queue's depth and rates, in memory;
+- ``messages``: a message as text rows (envelope, typed tuple, headers,
+  body as text, JSON or hex), which ``templates/message.html`` prints;
+- ``forms``: what the forms say, read with the CLI's notation (patterns,
+  the typed tuple editor, headers);
+- ``graph``: the routing network laid out for the Network page's SVG;
 - ``pages/``: one module per page, each with its routes and template.
 
 It may import the engine's face, security (the one permission table), the

@@ -34,12 +34,32 @@ from aiohttp import web
 
 from msgboard.console import auth
 from msgboard.console.context import CONSOLE, NAV, Console
-from msgboard.console.pages import cluster, events, overview, signin
+from msgboard.console.pages import (
+    browse,
+    cluster,
+    compose,
+    consumers,
+    deadletters,
+    events,
+    network,
+    overview,
+    signin,
+)
 from msgboard.console.sampler import SAMPLER, Sampler
 
 #: The page modules, in the navigation bar's order. Each has ``routes``
 #: (an ``aiohttp.web.RouteTableDef``) and ``NAV``: (label, path) or None.
-PAGES: tuple[ModuleType, ...] = (overview, events, cluster, signin)
+PAGES: tuple[ModuleType, ...] = (
+    overview,
+    network,
+    browse,
+    deadletters,
+    consumers,
+    compose,
+    events,
+    cluster,
+    signin,
+)
 STATIC = Path(__file__).parent / "static"
 #: Paths served to anyone the listener lets in, with no session.
 PUBLIC = ("/metrics", "/static/")

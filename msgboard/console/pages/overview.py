@@ -9,7 +9,7 @@ afresh); the charts are drawn by
 whole once, then only the readings after the last one it has.
 
 Each row can *peek* at its queue's newest message (``read``; shown as text
-by ``content.py`` and ``message.html``) and, for a user with ``manage`` on
+by ``messages.py`` and ``message.html``) and, for a user with ``manage`` on
 the queue, delete the queue (the button is not shown to anyone else; a
 forged request is 403). A deletion is posted on ``$sys`` as a
 ``console.action`` naming the user.
@@ -24,8 +24,8 @@ import math
 from aiohttp import web
 
 from msgboard.console.auth import identity, require
-from msgboard.console.content import shown
 from msgboard.console.context import CONSOLE, answer, board_of
+from msgboard.console.messages import body_view, default_view, shown
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
 from msgboard.engine.events import CONSOLE_ACTION
@@ -107,8 +107,11 @@ async def peek(request: web.Request) -> web.Response:
         page = await answer(board.browse_async(name, Start.LATEST, reverse=True, limit=1))
     except MsgboardError as e:
         raise web.HTTPNotFound(text=str(e)) from None
-    m = shown(page.messages[0]) if page.messages else None
-    return render(request, "peek.html", {"queue": name, "m": m})
+    if not page.messages:
+        return render(request, "peek.html", {"queue": name, "m": None})
+    m = page.messages[0]
+    body = body_view(m.body, default_view(m.content_type, m.body))
+    return render(request, "peek.html", {"queue": name, "m": shown(m), "body": body})
 
 
 @routes.post("/queues/{name}/delete")
