@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from msgboard.errors import MsgboardError
 from msgboard.message import Message
-from msgboard.spec import QueueSpec, SelectorSpec
+from msgboard.spec import LinkSpec, QueueSpec, SelectorSpec
 
 
 class Start(enum.Enum):
@@ -87,6 +87,28 @@ class SelectorView:
 
 
 @dataclass(frozen=True, slots=True)
+class LinkView:
+    """A link to another board and its figures at one moment (since the
+    board started): its spec without secrets, its state ("connecting",
+    "connected", "disconnected"), messages the remote stored from it and
+    refused as duplicates, sent and not yet answered, waiting here to cross
+    (and the oldest one's age, s), why its last call failed, the selectors
+    crossing it and when its state last changed (µs)."""
+
+    spec: LinkSpec
+    state: str
+    connected: bool
+    forwarded: int = 0
+    duplicates: int = 0
+    in_flight: int = 0
+    lag_messages: int = 0
+    lag_seconds: float = 0.0
+    last_error: str = ""
+    selectors: tuple[str, ...] = ()
+    since: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StoreInfo:
     """The store's figures for Stats."""
 
@@ -105,6 +127,9 @@ class BoardStats:
     commits: int
     committed_ops: int
     queues: list[QueueStats]
+    #: The board's stable id (``board-id`` in its directory); "" when the
+    #: answer did not say (an embedded board's Stats leaves it to the server).
+    board_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

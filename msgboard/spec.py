@@ -209,6 +209,19 @@ class SelectorSpec:
     #: µs since the epoch, with Position.TIME.
     start_time: int = 0
     role: Role = Role.NORMAL
+    #: Push across a link: the link whose board holds ``destination``
+    #: (``msgboard.links``); the messages wait in the selector's outbox.
+    destination_link: str = ""
+    #: Pull across a link: the link whose board holds ``source``.
+    source_link: str = ""
+    #: A selector that crosses a link: its translator's text (the
+    #: language of ``msgboard.links.translate``); "": none.
+    translator: str = ""
+
+    @property
+    def crossing(self) -> bool:
+        """True when its destination is a queue on a linked board."""
+        return bool(self.destination_link)
 
     @property
     def terminal(self) -> bool:
@@ -255,3 +268,45 @@ class Delivery:
 
     id: int
     message: Message
+
+
+#: A crossing selector's outbox: the board's own queue ``$link.`` + the
+#: selector id, where what it moves or copies waits to cross its link.
+OUTBOX = "$link."
+#: The header that carries a message's hop count across a link: the
+#: receiving board starts routing it at that count (``max-hops``).
+HOPS = "x-msgboard-hops"
+#: The headers that say where a forwarded message comes from.
+ORIGIN_BOARD = "x-origin-board"
+ORIGIN_QUEUE = "x-origin-queue"
+ORIGIN_SEQ = "x-origin-seq"
+#: A forwarded message's own idempotency key, kept (its key is the link's).
+ORIGIN_KEY = "x-origin-key"
+
+
+def outbox(sid: str) -> str:
+    """The outbox queue of crossing selector ``sid``."""
+    return OUTBOX + sid
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """A link to another board (``msgboard.links``): its name, the remote
+    board's address list and the credentials it shows there (issue 12's
+    client options, the certificates as PEM text)."""
+
+    name: str
+    #: "host:port" or several, comma-separated.
+    server: str
+    token: str = ""
+    tls_ca_pem: str = ""
+    tls_cert_pem: str = ""
+    tls_key_pem: str = ""
+    #: TLS with the system's roots when no CA is given.
+    tls: bool = False
+
+    def redacted(self) -> LinkSpec:
+        """The spec as it is shown: no token, no private key."""
+        return LinkSpec(
+            self.name, self.server, "", self.tls_ca_pem, self.tls_cert_pem, "", self.tls
+        )

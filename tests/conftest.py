@@ -14,6 +14,7 @@ from msgboard.client import Client
 from msgboard.engine import Board
 from msgboard.testing import ServerThread
 from tests.served import Served
+from tests.twoboards import Boards
 
 
 @pytest.fixture
@@ -45,6 +46,16 @@ def stopped() -> Iterator[list[Served]]:
 def board(tmp_path: Path) -> Iterator[Board]:
     with Board(tmp_path / "board") as b:
         yield b
+
+
+@pytest.fixture
+def boards(tmp_path: Path) -> Iterator[Boards]:
+    """Two boards, site and central (the links' tests)."""
+    b = Boards(tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 @pytest.fixture(scope="session")

@@ -32,11 +32,11 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from msgboard.client import Client
+from msgboard.client import Client, Message
 from msgboard.lmdbstore.compare import differences
 from tests.workload import OK, Op
 
@@ -69,19 +69,23 @@ def dump(address: str, path: Path | None, queues: Sequence[str]) -> Dump:
     out = Dump(path)
     with Client(address, timeout=60) as c:
         for q in queues:
-            for section in ("unprocessed", "history"):
-                seq = 0
-                while True:
-                    page = c.browse(
-                        q, "seq" if seq else "oldest", seq=seq, limit=1000, section=section
-                    )
-                    for m in page.messages:
-                        key = m.key or m.body.decode()
-                        out.messages.append(Stored(key, q, m.seq, section))
-                    if not page.next_seq:
-                        break
-                    seq = page.next_seq
+            for section, m in browsed(c, q):
+                out.messages.append(Stored(m.key or m.body.decode(), q, m.seq, section))
     return out
+
+
+def browsed(c: Client, queue: str) -> Iterator[tuple[str, Message]]:
+    """Every message of ``queue``: its section's name and the message,
+    the unprocessed ones first, each section in seq order."""
+    for section in ("unprocessed", "history"):
+        seq = 0
+        while True:
+            page = c.browse(queue, "seq" if seq else "oldest", seq=seq, limit=1000, section=section)
+            for m in page.messages:
+                yield section, m
+            if not page.next_seq:
+                break
+            seq = page.next_seq
 
 
 def check(history: Sequence[Op], final: Dump, standbys: Sequence[Path] = ()) -> list[str]:

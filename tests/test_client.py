@@ -144,8 +144,8 @@ def test_the_client_split_keeps_its_surface() -> None:
     import msgboard.client as module
 
     assert sorted(n for n in dir(Client) if not n.startswith("_")) == [
-        *("ack", "address", "addresses", "browse", "close", "connection", "create_queue"),
-        *("create_selector", "delete_messages", "delete_queue"),
+        *("ack", "address", "addresses", "browse", "close", "connection", "create_link"),
+        *("create_queue", "create_selector", "delete_link", "delete_messages", "delete_queue"),
         *(
             "delete_selector",
             "drop_damaged",
@@ -154,6 +154,7 @@ def test_the_client_split_keeps_its_surface() -> None:
             "kick_consumer",
             "list_consumers",
             "list_leases",
+            "list_links",
         ),
         *("list_queues", "list_selectors", "move_messages", "post", "post_many"),
         *("post_messages", "post_receipts", "publisher", "purge_queue", "read"),

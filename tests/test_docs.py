@@ -327,7 +327,10 @@ def test_skips_are_marked_with_a_reason() -> None:
     for b in skipped:
         assert b.lang in SH | PYTHON, f"{b.where}: a skip before a {b.lang} block, never run"
         print(f"docs-test skip {b.where}: {b.skip}")
-    assert len(skipped) <= 14, [b.where for b in skipped]
+    # Sixteen: the links add docs/links.md's translator benchmark, a pull
+    # among boards its walk-through starts (that block runs one), and the
+    # benchmark of links in docs/performance.md.
+    assert len(skipped) <= 16, [b.where for b in skipped]
 
 
 def test_the_harness_reads_blocks_markers_and_bad_markers(tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ import grpc
 import pytest
 
 from msgboard.client import Client
-from msgboard.cluster.replica import stable_id
 from msgboard.cluster.service import judge
 from msgboard.errors import LogDiverged, LogTruncated
 from msgboard.lmdbstore import DurableStore, Log
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.lmdbstore.compare import differences
 from msgboard.lmdbstore.oplog import LogGap, encode, identity
 from msgboard.message import Message

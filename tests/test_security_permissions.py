@@ -119,6 +119,34 @@ def _create_dead_lettered(c: Client, root: Client) -> None:
     c.create_queue("jobs.dl", dead_letter="other")
 
 
+def _crossing(link: str) -> Call:
+    """A selector from jobs to queue "far" across ``link`` (which root makes:
+    an unreachable address is no error)."""
+
+    def call(c: Client, root: Client) -> None:
+        root.create_link(link, "127.0.0.1:9")
+        c.create_selector("jobs", to="far", link=link)
+
+    return call
+
+
+def _pulling(link: str) -> Call:
+    """A pull into jobs from queue "far" on ``link``'s board (which root
+    makes: an unreachable address is no error)."""
+
+    def call(c: Client, root: Client) -> None:
+        root.create_link(link, "127.0.0.1:9")
+        c.create_selector("far", to="jobs", source_link=link)
+
+    return call
+
+
+def _fresh_pull(root: Client, into: str) -> str:
+    """A pull made by root into ``into`` (its id)."""
+    root.create_link("central", "127.0.0.1:9")
+    return root.create_selector("far", to=into, source_link="central").id
+
+
 def _bounce(c: Client, root: Client) -> None:
     c.create_selector("jobs", op="bounce")
 
@@ -172,6 +200,12 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("CreateSelector", "other -> jobs", lambda c, r: c.create_selector("other", to="jobs"), set()),
     ("CreateSelector", "jobs, terminal", lambda c, r: c.create_selector("jobs"), {"alice"}),
     ("CreateSelector", "jobs, bounce", _bounce, set()),
+    # Across a link the destination is LINK:QUEUE: write on "jobs.site:far".
+    ("CreateSelector", "jobs -> jobs.site:far", _crossing("jobs.site"), {"alice"}),
+    ("CreateSelector", "jobs -> central:far", _crossing("central"), set()),
+    # A pull reads LINK:QUEUE and fills (manage, write) its local queue.
+    ("CreateSelector", "jobs.site:far -> jobs", _pulling("jobs.site"), {"alice"}),
+    ("CreateSelector", "central:far -> jobs", _pulling("central"), set()),
     (
         "GetSelector",
         "of jobs",
@@ -204,6 +238,18 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
         lambda c, r: c.delete_selector(_fresh_selector(r, "other")),
         set(),
     ),
+    (
+        "DeleteSelector",
+        "a pull into jobs",
+        lambda c, r: c.delete_selector(_fresh_pull(r, "jobs")),
+        {"manager", "alice"},
+    ),
+    (
+        "DeleteSelector",
+        "a pull into other",
+        lambda c, r: c.delete_selector(_fresh_pull(r, "other")),
+        set(),
+    ),
     ("Subscribe", "jobs", lambda c, r: _subscribe(c, "jobs"), {"reader", "alice"}),
     ("Subscribe", "other", lambda c, r: _subscribe(c, "other"), set()),
     (
@@ -217,6 +263,9 @@ TABLE: list[tuple[str, str, Call, set[str]]] = [
     ("ListConsumers", "of jobs", lambda c, r: c.list_consumers("jobs"), set()),
     ("KickConsumer", "an unknown id", lambda c, r: c.kick_consumer("con-999"), set()),
     ("DropDamaged", "a sound record", lambda c, r: c.drop_damaged("jobs", 1), set()),
+    ("CreateLink", "a link", lambda c, r: c.create_link("jobs.l", "127.0.0.1:9"), set()),
+    ("ListLinks", "all", lambda c, r: c.list_links(), set()),
+    ("DeleteLink", "an unknown link", lambda c, r: c.delete_link("jobs.none"), set()),
     ("PurgeQueue", "jobs", lambda c, r: c.purge_queue("jobs"), {"manager", "alice"}),
     ("PurgeQueue", "other", lambda c, r: c.purge_queue("other"), set()),
     (

@@ -59,6 +59,10 @@ OK, FAIL, UNKNOWN = "ok", "fail", "unknown"
 CONSUMED = "jobs"
 KEPT = "kept"
 QUEUES = (CONSUMED, KEPT)
+#: The clients of a workload (``Workload(roles=...)`` runs some of them).
+ROLES = ("poster0", "poster1", "streamer", "subscriber", "leaser", "taker")
+#: The clients that only post.
+POSTERS = ("poster0", "poster1", "streamer")
 
 #: Errors that say the call did nothing (anything else may have happened).
 _REFUSED = (
@@ -149,7 +153,11 @@ class Workload:
     """The clients above against ``address`` (``"a,b,c"`` with
     ``failover``: the Python client follows the primary among them, for up
     to ``failover`` seconds a call); their names start with ``name`` (a
-    second workload on a new primary takes another)."""
+    second workload on a new primary takes another). ``queues`` are the
+    queues posted to (in turn), ``roles`` the clients run (all by default;
+    the posters alone for a workload whose queue something else drains,
+    as a link does: tests/linkboards.py), ``topic`` the address of every
+    post, ``pause`` the seconds each poster waits between posts."""
 
     def __init__(
         self,
@@ -160,10 +168,19 @@ class Workload:
         call_timeout: float = 10.0,
         batch: int = 10,
         failover: float | None = None,
+        queues: Sequence[str] = QUEUES,
+        roles: Sequence[str] = ROLES,
+        topic: str = "",
+        pause: float = 0.0,
     ) -> None:
         self.history = history
         self.address = address
         self.name = name
+        self.queues = tuple(queues)
+        self.roles = tuple(roles)
+        self.topic = topic
+        #: Seconds each poster waits between its posts (0: none).
+        self.pause = pause
         self.call_timeout = call_timeout
         self.batch = batch
         self.failover = failover
@@ -184,7 +201,10 @@ class Workload:
             ("leaser", self._leaser),
             ("taker", self._taker),
         ]
+        assert set(self.roles) <= {r for r, _ in jobs}, self.roles
         for role, job in jobs:
+            if role not in self.roles:
+                continue
             client = Client(self.address, timeout=self.call_timeout, failover=self.failover)
             self._clients.append(client)
             t = threading.Thread(
@@ -243,12 +263,14 @@ class Workload:
         for n in itertools.count():
             if self.stopping:
                 return
+            if n and self.pause:
+                self._pause(self.pause)
             key = f"{name}-{n}"
-            queue = QUEUES[n % 2]
+            queue = self.queues[n % len(self.queues)]
             while True:
                 t0 = now()
                 try:
-                    seq = c.post(queue, body=key.encode(), key=key)
+                    seq = c.post(queue, body=key.encode(), key=key, address=self.topic)
                 except MsgboardError as e:
                     self._add(name, "post", key, queue, t0, now(), outcome(e), error=str(e))
                     if outcome(e) == FAIL or self.stopping:
@@ -266,13 +288,16 @@ class Workload:
             for n in itertools.count():
                 if self.stopping:
                     return
+                if n and self.pause:
+                    self._pause(self.pause)
                 if pub is None:
                     pub = c.publisher(idempotent=True, retry_for=3.0)
                 keys = [f"{name}-{n}-{i}" for i in range(self.batch)]
-                queue = QUEUES[n % 2]
+                queue = self.queues[n % len(self.queues)]
+                batch = [Message(body=k.encode(), key=k, address=self.topic) for k in keys]
                 t0 = now()
                 try:
-                    seqs = pub.post_messages(queue, [Message(body=k.encode(), key=k) for k in keys])
+                    seqs = pub.post_messages(queue, batch)
                 except MsgboardError as e:
                     done = now()
                     for k in keys:

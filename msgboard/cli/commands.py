@@ -27,6 +27,7 @@ from msgboard.cli.lines import (
     time_us,
     when,
 )
+from msgboard.cli.linking import link_command, split_link
 from msgboard.errors import InvalidArgument, MsgboardError, QueueExists, RelativePath
 from msgboard.message import Message, Section, now_us
 from msgboard.spec import (
@@ -67,6 +68,9 @@ RPC_COMMANDS: dict[str, tuple[str, ...]] = {
     "ListConsumers": ("consumer list",),
     "KickConsumer": ("consumer kick",),
     "DropDamaged": ("damaged drop",),
+    "CreateLink": ("link create",),
+    "ListLinks": ("link list",),
+    "DeleteLink": ("link delete",),
     "PurgeQueue": ("queue purge",),
     "MoveMessages": ("move", "move --to-origin"),
     "DeleteMessages": ("delete",),
@@ -246,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
             return _selector_command(c, args)
         elif cmd == "consumer":
             return _consumer_command(c, args)
+        elif cmd == "link":
+            return link_command(c, args)
         elif cmd == "damaged":
             seq = c.drop_damaged(args.queue, args.seq, after=args.after)
             print_row({"queue": args.queue, "dropped": seq}, args.json)
@@ -306,9 +312,13 @@ def _selector_json(v: Any) -> dict[str, Any]:
     spec = v.spec
     d: dict[str, Any] = {
         "id": v.id,
-        "source": spec.source,
+        "source": f"{spec.source_link}:{spec.source}" if spec.source_link else spec.source,
         "op": spec.op.value,
-        "to": spec.destination or "(terminal)",
+        "to": (
+            f"{spec.destination_link}:{spec.destination}"
+            if spec.destination_link
+            else spec.destination or "(terminal)"
+        ),
         "credit": "unlimited" if spec.unlimited_credit else spec.credit,
         "role": spec.role.value,
         "durable": v.durable,
@@ -317,6 +327,8 @@ def _selector_json(v: Any) -> dict[str, Any]:
         "delivered": v.delivered,
         "dropped": v.dropped,
     }
+    if spec.translator:
+        d["translator"] = spec.translator
     return d
 
 
@@ -347,10 +359,20 @@ def _selector_command(c: Any, args: argparse.Namespace) -> int:
         except ValueError:
             raise InvalidArgument(f"--credit: not a number or unlimited: {args.credit!r}") from None
         start, when = _start(args.start)
+        link, to = (args.link, args.to) if args.link else split_link(c, args.to)
+        if args.from_link:
+            source_link, source = args.from_link, args.source
+        elif link:  # a selector crosses one link at most
+            source_link, source = "", args.source
+        else:
+            source_link, source = split_link(c, args.source)
         v = c.create_selector(
-            args.source,
+            source,
             op=args.op,
-            to=args.to,
+            to=to,
+            link=link,
+            source_link=source_link,
+            translator=args.translate,
             templates=templates(args),
             address=args.address,
             filter=args.filter,

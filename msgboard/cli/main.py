@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from msgboard import config
 from msgboard.cli import clusterstatus, moving
 from msgboard.cli.cluster import add_switchover, switchover
+from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
 from msgboard.spec import UNLIMITED
 
@@ -351,14 +352,29 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("selector", help="create, get, list or delete selectors")
     qs = q.add_subparsers(dest="action", required=True)
     p = qs.add_parser("create", parents=[common], help="create a selector; prints its id")
-    p.add_argument("source", help="the queue it selects from")
+    p.add_argument(
+        "source", help="the queue it selects from (LINK:QUEUE: on a linked board, a pull)"
+    )
     p.add_argument(
         "--op",
         choices=["move", "copy", "delete", "bounce"],
         default="move",
         help="what it does with a matching message",
     )
-    p.add_argument("--to", default="", metavar="QUEUE", help="destination; none: terminal")
+    p.add_argument("--to", default="", metavar="QUEUE", help="destination (LINK:QUEUE too)")
+    p.add_argument("--link", default="", help="--to names a queue on this link's board")
+    p.add_argument(
+        "--from-link",
+        default="",
+        metavar="LINK",
+        help="SOURCE names a queue on this link's board: a pull (SOURCE may be LINK:QUEUE too)",
+    )
+    p.add_argument(
+        "--translate",
+        default="",
+        metavar="TEXT",
+        help='a selector crossing a link: its translator, e.g. "prefix +site1. ; word a=b"',
+    )
     _pattern_args(p)
     p.add_argument(
         "--credit",
@@ -391,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
         "kick", parents=[common], help="end a consumer; its outstanding messages go back"
     )
     p.add_argument("id", help="its id, as consumer list shows it (con-N)")
+
+    add_link_parser(sub, common)
 
     q = sub.add_parser("damaged", help="drop a damaged record (admin)")
     qs = q.add_subparsers(dest="action", required=True)

@@ -20,10 +20,12 @@ from msgboard.associative import AddressPattern, Pattern
 from msgboard.client.failover import Calls
 from msgboard.client.patterns import Templates, make_pattern, start_position
 from msgboard.client.wire import consumer_view, mapped, selector_view
+from msgboard.errors import InvalidArgument
 from msgboard.results import (
     BoardStats,
     ConsumerView,
     LeaseView,
+    LinkView,
     Moved,
     Purged,
     QueueStats,
@@ -33,6 +35,7 @@ from msgboard.results import (
 )
 from msgboard.spec import (
     DEDUP_WINDOW,
+    LinkSpec,
     Op,
     OverflowPolicy,
     Position,
@@ -84,6 +87,17 @@ class Snapshot:
     bytes: int
     messages: int
     queues: int
+
+
+def _pem(path: str, what: str) -> str:
+    """The text of PEM file ``path`` ("" for none)."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidArgument(f"{what}: cannot read {path}: {e}") from None
 
 
 class Admin:
@@ -158,6 +172,7 @@ class Admin:
             r.commits,
             r.committed_ops,
             [QueueStats(*(getattr(q, f) for f in _QUEUE_STATS)) for q in r.queues],
+            r.board_id,
         )
 
     # -- selectors ------------------------------------------------------
@@ -177,11 +192,18 @@ class Admin:
         start: Position | str | int = Position.CURRENT,
         start_time: int = 0,
         role: Role | str = Role.NORMAL,
+        link: str = "",
+        source_link: str = "",
+        translator: str = "",
     ) -> SelectorView:
         """Creates a selector on ``source``: MOVE (default), COPY, DELETE or
         BOUNCE, to queue ``to`` or, with none, terminal (attach with
         ``subscribe(selector=...)``). ``start``: a Position, its name, or a
-        seq."""
+        seq. ``link``: ``to`` is a queue on the board of that link (push
+        across a link); ``source_link``: ``source`` is a queue on the board
+        of that link and ``to`` the queue here it fills (a pull);
+        ``translator``: a selector crossing a link, its translator
+        (docs/links.md)."""
         position, seq = start_position(start)
         spec = SelectorSpec(
             source,
@@ -194,6 +216,9 @@ class Admin:
             seq,
             start_time,
             Role(role),
+            destination_link=link,
+            source_link=source_link,
+            translator=translator,
         )
         req = pb.CreateSelectorRequest(spec=codec.selector_spec_to_pb(spec))
         with mapped():
@@ -214,6 +239,46 @@ class Admin:
     def delete_selector(self, sid: str) -> None:
         with mapped():
             self._calls.DeleteSelector(pb.DeleteSelectorRequest(id=sid), timeout=self.timeout)
+
+    # -- links to other boards ---------------------------------------------
+
+    def create_link(
+        self,
+        name: str,
+        server: str,
+        *,
+        token: str = "",
+        tls_ca: str = "",
+        tls_cert: str = "",
+        tls_key: str = "",
+        tls: bool = False,
+    ) -> LinkView:
+        """Creates link ``name`` from the board to the board at ``server``
+        ("host:port", or several separated by ','), showing ``token`` there;
+        ``tls_ca``, ``tls_cert``, ``tls_key``: files (read here, kept by the
+        board) as the Client's own options take them."""
+        spec = LinkSpec(
+            name,
+            server,
+            token,
+            _pem(tls_ca, "tls_ca"),
+            _pem(tls_cert, "tls_cert"),
+            _pem(tls_key, "tls_key"),
+            tls,
+        )
+        req = pb.CreateLinkRequest(spec=codec.link_spec_to_pb(spec))
+        with mapped():
+            return codec.link_from_pb(self._calls.CreateLink(req, timeout=self.timeout))
+
+    def list_links(self) -> list[LinkView]:
+        """The board's links, by name, with their state and figures."""
+        with mapped():
+            r = self._calls.ListLinks(pb.ListLinksRequest(), timeout=self.timeout)
+        return [codec.link_from_pb(p) for p in r.links]
+
+    def delete_link(self, name: str) -> None:
+        with mapped():
+            self._calls.DeleteLink(pb.DeleteLinkRequest(name=name), timeout=self.timeout)
 
     # -- consumers --------------------------------------------------------
 

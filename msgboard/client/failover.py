@@ -226,11 +226,13 @@ class Failover:
 AGAIN = frozenset(
     {
         "Browse",
+        "CreateLink",  # idempotent for the same settings
         "CreateQueue",  # idempotent for the same properties
         "GetQueue",
         "GetSelector",
         "ListConsumers",
         "ListLeases",
+        "ListLinks",
         "ListQueues",
         "ListSelectors",
         "Read",

@@ -28,7 +28,6 @@ import contextlib
 import logging
 import os
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from msgboard.cluster.channel import channel
 from msgboard.cluster.service import TOKEN_KEY
 from msgboard.details import DETAILS_KEY
 from msgboard.lmdbstore import DurableStore
+from msgboard.lmdbstore.boardid import fsync_dir, stable_id
 from msgboard.lmdbstore.oplog import identity, index_of
 from msgboard.lmdbstore.sidecar import SIDECAR
 from msgboard.v1 import replication_pb2 as rpb
@@ -253,8 +253,6 @@ class Replica:
 
 #: The reasons a primary's refusal sends a standby to seed itself.
 SEEDS = ("LogTruncated", "LogDiverged")
-#: The file in a board's data directory that holds its stable id.
-ID_FILE = "board-id"
 
 
 class Stale(Exception):
@@ -272,37 +270,6 @@ def reason(e: grpc.RpcError) -> str:
                 if d.Unpack(info):
                     return str(info.reason)
     return ""
-
-
-def stable_id(path: str) -> str:
-    """The stable id of the board whose data directory is ``path``: a
-    random id written to ``path/board-id`` (fsynced) the first time it is
-    asked for, the same across restarts, ports and seeds (a seed replaces
-    data.mdb, not the directory)."""
-    where = os.path.join(path, ID_FILE)
-    with contextlib.suppress(FileNotFoundError):
-        with open(where, encoding="ascii") as f:
-            found = f.read().strip()
-        if found:
-            return found
-    made = secrets.token_hex(8)
-    part = f"{where}.part"
-    with open(part, "w", encoding="ascii") as f:
-        f.write(made + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, where)
-    fsync_dir(path)
-    return made
-
-
-def fsync_dir(path: str) -> None:
-    """Makes the renames in directory ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _drain(sends: queue.SimpleQueue[rpb.FollowRequest | None]) -> Iterator[rpb.FollowRequest]:

@@ -19,6 +19,7 @@ from msgboard.errors import InvalidArgument
 from msgboard.spec import (
     DEDUP_WINDOW,
     MAX_REDELIVERY,
+    LinkSpec,
     Op,
     Position,
     QueueSpec,
@@ -163,6 +164,9 @@ def selector_spec_from_pb(
         start_seq=p.start_seq,
         start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
         role=ROLE.value(p.role, f"{where}.role"),
+        destination_link=p.destination_link,
+        source_link=p.source_link,
+        translator=p.translator,
     )
 
 
@@ -183,4 +187,76 @@ def selector_spec_to_pb(s: SelectorSpec, out: pb.SelectorSpec | None = None) -> 
     if s.start_time:
         us_to_ts(s.start_time, p.start_time)
     p.role = ROLE.to_pb[s.role]
+    p.destination_link = s.destination_link
+    p.source_link = s.source_link
+    p.translator = s.translator
     return p
+
+
+def link_spec_from_pb(p: pb.LinkSpec) -> LinkSpec:
+    """A link spec as asked or stored (the engine checks its values)."""
+    return LinkSpec(
+        name=p.name,
+        server=p.server,
+        token=p.token,
+        tls_ca_pem=p.tls_ca_pem,
+        tls_cert_pem=p.tls_cert_pem,
+        tls_key_pem=p.tls_key_pem,
+        tls=p.tls,
+    )
+
+
+def link_spec_to_pb(s: LinkSpec, out: pb.LinkSpec | None = None) -> pb.LinkSpec:
+    """``s`` as a protobuf, secrets included: redact it (``s.redacted()``)
+    before it leaves the board."""
+    p = pb.LinkSpec() if out is None else out
+    p.name, p.server, p.token, p.tls = s.name, s.server, s.token, s.tls
+    p.tls_ca_pem, p.tls_cert_pem, p.tls_key_pem = s.tls_ca_pem, s.tls_cert_pem, s.tls_key_pem
+    return p
+
+
+#: A link's state, as LinkView says it and as the proto's LinkState.
+LINK_STATES = {
+    "connecting": pb.LINK_STATE_CONNECTING,
+    "connected": pb.LINK_STATE_CONNECTED,
+    "disconnected": pb.LINK_STATE_DISCONNECTED,
+}
+
+
+def link_to_pb(v: results.LinkView) -> pb.Link:
+    """A link and its figures, its secrets left out."""
+    p = pb.Link(
+        state=LINK_STATES.get(v.state, pb.LINK_STATE_UNSPECIFIED),
+        connected=v.connected,
+        forwarded=v.forwarded,
+        duplicates=v.duplicates,
+        in_flight=v.in_flight,
+        lag_messages=v.lag_messages,
+        lag_seconds=v.lag_seconds,
+        last_error=v.last_error,
+        selectors=v.selectors,
+    )
+    link_spec_to_pb(v.spec.redacted(), p.spec)
+    p.spec.has_token = bool(v.spec.token)
+    p.spec.has_key = bool(v.spec.tls_key_pem)
+    if v.since:
+        us_to_ts(v.since, p.since)
+    return p
+
+
+def link_from_pb(p: pb.Link) -> results.LinkView:
+    """A link as a board showed it."""
+    states = {n: s for s, n in LINK_STATES.items()}
+    return results.LinkView(
+        spec=link_spec_from_pb(p.spec),
+        state=states.get(p.state, "unknown"),
+        connected=p.connected,
+        forwarded=p.forwarded,
+        duplicates=p.duplicates,
+        in_flight=p.in_flight,
+        lag_messages=p.lag_messages,
+        lag_seconds=p.lag_seconds,
+        last_error=p.last_error,
+        selectors=tuple(p.selectors),
+        since=ts_to_us(p.since) if p.HasField("since") else 0,
+    )

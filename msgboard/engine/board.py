@@ -35,6 +35,7 @@ calls, each an object given what it needs:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -48,7 +49,9 @@ from msgboard.engine.calls import served_by, waits
 from msgboard.engine.consumers import Consumers
 from msgboard.engine.dedup import KeySweep
 from msgboard.engine.events import SYS, SYS_HISTORY, SYS_WAITING, Events
+from msgboard.engine.federation import Pulls
 from msgboard.engine.limits import Limits
+from msgboard.engine.linked import Linked, hop_count, routed
 from msgboard.engine.maintenance import Maintenance
 from msgboard.engine.network import Network
 from msgboard.engine.reads import Reads, Work
@@ -61,9 +64,11 @@ from msgboard.engine.waiters import Waiters
 from msgboard.engine.writer import Batch, Release, Writer
 from msgboard.errors import InvalidArgument, QueueExists, QueueFull, Unavailable
 from msgboard.lmdbstore import DurableStore, Log, MemoryStore, QueueInfo, Txn
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.message import TRIMMED, Message, Section
 from msgboard.results import QueueView
 from msgboard.spec import (
+    HOPS,
     Disposition,
     Op,
     OverflowPolicy,
@@ -109,9 +114,13 @@ class Board:
         self.events = Events(writer, self._post_events)
         self._net = net = Network(writer, self._waiters, self.events)
         self._reads = Reads(self._durable)
-        self._teardown = Teardown(writer, net, self.events, self._waiters)
+        self._pulls = pulls = Pulls(self.events)
+        self._teardown = Teardown(writer, net, self.events, self._waiters, pulls)
         self._taking = Taking(self.limits, writer, net, self._waiters, self._reads)
-        self._subscriptions = Subscriptions(self.limits, writer, net, self.events, self._teardown)
+        self._linked = Linked(writer, self.events, net.table, pulls)
+        self._subscriptions = Subscriptions(
+            self.limits, writer, net, self.events, self._teardown, self._linked
+        )
         self._browsing = Browsing(
             self.limits, writer, net, self._reads, self._waiters, self._durable, self._memory
         )
@@ -119,6 +128,8 @@ class Board:
         self._maintenance = Maintenance(self.limits, writer, net, self.events)
         self._keys = KeySweep(writer)
         self._releases = Releases(writer, net.release, net.pulls.settle)
+        #: Run first when the board closes (``before_close``).
+        self._closing: list[Callable[[], object]] = []
         try:
             writer.submit(self._load).result()
         except BaseException:
@@ -167,9 +178,24 @@ class Board:
         """Runs ``fn`` on the writer thread before its next group."""
         self._writer.call_soon(fn)
 
+    def before_close(self, fn: Callable[[], object]) -> None:
+        """Has ``fn`` run when the board closes, before anything else (what
+        runs beside the board and calls it: ``msgboard.links``)."""
+        self._closing.append(fn)
+
+    @functools.cached_property
+    def board_id(self) -> str:
+        """The board's stable id (``lmdbstore.boardid``), made the first
+        time it is asked for."""
+        return stable_id(self.path)
+
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends
         the subscriptions and closes the stores."""
+        closing, self._closing = self._closing, []
+        for fn in closing:
+            with contextlib.suppress(Exception):  # closing anyway
+                fn()
         if not self._writer.closed:
             with contextlib.suppress(Exception):  # closing anyway
                 self._writer.submit(self._end_all).result()
@@ -182,7 +208,15 @@ class Board:
         """Brings back the durable selectors (a read per selector, none per
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
-        for sid, spec in txn.selectors():
+        self._linked.load(b)
+        for sid, stored in txn.selectors():
+            if stored.source_link:  # a pull: no local source, never routed here
+                if b.lookup(stored.destination) is None:
+                    txn.delete_selector(sid)
+                else:
+                    self._pulls.load(sid, stored)
+                continue
+            spec = routed(sid, stored) if stored.crossing else stored
             dest = spec.destination
             if txn.queue(spec.source) is None or (dest and b.lookup(dest) is None):
                 # Its destination was a transient queue, gone with the restart:
@@ -190,6 +224,8 @@ class Board:
                 txn.delete_selector(sid)
                 continue
             s = Selector(sid, spec, durable=True, session=False, quota=spec.quota())
+            if stored.crossing:
+                s.shown = stored
             if spec.op is Op.COPY:
                 s.cursor = txn.counts(spec.source).next_seq
             else:
@@ -368,7 +404,9 @@ class Board:
             stored = txn.append(queue, m, b.now)
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1
-            arrive(b, txn, info, stored)
+            # A message from a linked board goes on at the hop count it had.
+            hops = m.headers.get(HOPS) if m.headers else None
+            arrive(b, txn, info, stored, hop_count(hops) if hops else 0)
         b.stored += posted
         if duplicates:
             b.count(queue, posted=posted, duplicates=duplicates)
@@ -457,6 +495,10 @@ class Board:
     on_commit = served_by("_browsing", Browsing.on_commit)
     snapshot_async = served_by("_browsing", Browsing.snapshot_async)
 
+    create_link_async = served_by("_linked", Linked.create_link_async)
+    delete_link_async = served_by("_linked", Linked.delete_link_async)
+    list_links_async = served_by("_linked", Linked.list_links_async)
+
     list_consumers_async = served_by("_consumers", Consumers.list_consumers_async)
     kick_consumer_async = served_by("_consumers", Consumers.kick_consumer_async)
 
@@ -493,6 +535,9 @@ class Board:
     list_consumers = waits(list_consumers_async)
     kick_consumer = waits(kick_consumer_async)
     drop_damaged = waits(drop_damaged_async)
+    create_link = waits(create_link_async)
+    delete_link = waits(delete_link_async)
+    list_links = waits(list_links_async)
     purge_queue = waits(purge_queue_async)
     move_messages = waits(move_messages_async)
     delete_messages = waits(delete_messages_async)

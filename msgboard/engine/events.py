@@ -28,13 +28,23 @@ event                       tuple after the name
 ``cluster.demoted``         epoch it led in, the primary it follows ("")
 ``standby.joined``          standby, its acknowledged log index
 ``standby.lost``            standby, its last acknowledged index, reason
+``link.created``            link, the remote board's address(es)
+``link.deleted``            link
+``link.connected``          link, the remote board's address
+``link.disconnected``       link, reason (the remote's status and text)
+``link.behind``             link, messages waiting to cross, seconds behind
 ``console.action``          user ("" on an open board), action, queue
 ==========================  ===============================================
+
+``link.connected``, ``link.disconnected`` and ``link.behind`` come from
+``msgboard.links`` (through ``Board.emit``): a link reaching its remote
+board, losing it or being refused there (the reason says which), and the
+messages waiting to cross passing a bound (``docs/links.md``).
 
 The user of ``queue.purged`` and ``messages.*`` is who asked: the
 identity a server authenticated ("" on an open board, or in-process).
 
-The last four come from ``msgboard.cluster`` (a replicating board's), which
+The cluster's four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
 changes (``cluster/roleevents.py``), ``standby.*`` on a primary as its
 standbys come, keep up, fall behind and go (``cluster/status.py``).
@@ -98,6 +108,11 @@ CLUSTER_PROMOTED = "cluster.promoted"
 CLUSTER_DEMOTED = "cluster.demoted"
 STANDBY_JOINED = "standby.joined"
 STANDBY_LOST = "standby.lost"
+LINK_CREATED = "link.created"
+LINK_DELETED = "link.deleted"
+LINK_CONNECTED = "link.connected"
+LINK_DISCONNECTED = "link.disconnected"
+LINK_BEHIND = "link.behind"
 CONSOLE_ACTION = "console.action"
 
 #: Every event, in the order the module docstring lists them.
@@ -120,6 +135,11 @@ EVENTS = (
     CLUSTER_DEMOTED,
     STANDBY_JOINED,
     STANDBY_LOST,
+    LINK_CREATED,
+    LINK_DELETED,
+    LINK_CONNECTED,
+    LINK_DISCONNECTED,
+    LINK_BEHIND,
     CONSOLE_ACTION,
 )
 

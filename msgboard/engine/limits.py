@@ -21,6 +21,7 @@ from msgboard.spec import (
     MAX_KEY_BYTES,
     MAX_MULTIPLIER,
     MAX_REDELIVERY,
+    OUTBOX,
     QueueSpec,
     Redelivery,
 )
@@ -65,6 +66,10 @@ class Limits:
                     f"{where}: {name!r} is the board's own queue: read it, never write it"
                 )
             return name
+        if isinstance(name, str) and name.startswith(OUTBOX) and not write:
+            if not _NAME.fullmatch(name[1:]):
+                raise InvalidArgument(f"{where}: {name!r} is not a queue name")
+            return name  # a crossing selector's outbox: read, never written
         if isinstance(name, str) and name.startswith("$"):
             raise InvalidArgument(f"{where}: {name!r}: names starting with '$' are the board's")
         if not isinstance(name, str) or not _NAME.fullmatch(name):

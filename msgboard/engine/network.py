@@ -74,6 +74,7 @@ from msgboard.engine.events import Events
 from msgboard.engine.expiry import Expiry
 from msgboard.engine.holders import Holders, delivered
 from msgboard.engine.holds import Holds
+from msgboard.engine.linked import stamped
 from msgboard.engine.overflow import MAX_HOPS, Overflow, fresh
 from msgboard.engine.pulling import Pulling
 from msgboard.engine.selectors import Consumer, Selector
@@ -291,7 +292,7 @@ class Network:
         else:
             self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", spec.destination, s.id))
             b.set(s, "quota", s.quota - 1)
-            self.append(b, spec.destination, fresh(msg), hops + 1)
+            self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
 
     def copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
         """``s`` copies ``msg``; False if it could not (no credit or room):
@@ -312,9 +313,25 @@ class Network:
             b.count(spec.source, dropped=1)
             return False
         b.set(s, "quota", s.quota - 1)
-        self.append(b, spec.destination, fresh(msg), hops + 1)
+        self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
         b.after(partial(self.table.bump, s.id))
         return True
+
+    @staticmethod
+    def _next(s: Selector, hops: int) -> int:
+        """The hop count ``s``'s destination routes at: one more, but 0 in
+        a crossing selector's outbox, whose count travels in the message
+        (the receiving board stops a loop; the outbox, with no selectors,
+        never routes it)."""
+        return hops + 1 if s.shown is None else 0
+
+    @staticmethod
+    def _out(s: Selector, msg: Message, hops: int) -> Message:
+        """What selector ``s`` moves or copies of ``msg``: a new post, and
+        into a crossing selector's outbox with its hop count and origin."""
+        if s.shown is None:
+            return fresh(msg)
+        return stamped(fresh(msg), hops + 1, msg.queue, msg.seq)
 
     def _hand_out(self, b: Batch, c: Consumer, msg: Message) -> None:
         """Gives ``msg`` to consumer ``c`` under its next delivery id."""

@@ -189,6 +189,9 @@ class Selector:
     #: Round-robin order among MOVEs: the lowest turn goes first; a selector
     #: that takes a message gets the next turn, to the back of the line.
     turn: int = 0
+    #: A crossing selector's spec as created (its remote queue), kept and
+    #: shown; ``spec`` routes into its outbox (``linked.py``).
+    shown: SelectorSpec | None = None
 
     @property
     def source(self) -> str:

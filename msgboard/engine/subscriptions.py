@@ -7,6 +7,7 @@ counter that names session selectors and consumers.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -15,7 +16,9 @@ from concurrent.futures import Future
 from msgboard.associative import EVERYTHING, Pattern
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
+from msgboard.engine.federation import check_pull
 from msgboard.engine.limits import Limits, check_delay, check_redelivery
+from msgboard.engine.linked import Linked, check_crossing, outbox_spec, routed
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.teardown import Teardown
@@ -29,9 +32,16 @@ class Subscriptions:
     """The board's selectors and subscriptions."""
 
     def __init__(
-        self, limits: Limits, writer: Writer, net: Network, events: Events, teardown: Teardown
+        self,
+        limits: Limits,
+        writer: Writer,
+        net: Network,
+        events: Events,
+        teardown: Teardown,
+        linked: Linked,
     ) -> None:
         self._limits = limits
+        self._linked = linked
         self._writer = writer
         self._net = net
         self._events = events
@@ -46,27 +56,51 @@ class Subscriptions:
         source or destination, FailedPrecondition for one that would close a
         cycle of queues. It is durable when its source queue is."""
         spec = self._check_selector(spec)
+        if spec.source_link:
+            return self._writer.submit(lambda b: self._create_pull(b, spec))
 
         def run(b: Batch) -> SelectorView:
             txn, info = self._find_source(b, spec)
+            if spec.crossing:
+                self._linked.require(spec.destination_link)
             txn_d = b.txn(True)
             durable = not info.spec.transient
             sid = f"sel-{txn_d.new_selector_id()}"
-            s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
+            if spec.crossing:
+                box = outbox_spec(sid, spec, transient=not durable)
+                b.txn(durable).create_queue(box, b.now)
+                s = Selector(sid, routed(sid, spec), durable, False, spec.quota(), shown=spec)
+                to = f"{spec.destination_link}:{spec.destination}"
+            else:
+                s = Selector(sid, spec, durable=durable, session=False, quota=spec.quota())
+                to = spec.destination
             self._net.table.start(txn, s)
             if durable:
                 txn_d.put_selector(sid, spec)
             self._net.add(b, s)
             self._net.pulls.settle(b)
-            self._events.emit(
-                b, ev.SELECTOR_CREATED, sid, spec.source, spec.destination, about=spec.source
-            )
+            self._events.emit(b, ev.SELECTOR_CREATED, sid, spec.source, to, about=spec.source)
             return self._selector_view(s)
 
         return self._writer.submit(run)
 
+    def _create_pull(self, b: Batch, spec: SelectorSpec) -> SelectorView:
+        """A pull selector (``federation.py``): its link must exist, its
+        destination queue too."""
+        self._linked.require(spec.source_link, "spec.source_link")
+        sid = f"sel-{b.txn(True).new_selector_id()}"
+        return self._linked.pulls.create(b, sid, spec)
+
     def _check_selector(self, spec: SelectorSpec, where: str = "spec") -> SelectorSpec:
+        if spec.source_link:
+            return check_pull(self._limits, spec, where)
         self._limits.check_name(spec.source, f"{where}.source")
+        if spec.crossing:
+            check_crossing(spec, where)
+            # The remote board's name rules are its own; a '$' name is never posted to.
+            self._limits.check_name(spec.destination, f"{where}.destination", write=True)
+            self._check_selector(dataclasses.replace(spec, destination_link=""), where)
+            return spec
         if spec.destination:
             self._limits.check_name(spec.destination, f"{where}.destination", write=True)
             if spec.op in (Op.DELETE, Op.BOUNCE):
@@ -91,7 +125,7 @@ class Subscriptions:
                 raise QueueNotFound(q, f'cannot subscribe to queue "{q}": it does not exist')
             raise QueueNotFound(q, f'the selector\'s source queue "{q}" does not exist')
         dest = spec.destination
-        if dest:
+        if dest and not spec.crossing:
             if b.lookup(dest) is None:
                 raise QueueNotFound(
                     dest, f'the selector\'s destination queue "{dest}" does not exist'
@@ -105,7 +139,12 @@ class Subscriptions:
 
     def get_selector_async(self, sid: str) -> Future[SelectorView]:
         """A selector and its figures; NotFound if there is none."""
-        return self._writer.submit(lambda b: self._selector_view(self._selector(sid)))
+
+        def run(b: Batch) -> SelectorView:
+            pull = self._linked.pulls.by_id.get(sid)
+            return pull.view() if pull is not None else self._selector_view(self._selector(sid))
+
+        return self._writer.submit(run)
 
     def list_selectors_async(self, queue: str = "") -> Future[list[SelectorView]]:
         """The selectors of one queue, or of every queue (by source queue,
@@ -118,7 +157,10 @@ class Subscriptions:
                 b.find(queue)
             sels = [s for s in self._net.table.selectors.values() if not queue or s.source == queue]
             sels.sort(key=lambda s: s.source)
-            return [self._selector_view(s) for s in sels]
+            views = [self._selector_view(s) for s in sels]
+            if not queue:  # a pull reads no queue here: listed with all of them
+                views += [p.view() for p in self._linked.pulls.by_id.values()]
+            return views
 
         return self._writer.submit(run)
 
@@ -128,6 +170,9 @@ class Subscriptions:
         selectors deletes itself."""
 
         def run(b: Batch) -> None:
+            if sid in self._linked.pulls.by_id:
+                self._linked.pulls.delete(b, sid)
+                return
             self._teardown.delete_selector(b, self._selector(sid))
             self._net.pulls.settle(b)
 
@@ -144,7 +189,7 @@ class Subscriptions:
         c = s.consumer
         return SelectorView(
             s.id,
-            s.spec,
+            s.shown or s.spec,
             s.durable,
             c is not None,
             0 if c is None else len(c.outstanding),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from msgboard.engine import events as ev
 from msgboard.engine.events import Events
+from msgboard.engine.federation import Pulls
 from msgboard.engine.network import Network
 from msgboard.engine.selectors import Consumer, Selector
 from msgboard.engine.waiters import Waiters, claim
@@ -24,8 +25,11 @@ from msgboard.errors import NotFound, QueueNotFound
 class Teardown:
     """The removals of one board, and what goes with each."""
 
-    def __init__(self, writer: Writer, net: Network, events: Events, waiters: Waiters) -> None:
+    def __init__(
+        self, writer: Writer, net: Network, events: Events, waiters: Waiters, pulls: Pulls
+    ) -> None:
         self._traffic = writer.traffic
+        self._pulls = pulls
         self._net = net
         self._events = events
         self._waiters = waiters
@@ -39,6 +43,8 @@ class Teardown:
         for s, c in gone:
             self._forget(b, s, c, QueueNotFound(name))
             self._gone(b, s, c, "queue deleted")
+        for sid in self._pulls.into(name):  # the pulls that filled it
+            self._pulls.delete(b, sid)
         self._events.emit(b, ev.QUEUE_DELETED, name)
 
         def after() -> None:
@@ -78,9 +84,12 @@ class Teardown:
             self.delete_queue(b, queue)
 
     def _forget(self, b: Batch, s: Selector, c: Consumer | None, why: BaseException) -> None:
-        """A removed selector leaves the store; its consumer is told."""
+        """A removed selector leaves the store (a crossing one with its
+        outbox and what waits there); its consumer is told."""
         if s.durable:
             b.txn(True).delete_selector(s.id)
+        if s.shown is not None and b.lookup(s.spec.destination) is not None:
+            self.delete_queue(b, s.spec.destination)
         if c is not None:
             b.after(lambda: c.end(why))
 

@@ -7,7 +7,7 @@ upgrades (``upgrade.py``), snapshots (``snapshot.py``) and the Spark reader
 (``spark/pyspark_msgboard/snapshot.py``, which decodes these files directly)
 all import it; change the layout here, together with ``SCHEMA``.
 
-One environment (a directory), thirteen named sub-databases. Integers are
+One environment (a directory), fourteen named sub-databases. Integers are
 big-endian, so keys sort by queue, then seq::
 
     sub-database  key                            value
@@ -41,6 +41,8 @@ big-endian, so keys sort by queue, then seq::
     meta          b"log_last"                    ">QQ": index, epoch of the
                                                    last entry (once logged)
                   b"log_first"                   u64: the oldest index kept
+    links         link name, UTF-8               msgboard.v1.LinkSpec (its
+                                                   token and key included)
 
 A record is a format byte and a CRC32C of its key and payload
 (``record.py``), then the payload: a ``msgboard.v1.Message`` without queue,
@@ -94,10 +96,17 @@ before, it drops the entries and leaves a hole at the next index
 (``log_first`` past ``log_last``), so that no standby continues across
 writes the log does not hold.
 
+``links`` holds the board's links to other boards (``msgboard.links``):
+one ``LinkSpec`` per name, read when the board opens, written and deleted
+by CreateLink and DeleteLink. A crossing selector (``destination_link``)
+keeps its spec in ``selectors`` as any other, and its outbox is an
+ordinary queue of ``queues`` named ``$link.`` and the selector id.
+
 Schemas. ``2`` added ``index``; ``3`` framed every record with its
 checksum; ``4`` added ``keys``, ``keyends``, ``scheduled`` and ``due``, and
-later ``oplog``, which opening creates empty in any schema-4 directory
-(a board that never logs leaves it empty: no schema change). An older directory is
+later ``oplog`` and ``links``, which opening creates empty in any schema-4
+directory (a board that never logs or links leaves them empty: no schema
+change). An older directory is
 upgraded when it is opened (``upgrade.py``), once, in one transaction,
 with a log line (the one time opening reads messages): from schema 1 the
 index is built from the unprocessed records; from 1 or 2 every record is
@@ -114,11 +123,17 @@ from typing import Any
 
 import lmdb
 
-from msgboard.codec import decode_record, selector_spec_from_pb, selector_spec_to_pb
+from msgboard.codec import (
+    decode_record,
+    link_spec_from_pb,
+    link_spec_to_pb,
+    selector_spec_from_pb,
+    selector_spec_to_pb,
+)
 from msgboard.errors import DataFileDamaged, RecordDamaged
 from msgboard.lmdbstore import record
 from msgboard.message import Message, Section
-from msgboard.spec import SelectorSpec
+from msgboard.spec import LinkSpec, SelectorSpec
 from msgboard.v1 import board_pb2 as pb
 
 #: The schema this version writes (``meta/schema``).
@@ -178,13 +193,14 @@ NAMES = (
     "scheduled",
     "due",
     "oplog",
+    "links",
 )
 #: The log's own keys in ``meta`` (never logged): the last entry's index and
 #: epoch (``LOG_LAST``), and the oldest index kept (``U64``).
 LOG_LAST_KEY = b"log_last"
 LOG_FIRST_KEY = b"log_first"
 LOG_LAST = struct.Struct(">QQ")
-#: Room for named sub-databases when an environment is opened (thirteen used).
+#: Room for named sub-databases when an environment is opened (fourteen used).
 MAX_DBS = 16
 
 
@@ -195,7 +211,7 @@ def dupsort(name: str) -> bool:
 
 class Dbs:
     """An opened environment (``path``, its page size ``psize``) and its
-    thirteen sub-databases, by the names of the table above. A DurableStore
+    fourteen sub-databases, by the names of the table above. A DurableStore
     opens them once and hands them to each of its transactions."""
 
     __slots__ = (
@@ -205,6 +221,7 @@ class Dbs:
         "index",
         "keyends",
         "keys",
+        "links",
         "meta",
         "oplog",
         "path",
@@ -242,6 +259,7 @@ class Dbs:
         self.scheduled = db("scheduled")
         self.due = db("due")
         self.oplog = db("oplog")
+        self.links = db("links")
 
     def pages(self, txn: lmdb.Transaction[bytes]) -> int:
         """The pages the environment's data uses: its meta pages, the main
@@ -306,6 +324,23 @@ def load_selector(path: str, sid: str, raw: bytes) -> SelectorSpec:
     except Exception as e:  # DecodeError, InvalidArgument: damaged on disk
         raise DataFileDamaged(
             f"{path}: selector {sid}: its stored spec does not parse ({e}); "
+            f"msgboard check {path} tells more"
+        ) from None
+
+
+def encode_link(spec: LinkSpec) -> bytes:
+    """A ``links`` value: the spec as a ``msgboard.v1.LinkSpec``."""
+    return link_spec_to_pb(spec).SerializeToString()
+
+
+def load_link(path: str, name: str, raw: bytes) -> LinkSpec:
+    """The spec of link ``name`` stored as ``raw``, or DataFileDamaged if
+    it does not parse."""
+    try:
+        return link_spec_from_pb(pb.LinkSpec.FromString(raw))
+    except Exception as e:  # DecodeError: damaged on disk
+        raise DataFileDamaged(
+            f"{path}: link {name}: its stored spec does not parse ({e}); "
             f"msgboard check {path} tells more"
         ) from None
 

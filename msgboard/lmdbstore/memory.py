@@ -28,7 +28,7 @@ from msgboard.errors import StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Reader, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Store, StoreInfo, Txn
 from msgboard.message import Exit, Message, Section, left, stamp
-from msgboard.spec import QueueSpec, SelectorSpec
+from msgboard.spec import LinkSpec, QueueSpec, SelectorSpec
 
 _US = 1_000_000
 _UNPROCESSED = Section.UNPROCESSED
@@ -105,6 +105,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._queues: dict[str, _Queue] = {}
         self._selectors: dict[str, SelectorSpec] = {}
+        self._links: dict[str, LinkSpec] = {}
         self._next_sid = 1
         #: (until, queue, key): keys whose message has left, by when they end.
         self._keyends: SortedList = SortedList()
@@ -476,6 +477,26 @@ class MemoryTxn(Txn):
 
     def selectors(self) -> list[tuple[str, SelectorSpec]]:
         return sorted(self._store._selectors.items())
+
+    def put_link(self, spec: LinkSpec) -> None:
+        links = self._store._links
+        old = links.get(spec.name)
+        links[spec.name] = spec
+        if old is None:
+            self._log.append((links.pop, (spec.name, None)))
+        else:
+            self._log.append((links.__setitem__, (spec.name, old)))
+
+    def delete_link(self, name: str) -> bool:
+        links = self._store._links
+        old = links.pop(name, None)
+        if old is None:
+            return False
+        self._log.append((links.__setitem__, (name, old)))
+        return True
+
+    def links(self) -> list[LinkSpec]:
+        return [spec for _, spec in sorted(self._store._links.items())]
 
     def find(
         self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET

@@ -46,7 +46,7 @@ from msgboard.errors import NotFound, StoreError
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.message import Exit, Message, Section
 from msgboard.results import StoreInfo
-from msgboard.spec import QueueSpec, SelectorSpec
+from msgboard.spec import LinkSpec, QueueSpec, SelectorSpec
 
 __all__ = ["Counts", "MapFull", "QueueInfo", "Store", "StoreInfo", "Txn"]
 
@@ -277,6 +277,21 @@ class Txn(abc.ABC):
     def selectors(self) -> list[tuple[str, SelectorSpec]]:
         """Every stored selector as (id, spec), in id order. DataFileDamaged
         if a stored spec does not parse."""
+
+    # -- links to other boards ----------------------------------------------
+
+    @abc.abstractmethod
+    def put_link(self, spec: LinkSpec) -> None:
+        """Stores a link's spec under its name (replacing one there)."""
+
+    @abc.abstractmethod
+    def delete_link(self, name: str) -> bool:
+        """Removes a link; False if there was none."""
+
+    @abc.abstractmethod
+    def links(self) -> list[LinkSpec]:
+        """Every stored link, by name. DataFileDamaged if a stored spec does
+        not parse."""
 
     @abc.abstractmethod
     def find(

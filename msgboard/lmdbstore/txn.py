@@ -42,7 +42,9 @@ from msgboard.lmdbstore.layout import (
     U64,
     Dbs,
     decode,
+    encode_link,
     encode_selector,
+    load_link,
     load_selector,
     placed,
     seek_last,
@@ -54,7 +56,7 @@ from msgboard.lmdbstore.schedule import Schedule
 from msgboard.lmdbstore.search import FIND_BUDGET, Search
 from msgboard.lmdbstore.store import Counts, QueueInfo, Txn
 from msgboard.message import Exit, Message, Section, left, now_us, stamp
-from msgboard.spec import QueueSpec, SelectorSpec
+from msgboard.spec import LinkSpec, QueueSpec, SelectorSpec
 
 _UNPROCESSED = Section.UNPROCESSED
 _HISTORY = Section.HISTORY
@@ -752,6 +754,25 @@ class DurableTxn(Txn):
         with self._guard:
             stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.selectors)]
         return [(sid, load_selector(self._dbs.path, sid, v)) for sid, v in stored]
+
+    # -- links ----------------------------------------------------------
+
+    def put_link(self, spec: LinkSpec) -> None:
+        data = encode_link(spec)
+        with self._guard:
+            self._txn.put(spec.name.encode(), data, db=self._dbs.links)
+        self._wrote = True
+
+    def delete_link(self, name: str) -> bool:
+        with self._guard:
+            found: bool = self._txn.delete(name.encode(), db=self._dbs.links)
+        self._wrote = self._wrote or found
+        return found
+
+    def links(self) -> list[LinkSpec]:
+        with self._guard:
+            stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.links)]
+        return [load_link(self._dbs.path, name, v) for name, v in stored]
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)

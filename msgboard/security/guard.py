@@ -120,7 +120,9 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                     # No such selector: the servicer answers NOT_FOUND, which
                     # tells nothing about queues.
                     continue
-                queue = view.spec.source
+                # A pull's queue here is the one it fills.
+                spec = view.spec
+                queue = spec.destination if spec.source_link else spec.source
             try:
                 permissions.check(user, need.verbs, queue)
             except PermissionDenied as e:

@@ -12,13 +12,15 @@ it needs and the queues it needs it on, read from the request. The verbs:
   the dead-letter resubmit, with no destination, on each message's origin,
   checked by the engine through ``manages``); list its leases (whose ids
   would let a reader ack them). A selector also needs
-  ``read`` on its source and ``write`` on its destination; a queue created
-  with a dead-letter queue needs ``write`` on that queue. A BOUNCE
-  selector writes to whatever queue each message's ``reply_to`` names, so
-  it needs ``admin``.
+  ``read`` on its source and ``write`` on its destination (across a link:
+  on ``LINK:QUEUE``, the link's name and the queue on the linked board); a
+  queue created with a dead-letter queue needs ``write`` on that queue. A
+  BOUNCE selector writes to whatever queue each message's ``reply_to``
+  names, so it needs ``admin``.
 - ``admin``: Snapshot, Stats of the whole board, ListConsumers and
-  KickConsumer, DropDamaged, ListLeases of every queue, and anything on
-  any queue.
+  KickConsumer, DropDamaged, ListLeases of every queue, the links
+  (CreateLink, ListLinks, DeleteLink: they hold credentials for other
+  boards), and anything on any queue.
 
 ListQueues and ListSelectors (and GetQueue, GetSelector) show only what the
 caller may read or manage. ``msgboard.security.guard`` applies the table before any
@@ -75,8 +77,16 @@ def _create_selector(r: pb.CreateSelectorRequest) -> list[Need]:
     s = r.spec
     if s.op == pb.OPERATION_BOUNCE:
         return [_n(ADMIN, BOARD)]
+    if s.source_link:
+        # A pull: the queue on the linked board, named as the CLI names it,
+        # read; the local queue it fills, managed and written.
+        remote = f"{s.source_link}:{s.source}"
+        return [_n(READ, remote), _n(MANAGE, s.destination), _n(WRITE, s.destination)]
     needs = [_n(MANAGE, s.source), _n(READ, s.source)]
-    if s.destination:
+    if s.destination_link:
+        # The queue on the linked board, named as the CLI names it.
+        needs.append(_n(WRITE, f"{s.destination_link}:{s.destination}"))
+    elif s.destination:
         needs.append(_n(WRITE, s.destination))
     return needs
 
@@ -120,7 +130,9 @@ def _keep_queues(
 def _keep_selectors(
     r: pb.ListSelectorsResponse, sees: Callable[[str], bool]
 ) -> pb.ListSelectorsResponse:
-    kept = [s for s in r.selectors if sees(s.spec.source)]
+    kept = [
+        s for s in r.selectors if sees(s.spec.destination if s.spec.source_link else s.spec.source)
+    ]
     del r.selectors[:]
     r.selectors.extend(kept)
     return r
@@ -149,6 +161,9 @@ RPCS: dict[str, Rpc] = {
     "ListConsumers": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "KickConsumer": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "DropDamaged": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "CreateLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "ListLinks": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
+    "DeleteLink": Rpc(ADMIN, lambda r: [_n(ADMIN, BOARD)]),
     "PurgeQueue": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),
     "MoveMessages": Rpc(MANAGE, _move),
     "DeleteMessages": Rpc(MANAGE, lambda r: [_n(MANAGE, r.queue)]),

@@ -43,6 +43,7 @@ from prometheus_client.registry import Collector
 from msgboard.config import ServeConfig
 from msgboard.engine import Board, Traffic
 from msgboard.errors import Exposed, ListenFailed
+from msgboard.links import Links
 from msgboard.results import BoardStats
 from msgboard.server.calls import Calls
 from msgboard.tls import is_loopback
@@ -213,9 +214,50 @@ class ClusterCollector(Collector):
         yield seconds
 
 
+class LinksCollector(Collector):
+    """Each link's figures (``msgboard.links``), labelled ``link``, read at
+    each scrape."""
+
+    def __init__(self, links: Links) -> None:
+        self.links = links
+
+    def collect(self) -> Iterator[Metric]:
+        views = self.links.views()
+        families = (
+            (GaugeMetricFamily, "msgboard_link_connected", "1 while the link's board answers it"),
+            (CounterMetricFamily, "msgboard_link_forwarded", "Messages the remote board stored"),
+            (
+                CounterMetricFamily,
+                "msgboard_link_duplicates",
+                "Messages sent again that the remote board already held (refused as duplicates)",
+            ),
+            (GaugeMetricFamily, "msgboard_link_in_flight", "Messages sent, not yet answered"),
+            (GaugeMetricFamily, "msgboard_link_lag_messages", "Messages waiting here to cross"),
+            (
+                GaugeMetricFamily,
+                "msgboard_link_lag_seconds",
+                "Age of the oldest message waiting to cross (0: none)",
+            ),
+        )
+        for make, name, text in families:
+            m = make(name, text, labels=["link"])
+            for v in views:
+                figure = {
+                    "msgboard_link_connected": 1 if v.connected else 0,
+                    "msgboard_link_forwarded": v.forwarded,
+                    "msgboard_link_duplicates": v.duplicates,
+                    "msgboard_link_in_flight": v.in_flight,
+                    "msgboard_link_lag_messages": v.lag_messages,
+                    "msgboard_link_lag_seconds": v.lag_seconds,
+                }[name]
+                m.add_metric([v.spec.name], figure)
+            yield m
+
+
 class Metrics:
     """The metrics of one served board (``msgboard.server.http`` serves them).
-    ``cluster``: a replicating board's (``ClusterCollector``). A board of a
+    ``cluster``: a replicating board's (``ClusterCollector``); ``links``:
+    the board's links (``LinksCollector``). A board of a
     cluster starts as a standby with no board open (``board`` None: only
     the cluster's series and the process's) and calls ``use`` as it opens
     and closes its board."""
@@ -225,6 +267,7 @@ class Metrics:
         board: Board | None,
         calls: Calls | None = None,
         cluster: ClusterCollector | None = None,
+        links: Links | None = None,
     ) -> None:
         self.board = board
         self.cluster = cluster
@@ -233,6 +276,8 @@ class Metrics:
         self.registry.register(self.boards)
         if cluster is not None:
             self.registry.register(cluster)
+        if links is not None:
+            self.registry.register(LinksCollector(links))
         ProcessCollector(registry=self.registry)
         self.commit_seconds = Histogram(
             "msgboard_commit_seconds",

@@ -29,16 +29,24 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
-from msgboard.console import Console
+from msgboard.console import Console, LinkRow
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
-from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
+from msgboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    ListenFailed,
+    MsgboardError,
+    Unavailable,
+)
+from msgboard.links import Links, selector_translator
 from msgboard.message import Message
 from msgboard.results import BoardStats, LeaseView, QueueStats, QueueView
 from msgboard.security import Security, permissions
@@ -121,9 +129,10 @@ def _add_queues(r: pb.ListQueuesResponse, views: Sequence[QueueView]) -> None:
 _STATS_FIELDS = tuple(f.name for f in dataclasses.fields(QueueStats))
 
 
-def stats_to_pb(s: BoardStats) -> bytes:
+def stats_to_pb(s: BoardStats, board_id: str = "") -> bytes:
     """A StatsResponse, serialized (``prebuilt.py``)."""
     head = pb.StatsResponse(
+        board_id=board_id or s.board_id,
         map_size=s.store.map_size,
         map_used=s.store.map_used,
         sync=s.store.sync,
@@ -161,9 +170,13 @@ def _messages(ps: Any) -> list[Message]:
 class BoardService(pb_grpc.BoardServicer):
     """The Board service of board.proto, over one engine Board."""
 
-    def __init__(self, board: Board, snapshots: SnapshotDir | None = None) -> None:
+    def __init__(
+        self, board: Board, snapshots: SnapshotDir | None = None, links: Links | None = None
+    ) -> None:
         self.board = board
         self.snapshots = snapshots or SnapshotDir()
+        #: The board's running links (None: links are not served).
+        self.links = links
 
     @_mapped
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.Queue:
@@ -272,14 +285,21 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def Stats(self, request: pb.StatsRequest, context: Any) -> Any:  # bytes: prebuilt.py
         stats = await wait(self.board.stats_async(request.queue))
-        return await _built(len(stats.queues), lambda: stats_to_pb(stats))
+        board_id = self.board.board_id
+        return await _built(len(stats.queues), lambda: stats_to_pb(stats, board_id))
 
     # -- selectors ------------------------------------------------------
 
     @_mapped
     async def CreateSelector(self, request: pb.CreateSelectorRequest, context: Any) -> pb.Selector:
         spec = codec.selector_spec_from_pb(request.spec)
-        return selector_to_pb(await wait(self.board.create_selector_async(spec)))
+        # Compiled here so that a bad one is refused before anything is made;
+        # a selector that crosses a link is the only one that may have one.
+        selector_translator(spec.translator, bool(spec.destination_link or spec.source_link))
+        view = await wait(self.board.create_selector_async(spec))
+        if (spec.crossing or spec.source_link) and self.links is not None:
+            self.links.refresh_soon()
+        return selector_to_pb(view)
 
     @_mapped
     async def GetSelector(self, request: pb.GetSelectorRequest, context: Any) -> pb.Selector:
@@ -297,7 +317,32 @@ class BoardService(pb_grpc.BoardServicer):
     @_mapped
     async def DeleteSelector(self, request: pb.DeleteSelectorRequest, context: Any) -> Any:
         await wait(self.board.delete_selector_async(request.id))
+        if self.links is not None:
+            self.links.refresh_soon()
         return pb.DeleteSelectorResponse()
+
+    # -- links --------------------------------------------------------------
+
+    def _links(self) -> Links:
+        if self.links is None:
+            raise FailedPrecondition("this server does not run links")
+        return self.links
+
+    @_mapped
+    async def CreateLink(self, request: pb.CreateLinkRequest, context: Any) -> pb.Link:
+        links = self._links()
+        view = await asyncio.to_thread(links.create, codec.link_spec_from_pb(request.spec))
+        return codec.link_to_pb(view)
+
+    @_mapped
+    async def ListLinks(self, request: pb.ListLinksRequest, context: Any) -> pb.ListLinksResponse:
+        views = await asyncio.to_thread(self._links().views)
+        return pb.ListLinksResponse(links=map(codec.link_to_pb, views))
+
+    @_mapped
+    async def DeleteLink(self, request: pb.DeleteLinkRequest, context: Any) -> Any:
+        await asyncio.to_thread(self._links().delete, request.name)
+        return pb.DeleteLinkResponse()
 
     # -- subscriptions --------------------------------------------------
 
@@ -411,6 +456,14 @@ def _pattern(request: Any) -> Any:
     return codec.pattern_from_pb(request.pattern) if request.HasField("pattern") else None
 
 
+def link_rows(links: Links) -> list[LinkRow]:
+    """The board's links as the console's Cluster and Links page lists them."""
+    return [
+        LinkRow(v.spec.name, v.spec.server, v.state, v.lag_messages, v.lag_seconds)
+        for v in links.views()
+    ]
+
+
 #: Answers of more items than this are built on a worker thread, so that one
 #: big listing does not hold the event loop, and every other call, for long.
 BIG_ANSWER = 1000
@@ -430,13 +483,16 @@ async def create_server(
     calls: Calls | None = None,
     readiness: Readiness | None = None,
     replication: ReplicationService | None = None,
+    links: Links | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server for ``board``, bound to ``listen`` (port 0: any free
     port) but not started. Returns the server and the bound port. Without
     ``security``: the open plaintext board. ``calls``: the outermost
     interceptor (connections, access log). ``readiness``: the health
     answers, NOT_SERVING until its ``serving()``; without: SERVING at once.
-    ``replication``: a primary's replication service, served beside."""
+    ``replication``: a primary's replication service, served beside.
+    ``links``: the board's running links (default: started here, closed
+    when the board closes)."""
     room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
     server = grpc.aio.server(
         options=[
@@ -459,7 +515,9 @@ async def create_server(
         ],
     )
     snapshots = security.snapshots if security else None
-    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots), server)
+    if links is None:
+        links = Links(board).start()
+    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots, links), server)
     await (readiness or Readiness()).add_to(server, serving=readiness is None)
     names = [SERVICE, "grpc.health.v1.Health"]
     if replication is not None:
@@ -558,6 +616,7 @@ async def serve(
     calls = None
     if config.metrics_listen or config.access_log:
         calls = Calls(access=bool(config.access_log))
+    links = Links(board).start()
     listener = None
     if config.metrics_listen:
         role = ClusterCollector(primary.role, primary.standbys) if primary else None
@@ -567,8 +626,9 @@ async def serve(
             tls=config.tls,
             role=primary.role if primary else None,
             standbys=primary.standbys if primary else None,
+            links=partial(link_rows, links),
         )
-        listener = Listener(Metrics(board, calls, role), console)
+        listener = Listener(Metrics(board, calls, role, links), console)
     readiness = Readiness(config.ready_file)
     try:
         metrics_at = await listener.start(config) if listener else ""
@@ -583,6 +643,7 @@ async def serve(
             calls=calls,
             readiness=readiness,
             replication=replication,
+            links=links,
         )
         await server.start()
         host = config.listen.rsplit(":", 1)[0]

@@ -435,6 +435,36 @@ POSITION_LATEST: Position.ValueType  # 5
 """Browse only: the newest message (a backward page starts there)."""
 Global___Position: _TypeAlias = Position  # noqa: Y015
 
+class _LinkState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LinkStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LinkState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LINK_STATE_UNSPECIFIED: _LinkState.ValueType  # 0
+    LINK_STATE_CONNECTING: _LinkState.ValueType  # 1
+    """Trying to reach the remote board (first time or after a failure)."""
+    LINK_STATE_CONNECTED: _LinkState.ValueType  # 2
+    """The remote board answers this link's calls."""
+    LINK_STATE_DISCONNECTED: _LinkState.ValueType  # 3
+    """The remote board does not answer, or refuses the link's credentials
+    (`last_error` says why); retried with backoff.
+    """
+
+class LinkState(_LinkState, metaclass=_LinkStateEnumTypeWrapper):
+    """What state a link is in."""
+
+LINK_STATE_UNSPECIFIED: LinkState.ValueType  # 0
+LINK_STATE_CONNECTING: LinkState.ValueType  # 1
+"""Trying to reach the remote board (first time or after a failure)."""
+LINK_STATE_CONNECTED: LinkState.ValueType  # 2
+"""The remote board answers this link's calls."""
+LINK_STATE_DISCONNECTED: LinkState.ValueType  # 3
+"""The remote board does not answer, or refuses the link's credentials
+(`last_error` says why); retried with backoff.
+"""
+Global___LinkState: _TypeAlias = LinkState  # noqa: Y015
+
 @_typing.final
 class FieldValue(_message.Message):
     """---------------------------------------------------------------- values
@@ -1699,6 +1729,7 @@ class StatsResponse(_message.Message):
     COMMITS_FIELD_NUMBER: _builtins.int
     COMMITTED_OPS_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    BOARD_ID_FIELD_NUMBER: _builtins.int
     map_size: _builtins.int
     """Bytes of the LMDB map: address space reserved, not disk used."""
     map_used: _builtins.int
@@ -1711,6 +1742,10 @@ class StatsResponse(_message.Message):
     """
     committed_ops: _builtins.int
     """Operations committed in those transactions."""
+    board_id: _builtins.str
+    """The board's stable id (its data directory's `board-id`): a link that
+    pulls from this board keys what it pulls with it.
+    """
     @_builtins.property
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStats]:
         """One row per queue, ordered by name."""
@@ -1724,10 +1759,11 @@ class StatsResponse(_message.Message):
         commits: _builtins.int = ...,
         committed_ops: _builtins.int = ...,
         queues: _abc.Iterable[Global___QueueStats] | None = ...,
+        board_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board_id", b"board_id", "commits", b"commits", "committed_ops", b"committed_ops", "map_size", b"map_size", "map_used", b"map_used", "queues", b"queues", "sync", b"sync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1852,6 +1888,9 @@ class SelectorSpec(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     QUOTA_FIELD_NUMBER: _builtins.int
+    DESTINATION_LINK_FIELD_NUMBER: _builtins.int
+    SOURCE_LINK_FIELD_NUMBER: _builtins.int
+    TRANSLATOR_FIELD_NUMBER: _builtins.int
     source: _builtins.str
     """The queue it reads."""
     op: Global___Operation.ValueType
@@ -1879,6 +1918,24 @@ class SelectorSpec(_message.Message):
     (the destination's free room limits it as well). Set on a terminal
     selector: INVALID_ARGUMENT (see credit).
     """
+    destination_link: _builtins.str
+    """Push across a link: the link whose board holds `destination` (then a
+    queue on that board, not here). MOVE or COPY only; FAILED_PRECONDITION
+    naming it for an unknown link. The messages wait in the selector's
+    outbox here (`$link.ID`) until the remote queue has room.
+    """
+    source_link: _builtins.str
+    """Pull across a link: the link whose board holds `source` (then a queue
+    on that board); `destination` is the local queue.
+    """
+    translator: _builtins.str
+    """A selector that crosses a link only (destination_link or source_link):
+    the translator applied at the link's interface, in the translator
+    language of docs/links.md (e.g. "prefix +site1. ; word cats=felines ;
+    header set x-site=1 ; origin"); empty: none. Compiled when the selector
+    is created: one that does not parse is INVALID_ARGUMENT naming its
+    position (field spec.translator).
+    """
     @_builtins.property
     def pattern(self) -> Global___Pattern:
         """Which messages; unset: all."""
@@ -1901,10 +1958,13 @@ class SelectorSpec(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         role: Global___Role.ValueType = ...,
         quota: _builtins.int = ...,
+        destination_link: _builtins.str = ...,
+        source_link: _builtins.str = ...,
+        translator: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "destination", b"destination", "destination_link", b"destination_link", "op", b"op", "pattern", b"pattern", "quota", b"quota", "role", b"role", "source", b"source", "source_link", b"source_link", "start", b"start", "start_seq", b"start_seq", "start_time", b"start_time", "translator", b"translator", "unlimited_credit", b"unlimited_credit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2732,11 +2792,237 @@ class DropDamagedResponse(_message.Message):
 Global___DropDamagedResponse: _TypeAlias = DropDamagedResponse  # noqa: Y015
 
 @_typing.final
-class PurgeQueueRequest(_message.Message):
-    """---------------------------------------------------------------- maintenance
+class LinkSpec(_message.Message):
+    """---------------------------------------------------------------- links
 
-    PurgeQueue's request.
+    A link's properties. Token and client key are write-only: a Link read
+    back has them empty (and `has_token` / `has_key` set).
     """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    TLS_CA_PEM_FIELD_NUMBER: _builtins.int
+    TLS_CERT_PEM_FIELD_NUMBER: _builtins.int
+    TLS_KEY_PEM_FIELD_NUMBER: _builtins.int
+    TLS_FIELD_NUMBER: _builtins.int
+    HAS_TOKEN_FIELD_NUMBER: _builtins.int
+    HAS_KEY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The link's name: 1-64 letters, digits or '._-'."""
+    server: _builtins.str
+    """The remote board: "host:port", or several "host:port,host:port" (the
+    link follows the primary of a cluster, as a client does).
+    """
+    token: _builtins.str
+    """A bearer token the remote board knows (sent only over TLS or to a
+    loopback address).
+    """
+    tls_ca_pem: _builtins.str
+    """TLS: the CA certificate (PEM) that signed the remote board's
+    certificate. Empty and `tls` unset: plaintext.
+    """
+    tls_cert_pem: _builtins.str
+    """Mutual TLS: the link's client certificate and key (PEM), both or none."""
+    tls_key_pem: _builtins.str
+    tls: _builtins.bool
+    """TLS with the system's trusted roots (no CA given)."""
+    has_token: _builtins.bool
+    """Read back only: a token is set."""
+    has_key: _builtins.bool
+    """Read back only: a client key is set."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        server: _builtins.str = ...,
+        token: _builtins.str = ...,
+        tls_ca_pem: _builtins.str = ...,
+        tls_cert_pem: _builtins.str = ...,
+        tls_key_pem: _builtins.str = ...,
+        tls: _builtins.bool = ...,
+        has_token: _builtins.bool = ...,
+        has_key: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["has_key", b"has_key", "has_token", b"has_token", "name", b"name", "server", b"server", "tls", b"tls", "tls_ca_pem", b"tls_ca_pem", "tls_cert_pem", b"tls_cert_pem", "tls_key_pem", b"tls_key_pem", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkSpec: _TypeAlias = LinkSpec  # noqa: Y015
+
+@_typing.final
+class Link(_message.Message):
+    """A link and its figures (since the board started)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CONNECTED_FIELD_NUMBER: _builtins.int
+    FORWARDED_FIELD_NUMBER: _builtins.int
+    DUPLICATES_FIELD_NUMBER: _builtins.int
+    IN_FLIGHT_FIELD_NUMBER: _builtins.int
+    LAG_MESSAGES_FIELD_NUMBER: _builtins.int
+    LAG_SECONDS_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    state: Global___LinkState.ValueType
+    connected: _builtins.bool
+    """The remote board answered its last call."""
+    forwarded: _builtins.int
+    """Messages the remote board stored from this link."""
+    duplicates: _builtins.int
+    """Messages the remote board already held (a resend after a failure)."""
+    in_flight: _builtins.int
+    """Messages sent and not yet answered."""
+    lag_messages: _builtins.int
+    """Messages waiting here to cross (the outboxes of its selectors)."""
+    lag_seconds: _builtins.float
+    """Age of the oldest message waiting to cross, in seconds."""
+    last_error: _builtins.str
+    """Why the last call failed ("" once one succeeded)."""
+    @_builtins.property
+    def spec(self) -> Global___LinkSpec:
+        """Its properties (token and client key left out)."""
+
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The selectors crossing it."""
+
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """When the state last changed."""
+
+    def __init__(
+        self,
+        *,
+        spec: Global___LinkSpec | None = ...,
+        state: Global___LinkState.ValueType = ...,
+        connected: _builtins.bool = ...,
+        forwarded: _builtins.int = ...,
+        duplicates: _builtins.int = ...,
+        in_flight: _builtins.int = ...,
+        lag_messages: _builtins.int = ...,
+        lag_seconds: _builtins.float = ...,
+        last_error: _builtins.str = ...,
+        selectors: _abc.Iterable[_builtins.str] | None = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connected", b"connected", "duplicates", b"duplicates", "forwarded", b"forwarded", "in_flight", b"in_flight", "lag_messages", b"lag_messages", "lag_seconds", b"lag_seconds", "last_error", b"last_error", "selectors", b"selectors", "since", b"since", "spec", b"spec", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Link: _TypeAlias = Link  # noqa: Y015
+
+@_typing.final
+class CreateLinkRequest(_message.Message):
+    """CreateLink's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___LinkSpec: ...
+    def __init__(
+        self,
+        *,
+        spec: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateLinkRequest: _TypeAlias = CreateLinkRequest  # noqa: Y015
+
+@_typing.final
+class ListLinksRequest(_message.Message):
+    """ListLinks's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinksRequest: _TypeAlias = ListLinksRequest  # noqa: Y015
+
+@_typing.final
+class ListLinksResponse(_message.Message):
+    """ListLinks's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def links(self) -> _containers.RepeatedCompositeFieldContainer[Global___Link]: ...
+    def __init__(
+        self,
+        *,
+        links: _abc.Iterable[Global___Link] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["links", b"links"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinksResponse: _TypeAlias = ListLinksResponse  # noqa: Y015
+
+@_typing.final
+class DeleteLinkRequest(_message.Message):
+    """DeleteLink's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteLinkRequest: _TypeAlias = DeleteLinkRequest  # noqa: Y015
+
+@_typing.final
+class DeleteLinkResponse(_message.Message):
+    """DeleteLink's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteLinkResponse: _TypeAlias = DeleteLinkResponse  # noqa: Y015
+
+@_typing.final
+class PurgeQueueRequest(_message.Message):
+    """PurgeQueue's request."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

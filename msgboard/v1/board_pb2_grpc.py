@@ -135,6 +135,21 @@ class BoardStub:
                 request_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
                 response_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
                 _registered_method=True)
+        self.CreateLink = channel.unary_unary(
+                '/msgboard.v1.Board/CreateLink',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.CreateLinkRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.Link.FromString,
+                _registered_method=True)
+        self.ListLinks = channel.unary_unary(
+                '/msgboard.v1.Board/ListLinks',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.ListLinksRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.ListLinksResponse.FromString,
+                _registered_method=True)
+        self.DeleteLink = channel.unary_unary(
+                '/msgboard.v1.Board/DeleteLink',
+                request_serializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.SerializeToString,
+                response_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.FromString,
+                _registered_method=True)
         self.PurgeQueue = channel.unary_unary(
                 '/msgboard.v1.Board/PurgeQueue',
                 request_serializer=msgboard_dot_v1_dot_board__pb2.PurgeQueueRequest.SerializeToString,
@@ -359,6 +374,38 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateLink(self, request, context):
+        """Creates a link: a durable, named connection from this board to another
+        board (its address list, TLS settings and token), kept in the store and
+        reconnecting by itself with backoff. The remote board sees the link as
+        an ordinary authenticated user: its permissions there are the link's
+        filter. An unreachable address is no error: the link is created and
+        shows `connected` false with the reason in `last_error`. The same spec
+        again returns the link (idempotent); another spec under the same name is
+        ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+        field (`spec.name`, `spec.server`). Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLinks(self, request, context):
+        """Every link of the board, by name, with its state and figures; tokens
+        and private keys are never returned. Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteLink(self, request, context):
+        """Deletes a link and closes its connection. NOT_FOUND for an unknown
+        name; FAILED_PRECONDITION, naming them, while selectors cross it.
+        Needs the admin verb.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PurgeQueue(self, request, context):
         """Removes every waiting message of a queue that no consumer or lease
         holds (and, with `history`, its history), kept in no history: their
@@ -525,6 +572,21 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.DropDamaged,
                     request_deserializer=msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.FromString,
                     response_serializer=msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.SerializeToString,
+            ),
+            'CreateLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateLink,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.CreateLinkRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.Link.SerializeToString,
+            ),
+            'ListLinks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLinks,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.ListLinksRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.ListLinksResponse.SerializeToString,
+            ),
+            'DeleteLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteLink,
+                    request_deserializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.FromString,
+                    response_serializer=msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.SerializeToString,
             ),
             'PurgeQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.PurgeQueue,
@@ -1093,6 +1155,87 @@ class Board:
             '/msgboard.v1.Board/DropDamaged',
             msgboard_dot_v1_dot_board__pb2.DropDamagedRequest.SerializeToString,
             msgboard_dot_v1_dot_board__pb2.DropDamagedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/CreateLink',
+            msgboard_dot_v1_dot_board__pb2.CreateLinkRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.Link.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLinks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/ListLinks',
+            msgboard_dot_v1_dot_board__pb2.ListLinksRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.ListLinksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/msgboard.v1.Board/DeleteLink',
+            msgboard_dot_v1_dot_board__pb2.DeleteLinkRequest.SerializeToString,
+            msgboard_dot_v1_dot_board__pb2.DeleteLinkResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -174,6 +174,26 @@ class BoardStub:
     FAILED_PRECONDITION for a record that passes its check. Needs the admin
     verb.
     """
+    CreateLink: _grpc.UnaryUnaryMultiCallable[_board_pb2.CreateLinkRequest, _board_pb2.Link]
+    """Creates a link: a durable, named connection from this board to another
+    board (its address list, TLS settings and token), kept in the store and
+    reconnecting by itself with backoff. The remote board sees the link as
+    an ordinary authenticated user: its permissions there are the link's
+    filter. An unreachable address is no error: the link is created and
+    shows `connected` false with the reason in `last_error`. The same spec
+    again returns the link (idempotent); another spec under the same name is
+    ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+    field (`spec.name`, `spec.server`). Needs the admin verb.
+    """
+    ListLinks: _grpc.UnaryUnaryMultiCallable[_board_pb2.ListLinksRequest, _board_pb2.ListLinksResponse]
+    """Every link of the board, by name, with its state and figures; tokens
+    and private keys are never returned. Needs the admin verb.
+    """
+    DeleteLink: _grpc.UnaryUnaryMultiCallable[_board_pb2.DeleteLinkRequest, _board_pb2.DeleteLinkResponse]
+    """Deletes a link and closes its connection. NOT_FOUND for an unknown
+    name; FAILED_PRECONDITION, naming them, while selectors cross it.
+    Needs the admin verb.
+    """
     PurgeQueue: _grpc.UnaryUnaryMultiCallable[_board_pb2.PurgeQueueRequest, _board_pb2.PurgeQueueResponse]
     """Removes every waiting message of a queue that no consumer or lease
     holds (and, with `history`, its history), kept in no history: their
@@ -329,6 +349,26 @@ class BoardAsyncStub(BoardStub):
     rebuilds the index). NOT_FOUND if no damaged record is there,
     FAILED_PRECONDITION for a record that passes its check. Needs the admin
     verb.
+    """
+    CreateLink: _aio.UnaryUnaryMultiCallable[_board_pb2.CreateLinkRequest, _board_pb2.Link]  # type: ignore[assignment]
+    """Creates a link: a durable, named connection from this board to another
+    board (its address list, TLS settings and token), kept in the store and
+    reconnecting by itself with backoff. The remote board sees the link as
+    an ordinary authenticated user: its permissions there are the link's
+    filter. An unreachable address is no error: the link is created and
+    shows `connected` false with the reason in `last_error`. The same spec
+    again returns the link (idempotent); another spec under the same name is
+    ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+    field (`spec.name`, `spec.server`). Needs the admin verb.
+    """
+    ListLinks: _aio.UnaryUnaryMultiCallable[_board_pb2.ListLinksRequest, _board_pb2.ListLinksResponse]  # type: ignore[assignment]
+    """Every link of the board, by name, with its state and figures; tokens
+    and private keys are never returned. Needs the admin verb.
+    """
+    DeleteLink: _aio.UnaryUnaryMultiCallable[_board_pb2.DeleteLinkRequest, _board_pb2.DeleteLinkResponse]  # type: ignore[assignment]
+    """Deletes a link and closes its connection. NOT_FOUND for an unknown
+    name; FAILED_PRECONDITION, naming them, while selectors cross it.
+    Needs the admin verb.
     """
     PurgeQueue: _aio.UnaryUnaryMultiCallable[_board_pb2.PurgeQueueRequest, _board_pb2.PurgeQueueResponse]  # type: ignore[assignment]
     """Removes every waiting message of a queue that no consumer or lease
@@ -602,6 +642,44 @@ class BoardServicer(metaclass=_abc_1.ABCMeta):
         rebuilds the index). NOT_FOUND if no damaged record is there,
         FAILED_PRECONDITION for a record that passes its check. Needs the admin
         verb.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateLink(
+        self,
+        request: _board_pb2.CreateLinkRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.Link, _abc.Awaitable[_board_pb2.Link]]:
+        """Creates a link: a durable, named connection from this board to another
+        board (its address list, TLS settings and token), kept in the store and
+        reconnecting by itself with backoff. The remote board sees the link as
+        an ordinary authenticated user: its permissions there are the link's
+        filter. An unreachable address is no error: the link is created and
+        shows `connected` false with the reason in `last_error`. The same spec
+        again returns the link (idempotent); another spec under the same name is
+        ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+        field (`spec.name`, `spec.server`). Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def ListLinks(
+        self,
+        request: _board_pb2.ListLinksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.ListLinksResponse, _abc.Awaitable[_board_pb2.ListLinksResponse]]:
+        """Every link of the board, by name, with its state and figures; tokens
+        and private keys are never returned. Needs the admin verb.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteLink(
+        self,
+        request: _board_pb2.DeleteLinkRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_board_pb2.DeleteLinkResponse, _abc.Awaitable[_board_pb2.DeleteLinkResponse]]:
+        """Deletes a link and closes its connection. NOT_FOUND for an unknown
+        name; FAILED_PRECONDITION, naming them, while selectors cross it.
+        Needs the admin verb.
         """
 
     @_abc_1.abstractmethod

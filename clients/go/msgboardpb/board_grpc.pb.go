@@ -110,6 +110,23 @@ type BoardClient interface {
 	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
 	// verb.
 	DropDamaged(ctx context.Context, in *DropDamagedRequest, opts ...grpc.CallOption) (*DropDamagedResponse, error)
+	// Creates a link: a durable, named connection from this board to another
+	// board (its address list, TLS settings and token), kept in the store and
+	// reconnecting by itself with backoff. The remote board sees the link as
+	// an ordinary authenticated user: its permissions there are the link's
+	// filter. An unreachable address is no error: the link is created and
+	// shows `connected` false with the reason in `last_error`. The same spec
+	// again returns the link (idempotent); another spec under the same name is
+	// ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+	// field (`spec.name`, `spec.server`). Needs the admin verb.
+	CreateLink(ctx context.Context, in *CreateLinkRequest, opts ...grpc.CallOption) (*Link, error)
+	// Every link of the board, by name, with its state and figures; tokens
+	// and private keys are never returned. Needs the admin verb.
+	ListLinks(ctx context.Context, in *ListLinksRequest, opts ...grpc.CallOption) (*ListLinksResponse, error)
+	// Deletes a link and closes its connection. NOT_FOUND for an unknown
+	// name; FAILED_PRECONDITION, naming them, while selectors cross it.
+	// Needs the admin verb.
+	DeleteLink(ctx context.Context, in *DeleteLinkRequest, opts ...grpc.CallOption) (*DeleteLinkResponse, error)
 	// Removes every waiting message of a queue that no consumer or lease
 	// holds (and, with `history`, its history), kept in no history: their
 	// idempotency keys start their dedup window. Messages posted after the
@@ -383,6 +400,33 @@ func (c *boardClient) DropDamaged(ctx context.Context, in *DropDamagedRequest, o
 	return out, nil
 }
 
+func (c *boardClient) CreateLink(ctx context.Context, in *CreateLinkRequest, opts ...grpc.CallOption) (*Link, error) {
+	out := new(Link)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/CreateLink", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) ListLinks(ctx context.Context, in *ListLinksRequest, opts ...grpc.CallOption) (*ListLinksResponse, error) {
+	out := new(ListLinksResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/ListLinks", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *boardClient) DeleteLink(ctx context.Context, in *DeleteLinkRequest, opts ...grpc.CallOption) (*DeleteLinkResponse, error) {
+	out := new(DeleteLinkResponse)
+	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/DeleteLink", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *boardClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error) {
 	out := new(PurgeQueueResponse)
 	err := c.cc.Invoke(ctx, "/msgboard.v1.Board/PurgeQueue", in, out, opts...)
@@ -525,6 +569,23 @@ type BoardServer interface {
 	// FAILED_PRECONDITION for a record that passes its check. Needs the admin
 	// verb.
 	DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error)
+	// Creates a link: a durable, named connection from this board to another
+	// board (its address list, TLS settings and token), kept in the store and
+	// reconnecting by itself with backoff. The remote board sees the link as
+	// an ordinary authenticated user: its permissions there are the link's
+	// filter. An unreachable address is no error: the link is created and
+	// shows `connected` false with the reason in `last_error`. The same spec
+	// again returns the link (idempotent); another spec under the same name is
+	// ALREADY_EXISTS. A bad name or address is INVALID_ARGUMENT naming the
+	// field (`spec.name`, `spec.server`). Needs the admin verb.
+	CreateLink(context.Context, *CreateLinkRequest) (*Link, error)
+	// Every link of the board, by name, with its state and figures; tokens
+	// and private keys are never returned. Needs the admin verb.
+	ListLinks(context.Context, *ListLinksRequest) (*ListLinksResponse, error)
+	// Deletes a link and closes its connection. NOT_FOUND for an unknown
+	// name; FAILED_PRECONDITION, naming them, while selectors cross it.
+	// Needs the admin verb.
+	DeleteLink(context.Context, *DeleteLinkRequest) (*DeleteLinkResponse, error)
 	// Removes every waiting message of a queue that no consumer or lease
 	// holds (and, with `history`, its history), kept in no history: their
 	// idempotency keys start their dedup window. Messages posted after the
@@ -630,6 +691,15 @@ func (UnimplementedBoardServer) KickConsumer(context.Context, *KickConsumerReque
 }
 func (UnimplementedBoardServer) DropDamaged(context.Context, *DropDamagedRequest) (*DropDamagedResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DropDamaged not implemented")
+}
+func (UnimplementedBoardServer) CreateLink(context.Context, *CreateLinkRequest) (*Link, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateLink not implemented")
+}
+func (UnimplementedBoardServer) ListLinks(context.Context, *ListLinksRequest) (*ListLinksResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLinks not implemented")
+}
+func (UnimplementedBoardServer) DeleteLink(context.Context, *DeleteLinkRequest) (*DeleteLinkResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteLink not implemented")
 }
 func (UnimplementedBoardServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
@@ -1035,6 +1105,60 @@ func _Board_DropDamaged_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Board_CreateLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).CreateLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/CreateLink",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).CreateLink(ctx, req.(*CreateLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_ListLinks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLinksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).ListLinks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/ListLinks",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).ListLinks(ctx, req.(*ListLinksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Board_DeleteLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BoardServer).DeleteLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/msgboard.v1.Board/DeleteLink",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BoardServer).DeleteLink(ctx, req.(*DeleteLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Board_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeQueueRequest)
 	if err := dec(in); err != nil {
@@ -1200,6 +1324,18 @@ var _Board_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropDamaged",
 			Handler:    _Board_DropDamaged_Handler,
+		},
+		{
+			MethodName: "CreateLink",
+			Handler:    _Board_CreateLink_Handler,
+		},
+		{
+			MethodName: "ListLinks",
+			Handler:    _Board_ListLinks_Handler,
+		},
+		{
+			MethodName: "DeleteLink",
+			Handler:    _Board_DeleteLink_Handler,
 		},
 		{
 			MethodName: "PurgeQueue",
