@@ -39,14 +39,15 @@ from tests.test_replication import last_index
 from tests.workload import QUEUES, History
 
 
-def answers(address: str) -> bool:
-    """Whether the board at ``address`` serves a client call now."""
+def refusal(address: str) -> str:
+    """Why the board at ``address`` does not serve a client call now ("":
+    it does)."""
     try:
         with Client(address, timeout=2.0) as c:
             c.list_queues()
-        return True
-    except MsgboardError:
-        return False
+        return ""
+    except MsgboardError as e:
+        return f"{type(e).__name__}: {e}"
 
 
 class Nodes:
@@ -114,16 +115,40 @@ class Nodes:
     def primary(self, timeout: float = 90.0, other_than: str = "") -> str:
         """The board that leads and answers a client, waiting for one."""
         found: list[str] = []
+        #: What the last look saw, for the failure's message.
+        seen = ["nothing yet"]
 
         def serving() -> bool:
             name = self.leader()
-            if name is None or name == other_than or not answers(self.listen[name]):
+            if name is None or name == other_than:
+                seen[0] = f"etcd's leader key names {name or 'no board'}"
+                return False
+            why = refusal(self.listen[name])
+            if why:
+                seen[0] = f"etcd names {name}, which does not serve: {why}"
                 return False
             found[:] = [name]
             return True
 
-        wait_until(f"a primary other than {other_than or 'none'} serves", serving, timeout)
+        try:
+            wait_until(f"a primary other than {other_than or 'none'} serves", serving, timeout)
+        except AssertionError as e:
+            self.show()
+            raise AssertionError(f"{e} (last look: {seen[0]}; {self.states()})") from None
         return found[0]
+
+    def states(self) -> str:
+        """Each board's process: running, or its exit code."""
+        said = []
+        for n, s in self.procs.items():
+            code = s.proc.poll()
+            said.append(f"{n} {'running' if code is None else f'exited {code}'}")
+        return ", ".join(said)
+
+    def show(self, tail: int = 8000) -> None:
+        """Prints the end of each board's log (pytest shows it with a failure)."""
+        for n, s in self.procs.items():
+            print(f"===== {n}'s log ({s.log})\n{s.log.read_text(errors='replace')[-tail:]}")
 
     def kill(self, name: str) -> None:
         self.procs[name].kill()
