@@ -66,6 +66,8 @@ class Nodes:
             for n in self.names
         }
         self.procs: dict[str, Served] = {}
+        #: Boards the test killed (-9) and has not started again.
+        self.killed: set[str] = set()
         #: Every board's address, as clients that follow the primary take them.
         self.addresses = ",".join(self.listen.values())
 
@@ -74,6 +76,7 @@ class Nodes:
             where = self.root / n
             where.mkdir(parents=True, exist_ok=True)
             (where / "ready.json").unlink(missing_ok=True)  # left by a kill -9
+            self.killed.discard(n)
             self.procs[n] = Served(
                 where,
                 *("--listen", self.listen[n], "--advertise", self.front[n].address),
@@ -119,6 +122,7 @@ class Nodes:
         seen = ["nothing yet"]
 
         def serving() -> bool:
+            self.alive()
             name = self.leader()
             if name is None or name == other_than:
                 seen[0] = f"etcd's leader key names {name or 'no board'}"
@@ -137,6 +141,16 @@ class Nodes:
             raise AssertionError(f"{e} (last look: {seen[0]}; {self.states()})") from None
         return found[0]
 
+    def alive(self) -> None:
+        """Fails at once if a board the test did not kill has exited (no wait
+        can end well then: an elected board that exits can leave no other
+        board promotable)."""
+        gone = [
+            n for n, s in self.procs.items() if n not in self.killed and s.proc.poll() is not None
+        ]
+        if gone:
+            raise AssertionError(f"board {', '.join(gone)} exited by itself")
+
     def states(self) -> str:
         """Each board's process: running, or its exit code."""
         said = []
@@ -151,6 +165,7 @@ class Nodes:
             print(f"===== {n}'s log ({s.log})\n{s.log.read_text(errors='replace')[-tail:]}")
 
     def kill(self, name: str) -> None:
+        self.killed.add(name)
         self.procs[name].kill()
 
     def pause(self, name: str) -> None:
