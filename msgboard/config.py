@@ -207,8 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
         "metrics_listen",
         _metrics_listen,
         "",
-        "serve Prometheus metrics over HTTP at HOST:PORT/metrics (a bare PORT: on "
-        "loopback); outside loopback it needs TLS (--tls-cert), or --insecure",
+        "serve Prometheus metrics over HTTP at HOST:PORT/metrics and the web console "
+        "at HOST:PORT/ (a bare PORT: on loopback); outside loopback it needs TLS "
+        "(--tls-cert), or --insecure",
         "HOST:PORT",
     ),
     Setting("log_format", _log_format, "text", "log lines as text or JSON objects", "text|json"),

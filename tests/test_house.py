@@ -40,14 +40,30 @@ TREES = ((ROOT / "msgboard", "msgboard"), (ROOT / "spark" / "pyspark_msgboard", 
 GENERATED = frozenset({"msgboard.v1"})
 
 #: DESIGN.md's layers that must be folders under ``msgboard/``.
-LAYERS = ("server", "security", "client", "cli", "cluster", "engine", "associative", "lmdbstore")
+LAYERS = (
+    "server",
+    "console",
+    "security",
+    "client",
+    "cli",
+    "cluster",
+    "engine",
+    "associative",
+    "lmdbstore",
+)
 #: The shared vocabulary at the top of ``msgboard/`` (DESIGN.md's
 #: ``msgboard/*.py``, with issue 21's list).
 VOCABULARY = tuple(
     f"msgboard.{m}"
     for m in ("message", "spec", "errors", "results", "codec", "details", "config", "tls")
 )
-SHELL = ("msgboard.server", "msgboard.security", "msgboard.client", "msgboard.cli")
+SHELL = (
+    "msgboard.server",
+    "msgboard.console",
+    "msgboard.security",
+    "msgboard.client",
+    "msgboard.cli",
+)
 
 
 @dataclass(frozen=True)
@@ -111,8 +127,15 @@ NEVER = (
     Arrow(
         "security-below-the-server",
         ("msgboard.security",),
-        ("msgboard.server", "msgboard.client", "msgboard.cli"),
+        ("msgboard.server", "msgboard.console", "msgboard.client", "msgboard.cli"),
         "msgboard/security/ below msgboard/server/, which installs its interceptor",
+    ),
+    Arrow(
+        "console-beside-the-server",
+        ("msgboard.console",),
+        ("msgboard.server", "msgboard.client", "msgboard.cli", "msgboard.cluster", "grpc"),
+        "msgboard/server/ ... the HTTP listener (metrics, console): the console is served "
+        "by the server, reads the engine and security, and never dials the board",
     ),
     Arrow(
         "server-below-the-grpc-line",
@@ -482,6 +505,30 @@ def test_the_cluster_between_the_engine_and_the_shell_is_kept(tmp_path: Path) ->
         "msgboard.cluster.leadership:2 imports msgboard.cli",
         "msgboard.engine.writer:1 imports msgboard.cluster.Leadership",
         "msgboard.lmdbstore.txn:2 imports msgboard.cluster.log",
+    ]
+
+
+def test_a_console_that_reaches_the_server_or_the_cluster_is_found(tmp_path: Path) -> None:
+    """Given a console that imports the server, the cluster and the client,
+    and a security layer that imports the console, I expect each reported;
+    a console that imports the engine and security reports nothing."""
+    top = _tree(
+        tmp_path,
+        {
+            "console/app.py": "from msgboard.server import http\nimport msgboard.cluster.role\n",
+            "console/auth.py": "def f() -> None:\n    from msgboard.client import Client\n",
+            "console/context.py": (
+                "from msgboard.engine import Board\nfrom msgboard.security import auth\n"
+            ),
+            "security/guard.py": "from msgboard.console import auth\n",
+        },
+    )
+    found = crossed(walk([(top, "msgboard")]))
+    assert [line.partition(" (")[0] for line in found] == [
+        "msgboard.console.app:1 imports msgboard.server.http",
+        "msgboard.console.app:2 imports msgboard.cluster.role",
+        "msgboard.console.auth:2 imports msgboard.client.Client",
+        "msgboard.security.guard:1 imports msgboard.console.auth",
     ]
 
 

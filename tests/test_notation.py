@@ -21,6 +21,7 @@ from msgboard.associative import (
     parse_address,
     parse_template,
     parse_tuple,
+    template_to_json,
 )
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields
@@ -109,6 +110,23 @@ def test_fields_to_json_reads_back_unchanged() -> None:
     assert obj[0] == {"value": "?x"} and obj[1] == {"bytes": "/wA="}
     assert parse_tuple(obj) == fields
     assert parse_template(obj).matches(fields)
+
+
+def test_template_to_json_reads_back_unchanged() -> None:
+    """Given a template using every kind of field pattern, expect JSON that
+    parse_template reads back to an equal template (a selector's pattern
+    shown in the console reads as the CLI takes it)."""
+    text = (
+        '["?", "?int", "?null", {"range": [1, 2.5]}, {"range": ["a", "c"]},'
+        ' {"prefix": "jo"}, {"prefix": {"bytes": "AAE="}}, {"bytes": "/wA="},'
+        ' {"value": "?int"}, 1, 1.0, true, null, "job"]'
+    )
+    t = parse_template(json.loads(text))
+    shown = json.loads(json.dumps(template_to_json(t)))
+    assert shown == json.loads(text)
+    assert parse_template(shown) == t
+    # 1 and 1.0 stay apart through the round trip.
+    assert [type(x) for x in shown[9:11]] == [int, float]
 
 
 @pytest.mark.parametrize(

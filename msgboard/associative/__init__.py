@@ -13,6 +13,7 @@ from msgboard.associative.notation import (
     parse_address,
     parse_template,
     parse_tuple,
+    template_to_json,
 )
 from msgboard.associative.pattern import EVERYTHING, Pattern
 from msgboard.associative.template import (
@@ -58,5 +59,6 @@ __all__ = [
     "parse_tuple",
     "same_value",
     "template",
+    "template_to_json",
     "type_of",
 ]

@@ -15,7 +15,8 @@ after ``json.loads``:
 
 A tuple refuses strings starting with ``?`` and pattern objects, so that
 the same JSON never means a pattern in one place and a value in another;
-``fields_to_json`` writes output that reads back unchanged.
+``fields_to_json`` and ``template_to_json`` write output that reads back
+unchanged.
 
 Address patterns are ``all``, ``eq:NAME``, ``topic:rec.pets.*``,
 ``prefix:P``; anything else is an exact address (write ``eq:all`` or
@@ -31,6 +32,7 @@ from msgboard.associative.address import ALL, AddressPattern
 from msgboard.associative.template import (
     ANY,
     Actual,
+    AnyField,
     FieldPattern,
     Formal,
     Prefix,
@@ -41,7 +43,13 @@ from msgboard.associative.tuples import MAX_ARITY, ValueType, check_value, locat
 from msgboard.errors import InvalidArgument
 from msgboard.message import Fields, Value
 
-__all__ = ["fields_to_json", "parse_address", "parse_template", "parse_tuple"]
+__all__ = [
+    "fields_to_json",
+    "parse_address",
+    "parse_template",
+    "parse_tuple",
+    "template_to_json",
+]
 
 _FORMALS = {"?" + vt.value: vt for vt in ValueType}
 _FORMAL_NAMES = ", ".join(["?", *_FORMALS])
@@ -163,6 +171,28 @@ def fields_to_json(fields: Fields) -> list[object]:
         else:
             out.append(v)
     return out
+
+
+def template_to_json(t: Template) -> list[object]:
+    """A template as JSON-ready Python, in the notation ``parse_template``
+    reads (a selector's pattern shown as the CLI would take it)."""
+    return [_field_to_json(f) for f in t.fields]
+
+
+def _field_to_json(f: FieldPattern) -> object:
+    if isinstance(f, AnyField):
+        return "?"
+    if isinstance(f, Formal):
+        return "?" + f.type.value
+    if isinstance(f, Range):
+        return {"range": [f.lo, f.hi]}
+    if isinstance(f, Prefix):
+        p = f.p
+        if type(p) is bytes:
+            return {"prefix": {"bytes": base64.b64encode(p).decode("ascii")}}
+        return {"prefix": p}
+    (v,) = fields_to_json((f.value,))
+    return v
 
 
 def parse_address(text: str, where: str = "address") -> AddressPattern:

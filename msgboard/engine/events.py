@@ -28,6 +28,7 @@ event                       tuple after the name
 ``cluster.demoted``         epoch it led in, the primary it follows ("")
 ``standby.joined``          standby, its acknowledged log index
 ``standby.lost``            standby, its last acknowledged index, reason
+``console.action``          user ("" on an open board), action, queue
 ==========================  ===============================================
 
 The user of ``queue.purged`` and ``messages.*`` is who asked: the
@@ -37,6 +38,8 @@ The last four come from ``msgboard.cluster`` (a replicating board's), which
 announces them through ``Board.emit``: ``cluster.*`` as the board's role
 changes (``cluster/roleevents.py``), ``standby.*`` on a primary as its
 standbys come, keep up, fall behind and go (``cluster/status.py``).
+``console.action`` comes from the console (``msgboard.console``): what a
+person did there and who (the action says what, e.g. "delete queue").
 
 A subscription's session selector is not announced (its consumer is); an
 event about ``$sys`` itself (a consumer of ``$sys``, a selector reading it)
@@ -95,6 +98,7 @@ CLUSTER_PROMOTED = "cluster.promoted"
 CLUSTER_DEMOTED = "cluster.demoted"
 STANDBY_JOINED = "standby.joined"
 STANDBY_LOST = "standby.lost"
+CONSOLE_ACTION = "console.action"
 
 #: Every event, in the order the module docstring lists them.
 EVENTS = (
@@ -116,6 +120,7 @@ EVENTS = (
     CLUSTER_DEMOTED,
     STANDBY_JOINED,
     STANDBY_LOST,
+    CONSOLE_ACTION,
 )
 
 Field = str | int

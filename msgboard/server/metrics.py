@@ -1,4 +1,5 @@
-"""Prometheus metrics on a listener of their own (``--metrics-listen``).
+"""Prometheus metrics, served at ``/metrics`` on the board's HTTP listener
+(``--metrics-listen``; ``msgboard.server.http``, beside the console).
 
 Counting costs the hot path nothing more than the engine already pays: the
 per-queue counts are the engine's own traffic counters (plain integers
@@ -33,10 +34,9 @@ import shutil
 import socket
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIServer
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -214,7 +214,7 @@ class ClusterCollector(Collector):
 
 
 class Metrics:
-    """The metrics of one served board and their HTTP listener.
+    """The metrics of one served board (``msgboard.server.http`` serves them).
     ``cluster``: a replicating board's (``ClusterCollector``). A board of a
     cluster starts as a standby with no board open (``board`` None: only
     the cluster's series and the process's) and calls ``use`` as it opens
@@ -247,8 +247,6 @@ class Metrics:
             buckets=COMMIT_SIZES,
             registry=self.registry,
         )
-        self._server: WSGIServer | None = None
-        self.address = ""
         if board is not None:
             board.on_commit(self._committed)
 
@@ -294,39 +292,6 @@ class Metrics:
                 f"cannot serve metrics on {c.metrics_listen}: {e.strerror or e}"
             ) from None
 
-    def serve(self, c: ServeConfig) -> str:
-        """Starts the listener at ``c.metrics_listen``; returns HOST:PORT it
-        bound. Raises Exposed (outside loopback without TLS or --insecure),
-        ListenFailed."""
-        self.check(c)
-        host, _, port = c.metrics_listen.rpartition(":")
-        exposed = not is_loopback(c.metrics_listen)
-        bare = host[1:-1] if host.startswith("[") else host
-        tls: dict[str, Any] = {}
-        if c.tls:
-            tls = {"certfile": c.tls_cert, "keyfile": c.tls_key}
-            if c.tls_client_ca:
-                tls |= {"client_cafile": c.tls_client_ca, "client_auth_required": True}
-        try:
-            server, _ = start_http_server(int(port), bare, self.registry, **tls)
-        except OSError as e:
-            raise ListenFailed(
-                f"cannot serve metrics on {c.metrics_listen}: {e.strerror or e}"
-            ) from None
-        self._server = server
-        self.address = f"{host}:{server.server_port}"
-        if exposed and not c.tls:
-            log.warning(
-                "WARNING: --insecure: metrics on %s without TLS: anyone who can reach it "
-                "sees every queue's name and traffic",
-                self.address,
-            )
-        return self.address
-
     def close(self) -> None:
         if self.board is not None:
             self.board.on_commit(None)
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

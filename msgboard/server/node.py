@@ -66,10 +66,12 @@ from msgboard.cluster.channel import Dialing, use
 from msgboard.cluster.insync import InSync
 from msgboard.cluster.members import Membership, promotable, unmoved
 from msgboard.config import ServeConfig
+from msgboard.console import Console
 from msgboard.engine import Board, Limits
 from msgboard.errors import ListenFailed, NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
+from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
@@ -118,10 +120,18 @@ class Node:
         self.role = Role(leading=False, term=self._term)
         self.role.counting = True
         #: Role, epoch, the board's figures while it leads (cluster-operations.md).
-        self.metrics: Metrics | None = None
+        self.metrics: Listener | None = None
         if config.metrics_listen:
             Metrics.check(config)
-            self.metrics = Metrics(None, cluster=ClusterCollector(self.role))
+            self.metrics = Listener(
+                Metrics(None, cluster=ClusterCollector(self.role)),
+                Console(
+                    None,
+                    users=lambda: self.security.users,
+                    tls=config.tls,
+                    role=self.role,
+                ),
+            )
         self.name = ""
         self.address = ""
         self.port = 0
@@ -496,7 +506,7 @@ class Node:
             loop.add_signal_handler(sig, stop.set)
         try:
             self.server = await self._standby_server()
-            metrics_at = self.metrics.serve(c) if self.metrics is not None else ""
+            metrics_at = await self.metrics.start(c) if self.metrics is not None else ""
             self.address = c.advertise or f"{self.host}:{self.port}"
             self.name = board_name(c, self.address)
             self._last = Position(self.name, self.address, 0, 0, True)
@@ -546,7 +556,7 @@ class Node:
         if self.replication is not None:
             self.replication.close()
         if self.metrics is not None:
-            self.metrics.close()
+            await self.metrics.close()
         if self.server is not None:
             await self.server.stop(self.grace if leading else 0)
         if self.board is not None:

@@ -35,6 +35,7 @@ import grpc
 
 from msgboard import codec
 from msgboard.config import DEFAULT_DATA, DEFAULT_LISTEN, ServeConfig
+from msgboard.console import Console
 from msgboard.details import abort
 from msgboard.engine import BOARD_STOPPING, Board, Limits, SnapshotInfo
 from msgboard.errors import InvalidArgument, ListenFailed, MsgboardError, Unavailable
@@ -46,6 +47,7 @@ from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import prebuilt, streams
 from msgboard.server.calls import Calls
 from msgboard.server.handoff import wait
+from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
@@ -556,16 +558,24 @@ async def serve(
     calls = None
     if config.metrics_listen or config.access_log:
         calls = Calls(access=bool(config.access_log))
-    metrics = None
+    listener = None
     if config.metrics_listen:
         role = ClusterCollector(primary.role, primary.standbys) if primary else None
-        metrics = Metrics(board, calls, role)
+        console = Console(
+            board,
+            users=lambda: security.users,
+            tls=config.tls,
+            role=primary.role if primary else None,
+            standbys=primary.standbys if primary else None,
+        )
+        listener = Listener(Metrics(board, calls, role), console)
     readiness = Readiness(config.ready_file)
     try:
-        metrics_at = metrics.serve(config) if metrics else ""
+        metrics_at = await listener.start(config) if listener else ""
         if metrics_at:
             scheme = "https" if config.tls else "http"
             log.info("metrics on %s://%s/metrics", scheme, metrics_at)
+            log.info("console on %s://%s/", scheme, metrics_at)
         server, port = await create_server(
             board,
             config.listen,
@@ -612,8 +622,8 @@ async def serve(
         await wait(board.release())
         await server.stop(grace)
     finally:
-        if metrics is not None:
-            metrics.close()
+        if listener is not None:
+            await listener.close()
         if primary is not None:
             primary.close()
         await asyncio.get_running_loop().run_in_executor(None, board.close)
