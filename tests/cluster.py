@@ -17,19 +17,19 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from msgboard.cluster import TRANSIENT, Etcd
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,15 +42,6 @@ def etcd_binary() -> str:
             pytest.fail("etcd is not installed: scripts/setup --dev installs etcd-server")
         pytest.skip("etcd is not installed (Debian: etcd-server; scripts/setup --dev)")
     return found
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free now."""
-    with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
 
 
 def wait_until(what: str, ok: Callable[[], bool], timeout: float = 30.0) -> None:

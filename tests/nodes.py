@@ -39,14 +39,15 @@ from tests.test_replication import last_index
 from tests.workload import QUEUES, History
 
 
-def answers(address: str) -> bool:
-    """Whether the board at ``address`` serves a client call now."""
+def refusal(address: str) -> str:
+    """Why the board at ``address`` does not serve a client call now ("":
+    it does)."""
     try:
         with Client(address, timeout=2.0) as c:
             c.list_queues()
-        return True
-    except MsgboardError:
-        return False
+        return ""
+    except MsgboardError as e:
+        return f"{type(e).__name__}: {e}"
 
 
 class Nodes:
@@ -65,6 +66,8 @@ class Nodes:
             for n in self.names
         }
         self.procs: dict[str, Served] = {}
+        #: Boards the test killed (-9) and has not started again.
+        self.killed: set[str] = set()
         #: Every board's address, as clients that follow the primary take them.
         self.addresses = ",".join(self.listen.values())
 
@@ -73,6 +76,7 @@ class Nodes:
             where = self.root / n
             where.mkdir(parents=True, exist_ok=True)
             (where / "ready.json").unlink(missing_ok=True)  # left by a kill -9
+            self.killed.discard(n)
             self.procs[n] = Served(
                 where,
                 *("--listen", self.listen[n], "--advertise", self.front[n].address),
@@ -114,18 +118,54 @@ class Nodes:
     def primary(self, timeout: float = 90.0, other_than: str = "") -> str:
         """The board that leads and answers a client, waiting for one."""
         found: list[str] = []
+        #: What the last look saw, for the failure's message.
+        seen = ["nothing yet"]
 
         def serving() -> bool:
+            self.alive()
             name = self.leader()
-            if name is None or name == other_than or not answers(self.listen[name]):
+            if name is None or name == other_than:
+                seen[0] = f"etcd's leader key names {name or 'no board'}"
+                return False
+            why = refusal(self.listen[name])
+            if why:
+                seen[0] = f"etcd names {name}, which does not serve: {why}"
                 return False
             found[:] = [name]
             return True
 
-        wait_until(f"a primary other than {other_than or 'none'} serves", serving, timeout)
+        try:
+            wait_until(f"a primary other than {other_than or 'none'} serves", serving, timeout)
+        except AssertionError as e:
+            self.show()
+            raise AssertionError(f"{e} (last look: {seen[0]}; {self.states()})") from None
         return found[0]
 
+    def alive(self) -> None:
+        """Fails at once if a board the test did not kill has exited (no wait
+        can end well then: an elected board that exits can leave no other
+        board promotable)."""
+        gone = [
+            n for n, s in self.procs.items() if n not in self.killed and s.proc.poll() is not None
+        ]
+        if gone:
+            raise AssertionError(f"board {', '.join(gone)} exited by itself")
+
+    def states(self) -> str:
+        """Each board's process: running, or its exit code."""
+        said = []
+        for n, s in self.procs.items():
+            code = s.proc.poll()
+            said.append(f"{n} {'running' if code is None else f'exited {code}'}")
+        return ", ".join(said)
+
+    def show(self, tail: int = 8000) -> None:
+        """Prints the end of each board's log (pytest shows it with a failure)."""
+        for n, s in self.procs.items():
+            print(f"===== {n}'s log ({s.log})\n{s.log.read_text(errors='replace')[-tail:]}")
+
     def kill(self, name: str) -> None:
+        self.killed.add(name)
         self.procs[name].kill()
 
     def pause(self, name: str) -> None:

@@ -4,20 +4,19 @@ logs and readiness tests, whose server logs may not say where it listens)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from msgboard.testing import ServerProcess
+from tests.ports import free_ports
 
 
 def free_port() -> int:
-    """A loopback port free now (for a server that cannot say which it took)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now (for a server that cannot say which it took;
+    outside the ephemeral range: tests/ports.py)."""
+    return free_ports(1)[0]
 
 
 class Served(ServerProcess):
