@@ -91,7 +91,8 @@ class Boards:
         return self.start(name)
 
     def board_id(self, name: str) -> str:
-        """The board's id, the first part of the keys its links give."""
+        """The board's id, the first part of the keys its links give: its
+        data's, which a board alone takes from this file when it first opens."""
         return (self.tmp / name / "board" / "board-id").read_text().strip()
 
     def close(self) -> None:

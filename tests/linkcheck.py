@@ -124,7 +124,7 @@ def check(
     ids: Mapping[str, str],
 ) -> list[str]:
     """Every violation of rules a-e, each a line. ``ids``: each board's
-    id (its ``board-id`` file) by the name the flows use."""
+    id (``Board.board_id``) by the name the flows use."""
     out: list[str] = []
     for flow in flows:
         out.extend(_flow(flow, history, _from(flow, arrived, ids)))

@@ -27,8 +27,9 @@ import pytest
 
 from msgboard.client import Client
 from msgboard.errors import NotPrimary, Unavailable
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.lmdbstore.compare import differences
-from msgboard.lmdbstore.layout import LOG_LAST, LOG_LAST_KEY, MAX_DBS
+from msgboard.lmdbstore.layout import BOARD_ID_KEY, LOG_LAST, LOG_LAST_KEY, MAX_DBS
 from msgboard.message import Message
 from msgboard.v1 import replication_pb2 as rpb
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
@@ -62,6 +63,17 @@ def last_index(data: Path) -> int:
             except lmdb.MapResizedError:  # the board grew its map since we opened
                 env.set_mapsize(0)
         raise AssertionError(f"{data}: the map kept growing under the reader")
+    finally:
+        env.close()
+
+
+def data_id(data: Path) -> str:
+    """The id a board's data holds (``meta/board_id``), read-only."""
+    env = lmdb.open(str(data), readonly=True, max_dbs=MAX_DBS)
+    try:
+        with env.begin() as txn:
+            raw = txn.get(BOARD_ID_KEY, db=env.open_db(b"meta", txn=txn, create=False))
+        return "" if raw is None else raw.decode()
     finally:
         env.close()
 
@@ -301,6 +313,8 @@ def test_a_standby_seeds_itself_from_a_primary_that_wrote_before_it_logged(
     with Client(single.address) as c:
         c.create_queue("q")
         c.post_many("q", [Message(body=b"before") for _ in range(1000)])
+        alone = c.stats().board_id  # the id links key with: its directory's first
+    assert alone == stable_id(str(single.data))
     assert single.stop() == 0
     p = primary(tmp_path, *PATIENT)
     stopped.append(p)
@@ -308,8 +322,11 @@ def test_a_standby_seeds_itself_from_a_primary_that_wrote_before_it_logged(
     stopped.append(s)
     with Client(p.address) as c:
         c.post("q", body=b"after")  # answered once the seeded standby has it
+        assert c.stats().board_id == alone
     caught_up(p, s)
     assert differences(p.data, s.data) == []
     assert "seeding this standby" in s.log.read_text()
+    # The seed carried the data's id; the standby's directory keeps its own.
+    assert data_id(s.data) == alone != stable_id(str(s.data))
     seeds = tmp_path / "p"
     wait_for(lambda: not list(seeds.glob(".msgboard-seed-*")), "the primary's copy removed")

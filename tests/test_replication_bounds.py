@@ -159,7 +159,7 @@ def test_a_seed_pins_the_log_until_the_standby_follows(
 
 
 def test_the_shipper_tells_a_stream_past_the_log_limit(tmp_path: Path) -> None:
-    """Given a board keeping at most 5 log entries and 12 commits, I expect
+    """Given a board keeping at most 5 log entries and 13 commits, I expect
     the shipper to answer None (the stream must end LogTruncated) for an
     index more than 5 behind, and entries for one within the limit: it
     answered [] and the stream sent empty heartbeats forever."""
@@ -176,10 +176,11 @@ def test_the_shipper_tells_a_stream_past_the_log_limit(tmp_path: Path) -> None:
         board.create_queue_async(QueueSpec(name="q")).result(30)
         for i in range(11):
             board.post_async("q", [Message(body=str(i).encode())]).result(30)
-        assert board.log_bounds() == (8, 12)
+        # 13 commits: the data's id (the first open), the queue, 11 posts.
+        assert board.log_bounds() == (9, 13)
         assert asyncio.run(shipper.read(1)) is None
-        assert asyncio.run(shipper.read(7)) is None
-        assert [identity(e)[0] for e in asyncio.run(shipper.read(8))] == [8, 9, 10, 11, 12]
+        assert asyncio.run(shipper.read(8)) is None
+        assert [identity(e)[0] for e in asyncio.run(shipper.read(9))] == [9, 10, 11, 12, 13]
 
 
 def test_the_shipper_keeps_entries_in_memory_up_to_a_size(

@@ -35,7 +35,6 @@ calls, each an object given what it needs:
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -130,6 +129,8 @@ class Board:
         self._releases = Releases(writer, net.release, net.pulls.settle)
         #: Run first when the board closes (``before_close``).
         self._closing: list[Callable[[], object]] = []
+        #: The id stored with the data (``board_id``), read or made by ``_load``.
+        self._data_id = ""
         try:
             writer.submit(self._load).result()
         except BaseException:
@@ -183,11 +184,14 @@ class Board:
         runs beside the board and calls it: ``msgboard.links``)."""
         self._closing.append(fn)
 
-    @functools.cached_property
+    @property
     def board_id(self) -> str:
-        """The board's stable id (``lmdbstore.boardid``), made the first
-        time it is asked for."""
-        return stable_id(self.path)
+        """The id of the board's data (``meta/board_id``, layout.py): what
+        the links key with, the same on every board of a cluster (a
+        standby gets it with its seed or through the log). The first open
+        stores the directory's ``board-id`` (``lmdbstore.boardid``), which
+        stays this directory's own: the replication names a standby by it."""
+        return self._data_id
 
     def close(self) -> None:
         """Finishes submitted work, answers blocked calls with nothing, ends
@@ -208,6 +212,10 @@ class Board:
         """Brings back the durable selectors (a read per selector, none per
         message); MOVEs pull what waits for them."""
         txn = b.txn(True)
+        self._data_id = txn.board_id()
+        if not self._data_id:  # a new board, or one from before: now, logged
+            self._data_id = stable_id(self.path)
+            txn.put_board_id(self._data_id)
         self._linked.load(b)
         for sid, stored in txn.selectors():
             if stored.source_link:  # a pull: no local source, never routed here

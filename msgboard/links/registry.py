@@ -30,7 +30,6 @@ from msgboard.links.forwarder import Forwarder, Rewrite
 from msgboard.links.link import Link
 from msgboard.links.pull import Puller, remote_id
 from msgboard.links.translate import compile_translator, push_rewrite
-from msgboard.lmdbstore.boardid import stable_id
 from msgboard.message import now_us
 from msgboard.results import LinkView, Start
 from msgboard.spec import LinkSpec, SelectorSpec, outbox
@@ -58,7 +57,7 @@ class Links:
         translator); ``behind``: seconds behind that make ``link.behind``."""
         self.board = board
         self._behind_after = behind
-        self.board_id = stable_id(board.path)
+        self.board_id = board.board_id  # the data's: alike on a cluster's boards
         # By default the selector's translator (``translate.py``).
         self._rewrites = rewrites if rewrites is not None else push_rewrite
         self._workdir = os.path.join(board.path, "links")

@@ -68,8 +68,8 @@ Rewrite = Callable[[str], str]
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Where a forwarded message was posted: its board's id (the
-    ``board-id`` file), queue and seq."""
+    """Where a forwarded message was posted: its board's id (its data's,
+    ``Board.board_id``), queue and seq."""
 
     board: str
     queue: str

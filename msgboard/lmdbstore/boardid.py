@@ -1,6 +1,8 @@
 """A board's stable id: who the board is, across restarts, ports and
-seeds. The replication names a standby by it (``msgboard.cluster``); the
-links key what they forward with it (``msgboard.links``)."""
+seeds. The replication names a standby by it (``msgboard.cluster``). The
+links key with another id, the data's (``meta/board_id``, layout.py,
+``Board.board_id``), the same on every board of a cluster; a board's
+first open takes this one as its value."""
 
 from __future__ import annotations
 

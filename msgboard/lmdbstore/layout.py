@@ -38,7 +38,10 @@ big-endian, so keys sort by queue, then seq::
     oplog         index u64                      an entry of the operation log
                                                    (``oplog.py``): one per
                                                    logged group commit
-    meta          b"log_last"                    ">QQ": index, epoch of the
+    meta          b"board_id"                    ASCII: the id links key with,
+                                                   shared by every board holding
+                                                   this data (logged)
+                  b"log_last"                    ">QQ": index, epoch of the
                                                    last entry (once logged)
                   b"log_first"                   u64: the oldest index kept
     links         link name, UTF-8               msgboard.v1.LinkSpec (its
@@ -95,6 +98,14 @@ without its log writes nothing there; opened so with a log left from
 before, it drops the entries and leaves a hole at the next index
 (``log_first`` past ``log_last``), so that no standby continues across
 writes the log does not hold.
+
+``meta/board_id`` is the id the links key what they forward with and a
+board reports as its own (``Board.board_id``, StatsResponse.board_id):
+written once, in an ordinary (logged) transaction when a board first opens
+its data as a primary or alone, with the directory's ``board-id`` as its
+value, so a standby gets it through the log or with its seed, and every
+board of a cluster keys alike. The directory's ``board-id`` file stays the
+board's own: the replication names a standby by it.
 
 ``links`` holds the board's links to other boards (``msgboard.links``):
 one ``LinkSpec`` per name, read when the board opens, written and deleted
@@ -198,6 +209,8 @@ NAMES = (
 #: The log's own keys in ``meta`` (never logged): the last entry's index and
 #: epoch (``LOG_LAST``), and the oldest index kept (``U64``).
 LOG_LAST_KEY = b"log_last"
+#: The id the links key with (``meta``), shared by a cluster's boards.
+BOARD_ID_KEY = b"board_id"
 LOG_FIRST_KEY = b"log_first"
 LOG_LAST = struct.Struct(">QQ")
 #: Room for named sub-databases when an environment is opened (fourteen used).

@@ -107,6 +107,7 @@ class MemoryStore(Store):
         self._selectors: dict[str, SelectorSpec] = {}
         self._links: dict[str, LinkSpec] = {}
         self._next_sid = 1
+        self._board_id = ""
         #: (until, queue, key): keys whose message has left, by when they end.
         self._keyends: SortedList = SortedList()
         #: (not_before, queue, seq): the scheduled messages, by when they are due.
@@ -497,6 +498,13 @@ class MemoryTxn(Txn):
 
     def links(self) -> list[LinkSpec]:
         return [spec for _, spec in sorted(self._store._links.items())]
+
+    def board_id(self) -> str:
+        return self._store._board_id
+
+    def put_board_id(self, board_id: str) -> None:
+        self._log.append((setattr, (self._store, "_board_id", self._store._board_id)))
+        self._store._board_id = board_id
 
     def find(
         self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET

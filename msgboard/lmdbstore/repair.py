@@ -44,6 +44,7 @@ from msgboard.codec import decode_record
 from msgboard.lmdbstore import record, sidecar
 from msgboard.lmdbstore.durable import DurableStore
 from msgboard.lmdbstore.layout import (
+    BOARD_ID_KEY,
     DAMAGED,
     DUE,
     KEY,
@@ -193,6 +194,8 @@ def _copy(src: str, dst: str) -> tuple[Summary, list[Message]]:
             txn.put(b"next_qid", U64.pack(max(next_qid, max(names, default=0) + 1)), db=dbs["meta"])
             if len(meta.get(b"next_sid", b"")) == U64.size:
                 txn.put(b"next_sid", meta[b"next_sid"], db=dbs["meta"])
+            if meta.get(BOARD_ID_KEY):  # the id the links keyed with, kept
+                txn.put(BOARD_ID_KEY, meta[BOARD_ID_KEY], db=dbs["meta"])
     finally:
         env.close()
     for p in found.report.problems:

@@ -294,6 +294,14 @@ class Txn(abc.ABC):
         not parse."""
 
     @abc.abstractmethod
+    def board_id(self) -> str:
+        """The id stored with the data (``meta/board_id``); empty if none."""
+
+    @abc.abstractmethod
+    def put_board_id(self, board_id: str) -> None:
+        """Stores the id that goes with the data (``layout.BOARD_ID_KEY``)."""
+
+    @abc.abstractmethod
     def find(
         self, name: str, pattern: Pattern, start: int | None = None, budget: int = FIND_BUDGET
     ) -> Search:

@@ -34,6 +34,7 @@ from msgboard.lmdbstore.cache import Cache, QueueState
 from msgboard.lmdbstore.dedup import Dedup
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import (
+    BOARD_ID_KEY,
     KEY,
     LAST,
     MAX_U64,
@@ -773,6 +774,18 @@ class DurableTxn(Txn):
         with self._guard:
             stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.links)]
         return [load_link(self._dbs.path, name, v) for name, v in stored]
+
+    # -- the board's id in its data --------------------------------------
+
+    def board_id(self) -> str:
+        with self._guard:
+            raw = self._txn.get(BOARD_ID_KEY, db=self._dbs.meta)
+        return "" if raw is None else raw.decode("ascii", errors="replace")
+
+    def put_board_id(self, board_id: str) -> None:
+        with self._guard:
+            self._txn.put(BOARD_ID_KEY, board_id.encode("ascii"), db=self._dbs.meta)
+        self._wrote = True
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
