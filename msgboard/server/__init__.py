@@ -16,6 +16,7 @@ vocabulary); nothing but ``msgboard.testing`` and the CLI imports it.
 
 from __future__ import annotations
 
-from msgboard.server.service import DEFAULT_DATA, DEFAULT_LISTEN, BoardService, create_server, serve
+from msgboard.server.service import DEFAULT_DATA, DEFAULT_LISTEN, BoardService
+from msgboard.server.serving import create_server, serve
 
 __all__ = ["DEFAULT_DATA", "DEFAULT_LISTEN", "BoardService", "create_server", "serve"]

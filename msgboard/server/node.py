@@ -76,7 +76,7 @@ from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION
-from msgboard.server.service import create_server
+from msgboard.server.serving import create_server
 from msgboard.server.standby import BOARD, refusing
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
