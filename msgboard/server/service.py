@@ -23,7 +23,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -47,9 +47,6 @@ from msgboard.server.handoff import wait
 from msgboard.server.streams import consumer_to_pb, selector_to_pb
 from msgboard.v1 import board_pb2 as pb
 from msgboard.v1 import board_pb2_grpc as pb_grpc
-
-if TYPE_CHECKING:  # msgboard.cluster is loaded only by a board that replicates
-    pass
 
 log = logging.getLogger("msgboard.server")
 T = TypeVar("T")
