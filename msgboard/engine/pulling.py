@@ -19,7 +19,7 @@ from msgboard.engine.selectors import Selector
 from msgboard.engine.table import Table
 from msgboard.engine.writer import Batch, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message
+from msgboard.message import Message, Section
 from msgboard.spec import Op, Role
 
 #: Most messages pulled by selectors in one operation; the rest is pulled
@@ -96,6 +96,8 @@ class Pulling:
         copy = s.spec.op is Op.COPY
         if copy and not s.behind:
             return
+        if s.owed and not self._repay(b, txn, s):
+            return
         while True:
             may = credit(b, s)
             if may <= 0:
@@ -110,8 +112,10 @@ class Pulling:
             end = True
             resume = 0
             if copy:
-                source: Iterator[Message] = (
-                    m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
+                source: Iterator[Message] = (  # a scheduled one is copied when due
+                    m
+                    for m in txn.scan(q, None, s.cursor)
+                    if m.section is not Section.SCHEDULED and s.spec.pattern.matches(m)
                 )
                 for m in source:
                     chunk.append(m)
@@ -160,6 +164,21 @@ class Pulling:
                     b.set(s, "cursor", txn.counts(q).next_seq)
                 b.set(s, "behind", False)
                 return
+
+    def _repay(self, b: Batch, txn: Txn, s: Selector) -> bool:
+        """Copies what came due behind a replaying COPY's cursor (``owed``),
+        as its credit allows; False if some is left for later."""
+        owed, q = s.owed, s.source
+        for i, seq in enumerate(owed):
+            if credit(b, s) <= 0:
+                b.set(s, "owed", owed[i:])
+                return False
+            m = txn.fetch(q, seq)
+            if m is not None and m.section is not Section.SCHEDULED:
+                self._copy(b, s, m, 0)
+        self._budget -= len(owed)
+        b.set(s, "owed", ())
+        return True
 
     def _continue(self, s: Selector) -> None:
         def more(b: Batch) -> None:
