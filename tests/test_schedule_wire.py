@@ -192,3 +192,23 @@ def test_a_message_due_in_a_full_queue_is_tried_every_second_whatever_else_is_sc
     assert [m.body for m in client.take("keep", timeout=30)] == [b"due"]
     assert time.monotonic() - room < 30
     assert scheduled(client, "later") == 1
+
+
+@pytest.mark.parametrize("transient", [False, True])
+def test_browse_from_a_time_shows_the_scheduled_messages_posted_since(
+    client: Client, transient: bool
+) -> None:
+    """Given a message posted, then (a second later) one scheduled for
+    later, and one waiting, I expect a Browse from the time between them to
+    start at the scheduled one: all sections, and the scheduled section
+    alone (it started after it, or showed nothing)."""
+    client.create_queue("jobs", transient=transient)
+    client.post("jobs", body="a")
+    time.sleep(1.1)  # a second of its own in the queue's index of times
+    since = now_us()
+    seq = client.post("jobs", body="b", not_before=now_us() + 3600 * S)
+    page = client.browse("jobs", "time", since=since, section="scheduled")
+    assert [(m.seq, m.body) for m in page.messages] == [(seq, b"b")]
+    client.post("jobs", body="c")
+    page = client.browse("jobs", "time", since=since)
+    assert [m.body for m in page.messages] == [b"b", b"c"]
