@@ -16,11 +16,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from msgboard.client import Client
 from msgboard.message import now_us
+from tests.served import Served
+from tests.test_replication import PATIENT, primary, standby
 from tests.test_schedule import wait_for
 
 S = 1_000_000
@@ -212,3 +215,40 @@ def test_browse_from_a_time_shows_the_scheduled_messages_posted_since(
     client.post("jobs", body="c")
     page = client.browse("jobs", "time", since=since)
     assert [m.body for m in page.messages] == [b"b", b"c"]
+
+
+def test_a_standbys_board_after_a_failover_releases_what_the_primary_had_scheduled(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a primary and its standby, a message due in 1 s (released on
+    the primary) and one due 6 s after it, when the primary is killed (-9)
+    before the second is due and the standby's directory is opened as a
+    board, I expect the first waiting there once and the second released
+    there once, not before its time."""
+    p = primary(tmp_path, *PATIENT)
+    stopped.append(p)
+    s = standby(tmp_path, p)
+    stopped.append(s)
+    with Client(p.address) as c:
+        c.create_queue("jobs")
+        soon = now_us() + S
+        c.post("jobs", body="soon", not_before=soon)
+        later = now_us() + 6 * S
+        c.post("jobs", body="later", not_before=later)
+        wait_for("the first released", lambda: scheduled(c, "jobs") == 1)
+        c.post("jobs", body="after")  # its answer: the standby has the release
+        early = now_us() < later
+        p.kill()
+    s.kill()
+    (tmp_path / "s" / "ready.json").unlink(missing_ok=True)  # left by the kill
+    board = Served(tmp_path / "s")  # the standby's directory, as a board
+    stopped.append(board)
+    with Client(board.address) as c:
+        if early:  # the primary was killed before it was due
+            assert scheduled(c, "jobs") == 1 or now_us() >= later
+        got = [(now_us(), m.body) for m in c.take("jobs", max=3)]
+        wait_for("the second released", lambda: scheduled(c, "jobs") == 0)
+        got += [(now_us(), m.body) for m in c.take("jobs", max=3, timeout=30)]
+        assert sorted(body for _, body in got) == [b"after", b"later", b"soon"]
+        assert next(t for t, body in got if body == b"later") >= later
+        assert c.take("jobs") == []
