@@ -9,7 +9,7 @@ rules ("Credit"), ``credit.py`` how much a selector may take.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 
 from msgboard.engine.credit import credit
@@ -112,17 +112,21 @@ class Pulling:
             end = True
             resume = 0
             if copy:
-                source: Iterator[Message] = (  # a scheduled one is copied when due
-                    m
-                    for m in txn.scan(q, None, s.cursor)
-                    if m.section is not Section.SCHEDULED and s.spec.pattern.matches(m)
-                )
-                for m in source:
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
+                matches = s.spec.pattern.matches
+                seen = 0
+                for m in txn.scan(q, None, s.cursor):
+                    seen += 1
+                    # A scheduled one is copied when due (``Network.release``).
+                    if m.section is not Section.SCHEDULED and matches(m):
+                        chunk.append(m)
+                        if len(chunk) >= want:
+                            end = False
+                            break
+                    elif seen >= self._budget:
+                        # Passed by until the budget ran out: go on from there.
+                        end, resume = False, m.seq + 1
                         break
-                self._budget -= len(chunk)
+                self._budget -= seen
             else:
                 search = txn.find(q, s.spec.pattern, s.cursor)
                 for m in search:
