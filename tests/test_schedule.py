@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -350,3 +351,32 @@ def test_a_copy_replay_passes_scheduled_messages_in_bounded_steps(
     got = sorted(m.tuple for m in board.read("out", max=50))
     want = sorted([("end",), *(("later", i) for i in range(25)), *(("now", i) for i in range(5))])
     assert got == want
+
+
+def test_a_release_of_only_kept_messages_waits_a_retry_not_a_loop(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a full queue (reject, nowhere to overflow), three messages due
+    on it at once, a budget of 2 and a retry of 0.2 s, I expect the due
+    ones tried a few times a second (each read finds the same two, all
+    kept), not in a loop; and released once room is made."""
+    monkeypatch.setattr(releases, "BUDGET", 2)
+    monkeypatch.setattr(releases, "RETRY", 200_000)
+    rel = board._releases
+    route = rel._route
+    tries: list[float] = []
+
+    def counting(*args: Any) -> bool:
+        tries.append(time.monotonic())
+        return route(*args)
+
+    monkeypatch.setattr(rel, "_route", counting)
+    board.create_queue(QueueSpec("keep", max_unprocessed=1))
+    board.post("keep", [Message(body=b"x")])
+    board.post("keep", [Message(body=b"%d" % i, not_before=now_us() + S // 5) for i in range(3)])
+    wait_for("a first try", lambda: len(tries) > 0)
+    time.sleep(1.0)
+    assert len(tries) <= 2 * (1.0 / 0.2 + 2), len(tries)  # two a try, a try each 0.2 s
+    assert board.stats("keep").queues[0].scheduled == 3
+    assert [m.body for m in board.take("keep")] == [b"x"]
+    wait_for("the first released", lambda: board.stats("keep").queues[0].scheduled == 2)
