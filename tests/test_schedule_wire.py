@@ -102,16 +102,21 @@ def test_a_copy_subscription_from_the_oldest_gets_a_scheduled_message_once_when_
     assert got.bodies() == [b"a", b"c", b"b", b"z"]
 
 
-def test_a_copy_subscription_from_a_seq_gets_a_scheduled_message_once_when_due(
-    client: Client,
+@pytest.mark.parametrize("start", ["seq", "time"])
+def test_a_copy_subscription_from_a_seq_or_a_time_gets_a_scheduled_message_once_when_due(
+    client: Client, start: str
 ) -> None:
-    """As from the oldest, with start SEQ at the scheduled message."""
+    """As from the oldest, starting at the scheduled message: at its seq,
+    or at a time just before it was posted (a second after the one before)."""
     client.create_queue("jobs")
     client.post("jobs", body="a")
+    time.sleep(1.1)  # a second of its own in the queue's index of times
+    since = now_us()
     at = now_us() + 2 * S
     seq = client.post("jobs", body="b", not_before=at)
     got: list[tuple[int, bytes]] = []
-    with client.subscribe("jobs", copy=True, start=seq, credit=10) as sub:
+    at_start = seq if start == "seq" else "time"
+    with client.subscribe("jobs", copy=True, credit=10, start=at_start, start_time=since) as sub:
         client.post("jobs", body="c")
         for d in sub:
             got.append((now_us(), d.message.body))
