@@ -22,6 +22,7 @@ import pytest
 
 from msgboard.client import Client
 from msgboard.message import now_us
+from msgboard.testing import ServerThread
 from tests.served import Served
 from tests.test_replication import PATIENT, primary, standby
 from tests.test_schedule import wait_for
@@ -257,3 +258,27 @@ def test_a_standbys_board_after_a_failover_releases_what_the_primary_had_schedul
         assert sorted(body for _, body in got) == [b"after", b"later", b"soon"]
         assert next(t for t, body in got if body == b"later") >= later
         assert c.take("jobs") == []
+
+
+def test_get_queue_and_list_queues_count_the_scheduled_messages(
+    server: ServerThread, client: Client
+) -> None:
+    """Given two messages scheduled an hour ahead and one waiting, I expect
+    GetQueue and ListQueues to say 2 scheduled and 1 waiting over the wire
+    (Queue.scheduled; it was always 0 there, though Stats counted them)."""
+    import grpc
+
+    from msgboard.v1 import board_pb2 as pb
+    from msgboard.v1 import board_pb2_grpc as pb_grpc
+
+    client.create_queue("later")
+    client.post("later", body="a", not_before=now_us() + 3600 * S)
+    client.post("later", body="b", not_before=now_us() + 3600 * S)
+    client.post("later", body="c")
+    assert (client.get_queue("later").scheduled, client.get_queue("later").unprocessed) == (2, 1)
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.BoardStub(channel)
+        got = stub.GetQueue(pb.GetQueueRequest(name="later"), timeout=30)
+        listed = stub.ListQueues(pb.ListQueuesRequest(), timeout=30)
+    assert (got.scheduled, got.unprocessed) == (2, 1)
+    assert [(q.spec.name, q.scheduled) for q in listed.queues] == [("later", 2)]
