@@ -38,6 +38,32 @@ py-lmdb's rules, which the engine keeps:
   as a copy does.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
+
+One barrier per commit (``sync=True``). LMDB's commit writes the data
+pages, syncs them (``fdatasync``), then writes the meta page that points at
+them. LMDB's default syncs that meta page too (an ``O_DSYNC`` write: a
+second barrier per commit). The store opens LMDB with ``MDB_NOMETASYNC``
+instead: the meta page is written but left to the next sync, which is the
+next commit's data sync, or ``flush`` (one ``fdatasync``) when no commit
+follows. The writer answers a group only once a sync has covered its
+commit (``unsynced``, ``syncs``; ``engine/writer.py``). What a crash
+(process or machine) leaves, step by step, for commit N:
+
+1. data pages of N written, not synced: the file's last durable meta page
+   is N-1's, whose pages N never overwrites (LMDB reuses a page only two
+   commits after it was freed): the board opens at N-1 or before; N was
+   answered to nobody.
+2. data of N synced, meta page of N written, no sync yet: N-1 (meta of N
+   lost) or N (it reached the disk anyway); both are whole. Nobody was
+   answered for N.
+3. a later sync (the next commit's data sync, or ``flush``) returned: N is
+   durable, then answered. The commit sidecar (``sidecar.py``) records N
+   only now, so that a machine crash before it never leaves the sidecar
+   ahead of the data file (which would refuse the start as a rollback).
+
+A kill -9 loses nothing the OS has: every write is in the page cache.
+``tests/test_durable.py`` copies the data file at step 2 (only what was
+synced) and opens the copy.
 """
 
 from __future__ import annotations
@@ -125,6 +151,8 @@ class DurableStore(Store):
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
+        self.unsynced = 0
+        self.syncs = 0
         self.log = log
         self._standby = standby
         self._max_map_size = max_map_size
@@ -143,6 +171,8 @@ class DurableStore(Store):
                 self._env = self._open_env(self.path, map_size, sync)
                 try:
                     self._load(self._env.stat()["psize"])
+                    if sync:  # what opening wrote (a schema, an upgrade), durable
+                        self._env.sync(True)
                     self._sidecar = opening.adopt(self.path, self._env, verdict)
                 except BaseException:
                     self._env.close()
@@ -160,7 +190,7 @@ class DurableStore(Store):
             create=True,
             max_dbs=MAX_DBS,
             sync=sync,
-            metasync=sync,
+            metasync=False,  # one barrier per commit: see the module's docstring
             mode=0o600,
         )
 
@@ -246,10 +276,33 @@ class DurableStore(Store):
                 self._ended,
                 reserve=reserve,
                 free=free,
-                committed=self._sidecar.write,
+                committed=self._committed,
                 log=self.log,
             )
         return self._txn
+
+    def _committed(self, txnid: int) -> None:
+        """Commit ``txnid`` is made. In fsync mode its data sync made the
+        commit before it durable, and its own meta page waits for the next
+        sync."""
+        if not self.sync:
+            self._sidecar.write(txnid)
+            return
+        self.syncs += 1
+        if self.unsynced:
+            self._sidecar.write(self.unsynced)
+        self.unsynced = txnid
+
+    def flush(self) -> None:
+        """Syncs the data file (one ``fdatasync``): every commit so far is
+        durable. Writer's thread, between transactions."""
+        if not self.unsynced:
+            return
+        with Guard():
+            self._env.sync(True)
+        self.syncs += 1
+        self._sidecar.write(self.unsynced)
+        self.unsynced = 0
 
     def _ended(self) -> None:
         """Called by the write transaction once it has committed or aborted."""
@@ -295,7 +348,8 @@ class DurableStore(Store):
                     for entry in entries:
                         last = oplog.apply(txn, self._dbs, entry, log)
                     txnid = txn.id()
-                self._sidecar.write(txnid)  # as a board's commit does
+                self._committed(txnid)  # as a board's commit does
+                self.flush()  # durable before the primary is told
             except MapFull:
                 self._resize(self._env.info()["map_size"] * 2, wait=True)
                 continue
@@ -385,6 +439,7 @@ class DurableStore(Store):
         with self._copying:
             self._closed = True
             self._copying.wait_for(lambda: not self._copies)
+        self.flush()
         self._env.close()
         self._sidecar.close()
         self._lock.release()
