@@ -10,7 +10,9 @@ durable before the next) and row 4 (a paced publisher at ``--rate`` for
 ``--seconds``, one MOVE subscriber acking every 50), noting its own stamps
 around each call and delivery; stops the board (SIGTERM: the probe writes
 its file), lines the stamps up (the same monotonic clock in every process)
-and prints, for each row, each stage's time p50 and p99 in µs:
+and prints, for each row, each stage's time p50 and p99 in µs (row 1
+twice: through ``Client.publisher``, and from a bare grpc.aio client on
+one thread, to show what the sync client's threads cost):
 
   client send -> server read  the client's call, gRPC both sides, the loop's turn
   read -> decoded             the request's messages decoded
@@ -36,6 +38,7 @@ module constant per stage); when set, about a microsecond a stamp.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import bisect
 import json
 import os
@@ -49,11 +52,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import grpc
 from peers.common import BODY, slots
 
 from msgboard import Message
 from msgboard.client import Client
 from msgboard.testing import ServerProcess
+from msgboard.v1 import board_pb2 as pb
+from msgboard.v1 import board_pb2_grpc as pb_grpc
 
 US = 1000  # ns in a µs
 
@@ -75,6 +81,33 @@ def row1(address: str, n: int) -> list[tuple[int, int]]:
                 out.append((t, time.perf_counter_ns()))
         c.delete_queue("budget1")
     return out
+
+
+def row1_aio(address: str, n: int) -> list[tuple[int, int]]:
+    """Row 1 from a bare grpc.aio client (no ``msgboard.client``): one
+    PostStream, a request written and its answer read per post, on one
+    thread. What the sync client's threads cost is the difference."""
+
+    async def run() -> list[tuple[int, int]]:
+        out = []
+        async with grpc.aio.insecure_channel(address) as ch:
+            stub = pb_grpc.BoardStub(ch)
+            await stub.CreateQueue(pb.CreateQueueRequest(spec=pb.QueueSpec(name="budget1a")))
+            call = stub.PostStream()
+            msg = [pb.Message(body=BODY)]
+            for i in range(n):
+                t = time.perf_counter_ns()
+                await call.write(
+                    pb.PostStreamRequest(batch_id=i + 1, queue="budget1a", messages=msg)
+                )
+                r = await call.read()
+                out.append((t, time.perf_counter_ns()))
+                assert r.seqs, r
+            await call.done_writing()
+            await stub.DeleteQueue(pb.DeleteQueueRequest(name="budget1a"))
+        return out
+
+    return asyncio.run(run())
 
 
 def row4(
@@ -223,6 +256,8 @@ def main() -> None:
             t4 = time.perf_counter_ns()
             calls, dreads = row4(server.address, args.rate, args.seconds)
             t5 = time.perf_counter_ns()
+            r1a = row1_aio(server.address, args.messages)
+            t6 = time.perf_counter_ns()
         finally:
             server.stop()
         by = load(probe)
@@ -235,6 +270,8 @@ def main() -> None:
             rows,
         )
     )
+    rows, k = budget(Marks(by, t5, t6), [s for s, _ in r1a], [r for _, r in r1a])
+    print(table(f"Row 1 from a bare grpc.aio client, no msgboard.client ({k} of {len(r1a)})", rows))
     m4 = Marks(by, t4, t5)
     rows, k = budget(m4, [s for s, _, _ in calls], [r for _, r, _ in calls])
     # Deliveries: message i's call send, its hand-out by the writer, its

@@ -42,9 +42,11 @@ The durable store in fsync mode leaves each commit's meta page to the next
 sync (``DurableStore``: one barrier per commit). A committed group is then
 held, as the gate holds it, until a sync covers it: the next group's
 commit (its data sync), or ``Store.flush`` once the inbox is empty, or
-once one more group has gone by without a sync. So back-to-back commits
-pay one barrier each, a lone commit two, and nothing is answered before it
-is durable. With a gate too, a group goes once both have released it.
+when the held group's operations took longer than a flush (the next group
+would likely keep it waiting longer than a flush saves), or once one more
+group has gone by without a sync. So back-to-back cheap commits pay one
+barrier each, a lone commit two, and nothing is answered before it is
+durable. With a gate too, a group goes once both have released it.
 """
 
 from __future__ import annotations
@@ -266,6 +268,11 @@ class Writer:
         #: cover them, oldest first: their release, and their ops (failed
         #: if the thread dies).
         self._held: list[tuple[Release, list[Op]]] = []
+        #: The last held group's operations ran faster than a flush takes
+        #: (``_flush_seconds``, a moving average): the next group may cover
+        #: it rather than a flush of its own.
+        self._cheap = False
+        self._flush_seconds = 0.0
         #: Why the thread died (None while it runs or once it stopped
         #: cleanly), and who is told: a board that cannot write must stop
         #: serving, never hang.
@@ -387,8 +394,8 @@ class Writer:
                 None if deadline is None else min(MAX_WAIT, max(0.0, deadline - time.monotonic()))
             )
             ops = []
-            if self._held and self._inbox.empty():
-                self._flush()  # nothing follows to cover them: one sync
+            if self._held and (self._inbox.empty() or not self._cheap):
+                self._flush()  # nothing follows soon to cover them: one sync
             try:
                 item = self._inbox.get(timeout=timeout)
                 while True:
@@ -418,7 +425,9 @@ class Writer:
     def _flush(self) -> None:
         """Syncs the durable store, then lets every held group go."""
         if self._held:
+            t = time.perf_counter()
             self._durable.flush()
+            self._flush_seconds += (time.perf_counter() - t - self._flush_seconds) / 8
             if probe.ON:
                 probe.mark("flush")
             self._release_held()
@@ -455,6 +464,7 @@ class Writer:
                         raise
                     except MsgboardError as e:
                         results.append((None, e))
+                ran = time.perf_counter() - started
                 batch.commit(after=False)
             except Rerun:
                 if not ops:
@@ -493,6 +503,10 @@ class Writer:
             self.gate(join.part)
             release = join.part
         self._held.append((release, ops))
+        # The next group covers this one only if it is cheap: a group whose
+        # operations ran longer than a flush takes would make the held ones
+        # wait longer than the flush saves (loop: flush first).
+        self._cheap = ran < self._flush_seconds
         if waiting and len(self._held) > waiting:
             # A group went by without a sync (it wrote nothing durable):
             # the held ones wait no longer.
