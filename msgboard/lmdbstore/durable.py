@@ -61,6 +61,14 @@ commit (``unsynced``, ``syncs``; ``engine/writer.py``). What a crash
    only now, so that a machine crash before it never leaves the sidecar
    ahead of the data file (which would refuse the start as a rollback).
 
+Readers see a commit once its meta page is written, before step 3: a
+view for a read call is begun only after a flush (``engine/reads.py``), and
+``snapshot`` syncs once its copy's transaction has begun, so no client
+reads what a power loss could drop. The operation log's entries (``entries``,
+what a primary ships to its standbys) are not held back: a standby may get
+a group before the primary's own sync (nothing is answered before both are
+durable).
+
 A kill -9 loses nothing the OS has: every write is in the page cache.
 ``tests/test_durable.py`` copies the data file at step 2 (only what was
 synced) and opens the copy.
@@ -410,11 +418,20 @@ class DurableStore(Store):
         holds a read transaction while writes go on. Raises InvalidArgument,
         FailedPrecondition (path taken), StoreError or StoreFull."""
         try:
-            return self._reading(lambda txn, dbs: self._copy(txn, path))
+            return self._reading(lambda txn, dbs: self._copy(self._synced(txn), path))
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
             raise StoreError(f"snapshot {path}: {e}") from e
+
+    def _synced(self, txn: lmdb.Transaction[bytes]) -> lmdb.Transaction[bytes]:
+        """``txn``, begun, once what it sees is durable: a commit's meta page
+        may wait for the next sync (fsync mode), and a copy must not hold a
+        commit a power loss would drop. One ``fdatasync``, any thread."""
+        if self.sync:
+            with Guard():
+                self._env.sync(True)
+        return txn
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
