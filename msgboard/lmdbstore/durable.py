@@ -126,6 +126,12 @@ def _entry(value: bytes) -> dict[str, Any]:
     return d
 
 
+#: Leave each commit's meta page to the next sync (``MDB_NOMETASYNC``, the
+#: module's docstring). False: LMDB syncs it within the commit (two
+#: barriers a commit, and the writer holds nothing), as before issue 34.
+DEFER_META_SYNC = True
+
+
 class DurableStore(Store):
     """Queues and messages in the LMDB environment at ``path`` (a directory,
     created with mode 0700 if missing, and locked for the store's life).
@@ -159,6 +165,7 @@ class DurableStore(Store):
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
+        self._defer = sync and DEFER_META_SYNC
         self.unsynced = 0
         self.syncs = 0
         self.log = log
@@ -198,7 +205,7 @@ class DurableStore(Store):
             create=True,
             max_dbs=MAX_DBS,
             sync=sync,
-            metasync=False,  # one barrier per commit: see the module's docstring
+            metasync=sync and not DEFER_META_SYNC,  # see the module's docstring
             mode=0o600,
         )
 
@@ -293,7 +300,7 @@ class DurableStore(Store):
         """Commit ``txnid`` is made. In fsync mode its data sync made the
         commit before it durable, and its own meta page waits for the next
         sync."""
-        if not self.sync:
+        if not self._defer:
             self._sidecar.write(txnid)
             return
         self.syncs += 1
@@ -428,7 +435,7 @@ class DurableStore(Store):
         """``txn``, begun, once what it sees is durable: a commit's meta page
         may wait for the next sync (fsync mode), and a copy must not hold a
         commit a power loss would drop. One ``fdatasync``, any thread."""
-        if self.sync:
+        if self._defer:
             with Guard():
                 self._env.sync(True)
         return txn
