@@ -12,12 +12,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from msgboard import Message, QueueSpec
 from msgboard.engine import Board
-from msgboard.lmdbstore import DurableStore
+from msgboard.lmdbstore import DurableStore, durable
 from tests.stores import make, post
 
 PSIZE = 4096
+
+
+@pytest.fixture(autouse=True)
+def deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the deferred meta sync: on whatever the default."""
+    monkeypatch.setattr(durable, "DEFER_META_SYNC", True)
 
 
 class Disk:
