@@ -19,9 +19,12 @@ one thread, to show what the sync client's threads cost):
   decoded -> writer takes it  checking them, the hand-off (submit) and the
                               writer thread's wake-up
   the group's operations      the post's Python in the write transaction
-  commit                      LMDB's commit: data pages, their fdatasync, the meta page
-  meta barrier                the sync that covers the meta page: ``flush`` (an
-                              fdatasync), or the next commit's data sync
+  commit                      LMDB's commit: data pages, their fdatasync, the meta
+                              page (with its own O_DSYNC barrier unless
+                              ``DEFER_META_SYNC`` is on)
+  meta barrier                with ``DEFER_META_SYNC``: the sync that covers the
+                              meta page, ``flush`` (an fdatasync) or the next
+                              commit's data sync; 0 without
   release: after work         the held group's after work (deliveries handed out)
   answering -> loop wake      the futures answered, the hand-off to the event
                               loop and its wake-up
@@ -174,12 +177,11 @@ class Marks:
 
     def durable(self, committed: int) -> int | None:
         """When the commit at ``committed`` was covered: the next flush or
-        the next commit's end, whichever came first."""
-        cands = [
-            x
-            for x in (self.after("flush", committed + 1), self.after("commit", committed + 1))
-            if x
-        ]
+        the next commit's end, whichever came first; or, where no group is
+        held (``DEFER_META_SYNC`` off: LMDB synced the meta page within the
+        commit), the release that follows the commit at once."""
+        stages = ("flush", "commit", "answered")
+        cands = [x for x in (self.after(st, committed + 1) for st in stages) if x]
         return min(cands) if cands else None
 
 
@@ -214,7 +216,7 @@ STAGES = [
     ("decoded -> checked, handed off, writer takes it", "decoded", "group"),
     ("the group's operations (txn)", "group", "txn"),
     ("commit: pages, fdatasync, meta page", "txn", "commit"),
-    ("meta barrier (flush or next commit)", "commit", "durable"),
+    ("meta barrier, when deferred (flush or next commit)", "commit", "durable"),
     ("release: after work", "durable", "answered"),
     ("answering -> event loop wakes", "answered", "wake"),
     ("loop: post resumed, answer built", "wake", "built"),

@@ -38,8 +38,8 @@ callers get instead. The thread goes on to the next group meanwhile. Its
 ``after`` work and its answers wait for the release; its memory changes
 are already made, and later groups, built on them, are released after it.
 
-The durable store in fsync mode leaves each commit's meta page to the next
-sync (``DurableStore``: one barrier per commit). A committed group is then
+The durable store in fsync mode may leave each commit's meta page to the
+next sync (``DurableStore``, ``DEFER_META_SYNC``: one barrier per commit). A committed group is then
 held, as the gate holds it, until a sync covers it: the next group's
 commit (its data sync), or ``Store.flush`` once the inbox is empty, or
 when the held group's operations took longer than a flush (the next group
