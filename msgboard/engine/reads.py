@@ -71,6 +71,9 @@ class Reads:
                 return
             try:
                 work = make()
+                # A later group may be committed, its meta page not yet
+                # synced (durable.py): sync it before the view can see it.
+                self._durable.flush()
                 view = self._durable.reader()
             except BaseException as e:
                 _fail(fut, e)

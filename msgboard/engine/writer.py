@@ -37,6 +37,16 @@ thread) once enough standbys acknowledged the group, or with the error its
 callers get instead. The thread goes on to the next group meanwhile. Its
 ``after`` work and its answers wait for the release; its memory changes
 are already made, and later groups, built on them, are released after it.
+
+The durable store in fsync mode may leave each commit's meta page to the
+next sync (``DurableStore``, ``DEFER_META_SYNC``: one barrier per commit). A committed group is then
+held, as the gate holds it, until a sync covers it: the next group's
+commit (its data sync), or ``Store.flush`` once the inbox is empty, or
+when the held group's operations took longer than a flush (the next group
+would likely keep it waiting longer than a flush saves), or once one more
+group has gone by without a sync. So back-to-back cheap commits pay one
+barrier each, a lone commit two, and nothing is answered before it is
+durable. With a gate too, a group goes once both have released it.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
+from msgboard import probe
 from msgboard.engine.traffic import Traffic, count
 from msgboard.engine.waiters import Waiters, answer
 from msgboard.errors import MsgboardError, QueueNotFound, StoreDamaged, StoreError, Unavailable
@@ -153,11 +164,15 @@ class Batch:
         work; without, ``finish`` runs it later."""
         durable = self._txns.pop(True, None)
         if durable is not None:
+            if probe.ON:
+                probe.mark("txn")
             try:
                 durable.commit()
             except BaseException:
                 self.abort()
                 raise
+            if probe.ON:
+                probe.mark("commit")
         memory = self._txns.pop(False, None)
         if memory is not None:
             memory.commit()
@@ -186,6 +201,26 @@ Run = Callable[[Batch], Any]
 Release = Callable[[MsgboardError | None], None]
 #: The inbox item size of a ``call_soon`` wake-up (not an operation).
 _WAKE = -1
+Op = tuple[Run, Future[Any], int]
+
+
+class _Join:
+    """A group held by two (the gate and the store's sync): released once
+    both have let it go, with the first error either gave."""
+
+    __slots__ = ("failed", "left", "release")
+
+    def __init__(self, release: Release) -> None:
+        self.release = release
+        self.left = 2
+        self.failed: MsgboardError | None = None
+
+    def part(self, failed: MsgboardError | None) -> None:
+        if failed is not None and self.failed is None:
+            self.failed = failed
+        self.left -= 1
+        if not self.left:
+            self.release(self.failed)
 
 
 class Timer:
@@ -229,6 +264,15 @@ class Writer:
         #: A replicated board's: given each committed group's release.
         self.gate: Callable[[Release], object] | None = None
         self._soon: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        #: Committed groups that wait for a sync of the durable store to
+        #: cover them, oldest first: their release, and their ops (failed
+        #: if the thread dies).
+        self._held: list[tuple[Release, list[Op]]] = []
+        #: The last held group's operations ran faster than a flush takes
+        #: (``_flush_seconds``, a moving average): the next group may cover
+        #: it rather than a flush of its own.
+        self._cheap = False
+        self._flush_seconds = 0.0
         #: Why the thread died (None while it runs or once it stopped
         #: cleanly), and who is told: a board that cannot write must stop
         #: serving, never hang.
@@ -330,6 +374,11 @@ class Writer:
                 break
             if item is not None and not item[1].done():
                 item[1].set_exception(gone)
+        for _, ops in self._held:
+            for _, fut, _ in ops:
+                if not fut.done():
+                    fut.set_exception(gone)
+        self._held.clear()
         for w in self._waiters.all():
             self._waiters.remove(w)
             if not w.future.done():
@@ -345,6 +394,8 @@ class Writer:
                 None if deadline is None else min(MAX_WAIT, max(0.0, deadline - time.monotonic()))
             )
             ops = []
+            if self._held and (self._inbox.empty() or not self._cheap):
+                self._flush()  # nothing follows soon to cover them: one sync
             try:
                 item = self._inbox.get(timeout=timeout)
                 while True:
@@ -365,14 +416,35 @@ class Writer:
             ops += self._due(now)
             if ops:
                 self._execute(ops)
+        self._flush()
         self._run_soon()
         for w in self._waiters.all():
             self._waiters.remove(w)
             answer(w.future, [])
 
+    def _flush(self) -> None:
+        """Syncs the durable store, then lets every held group go."""
+        if self._held:
+            t = time.perf_counter()
+            self._durable.flush()
+            self._flush_seconds += (time.perf_counter() - t - self._flush_seconds) / 8
+            if probe.ON:
+                probe.mark("flush")
+            self._release_held()
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, []
+        for release, ops in held:
+            _let_go(release, ops)
+
     def _execute(self, ops: list[tuple[Run, Future[Any], int]]) -> None:
+        if probe.ON:
+            probe.mark("group", len(ops))
         reserve = sum(size for _, _, size in ops)
         started = time.perf_counter()
+        durable = self._durable
+        syncs = durable.syncs
+        waiting = len(self._held)
         while True:
             batch = Batch(self._durable, self._memory, reserve, self.traffic)
             results: list[tuple[Any, BaseException | None]] = []
@@ -392,7 +464,8 @@ class Writer:
                         raise
                     except MsgboardError as e:
                         results.append((None, e))
-                batch.commit(after=self.gate is None)
+                ran = time.perf_counter() - started
+                batch.commit(after=False)
             except Rerun:
                 if not ops:
                     return
@@ -416,14 +489,45 @@ class Writer:
         self.committed_ops += len(ops)
         if self.observe is not None:
             self.observe(time.perf_counter() - started, batch.stored)
-        if self.gate is None:
-            _answer(ops, results, None)
-        else:
-            self.gate(partial(_release, batch, ops, results))
+        release: Release = partial(_release, batch, ops, results)
+        if waiting and durable.syncs != syncs:
+            self._release_held()  # this commit's data sync covered them
+        if not self._held and not durable.unsynced:
+            if self.gate is None:
+                _let_go(release, ops)
+            else:
+                self.gate(release)
+            return
+        if self.gate is not None:
+            join = _Join(release)
+            self.gate(join.part)
+            release = join.part
+        self._held.append((release, ops))
+        # The next group covers this one only if it is cheap: a group whose
+        # operations ran longer than a flush takes would make the held ones
+        # wait longer than the flush saves (loop: flush first).
+        self._cheap = ran < self._flush_seconds
+        if waiting and len(self._held) > waiting:
+            # A group went by without a sync (it wrote nothing durable):
+            # the held ones wait no longer.
+            self._flush()
 
 
 def _noop(b: Batch) -> None:
     """The run of a ``call_soon`` wake-up, never called."""
+
+
+def _let_go(release: Release, ops: list[Op]) -> None:
+    """Releases a durable group; a failure of its ``after`` work fails its
+    callers not yet answered, as a failure before the commit would."""
+    try:
+        release(None)
+    except Exception as e:
+        log.exception("a committed group's after work failed")
+        err = StoreError(f"internal error: {e!r}")
+        for _, fut, _ in ops:
+            if not fut.done() and (fut.running() or fut.set_running_or_notify_cancel()):
+                fut.set_exception(err)
 
 
 def _release(
@@ -437,6 +541,8 @@ def _release(
     ``after`` work that answers or delivers sees ``batch.failed``)."""
     batch.failed = failed
     batch.finish()
+    if probe.ON:
+        probe.mark("answered", len(ops))
     _answer(ops, results, failed)
 
 

@@ -38,6 +38,41 @@ py-lmdb's rules, which the engine keeps:
   as a copy does.
 - ``sync=False`` skips fsync at commit (the "weaker-no-fsync" mode): a crash
   of the machine, not just the process, may lose the last commits.
+
+One barrier per commit (``sync=True`` and ``DEFER_META_SYNC``, off by
+default for now). LMDB's commit writes the data pages, syncs them
+(``fdatasync``), then writes the meta page that points at them. LMDB's
+default syncs that meta page too (an ``O_DSYNC`` write: a second barrier
+per commit). With ``DEFER_META_SYNC`` the store opens LMDB with
+``MDB_NOMETASYNC`` instead: the meta page is written but left to the next
+sync, which is the next commit's data sync, or ``flush`` (one
+``fdatasync``) when no commit follows. The writer answers a group only once a sync has covered its
+commit (``unsynced``, ``syncs``; ``engine/writer.py``). What a crash
+(process or machine) leaves, step by step, for commit N:
+
+1. data pages of N written, not synced: the file's last durable meta page
+   is N-1's, whose pages N never overwrites (LMDB reuses a page only two
+   commits after it was freed): the board opens at N-1 or before; N was
+   answered to nobody.
+2. data of N synced, meta page of N written, no sync yet: N-1 (meta of N
+   lost) or N (it reached the disk anyway); both are whole. Nobody was
+   answered for N.
+3. a later sync (the next commit's data sync, or ``flush``) returned: N is
+   durable, then answered. The commit sidecar (``sidecar.py``) records N
+   only now, so that a machine crash before it never leaves the sidecar
+   ahead of the data file (which would refuse the start as a rollback).
+
+Readers see a commit once its meta page is written, before step 3: a
+view for a read call is begun only after a flush (``engine/reads.py``), and
+``snapshot`` syncs once its copy's transaction has begun, so no client
+reads what a power loss could drop. The operation log's entries (``entries``,
+what a primary ships to its standbys) are not held back: a standby may get
+a group before the primary's own sync (nothing is answered before both are
+durable).
+
+A kill -9 loses nothing the OS has: every write is in the page cache.
+``tests/test_durable.py`` copies the data file at step 2 (only what was
+synced) and opens the copy.
 """
 
 from __future__ import annotations
@@ -92,6 +127,15 @@ def _entry(value: bytes) -> dict[str, Any]:
     return d
 
 
+#: Leave each commit's meta page to the next sync (``MDB_NOMETASYNC``, the
+#: module's docstring). False (the default for now): LMDB syncs it within
+#: the commit (two barriers a commit, and the writer holds nothing), as
+#: before issue 34. Off until a run on a quiet machine shows no row worse
+#: (docs/performance.md, "One barrier per commit"); tests/test_power_loss.py
+#: runs with it on.
+DEFER_META_SYNC = False
+
+
 class DurableStore(Store):
     """Queues and messages in the LMDB environment at ``path`` (a directory,
     created with mode 0700 if missing, and locked for the store's life).
@@ -125,6 +169,9 @@ class DurableStore(Store):
     ) -> None:
         self.path = os.fspath(path)
         self.sync = sync
+        self._defer = sync and DEFER_META_SYNC
+        self.unsynced = 0
+        self.syncs = 0
         self.log = log
         self._standby = standby
         self._max_map_size = max_map_size
@@ -143,6 +190,8 @@ class DurableStore(Store):
                 self._env = self._open_env(self.path, map_size, sync)
                 try:
                     self._load(self._env.stat()["psize"])
+                    if sync:  # what opening wrote (a schema, an upgrade), durable
+                        self._env.sync(True)
                     self._sidecar = opening.adopt(self.path, self._env, verdict)
                 except BaseException:
                     self._env.close()
@@ -160,7 +209,7 @@ class DurableStore(Store):
             create=True,
             max_dbs=MAX_DBS,
             sync=sync,
-            metasync=sync,
+            metasync=sync and not DEFER_META_SYNC,  # see the module's docstring
             mode=0o600,
         )
 
@@ -246,10 +295,33 @@ class DurableStore(Store):
                 self._ended,
                 reserve=reserve,
                 free=free,
-                committed=self._sidecar.write,
+                committed=self._committed,
                 log=self.log,
             )
         return self._txn
+
+    def _committed(self, txnid: int) -> None:
+        """Commit ``txnid`` is made. In fsync mode its data sync made the
+        commit before it durable, and its own meta page waits for the next
+        sync."""
+        if not self._defer:
+            self._sidecar.write(txnid)
+            return
+        self.syncs += 1
+        if self.unsynced:
+            self._sidecar.write(self.unsynced)
+        self.unsynced = txnid
+
+    def flush(self) -> None:
+        """Syncs the data file (one ``fdatasync``): every commit so far is
+        durable. Writer's thread, between transactions."""
+        if not self.unsynced:
+            return
+        with Guard():
+            self._env.sync(True)
+        self.syncs += 1
+        self._sidecar.write(self.unsynced)
+        self.unsynced = 0
 
     def _ended(self) -> None:
         """Called by the write transaction once it has committed or aborted."""
@@ -295,7 +367,8 @@ class DurableStore(Store):
                     for entry in entries:
                         last = oplog.apply(txn, self._dbs, entry, log)
                     txnid = txn.id()
-                self._sidecar.write(txnid)  # as a board's commit does
+                self._committed(txnid)  # as a board's commit does
+                self.flush()  # durable before the primary is told
             except MapFull:
                 self._resize(self._env.info()["map_size"] * 2, wait=True)
                 continue
@@ -356,11 +429,20 @@ class DurableStore(Store):
         holds a read transaction while writes go on. Raises InvalidArgument,
         FailedPrecondition (path taken), StoreError or StoreFull."""
         try:
-            return self._reading(lambda txn, dbs: self._copy(txn, path))
+            return self._reading(lambda txn, dbs: self._copy(self._synced(txn), path))
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise StoreFull(f"disk full while writing the snapshot {path}: {e}") from e
             raise StoreError(f"snapshot {path}: {e}") from e
+
+    def _synced(self, txn: lmdb.Transaction[bytes]) -> lmdb.Transaction[bytes]:
+        """``txn``, begun, once what it sees is durable: a commit's meta page
+        may wait for the next sync (fsync mode), and a copy must not hold a
+        commit a power loss would drop. One ``fdatasync``, any thread."""
+        if self._defer:
+            with Guard():
+                self._env.sync(True)
+        return txn
 
     def _copy(self, txn: lmdb.Transaction[bytes], path: str) -> SnapshotInfo:
         """Copies what ``txn`` sees; a seam for tests that hold a copy open."""
@@ -385,6 +467,7 @@ class DurableStore(Store):
         with self._copying:
             self._closed = True
             self._copying.wait_for(lambda: not self._copies)
+        self.flush()
         self._env.close()
         self._sidecar.close()
         self._lock.release()

@@ -324,6 +324,17 @@ class Store(abc.ABC):
 
     #: True for LMDB: survives a restart.
     durable: bool
+    #: Commits whose durability waits for a later sync (``flush``): the
+    #: commit of the last one not yet covered, 0 if none. The LMDB store
+    #: in fsync mode leaves each commit's meta page to the next sync.
+    unsynced = 0
+    #: Syncs so far (each data sync of a commit, each ``flush``): a commit
+    #: is durable once this count has moved past the one it left.
+    syncs = 0
+
+    def flush(self) -> None:  # noqa: B027 - a no-op unless commits wait for a sync
+        """Makes every commit so far durable (one barrier); a no-op when
+        ``unsynced`` is 0."""
 
     @abc.abstractmethod
     def begin(self, reserve: int = 0) -> Txn:

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from msgboard import codec
+from msgboard import codec, probe
 from msgboard.details import abort, error_to_pb
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
@@ -107,11 +107,16 @@ async def post_stream(
                 req = await anext(it, None)
                 if req is None:
                     break
+                if probe.ON:
+                    probe.mark("read")
                 size, batch_id = req.ByteSize(), req.batch_id
                 ahead += size
                 answer: Any
                 try:
-                    fut = board.post_receipts_async(req.queue, codec.messages_from_pb(req.messages))
+                    msgs = codec.messages_from_pb(req.messages)
+                    if probe.ON:
+                        probe.mark("decoded")
+                    fut = board.post_receipts_async(req.queue, msgs)
                     answer = handoff.wait(fut)
                 except MsgboardError as e:
                     answer = e
@@ -127,7 +132,10 @@ async def post_stream(
             try:
                 if isinstance(answer, MsgboardError):
                     raise answer
-                seqs, dispositions = codec.receipts_to_pb(await answer)
+                got = await answer
+                if probe.ON:
+                    probe.mark("wake")
+                seqs, dispositions = codec.receipts_to_pb(got)
             except MsgboardError as e:
                 r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
             else:
@@ -135,6 +143,8 @@ async def post_stream(
             async with room:
                 ahead -= size
                 room.notify()
+            if probe.ON:
+                probe.mark("built")
             yield r
         await reader  # re-raises a failure to read the stream
     finally:
@@ -160,6 +170,8 @@ async def subscribe(
         ready.set()
 
     def hand(item: Any) -> None:
+        if probe.ON and isinstance(item, list):
+            probe.mark("deliver", len(item))
         handoff.call(push, item)
 
     first = await anext(aiter(request_iterator), None)
@@ -261,7 +273,10 @@ async def subscribe(
                 if isinstance(item, list):
                     while out and isinstance(out[0], list):
                         item += out.popleft()  # one response for what piled up
-                    yield deliveries_to_pb(item)
+                    r = deliveries_to_pb(item)
+                    if probe.ON:
+                        probe.mark("dbuilt", len(item))
+                    yield r
                 elif isinstance(item, pb.SubscribeResponse):
                     yield item
                 else:
