@@ -14,14 +14,19 @@ import threading
 import time
 from typing import Any
 
+from selenium.webdriver.common.by import By
+
+from msgboard.client import Client
 from tests.browser import (
     ConsoleBoard,
     browser,
+    click,
     console_board,
     users_board,
     wait_for,
 )
 from tests.test_console import cell
+from tests.test_console_pages import press
 
 __all__ = ["browser", "console_board", "users_board"]  # fixtures, used by name
 
@@ -62,3 +67,69 @@ def test_out_counts_a_queue_drained_by_subscribe(console_board: ConsoleBoard, br
             c.post("orders.eu", ("last",))  # wakes the consumer to see stop
             for t in threads:
                 t.join(30)
+
+
+def _dead_letters(c: Client, n: int) -> None:
+    """``n`` messages of jobs dead-lettered into jobs.dlq (max-deliveries:
+    leased, then given back); jobs then filled up to its max_unprocessed."""
+    c.create_queue("jobs.dlq")
+    c.create_queue("jobs", dead_letter="jobs.dlq", max_deliveries=1, max_unprocessed=n)
+    for i in range(n):
+        c.post("jobs", ("job", i))
+    c.ack("jobs", c.take_leased("jobs", lease=60, max=n), nack=True)
+    deadline = time.monotonic() + 30
+    while len(c.browse("jobs.dlq").messages) < n:
+        assert time.monotonic() < deadline, "not dead-lettered"
+        time.sleep(0.1)
+    for i in range(n):
+        c.post("jobs", ("full", i))
+
+
+def test_a_failed_bulk_action_keeps_the_list(console_board: ConsoleBoard, browser: Any) -> None:
+    # Given ten dead letters whose origin is full,
+    with console_board.client() as c:
+        _dead_letters(c, 10)
+        browser.get(console_board.url + "/deadletters/jobs.dlq")
+        wait_for(browser, lambda d: len(rows(d)) == 10, message="ten dead letters")
+        # when I resubmit all of them, the board refuses (no room for them),
+        click(browser, "#resubmit-matching")
+        error = wait_for(browser, lambda d: d.find_elements(By.ID, "error"))[0].text
+        # and I see why above the list, which still shows the ten.
+        assert "jobs" in error and "full" in error
+        assert len(rows(browser)) == 10
+        assert "No dead letter" not in browser.find_element(By.ID, "letters").text
+        assert len(c.browse("jobs.dlq", section="unprocessed").messages) == 10
+
+
+def rows(driver: Any) -> list[Any]:
+    return list(driver.find_elements(By.CSS_SELECTOR, "#letters tr[data-seq]"))
+
+
+def test_kick_and_release_ask_first(console_board: ConsoleBoard, browser: Any) -> None:
+    # Given a consumer and a leased message on the Consumers page,
+    with console_board.client() as c:
+        c.create_queue("jobs")
+        c.post("jobs", ("job", 1))
+        c.post("jobs", ("job", 2))
+        with c.subscribe("jobs", credit=1) as sub:
+            next(iter(sub))
+            [leased] = c.take_leased("jobs", lease=300)
+            [v] = c.list_consumers("jobs")
+            browser.get(console_board.url + "/consumers")
+            kick = f'tr[id="{v.id}"] button.kick'
+            wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, kick), message="kick")
+            wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#leases .release"))
+            # when I press kick, I am asked first, naming the consumer; said
+            # no, nothing happens.
+            press(browser, kick)
+            alert = wait_for(browser, lambda d: d.switch_to.alert, message="a question")
+            assert v.id in alert.text and "go back to the queue" in alert.text
+            alert.dismiss()
+            # The same for release, naming the message.
+            press(browser, "#leases button.release")
+            alert = wait_for(browser, lambda d: d.switch_to.alert, message="a question")
+            assert f"jobs #{leased.message.seq}" in alert.text
+            alert.dismiss()
+            time.sleep(1)  # (what a sent request would have done by now)
+            assert [x.id for x in c.list_consumers("jobs")] == [v.id]
+            assert [x.seq for x in c.list_leases("jobs")] == [leased.message.seq]

@@ -149,8 +149,8 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
         destinations=choices(destinations),
         **kw,
     )
-    if ctx["error"]:
-        return ctx
+    # An action's error (``kw``) is shown above the list as it is now: the
+    # list is read all the same.
     try:
         got = await answer(
             board.browse_async(
@@ -162,7 +162,7 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
             )
         )
     except MsgboardError as e:
-        ctx["error"] = str(e)
+        ctx["error"] = "; ".join(x for x in (ctx["error"], str(e)) if x)
         ctx["status"] = http_status(e)
         return ctx
     ctx["letters"] = [letter(queue, m) for m in got.messages]

@@ -103,6 +103,14 @@
     });
   }
 
+  // A form with data-confirm asks first (kick, release): the question is
+  // the attribute's text; cancelled, nothing is sent.
+  document.addEventListener("submit", (e) => {
+    const form = e.target;
+    const question = form instanceof HTMLFormElement ? form.dataset.confirm : undefined;
+    if (question && !window.confirm(question)) e.preventDefault();
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
     const box = document.getElementById("charts");
     if (box) charts(box);
