@@ -18,10 +18,12 @@ from selenium.webdriver.common.by import By
 
 from msgboard.client import Client
 from tests.browser import (
+    READER,
     ConsoleBoard,
     browser,
     click,
     console_board,
+    sign_in,
     users_board,
     wait_for,
 )
@@ -133,3 +135,31 @@ def test_kick_and_release_ask_first(console_board: ConsoleBoard, browser: Any) -
             time.sleep(1)  # (what a sent request would have done by now)
             assert [x.id for x in c.list_consumers("jobs")] == [v.id]
             assert [x.seq for x in c.list_leases("jobs")] == [leased.message.seq]
+
+
+def test_a_reader_sees_what_she_may_use(users_board: ConsoleBoard, browser: Any) -> None:
+    # Given a reader of jobs* (no write, no manage), dead letters of jobs
+    # and of a queue outside her grant,
+    with users_board.client() as c:
+        _dead_letters(c, 2)
+        c.create_queue("secret", dead_letter="jobs.dlq")
+    sign_in(browser, users_board, READER)
+    # her dead letters name no queue she may not see, and have no checkbox;
+    browser.get(users_board.url + "/deadletters/jobs.dlq")
+    wait_for(browser, lambda d: len(rows(d)) == 2, message="two dead letters")
+    senders = browser.find_element(By.CSS_SELECTOR, "#dlqs tbody td:nth-child(3)").text
+    assert "jobs" in senders and "secret" not in senders
+    assert "1 queue you may not see" in senders
+    assert not browser.find_elements(By.CSS_SELECTOR, "#letters input[type=checkbox]")
+    # Compose shows her no Post (she may write nowhere), only read and take;
+    browser.get(users_board.url + "/compose?queue=jobs")
+    wait_for(browser, lambda d: d.find_elements(By.ID, "read"))
+    assert not [e for e in browser.find_elements(By.ID, "post") if e.is_displayed()]
+    assert browser.find_element(By.ID, "no-post").is_displayed()
+    # and a page she may not open is the console's page, its navigation
+    # and the reason, with status 403.
+    browser.get(users_board.url + "/browse/secret")
+    error = wait_for(browser, lambda d: d.find_elements(By.ID, "error"))[0].text
+    assert "may not read queue 'secret'" in error
+    assert browser.find_elements(By.CSS_SELECTOR, "header.bar nav a")
+    assert browser.find_element(By.ID, "me").text == READER.name

@@ -111,6 +111,34 @@
     if (question && !window.confirm(question)) e.preventDefault();
   });
 
+  // Compose: the message part and Post show for a queue one may write.
+  document.addEventListener("change", (e) => {
+    const select = e.target;
+    if (!(select instanceof HTMLSelectElement) || select.id !== "queue") return;
+    const option = select.selectedOptions[0];
+    const writable = !!(option && option.dataset.write);
+    const part = document.getElementById("post-part");
+    if (part) part.hidden = !writable;
+    const none = document.getElementById("no-post");
+    if (none) none.hidden = writable;
+  });
+
+  // A request htmx makes that is refused (403, 404...): its reason shown
+  // at the top of the page, as text.
+  document.addEventListener("htmx:responseError", (e) => {
+    const xhr = e.detail && e.detail.xhr;
+    if (!xhr) return;
+    let flash = document.getElementById("flash");
+    if (!flash) {
+      flash = document.createElement("p");
+      flash.id = "flash";
+      flash.className = "error";
+      const main = document.querySelector("main");
+      if (main) main.prepend(flash);
+    }
+    flash.textContent = xhr.status + ": " + xhr.responseText;
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
     const box = document.getElementById("charts");
     if (box) charts(box);
