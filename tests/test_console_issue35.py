@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from msgboard.client import Client
 from tests.browser import (
@@ -27,7 +28,7 @@ from tests.browser import (
     users_board,
     wait_for,
 )
-from tests.test_console import cell
+from tests.test_console import await_event, cell
 from tests.test_console_pages import press
 
 __all__ = ["browser", "console_board", "users_board"]  # fixtures, used by name
@@ -163,3 +164,105 @@ def test_a_reader_sees_what_she_may_use(users_board: ConsoleBoard, browser: Any)
     assert "may not read queue 'secret'" in error
     assert browser.find_elements(By.CSS_SELECTOR, "header.bar nav a")
     assert browser.find_element(By.ID, "me").text == READER.name
+
+
+def names_shown(driver: Any) -> list[str] | None:
+    got = driver.execute_script(
+        "return [...document.querySelectorAll('#queue-rows tr[data-queue]')]"
+        ".map(r => r.dataset.queue)"
+    )
+    return list(got) if got is not None else None
+
+
+def test_a_queue_list_to_work_with_and_a_queue_page(
+    console_board: ConsoleBoard, browser: Any
+) -> None:
+    # Given a dozen queues, orders.eu the deepest, fed by a selector from
+    # orders and read by a consumer holding one message,
+    with console_board.client() as c:
+        for name in ("orders", "orders.eu", "orders.us", *(f"misc.{i}" for i in range(9))):
+            c.create_queue(name)
+        c.create_selector("orders", op="move", to="orders.eu", templates=[("eu", int)])
+        for i in range(5):
+            c.post("orders", ("eu", i))
+        c.post("orders.us", ("us", 1))
+        with c.subscribe("orders.eu", credit=1) as sub:
+            first = next(iter(sub))
+            # the list filters by a part of the name, and keeps the filter
+            # as it refreshes;
+            browser.get(console_board.url + "/")
+            wait_for(browser, lambda d: len(names_shown(d) or []) == 12, message="12 rows")
+            browser.find_element(By.ID, "filter-q").send_keys("orders")
+            click(browser, "#filter-go")
+            want = ["orders", "orders.eu", "orders.us"]
+            wait_for(browser, lambda d: names_shown(d) == want, message="filtered")
+            # it sorts by a column, the deepest first (a second click: the
+            # other way);
+            click(browser, 'th[data-sort="ready"] a')
+            wait_for(browser, lambda d: "sort=ready" in d.current_url)
+            wait_for(browser, lambda d: (names_shown(d) or [""])[0] == "orders.eu")
+            assert "desc=1" in browser.current_url and "q=orders" in browser.current_url
+            # peek shows the oldest waiting message, not the newest;
+            click(browser, 'tr[data-queue="orders.eu"] button.peek')
+            peek = wait_for(browser, lambda d: d.find_element(By.ID, "peek").text)
+            assert "Oldest waiting" in peek and '"eu", 0' in peek.replace("[", " ")
+            # a name opens the queue's page: figures, consumer with its lag,
+            # the selector into it, the last messages;
+            click(browser, 'tr[data-queue="orders.eu"] td.name a')
+            wait_for(browser, lambda d: d.find_elements(By.ID, "queue-name"))
+            assert browser.find_element(By.ID, "queue-name").text == "orders.eu"
+            assert browser.find_element(By.CSS_SELECTOR, "#figures td.ready").text == "4"
+            lag = browser.find_element(By.CSS_SELECTOR, "#queue-consumers td.lag").text
+            assert lag == "1"
+            into = browser.find_element(By.CSS_SELECTOR, "#selectors tr.in").text
+            assert "orders" in into and "move" in into and '"eu"' in into
+            seqs = [
+                int(e.get_attribute("data-seq"))
+                for e in browser.find_elements(By.CSS_SELECTOR, "#last tr[data-seq]")
+            ]
+            assert seqs == [5, 4, 3, 2, 1]
+            # and Browse opens on the queue I came from.
+            click(browser, 'header.bar nav a[href="/browse"]')
+            wait_for(browser, lambda d: d.current_url.endswith("/browse/orders.eu"))
+            sub.ack(first)
+    # The overview has one chart, of the busiest queues, with a legend
+    # (once the sampler has read orders.eu's depth).
+    browser.get(console_board.url + "/")
+    wait_for(
+        browser,
+        lambda d: "orders.eu" in d.find_element(By.ID, "charts").text,
+        message="orders.eu in the busiest queues' chart",
+    )
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#charts canvas")) == 1
+
+
+def test_events_named_filtered_newest_first(console_board: ConsoleBoard, browser: Any) -> None:
+    # Given a board where queues come and go,
+    with console_board.client() as c:
+        c.create_queue("a.one")
+        c.create_queue("b.two")
+        c.delete_queue("a.one")
+        await_event(c, ("queue.deleted", "a.one"))
+        browser.get(console_board.url + "/events")
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#events tr"))
+        # the newest is first, and its fields are named;
+        first = browser.find_element(By.CSS_SELECTOR, "#events tr")
+        assert first.find_element(By.CSS_SELECTOR, "td.event").text == "queue.deleted"
+        assert first.find_element(By.CSS_SELECTOR, "td.fields").text == "queue a.one"
+        # filtered by kind and queue, only those events show, and new ones
+        # arrive at the top, filtered too.
+        Select(browser.find_element(By.ID, "kind")).select_by_value("queue")
+        browser.find_element(By.ID, "event-queue").send_keys("a.one")
+        click(browser, "#events-go")
+        wait_for(browser, lambda d: "kind=queue" in d.current_url)
+        assert event_names(browser) == ["queue.deleted", "queue.created"]
+        c.create_queue("b.three")
+        c.create_queue("a.one")
+        want = ["queue.created", "queue.deleted", "queue.created"]
+        wait_for(browser, lambda d: event_names(d) == want, message="a.one live, on top")
+        top = browser.find_element(By.CSS_SELECTOR, "#events tr td.fields").text
+        assert top == "queue a.one kind durable"
+
+
+def event_names(driver: Any) -> list[str]:
+    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, "#events td.event")]

@@ -43,6 +43,7 @@ from msgboard.console.pages import (
     events,
     network,
     overview,
+    queue,
     signin,
 )
 from msgboard.console.sampler import SAMPLER, Sampler
@@ -59,6 +60,7 @@ PAGES: tuple[ModuleType, ...] = (
     compose,
     events,
     cluster,
+    queue,
     signin,
 )
 STATIC = Path(__file__).parent / "static"

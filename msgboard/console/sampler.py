@@ -113,8 +113,10 @@ class Sampler:
         if board is None:
             self.latest = None
             return
-        stats = await asyncio.wrap_future(board.stats_async())
-        traffic = await asyncio.wrap_future(board.traffic_async())
+        # Both asked at once: the reading waits for the slower, not the sum.
+        asked = board.stats_async(), board.traffic_async()
+        stats = await asyncio.wrap_future(asked[0])
+        traffic = await asyncio.wrap_future(asked[1])
         self.add(stats, time.time(), {q: t.left for q, t in traffic.items()})
 
     def add(self, stats: BoardStats, now: float, left: Mapping[str, int]) -> None:
