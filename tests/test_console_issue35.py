@@ -10,14 +10,18 @@ she may not use.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
+from msgboard import definitions as defs
 from msgboard.client import Client
+from msgboard.spec import QueueSpec
 from tests.browser import (
     READER,
     ConsoleBoard,
@@ -266,3 +270,52 @@ def test_events_named_filtered_newest_first(console_board: ConsoleBoard, browser
 
 def event_names(driver: Any) -> list[str]:
     return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, "#events td.event")]
+
+
+def test_create_a_queue_and_a_selector_and_import_definitions(
+    console_board: ConsoleBoard, browser: Any, tmp_path: Path
+) -> None:
+    # Given the Definitions page of the open board,
+    browser.get(console_board.url + "/definitions")
+    # when I create a queue and a selector into it,
+    browser.find_element(By.ID, "queue-name-input").send_keys("made.here")
+    browser.find_element(By.NAME, "max_unprocessed").send_keys("5")
+    click(browser, "#create-queue")
+    wait_for(browser, lambda d: "Created queue made.here" in d.find_element(By.ID, "done").text)
+    browser.find_element(By.ID, "queue-name-input").send_keys("made.in")
+    click(browser, "#create-queue")
+    wait_for(browser, lambda d: "made.in" in d.find_element(By.ID, "done").text)
+    browser.find_element(By.ID, "selector-source").send_keys("made.in")
+    browser.find_element(By.ID, "selector-destination").send_keys("made.here")
+    browser.find_element(By.NAME, "template").send_keys('["job", "?int"]')
+    click(browser, "#create-selector")
+    wait_for(browser, lambda d: "Created selector" in d.find_element(By.ID, "done").text)
+    with console_board.client() as c:
+        [q] = [v for v in c.list_queues() if v.spec.name == "made.here"]
+        assert q.spec.max_unprocessed == 5
+        [s] = c.list_selectors("made.in")
+        assert s.spec.destination == "made.here"
+        # a bad one says why and keeps what I typed;
+        browser.find_element(By.ID, "selector-source").send_keys("nope")
+        click(browser, "#create-selector")
+        error = wait_for(browser, lambda d: d.find_elements(By.ID, "error"))[0].text
+        assert "nope" in error
+        assert browser.find_element(By.ID, "selector-source").get_attribute("value") == "nope"
+        # the export is the board's definitions file,
+        text = browser.execute_async_script(
+            "const done = arguments[0];"
+            "fetch('/definitions.json', {credentials: 'same-origin'})"
+            ".then(r => r.text()).then(done, () => done(''));"
+        )
+        body = json.loads(text)
+        assert [x["name"] for x in body["queues"]] == ["made.here", "made.in"]
+        # and importing a file creates what it holds.
+        other = defs.Definitions([QueueSpec("imported.a"), QueueSpec("imported.b")])
+        path = tmp_path / "defs.json"
+        path.write_text(defs.dumps(other))
+        browser.get(console_board.url + "/definitions")
+        browser.find_element(By.ID, "import-file").send_keys(str(path))
+        click(browser, "#import")
+        done = wait_for(browser, lambda d: d.find_elements(By.ID, "done"))[0].text
+        assert "created 2 queue(s)" in done
+        assert {"imported.a", "imported.b"} <= {v.spec.name for v in c.list_queues()}
