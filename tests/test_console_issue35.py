@@ -319,3 +319,36 @@ def test_create_a_queue_and_a_selector_and_import_definitions(
         done = wait_for(browser, lambda d: d.find_elements(By.ID, "done"))[0].text
         assert "created 2 queue(s)" in done
         assert {"imported.a", "imported.b"} <= {v.spec.name for v in c.list_queues()}
+
+
+def test_saved_filters_for_browse_and_dead_letters(
+    console_board: ConsoleBoard, browser: Any
+) -> None:
+    # Given dead letters of jobs,
+    with console_board.client() as c:
+        _dead_letters(c, 2)
+    # when I save a pattern by name on Browse,
+    browser.get(console_board.url + "/browse/jobs")
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".saved-save"))
+    browser.find_element(By.NAME, "template").send_keys('["job", "?int"]')
+    browser.find_element(By.NAME, "filter").send_keys("priority >= 0")
+    browser.find_element(By.CSS_SELECTOR, ".saved-name").send_keys("jobs by number")
+    click(browser, ".saved-save")
+    # it is there on Dead letters (another page, the same browser), and
+    # choosing it fills the form with what I saved;
+    browser.get(console_board.url + "/deadletters/jobs.dlq")
+    pick = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".saved-pick"))[0]
+    Select(pick).select_by_visible_text("jobs by number")
+    assert browser.find_element(By.NAME, "template").get_attribute("value") == '["job", "?int"]'
+    assert browser.find_element(By.NAME, "filter").get_attribute("value") == "priority >= 0"
+    click(browser, "#filter-go")
+    wait_for(browser, lambda d: "template=" in d.current_url and len(rows(d)) == 2)
+    # and forgetting it removes it.
+    Select(browser.find_element(By.CSS_SELECTOR, ".saved-pick")).select_by_visible_text(
+        "jobs by number"
+    )
+    click(browser, ".saved-forget")
+    browser.get(console_board.url + "/browse/jobs")
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".saved-pick"))
+    options = browser.find_elements(By.CSS_SELECTOR, ".saved-pick option")
+    assert [o.text for o in options] == ["(choose one)"]

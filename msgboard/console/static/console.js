@@ -184,10 +184,64 @@
     flash.textContent = xhr.status + ": " + xhr.responseText;
   });
 
+  // -- saved filters ----------------------------------------------------------
+  // Named patterns (templates, address, filter) a person keeps for the
+  // pattern forms (Browse, Dead letters, Compose), in this browser's
+  // localStorage under one key: no write to the board, nothing to guard
+  // there, and they survive the board's restarts (docs/console.md).
+  const SAVED = "msgboard.console.filters";
+  function savedAll() {
+    try {
+      const got = JSON.parse(window.localStorage.getItem(SAVED) || "{}");
+      return got && typeof got === "object" ? got : {};
+    } catch (e) {
+      return {};
+    }
+  }
+  function savedFilters(box) {
+    const set = box.closest("fieldset");
+    const field = (name) => set.querySelector('[name$="' + name + '"]');
+    const pick = box.querySelector(".saved-pick");
+    const name = box.querySelector(".saved-name");
+    function fill() {
+      const all = savedAll();
+      while (pick.options.length > 1) pick.remove(1);
+      for (const key of Object.keys(all).sort()) pick.appendChild(new Option(key, key));
+    }
+    pick.addEventListener("change", () => {
+      const p = savedAll()[pick.value];
+      if (!p) return;
+      field("template").value = p.template || "";
+      field("address").value = p.address || "";
+      field("filter").value = p.filter || "";
+      name.value = pick.value;
+    });
+    box.querySelector(".saved-save").addEventListener("click", () => {
+      const key = name.value.trim();
+      if (!key) { name.focus(); return; }
+      const all = savedAll();
+      all[key] = {
+        template: field("template").value, address: field("address").value, filter: field("filter").value,
+      };
+      window.localStorage.setItem(SAVED, JSON.stringify(all));
+      fill();
+      pick.value = key;
+    });
+    box.querySelector(".saved-forget").addEventListener("click", () => {
+      const all = savedAll();
+      if (!pick.value || !(pick.value in all)) return;
+      delete all[pick.value];
+      window.localStorage.setItem(SAVED, JSON.stringify(all));
+      fill();
+    });
+    fill();
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     const box = document.getElementById("charts");
     if (box) charts(box);
     const body = document.getElementById("events");
     if (body && body.dataset.stream) events(body);
+    for (const box of document.querySelectorAll("[data-saved-filters]")) savedFilters(box);
   });
 })();
