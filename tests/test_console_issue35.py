@@ -28,6 +28,7 @@ from tests.browser import (
     browser,
     click,
     console_board,
+    shoot,
     sign_in,
     users_board,
     wait_for,
@@ -168,6 +169,7 @@ def test_a_reader_sees_what_she_may_use(users_board: ConsoleBoard, browser: Any)
     assert "may not read queue 'secret'" in error
     assert browser.find_elements(By.CSS_SELECTOR, "header.bar nav a")
     assert browser.find_element(By.ID, "me").text == READER.name
+    shoot(browser, "forbidden")
 
 
 def names_shown(driver: Any) -> list[str] | None:
@@ -225,6 +227,7 @@ def test_a_queue_list_to_work_with_and_a_queue_page(
                 for e in browser.find_elements(By.CSS_SELECTOR, "#last tr[data-seq]")
             ]
             assert seqs == [5, 4, 3, 2, 1]
+            shoot(browser, "queue")
             # and Browse opens on the queue I came from.
             click(browser, 'header.bar nav a[href="/browse"]')
             wait_for(browser, lambda d: d.current_url.endswith("/browse/orders.eu"))
@@ -266,6 +269,7 @@ def test_events_named_filtered_newest_first(console_board: ConsoleBoard, browser
         wait_for(browser, lambda d: event_names(d) == want, message="a.one live, on top")
         top = browser.find_element(By.CSS_SELECTOR, "#events tr td.fields").text
         assert top == "queue a.one kind durable"
+        shoot(browser, "events-filtered")
 
 
 def event_names(driver: Any) -> list[str]:
@@ -318,6 +322,7 @@ def test_create_a_queue_and_a_selector_and_import_definitions(
         click(browser, "#import")
         done = wait_for(browser, lambda d: d.find_elements(By.ID, "done"))[0].text
         assert "created 2 queue(s)" in done
+        shoot(browser, "definitions")
         assert {"imported.a", "imported.b"} <= {v.spec.name for v in c.list_queues()}
 
 
