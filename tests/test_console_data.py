@@ -17,7 +17,7 @@ from msgboard.engine import Board
 from msgboard.errors import InvalidArgument
 from msgboard.message import Message
 from msgboard.results import QueueStats, SelectorView
-from msgboard.spec import Op, QueueSpec, Role, SelectorSpec
+from msgboard.spec import LinkSpec, Op, QueueSpec, Role, SelectorSpec
 
 # -------------------------------------------------------------- messages
 
@@ -240,7 +240,10 @@ def test_the_network_is_laid_out_from_a_real_board(tmp_path: Path) -> None:
     assert edges[idle.id].label == "default MOVE · credit 5"
     long = SelectorSpec("orders", Pattern(filter="address LIKE '" + "x" * 50 + "'"))
     cut = graph.layout(stats, [SelectorView("s", long, True, False, 0, 0, 0)], [])
-    assert cut.edges[0].pattern.endswith("…") and len(cut.edges[0].pattern) == graph.LABEL_CHARS
+    # A long pattern is drawn whole, over lines (issue 35: it was cut).
+    assert "x" * 50 in cut.edges[0].pattern and len(cut.edges[0].lines) > 1
+    assert all(len(line) <= graph.LABEL_CHARS for line in cut.edges[0].lines[:1])
+    assert "".join(cut.edges[0].lines).replace(" ", "") == cut.edges[0].pattern.replace(" ", "")
     assert "x" * 50 in cut.edges[0].title
     assert edges["dl:orders"].kind == "dead-letter" and edges["dl:orders"].target == "q:dlq"
     assert nodes["q:orders"].href == "/browse/orders"
@@ -274,3 +277,29 @@ def _query(link: str) -> list[tuple[str, str]]:
     from urllib.parse import parse_qsl, urlsplit
 
     return parse_qsl(urlsplit(link).query)
+
+
+def test_a_link_is_an_arrow_to_the_remote_queue(board: Board) -> None:
+    """Given a MOVE across a link to a queue of another board and a pull from
+    one, I expect each drawn as an arrow to (or from) a box naming the link
+    and the remote queue, and no box for the internal outbox ``$link.ID``
+    (issue 35: the page drew the outbox and no remote end)."""
+    board.create_link(LinkSpec("central", "127.0.0.1:1"))
+    for name in ("orders", "inbox"):
+        board.create_queue(QueueSpec(name))
+    push = board.create_selector(
+        SelectorSpec("orders", destination="orders.all", destination_link="central")
+    )
+    pull = board.create_selector(
+        SelectorSpec("requests", destination="inbox", source_link="central")
+    )
+    stats = board.stats().queues
+    assert any(q.name.startswith("$link.") for q in stats)  # the outbox exists
+    g = graph.layout(stats, board.list_selectors(), [], {})
+    nodes = {n.key: n for n in g.nodes}
+    edges = {e.key: e for e in g.edges}
+    assert not [k for k in nodes if "$link." in k]
+    assert edges[push.id].target == "remote:central:orders.all"
+    assert nodes["remote:central:orders.all"].label == "central:orders.all"
+    assert edges[pull.id].source == "remote:central:requests"
+    assert edges[pull.id].target == "q:inbox"

@@ -291,6 +291,7 @@ def test_kick_a_consumer_and_release_a_lease(console_board: ConsoleBoard, browse
 
         # Kicked, its stream ends Kicked and its message goes back.
         press(browser, f"{row} button.kick")
+        browser.switch_to.alert.accept()  # kicking asks first (issue 35)
         wait_for(browser, lambda d: d.find_elements(By.ID, "done"))
         with pytest.raises(Kicked):
             list(sub)
@@ -301,6 +302,7 @@ def test_kick_a_consumer_and_release_a_lease(console_board: ConsoleBoard, browse
 
     # Released, the leased message waits again and its taker's ack fails.
     press(browser, "#leases button.release")
+    browser.switch_to.alert.accept()
     wait_text(browser, "done", f"Released jobs #{leased.message.seq}: waiting again.")
     assert [m.seq for m in c.take("jobs", timeout=10)] == [leased.message.seq]
     assert leased.id in c.ack("jobs", [leased]).rejected

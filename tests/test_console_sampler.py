@@ -34,10 +34,10 @@ def test_rates_are_differences_over_the_time_between_readings(board: Board) -> N
     board.create_queue(QueueSpec("a"))
     sampler = Sampler(Console(board, every=5.0))
     s = stats(board)
-    sampler.add(posted_as(s, a=10), 1000.0)
+    sampler.add(posted_as(s, a=10), 1000.0, {"a": 3})
     assert sampler.rates("a") == (0.0, 0.0)  # one reading: no rate yet
-    sampler.add(posted_as(s, a=60), 1005.0)
-    assert sampler.rates("a") == (10.0, 0.0)  # 50 posts in 5 s
+    sampler.add(posted_as(s, a=60), 1005.0, {"a": 28})
+    assert sampler.rates("a") == (10.0, 5.0)  # 50 posts, 25 gone in 5 s
     got = sampler.series(["a"])
     assert got["t"] == [1000.0, 1005.0]
     assert got["queues"] == {
@@ -45,7 +45,7 @@ def test_rates_are_differences_over_the_time_between_readings(board: Board) -> N
             "ready": [0.0, 0.0],
             "outstanding": [0.0, 0.0],
             "in": [None, 10.0],
-            "out": [None, 0.0],
+            "out": [None, 5.0],
         }
     }
     later = sampler.series(["a"], since=1000.0)
@@ -58,7 +58,7 @@ def test_the_ring_keeps_the_last_hour_only(board: Board) -> None:
     assert sampler.points == 4
     s = stats(board)
     for i in range(10):
-        sampler.add(posted_as(s, a=i), 1000.0 + 5 * i)
+        sampler.add(posted_as(s, a=i), 1000.0 + 5 * i, {})
     got = sampler.series(["a"])
     assert got["t"] == [1030.0, 1035.0, 1040.0, 1045.0]
     rates = got["queues"]["a"]["in"]  # type: ignore[index]
@@ -70,13 +70,13 @@ def test_charted_queues_are_bounded_and_dropped_when_gone(board: Board) -> None:
     for name in ("a", "b", "c"):
         board.create_queue(QueueSpec(name))
     sampler = Sampler(Console(board, every=5.0), limit=2)
-    sampler.add(stats(board), 1000.0)
+    sampler.add(stats(board), 1000.0, {})
     assert sorted(sampler.queues) == ["a", "b"]  # c: in the table, no chart
     assert sampler.series(["a", "c"])["queues"].keys() == {"a"}  # type: ignore[attr-defined]
     board.delete_queue("a")
-    sampler.add(stats(board), 1005.0)
+    sampler.add(stats(board), 1005.0, {})
     assert sorted(sampler.queues) == ["b"]
-    sampler.add(stats(board), 1010.0)
+    sampler.add(stats(board), 1010.0, {})
     assert sorted(sampler.queues) == ["b", "c"]  # room again
 
 

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from msgboard import config
-from msgboard.cli import clusterstatus, moving
+from msgboard.cli import clusterstatus, definitions, moving
 from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
@@ -333,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("ids", nargs="+", type=int, metavar="ID", help="lease ids (take --lease)")
 
     moving.add_parsers(sub, common, _pattern_args, _count)  # move, delete, release
+    definitions.add_parser(sub, common)  # msgboard/cli/definitions.py
     p = sub.add_parser("browse", parents=[common], help="page through a queue")
     p.add_argument("queue", help="the queue to browse")
     p.add_argument(
@@ -548,6 +549,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("export", "report", "nightly"):
             return _spark(args)
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # before gRPC loads
+        if args.command == "definitions":
+            from msgboard.cli.commands import connect
+
+            with connect(args) as c:
+                return definitions.command(c, args)
         from msgboard.cli.commands import run
 
         return run(args)

@@ -20,7 +20,9 @@ live with htmx; charts are uPlot. Both are vendored under ``static/``.
 - ``pages/``: one module per page, each with its routes and template.
 
 It may import the engine's face, security (the one permission table), the
-shared vocabulary and aiohttp/Jinja2; never the server, the cluster, the
+shared vocabulary (with ``msgboard.definitions``, the definitions file the
+CLI reads and writes too, and the codec it writes specs with) and
+aiohttp/Jinja2; never the server, the cluster, the
 client or the CLI (a replicating board's role and standbys reach it as
 plain objects, ``context.Cluster``).
 """

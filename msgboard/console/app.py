@@ -40,12 +40,15 @@ from msgboard.console.pages import (
     compose,
     consumers,
     deadletters,
+    definitions,
     events,
     network,
     overview,
+    queue,
     signin,
 )
 from msgboard.console.sampler import SAMPLER, Sampler
+from msgboard.console.templating import render
 
 #: The page modules, in the navigation bar's order. Each has ``routes``
 #: (an ``aiohttp.web.RouteTableDef``) and ``NAV``: (label, path) or None.
@@ -56,8 +59,10 @@ PAGES: tuple[ModuleType, ...] = (
     deadletters,
     consumers,
     compose,
+    definitions,
     events,
     cluster,
+    queue,
     signin,
 )
 STATIC = Path(__file__).parent / "static"
@@ -109,7 +114,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             sent = value if isinstance(value, str) else ""
         if not auth.csrf_ok(request, sent):
             refused = "refused: this request carries no valid CSRF token (reload the page)"
-            return _headed(web.Response(status=403, text=refused))
+            forbidden = web.HTTPForbidden(text=refused)
+            return _headed(_page_of(request, forbidden) or web.Response(status=403, text=refused))
     if not who.signed_in and path not in SIGN_IN_PATHS:
         if request.headers.get("HX-Request") or request.method != "GET":
             headers = {"HX-Redirect": "/signin"}
@@ -121,13 +127,30 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
     except web.HTTPException as e:  # a page's 403, 404, redirect: raised on, headed
-        if fresh is not None:
-            auth.set_cookie(e, request, fresh)
-        _headed(e)
-        raise
+        page = _page_of(request, e)
+        if page is None:
+            if fresh is not None:
+                auth.set_cookie(e, request, fresh)
+            _headed(e)
+            raise
+        response = page
     if fresh is not None:
         auth.set_cookie(response, request, fresh)
     return _headed(response)
+
+
+def _page_of(request: web.Request, e: web.HTTPException) -> web.Response | None:
+    """A page's refusal (403, 404, 400...) as a page of the console, with
+    its navigation and the reason, for a browser's page load (a request
+    that asks for HTML, not htmx's); None: answered as it is (plain text
+    for scripts and htmx, redirects)."""
+    if e.status < 400 or request.headers.get("HX-Request"):
+        return None
+    if "text/html" not in request.headers.get("Accept", ""):
+        return None
+    text = e.text if e.text and not e.text.startswith(f"{e.status}:") else e.reason
+    context = {"status": e.status, "reason": e.reason, "text": text}
+    return render(request, "error.html", context, status=e.status)
 
 
 def _quoted(path: str) -> str:

@@ -45,7 +45,7 @@ from aiohttp import web
 from msgboard.console.context import CONSOLE
 from msgboard.engine.events import USER_DENIED
 from msgboard.security.auth import User, Users, token_hash
-from msgboard.security.permissions import BOARD, allows
+from msgboard.security.permissions import BOARD, READ, allows
 
 COOKIE = "msgboard_session"
 #: How long a session lasts from sign-in.
@@ -91,6 +91,9 @@ class Session:
     #: The user's name; "" for a visit (no user signed in).
     user: str
     expires: float
+    #: The queue of the last queue page opened (a queue's page, Browse,
+    #: Dead letters): where Browse opens when no queue is named.
+    queue: str = ""
 
 
 class Sessions:
@@ -196,6 +199,28 @@ def require(request: web.Request, verb: str, queue: str = BOARD) -> Identity:
     if board is not None and who.signed_in:
         board.emit(USER_DENIED, who.name, what)
     raise web.HTTPForbidden(text=f"user {who.name!r} may not {verb} {where}")
+
+
+def remember(request: web.Request, queue: str) -> None:
+    """Notes ``queue`` as the one the session last looked at."""
+    session = request.get(SESSION_OF)
+    if session is not None:
+        session.queue = queue
+
+
+def reading(request: web.Request, key: str) -> str:
+    """The queue a page's path names (``key`` of its match), once the
+    identity may read it (else 403), noted as the one last looked at."""
+    queue = request.match_info[key]
+    require(request, READ, queue)
+    remember(request, queue)
+    return queue
+
+
+def last_queue(request: web.Request) -> str:
+    """The queue the session last looked at ("": none)."""
+    session = request.get(SESSION_OF)
+    return session.queue if session is not None else ""
 
 
 def csrf_ok(request: web.Request, sent: str) -> bool:

@@ -19,6 +19,7 @@ arc under the boxes.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -36,6 +37,8 @@ ROW_GAP = 34
 MARGIN = 24
 #: Longest edge label drawn; the whole is in its tooltip.
 LABEL_CHARS = 34
+#: The prefix of a crossing selector's outbox queue (``msgboard.links``).
+OUTBOX = "$link."
 
 
 @dataclass(slots=True)
@@ -67,10 +70,11 @@ class Edge:
     kind: str
     #: The first line: the operation (and role) and the credit.
     label: str
-    #: The second: the pattern, cut to ``LABEL_CHARS`` (whole in ``title``).
+    #: Below: the pattern, whole (``lines``: wrapped at ``LABEL_CHARS``).
     pattern: str
     title: str
     href: str
+    lines: list[str] = field(default_factory=list)
     path: str = ""
     #: Where the label goes, and which end of it is there (SVG's
     #: ``text-anchor``).
@@ -105,8 +109,10 @@ def credit_text(v: SelectorView) -> str:
     return "unlimited" if math.isinf(amount) else str(int(amount))
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+def _lines(text: str) -> list[str]:
+    """``text`` in lines of at most ``LABEL_CHARS``, at spaces where it
+    can (a pattern is drawn whole, never cut)."""
+    return textwrap.wrap(text, LABEL_CHARS, break_on_hyphens=False) or [text]
 
 
 def _edge_of(v: SelectorView, target: str) -> Edge:
@@ -124,7 +130,10 @@ def _edge_of(v: SelectorView, target: str) -> Edge:
         + ("" if v.durable else " (session)")
     )
     link = browse_href(spec.source, PatternForm.of_pattern(spec.pattern))
-    return Edge(v.id, "q:" + spec.source, target, spec.op.value, label, _short(pat), title, link)
+    source = "q:" + spec.source
+    if spec.source_link:  # a pull: the queue is on the linked board
+        source = f"remote:{spec.source_link}:{spec.source}"
+    return Edge(v.id, source, target, spec.op.value, label, pat, title, link, lines=_lines(pat))
 
 
 def _nodes_and_edges(
@@ -134,6 +143,8 @@ def _nodes_and_edges(
 ) -> tuple[dict[str, Node], list[Edge]]:
     nodes: dict[str, Node] = {}
     for q in queues:
+        if q.name.startswith(OUTBOX):
+            continue  # a crossing selector's outbox: drawn as its remote queue
         detail = f"{q.unprocessed} waiting · {q.history} history"
         title = (
             f"queue {q.name}: {q.unprocessed} waiting ({q.outstanding} outstanding), "
@@ -146,9 +157,17 @@ def _nodes_and_edges(
     edges: list[Edge] = []
     for v in selectors:
         spec = v.spec
+        if spec.source_link:  # a pull from a queue of the linked board
+            if "q:" + spec.destination not in nodes:
+                continue
+            _remote(nodes, spec.source_link, spec.source)
+            edges.append(_edge_of(v, "q:" + spec.destination))
+            continue
         if "q:" + spec.source not in nodes:
             continue  # a queue the listing left out ($sys, or one not visible)
-        if spec.destination:
+        if spec.destination_link:  # to a queue of the linked board
+            target = _remote(nodes, spec.destination_link, spec.destination)
+        elif spec.destination:
             target = "q:" + spec.destination
             if target not in nodes:
                 continue
@@ -177,6 +196,16 @@ def _nodes_and_edges(
             )
         edges.append(_edge_of(v, target))
     return nodes, edges
+
+
+def _remote(nodes: dict[str, Node], link: str, queue: str) -> str:
+    """The box of ``queue`` on the board of ``link`` (a crossing selector's
+    other end, drawn instead of its internal outbox ``$link.ID``)."""
+    key = f"remote:{link}:{queue}"
+    if key not in nodes:
+        title = f"queue {queue} on the board that link {link} reaches"
+        nodes[key] = Node(key, "remote", f"{link}:{queue}", f"over link {link}", "/cluster", title)
+    return key
 
 
 def _ranks(nodes: dict[str, Node], edges: list[Edge]) -> None:

@@ -4,7 +4,11 @@ A task in the board's event loop reads the board's Stats every ``every``
 seconds (5 by default: one Stats view, built on a reader thread, as a
 Prometheus scrape reads) and keeps, per queue, ``SPAN`` seconds of: the
 messages waiting (ready), outstanding (delivered or leased, not acked),
-and the rates in (posted) and out (taken) per second between two readings.
+and the rates in (posted) and out per second between two readings. Out
+counts every way a message leaves its queue (the engine's ``left`` count:
+taken, acked by a consumer or a lease, moved on, dead-lettered, expired,
+dropped, deleted, purged), read with the board's traffic counts
+(``Board.traffic_async``, the copy a metrics scrape reads).
 The overview's table shows the latest reading, so a person watching the
 console costs the board nothing more than the sampler already does.
 
@@ -24,7 +28,7 @@ import logging
 import math
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from aiohttp import web
 
@@ -47,13 +51,13 @@ NAN = math.nan
 class Series:
     """One queue's readings, in a ring of ``n`` points (NaN: no reading)."""
 
-    __slots__ = ("columns", "posted", "taken")
+    __slots__ = ("columns", "left", "posted")
 
     def __init__(self, n: int) -> None:
         self.columns = {k: array("d", [NAN]) * n for k in SERIES}
         #: The counters at the last reading (rates are their differences).
         self.posted = -1
-        self.taken = -1
+        self.left = -1
 
 
 class Sampler:
@@ -109,11 +113,15 @@ class Sampler:
         if board is None:
             self.latest = None
             return
-        stats = await asyncio.wrap_future(board.stats_async())
-        self.add(stats, time.time())
+        # Both asked at once: the reading waits for the slower, not the sum.
+        asked = board.stats_async(), board.traffic_async()
+        stats = await asyncio.wrap_future(asked[0])
+        traffic = await asyncio.wrap_future(asked[1])
+        self.add(stats, time.time(), {q: t.left for q, t in traffic.items()})
 
-    def add(self, stats: BoardStats, now: float) -> None:
-        """Files one Stats reading taken at ``now``."""
+    def add(self, stats: BoardStats, now: float, left: Mapping[str, int]) -> None:
+        """Files one Stats reading taken at ``now``, with how many messages
+        have left each queue since the board opened (``left``)."""
         i = self.next
         dt = now - self._last if self._last else 0.0
         self.times[i] = now
@@ -125,7 +133,7 @@ class Sampler:
                 if len(self.queues) >= self.limit:
                     continue
                 s = self.queues[q.name] = Series(self.points)
-            self._file(s, q, i, dt)
+            self._file(s, q, left.get(q.name, 0), i, dt)
         for gone in [n for n in self.queues if n not in seen]:
             del self.queues[gone]
         self.next = (i + 1) % self.points
@@ -134,16 +142,16 @@ class Sampler:
         self.latest, self.latest_at = stats, now
 
     @staticmethod
-    def _file(s: Series, q: QueueStats, i: int, dt: float) -> None:
+    def _file(s: Series, q: QueueStats, left: int, i: int, dt: float) -> None:
         c = s.columns
         c["ready"][i] = q.ready
         c["outstanding"][i] = q.outstanding
         if s.posted >= 0 and dt > 0:
             c["in"][i] = max(0, q.posted - s.posted) / dt
-            c["out"][i] = max(0, q.taken - s.taken) / dt
+            c["out"][i] = max(0, left - s.left) / dt
         else:
             c["in"][i] = c["out"][i] = NAN
-        s.posted, s.taken = q.posted, q.taken
+        s.posted, s.left = q.posted, left
 
     def rates(self, name: str) -> tuple[float, float]:
         """A queue's latest rates in and out, per second (0 before two

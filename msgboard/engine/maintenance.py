@@ -368,6 +368,7 @@ class Maintenance:
         if msgs:
             self._net.pulls.drained(q)
             self._net.pulls.settle(b)
+            b.count(q, left=len(msgs))
 
     # -- purge ------------------------------------------------------------
 

@@ -418,6 +418,7 @@ class Network:
         self.holds.unhold(b, q, msg.seq)
         done = txn.process(q, msg.seq, b.now, info.spec.max_history, msg, how)
         self.pulls.drained(q)
+        b.count(q, left=1)
         return done
 
     def finish(self, b: Batch, txn: Txn, info: QueueInfo, msgs: list[Message], how: Exit) -> None:
@@ -430,6 +431,7 @@ class Network:
         for m in msgs:
             finish(q, m.seq, now, most, m, how)
         self.pulls.drained(q)
+        b.count(q, left=len(msgs))
 
     def release(self, b: Batch, txn: Txn, info: QueueInfo, seq: int, at: int) -> bool:
         """Moves a scheduled message now due to the waiting ones, under its

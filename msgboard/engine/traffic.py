@@ -29,6 +29,11 @@ class Traffic:
     redelivered: int = 0
     #: Posts (and forwarded messages) not stored: their key was held.
     duplicates: int = 0
+    #: Messages that left the queue, every way one leaves: taken, acked
+    #: (a consumer's or a lease's), moved on by a selector or a move,
+    #: dead-lettered, expired, dropped, deleted, purged, trimmed by an
+    #: overflow (the console's "out /s").
+    left: int = 0
     #: dead_lettered by reason ("expired", "max-deliveries", ...).
     reasons: dict[str, int] = field(default_factory=dict)
 

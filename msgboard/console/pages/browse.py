@@ -27,7 +27,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from msgboard.associative import fields_to_json
-from msgboard.console.auth import identity, require
+from msgboard.console.auth import identity, last_queue, reading, require
 from msgboard.console.context import answer, board_of
 from msgboard.console.forms import (
     PatternForm,
@@ -109,6 +109,9 @@ async def choose(request: web.Request) -> web.Response:
     if chosen:
         rest = {k: v for k, v in request.query.items() if k != "queue"}
         raise web.HTTPSeeOther(href(f"/browse/{quote(chosen, safe='')}", **rest))
+    last = last_queue(request)
+    if last and identity(request).may(READ, last):  # the queue one came from
+        raise web.HTTPSeeOther(href(f"/browse/{quote(last, safe='')}"))
     board = board_of(request)
     return render(request, "browse.html", _context(choices(await readable(request, board))))
 
@@ -131,8 +134,7 @@ def _context(queues: list[str], **kw: Any) -> dict[str, Any]:
 
 @routes.get("/browse/{queue}")
 async def page(request: web.Request) -> web.Response:
-    queue = request.match_info["queue"]
-    require(request, READ, queue)
+    queue = reading(request, "queue")
     board = board_of(request)
     q = request.query
     form = PatternForm.of(q)

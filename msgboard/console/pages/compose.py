@@ -110,8 +110,13 @@ async def _queues(request: web.Request, board: Board) -> list[str]:
 
 async def _render(request: web.Request, form: Sent, status: int = 200, **kw: Any) -> web.Response:
     board = board_of(request)
+    who = identity(request)
+    queues = choices(await _queues(request, board), form.queue)
     ctx: dict[str, Any] = {
-        "queues": choices(await _queues(request, board), form.queue),
+        "queues": queues,
+        # The queues of the list the identity may post to: the message part
+        # and Post show only for one of them (none: not at all).
+        "writable": {q for q in queues if who.may(WRITE, q)},
         "values": {k: form.values.get(k, "") for k in _ENVELOPE},
         "rows": form.rows(),
         "types": FIELD_TYPES,

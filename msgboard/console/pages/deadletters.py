@@ -94,6 +94,8 @@ class Dlq:
     name: str
     waiting: int
     senders: list[str]
+    #: Senders the identity may not see (counted, not named).
+    hidden: int = 0
 
 
 async def dead_letter_queues(request: web.Request, board: Board) -> list[Dlq]:
@@ -105,11 +107,14 @@ async def dead_letter_queues(request: web.Request, board: Board) -> list[Dlq]:
     for v in views:
         if v.spec.dead_letter:
             senders.setdefault(v.spec.dead_letter, []).append(v.spec.name)
-    return [
-        Dlq(name, waiting.get(name, 0), sorted(s))
-        for name, s in sorted(senders.items())
-        if any(who.may(verb, name) for verb in SEE)
-    ]
+    # The senders shown are those the identity may see too: a queue outside
+    # one's grant is not named ("and N more" counts them).
+    out = []
+    for name, s in sorted(senders.items()):
+        if any(who.may(verb, name) for verb in SEE):
+            seen = sorted(q for q in s if any(who.may(verb, q) for verb in SEE))
+            out.append(Dlq(name, waiting.get(name, 0), seen, len(s) - len(seen)))
+    return out
 
 
 @routes.get("/deadletters")
@@ -149,8 +154,8 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
         destinations=choices(destinations),
         **kw,
     )
-    if ctx["error"]:
-        return ctx
+    # An action's error (``kw``) is shown above the list as it is now: the
+    # list is read all the same.
     try:
         got = await answer(
             board.browse_async(
@@ -162,7 +167,7 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
             )
         )
     except MsgboardError as e:
-        ctx["error"] = str(e)
+        ctx["error"] = "; ".join(x for x in (ctx["error"], str(e)) if x)
         ctx["status"] = http_status(e)
         return ctx
     ctx["letters"] = [letter(queue, m) for m in got.messages]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +26,7 @@ from aiohttp import web
 from msgboard.console.auth import require
 from msgboard.console.context import CONSOLE, answer, board_of
 from msgboard.console.templating import render
+from msgboard.engine import events as ev
 from msgboard.engine.events import SYS
 from msgboard.message import Message
 from msgboard.results import Start
@@ -53,25 +56,93 @@ def field(v: object) -> str:
     return json.dumps(v)
 
 
+#: Each event's fields after its name (``msgboard.engine.events``' table),
+#: so that the page names them.
+FIELDS: dict[str, tuple[str, ...]] = {
+    ev.QUEUE_CREATED: ("queue", "kind"),
+    ev.QUEUE_DELETED: ("queue",),
+    ev.SELECTOR_CREATED: ("selector", "source", "destination"),
+    ev.SELECTOR_DELETED: ("selector", "source"),
+    ev.CONSUMER_ATTACHED: ("consumer", "queue", "selector", "peer", "user"),
+    ev.CONSUMER_DETACHED: ("consumer", "queue", "selector", "reason"),
+    ev.DEAD_LETTERED: ("queue", "seq", "reason"),
+    ev.QUEUE_PURGED: ("queue", "purged", "history purged", "user"),
+    ev.MESSAGES_MOVED: ("source", "destination", "messages", "user"),
+    ev.MESSAGES_DELETED: ("queue", "messages", "user"),
+    ev.MESSAGES_RELEASED: ("queue", "messages", "user"),
+    ev.BOARD_STARTED: (),
+    ev.BOARD_STOPPING: (),
+    ev.USER_DENIED: ("user", "refused"),
+    ev.CLUSTER_PROMOTED: ("epoch",),
+    ev.CLUSTER_DEMOTED: ("epoch", "primary"),
+    ev.STANDBY_JOINED: ("standby", "acked"),
+    ev.STANDBY_LOST: ("standby", "acked", "reason"),
+    ev.LINK_CREATED: ("link", "remote"),
+    ev.LINK_DELETED: ("link",),
+    ev.LINK_CONNECTED: ("link", "remote"),
+    ev.LINK_DISCONNECTED: ("link", "reason"),
+    ev.LINK_BEHIND: ("link", "waiting", "seconds behind"),
+    ev.CONSOLE_ACTION: ("user", "action", "queue"),
+}
+#: The fields that name a queue (what the queue filter looks at).
+QUEUE_FIELDS = frozenset({"queue", "source", "destination"})
+#: Events read at most to find the first page of a filtered view.
+SCAN = 2000
+
+
 def event(m: Message) -> dict[str, Any]:
-    """One ``$sys`` message as the page shows it."""
+    """One ``$sys`` message as the page shows it: its fields named (a
+    field the table does not know is ``fieldN``) and the queues it is
+    about."""
     name = m.tuple[0] if m.tuple and isinstance(m.tuple[0], str) else m.address
+    names = FIELDS.get(name, ())
+    values = m.tuple[1:]
+    named = [
+        (names[i] if i < len(names) else f"field{i + 1}", field(v)) for i, v in enumerate(values)
+    ]
     return {
         "seq": m.seq,
         "at": m.posted_at // 1000,  # ms, for the page's Date
         "name": name,
-        "fields": [field(v) for v in m.tuple[1:]],
+        "fields": [f"{k}={v}" for k, v in named],
+        "named": named,
+        "queues": sorted({v for k, v in named if k in QUEUE_FIELDS and v}),
     }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Filter:
+    """The page's filter: ``kind``, an event name or its first word
+    (``queue`` for every ``queue.*``); ``queue``, a queue an event names."""
+
+    kind: str = ""
+    queue: str = ""
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> Filter:
+        return cls(query.get("kind", "").strip(), query.get("queue", "").strip())
+
+    def keeps(self, e: dict[str, Any]) -> bool:
+        name = str(e["name"])
+        if self.kind and name != self.kind and not name.startswith(self.kind + "."):
+            return False
+        return not self.queue or self.queue in e["queues"]
 
 
 @routes.get("/events")
 async def page(request: web.Request) -> web.Response:
+    """The newest events first (``FIRST`` of them; filtered: those among
+    the newest ``SCAN``), then each new one at the top as it comes."""
     require(request, READ, SYS)
     board = board_of(request)
-    newest = await answer(board.browse_async(SYS, Start.LATEST, reverse=True, limit=FIRST))
-    shown = [event(m) for m in reversed(newest.messages)]
-    last = shown[-1]["seq"] if shown else 0
-    return render(request, "events.html", {"events": shown, "last": last})
+    f = Filter.of(request.query)
+    limit = SCAN if f.kind or f.queue else FIRST
+    newest = await answer(board.browse_async(SYS, Start.LATEST, reverse=True, limit=limit))
+    last = newest.messages[0].seq if newest.messages else 0
+    shown = [e for e in map(event, newest.messages) if f.keeps(e)][:FIRST]
+    kinds = sorted({k.split(".", 1)[0] for k in FIELDS} | set(FIELDS))
+    ctx = {"events": shown, "last": last, "filter": f, "kinds": kinds}
+    return render(request, "events.html", ctx)
 
 
 @routes.get("/events/stream")
@@ -83,6 +154,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
         last = int(request.headers.get("Last-Event-ID") or request.query.get("after", "0"))
     except ValueError:
         raise web.HTTPBadRequest(text="after: the last seq seen, an integer") from None
+    f = Filter.of(request.query)
     if _open["streams"] >= MAX_STREAMS:
         raise web.HTTPServiceUnavailable(text=f"too many event streams open ({MAX_STREAMS})")
     response = web.StreamResponse(
@@ -96,7 +168,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
             page = await answer(board.browse_async(SYS, Start.SEQ, seq=last + 1, limit=100))
             for m in page.messages:
                 last = m.seq
-                data = json.dumps(event(m))
+                e = event(m)
+                if not f.keeps(e):
+                    continue
+                data = json.dumps(e)
                 await response.write(f"id: {m.seq}\nevent: sys\ndata: {data}\n\n".encode())
             quiet = 0.0 if page.messages else quiet + POLL
             if quiet >= KEEPALIVE:

@@ -18,18 +18,23 @@ forged request is 403). A deletion is posted on ``$sys`` as a
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import itertools
 import math
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
-from msgboard.console.auth import identity, require
+from msgboard.console.auth import identity, remember, require
 from msgboard.console.context import CONSOLE, answer, board_of
 from msgboard.console.messages import body_view, default_view, shown
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
 from msgboard.engine.events import CONSOLE_ACTION
 from msgboard.errors import MsgboardError
+from msgboard.message import Section
 from msgboard.results import BoardStats, QueueStats, Start
 from msgboard.security.permissions import MANAGE, READ, SEE
 
@@ -55,30 +60,85 @@ async def _stats(request: web.Request, fresh: bool) -> BoardStats:
     return sampler.latest
 
 
-async def rows(request: web.Request, fresh: bool = False) -> tuple[list[Row], bool]:
-    """The first ``MAX_ROWS`` rows the identity may see, and whether there
-    are more (the rest are not checked: a board of 100,000 queues costs a
-    poll no more than one of 1,000)."""
+#: The columns the table sorts by: query value -> (label, the row's key).
+SORTS: dict[str, tuple[str, Callable[[Row], Any]]] = {
+    "name": ("queue", lambda r: r.q.name),
+    "ready": ("waiting", lambda r: r.q.ready),
+    "outstanding": ("outstanding", lambda r: r.q.outstanding),
+    "history": ("history", lambda r: r.q.history),
+    "scheduled": ("scheduled", lambda r: r.q.scheduled),
+    "dead": ("dead-lettered", lambda r: r.q.dead_lettered),
+    "in": ("in /s", lambda r: r.rate_in),
+    "out": ("out /s", lambda r: r.rate_out),
+    "consumers": ("consumers", lambda r: r.q.consumers),
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class View:
+    """How the table is filtered and sorted (the page's query, which its
+    refreshes send again): ``q`` a part of the name or a glob (``orders.*``),
+    ``sort`` a column of ``SORTS``, ``desc`` the largest first."""
+
+    q: str = ""
+    sort: str = "name"
+    desc: bool = False
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> View:
+        sort = query.get("sort", "name")
+        return cls(
+            query.get("q", "").strip(), sort if sort in SORTS else "name", query.get("desc") == "1"
+        )
+
+    def keeps(self, name: str) -> bool:
+        if not self.q:
+            return True
+        if any(c in self.q for c in "*?["):
+            return fnmatch.fnmatchcase(name, self.q)
+        return self.q.lower() in name.lower()
+
+    def query(self, **change: Any) -> str:
+        """The query string of this view with ``change`` (for a link)."""
+        v = dataclasses.replace(self, **change)
+        return urlencode({"q": v.q, "sort": v.sort, "desc": "1" if v.desc else ""})
+
+
+async def rows(
+    request: web.Request, fresh: bool = False, view: View | None = None
+) -> tuple[list[Row], bool]:
+    """The first ``MAX_ROWS`` rows the identity may see in ``view``, and
+    whether there are more. In name order with no filter the rest are not
+    checked (a board of 100,000 queues costs a poll no more than one of
+    1,000); filtered or sorted, every queue is (a filter and a sort of the
+    sampler's latest reading: no read of the board)."""
+    view = view or View()
     who = identity(request)
     stats = await _stats(request, fresh)
     sampler = request.app[SAMPLER]
-    seen = (q for q in stats.queues if any(who.may(v, q.name) for v in SEE))
-    first = list(itertools.islice(seen, MAX_ROWS + 1))
-    out = [Row(q, *sampler.rates(q.name)) for q in first[:MAX_ROWS]]
-    return out, len(first) > MAX_ROWS
+    seen = (q for q in stats.queues if view.keeps(q.name) and any(who.may(v, q.name) for v in SEE))
+    if view.sort == "name" and not view.desc:
+        first = list(itertools.islice(seen, MAX_ROWS + 1))
+        out = [Row(q, *sampler.rates(q.name)) for q in first[:MAX_ROWS]]
+        return out, len(first) > MAX_ROWS
+    every = [Row(q, *sampler.rates(q.name)) for q in seen]
+    every.sort(key=SORTS[view.sort][1], reverse=view.desc)
+    return every[:MAX_ROWS], len(every) > MAX_ROWS
 
 
 @routes.get("/")
 async def page(request: web.Request) -> web.Response:
     if request.app[CONSOLE].board is None:  # a standby of a cluster
         return render(request, "standby.html")
-    shown, more = await rows(request, fresh=True)
-    return render(request, "overview.html", {"rows": shown, "more": more})
+    view = View.of(request.query)
+    shown, more = await rows(request, fresh=True, view=view)
+    ctx = {"rows": shown, "more": more, "view": view, "sorts": SORTS}
+    return render(request, "overview.html", ctx)
 
 
 @routes.get("/overview/rows")
 async def table(request: web.Request) -> web.Response:
-    shown, more = await rows(request)
+    shown, more = await rows(request, view=View.of(request.query))
     return render(request, "overview_rows.html", {"rows": shown, "more": more})
 
 
@@ -99,12 +159,16 @@ async def series(request: web.Request) -> web.Response:
 
 @routes.get("/overview/peek")
 async def peek(request: web.Request) -> web.Response:
-    """The newest message of a queue (``read`` on it), shown as text."""
+    """The oldest waiting message of a queue (``read`` on it), shown as
+    text: the one a Take would have next."""
     name = request.query.get("queue", "")
     require(request, READ, name)
+    remember(request, name)
     board = board_of(request)
     try:
-        page = await answer(board.browse_async(name, Start.LATEST, reverse=True, limit=1))
+        page = await answer(
+            board.browse_async(name, Start.OLDEST, limit=1, section=Section.UNPROCESSED)
+        )
     except MsgboardError as e:
         raise web.HTTPNotFound(text=str(e)) from None
     if not page.messages:
@@ -125,5 +189,7 @@ async def delete(request: web.Request) -> web.Response:
     except MsgboardError as e:
         raise web.HTTPBadRequest(text=str(e)) from None
     board.emit(CONSOLE_ACTION, who.name, "delete queue", name)
+    if (await request.post()).get("then") == "overview":  # the queue's page's form
+        raise web.HTTPSeeOther("/")
     shown_rows, more = await rows(request, fresh=True)
     return render(request, "overview_rows.html", {"rows": shown_rows, "more": more})
