@@ -235,8 +235,27 @@ def judge(
     standby's last index, if it holds it; ``seeded``: it names a Seed copy
     this primary made): None if so, else the error that sends the standby
     to seed itself (LogTruncated: this log no longer holds what it needs;
-    LogDiverged: its log is not this one)."""
-    at = hello.from_index - 1
+    LogDiverged: its log is not this one). ``judge_entry`` decides."""
+    ours = identity(mine)[1:] if mine is not None else None
+    theirs = (hello.last_epoch, hello.last_crc)
+    return judge_entry(name, hello.from_index - 1, theirs, first, last, ours, seeded=seeded)
+
+
+def judge_entry(
+    name: str,
+    at: int,
+    theirs: tuple[int, int],
+    first: int,
+    last: int,
+    mine: tuple[int, int] | None,
+    *,
+    seeded: bool = False,
+) -> MsgboardError | None:
+    """``judge`` on plain values (the model of the protocol asks it too):
+    the standby's last index ``at`` and that entry's (epoch, CRC32C)
+    ``theirs``; this log's ``first`` and ``last``, and its own (epoch,
+    CRC32C) at ``at`` if it holds it (``mine``). None: the standby's log
+    is a prefix of this one, and it follows on from ``at + 1``."""
     if at == 0:  # an empty standby: from the log's first entry, if kept
         if last == 0 or first <= 1:
             return None
@@ -249,11 +268,10 @@ def judge(
             f"{name}'s last log entry is {at}, past this primary's last, {last}: "
             "it holds writes this primary does not; it must be seeded again"
         )
-    theirs = (hello.last_epoch, hello.last_crc)
     if mine is not None:
-        _, epoch, crc = identity(mine)
-        if (epoch, crc) == theirs:
+        if mine == theirs:
             return None
+        epoch, crc = mine
         return LogDiverged(
             f"{name}'s log entry {at} (epoch {theirs[0]}, crc {theirs[1]:08x}) is not this "
             f"primary's (epoch {epoch}, crc {crc:08x}): the logs diverged; it must be "
