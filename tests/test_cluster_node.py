@@ -221,8 +221,9 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     threads, takes), when I kill -9 the primary, I expect a standby of the
     in-sync set to be promoted, holding every post answered OK before the
     kill exactly once and nothing taken; a client moved by hand writes
-    again on it; the old primary, restarted on its data, sets it aside and
-    follows the new one."""
+    again on it; the old primary, restarted on its data, follows the new
+    one: on from where its log ends if that is a prefix of the new
+    primary's, else with its data set aside first, never thrown away."""
     p = three.primary()
     hand = Hand([three.address(n) for n in three.names])
     hand.at = three.address(p)
@@ -247,7 +248,7 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     with Client(three.address(q)) as c:
         assert violations(waiting(c, ["a", "b"]), answered, gone) == []
     assert f"leadership {q}: elected" in three.log(q)
-    # Restarted on its data, the old primary sets it aside and follows.
+    # Restarted on its data, the old primary follows (on, or seeded).
     three.start(p)
     wait_until(
         "the old primary, restarted, follows the new one",
@@ -258,7 +259,8 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
         ),
         60,
     )
-    assert "set aside" in three.log(p)
+    said = three.log(p)
+    assert "seeded from" not in said or "set aside" in said, said[-3000:]
 
 
 def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
