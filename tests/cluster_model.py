@@ -349,10 +349,16 @@ class Outcome:
     trace: list[str]
 
 
-def explore(rules: Rules = NOW, depth: int = 14, limit: int = 10_000_000) -> Outcome:
+def explore(
+    rules: Rules = NOW,
+    depth: int = 14,
+    limit: int = 10_000_000,
+    each: Callable[[int, int], None] | None = None,
+) -> Outcome:
     """Breadth-first over every sequence of up to ``depth`` events from a
     new cluster (three stopped, empty boards), each canonical state once;
-    stops at the first violation (its trace is a shortest one)."""
+    stops at the first violation (its trace is a shortest one). ``each``
+    is told (depth, states seen) as each depth is done."""
     start = canonical(START)
     parent: dict[State, tuple[State, str] | None] = {start: None}
     frontier = [start]
@@ -370,6 +376,8 @@ def explore(rules: Rules = NOW, depth: int = 14, limit: int = 10_000_000) -> Out
                 if len(parent) > limit:
                     raise RuntimeError(f"more than {limit} states by depth {level}")
         frontier = nxt
+        if each is not None:
+            each(level, len(parent))
         if not frontier:
             return Outcome(len(parent), level - 1, [], [])
     return Outcome(len(parent), depth, [], [])
