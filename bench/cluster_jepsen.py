@@ -247,7 +247,7 @@ def run_etcd(
             print(f"  {fault} {n + 1}/{cycles}", file=sys.stderr, flush=True)
         loaded(h, load)
         w.stop()
-        lines = nodes.finish(h)
+        lines = finish(nodes, h)
         row.lines += lines
         row.posts += len(posted(h.ops()))
         for line in lines:
@@ -342,6 +342,18 @@ def fault_etcd(
             f"failed post: {o.client} {o.key} in switchover {n + 1}: {o.outcome}, {o.error}"
             for o in failed[:3]
         )
+
+
+def finish(nodes: Nodes, h: History, tries: int = 10) -> list[str]:
+    """``nodes.finish``, again while leadership moves under it (the
+    primary it found refuses its reads: NotPrimary, NoLease)."""
+    for _ in range(tries - 1):
+        try:
+            return nodes.finish(h)
+        except MsgboardError as e:
+            print(f"  finish: {e}; again", file=sys.stderr, flush=True)
+            time.sleep(1)
+    return nodes.finish(h)
 
 
 def flap(nodes: Nodes, primary: str) -> None:
@@ -470,14 +482,19 @@ def main() -> int:
             rounds += 1
             for fault in only:
                 cycles = args.kills if fault == "kill-primary" else args.cycles
-                if etcd is not None:
-                    rows[fault] = run_etcd(fault, cycles, args.load, tmp, etcd, rows.get(fault))
-                else:
-                    rows[fault] = run(fault, cycles, args.load, tmp)
+                row = rows.setdefault(fault, Row(fault))
+                try:
+                    if etcd is not None:
+                        run_etcd(fault, cycles, args.load, tmp, etcd, row)
+                    else:
+                        rows[fault] = run(fault, cycles, args.load, tmp)
+                except Exception as e:  # the harness's own failure: said, and on
+                    row.lines.append(f"harness: {fault}: {e!r}")
                 if args.minutes and time.monotonic() - started > args.minutes * 60:
                     break
             print(f"  round {rounds} done, {(time.monotonic() - started) / 60:.1f} min",
                   file=sys.stderr, flush=True)  # fmt: skip
+            print(table(list(rows.values())), file=sys.stderr, flush=True)
     print(f"# {rounds} round(s), {(time.monotonic() - started) / 60:.1f} min, load average "
           f"{os.getloadavg()[0]:.1f} at the end")  # fmt: skip
     print(table(list(rows.values())))
