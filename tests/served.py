@@ -24,7 +24,7 @@ class Served(ServerProcess):
     error goes to ``log``. Stopped as a ServerProcess is. ``READY``: the
     seconds a server may take to start (a long run under CPU hogs raises it)."""
 
-    READY = 30.0
+    READY = 90.0  # a loaded machine starts Python slowly
 
     def __init__(self, tmp: Path, *args: str, wait: bool = True) -> None:
         # Not ServerProcess's: it waits for the log line, this for the file.
