@@ -17,7 +17,9 @@ standby needs, or never had them) makes it seed itself: the primary's
 ``Seed`` copy replaces its data, then it follows. A ``LogDiverged`` answer
 (its log is not the primary's: it was a primary itself, or the primary's
 log restarted) makes it move its data aside (``data.mdb.diverged-TIME``,
-kept for whoever wants to look, never served) and seed itself. It refuses
+kept for whoever wants to look, never served) and seed itself. Before
+either, it asks ``discard`` (a board that led: ``Node``), which may keep
+the data for now (it asks again later) or have it set aside. It refuses
 an answer whose epoch is below the highest it has seen (a deposed
 primary), and an entry whose epoch is below the one before it.
 """
@@ -127,8 +129,8 @@ class Replica:
                     if verdict is None:
                         log.log(
                             logging.WARNING if wait == BACKOFF else logging.DEBUG,
-                            "following %s: %s; keeping this board's data until a later "
-                            "primary has written its in-sync set",
+                            "following %s: %s; keeping this board's data until another "
+                            "board has written an in-sync set",
                             *(self.primary, details),
                         )  # fmt: skip
                         self._stop.wait(wait)

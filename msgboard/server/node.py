@@ -24,14 +24,14 @@ serves it; the gate (``InSync``) counts only standbys of the in-sync set it
 keeps in etcd. Fenced or resigned, it stops answering at once and closes
 the board; it may lead again while the in-sync set is still the one it
 wrote and it holds the data it led with (``led``, a file in its
-directory naming the epoch, also after a restart: it holds all it
-answered). Once another board leads, a board that led follows it with
-its data: a log that is a prefix of the new primary's goes on from where
-it is; one the primary refuses (it holds entries of its own, written in a
-term that lost its lease) is set aside (``data.mdb.diverged-TIME``) and
-the board seeds itself, but only once a later term has written its
-in-sync set (``members.may_discard``): until then it may have to lead
-again.
+directory naming the first epoch it led with that data, also after a
+restart: it holds all it answered). Once another board leads, a board
+that led follows it with its data: a log that is a prefix of the new
+primary's goes on from where it is; one the primary refuses (it holds
+entries of its own, written in a term that lost its lease) is set aside
+(``data.mdb.diverged-TIME``) and the board seeds itself, but only once
+another board has written an in-sync set (``members.may_discard``):
+until then it may have to lead again.
 
 The server is never rebuilt: a call that arrives during a change of mode
 is answered by one pipeline or the other, refused before it ran or
@@ -505,7 +505,7 @@ class Node:
                     os.unlink(os.path.join(self.config.data, LED))
             # Otherwise it follows the next primary with its data
             # (``_follow``), which is set aside only if that primary refuses
-            # its log and a later term has written its set (``_discard``):
+            # its log and another board has written a set (``_discard``):
             # until then it may be elected again, holding all it answered.
             self._handed = self._resigned = False
             self.following = None
