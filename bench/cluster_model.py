@@ -3,7 +3,7 @@ deeper than the test suite does: breadth-first, every state once, depth
 by depth, on the rules now and on the rules before issue 33.
 
     .venv/bin/python bench/cluster_model.py [--depth 18] [--writes 2] [--needed 1]
-                                            [--no-kills] [--before]
+                                            [--no-kills] [--wipes] [--before]
 
 Prints, as each depth is done, the states seen so far and the seconds
 (wall and CPU) since the start, and the first violation found with its
@@ -50,9 +50,14 @@ def main() -> int:
     ap.add_argument("--writes", type=int, default=2, help="the client's posts")
     ap.add_argument("--needed", type=int, default=1, help="--sync-standbys")
     ap.add_argument("--no-kills", action="store_true", help="no kill -9 and restart events")
+    ap.add_argument(
+        "--wipes", action="store_true", help="a dead board's disk lost too (no liveness check)"
+    )
     ap.add_argument("--before", action="store_true", help="the rules before issue 33 too")
     args = ap.parse_args()
     given = {"writes": args.writes, "needed": args.needed, "kills": not args.no_kills}
+    if args.wipes:
+        given.update(wipes=True, live=False)
     print(f"# the model of tests/cluster_model.py: three boards, {given}", flush=True)
     ok = run("now", replace(NOW, **given), args.depth)
     if args.before:

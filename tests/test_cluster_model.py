@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from msgboard.cluster.keys import Position, SyncSet
 from msgboard.cluster.members import promotable
-from tests.cluster_model import BEFORE, NOW, explore
+from tests.cluster_model import BEFORE, NOW, explore, promotable_before
 
 #: The issue's trace: 13 events.
 ISSUE = 13
@@ -94,3 +94,15 @@ def test_an_exception_for_the_sets_epoch_alone_leaves_no_board_to_lead() -> None
 
     found = explore(replace(NOW, promote=exact), JOIN)
     assert found.violation == ["stuck: every board runs and waits, and none may lead"], found
+
+
+def test_the_exception_before_elects_a_board_whose_disk_was_lost() -> None:
+    """Given the rules now but the exception before (the primary that
+    wrote the set may always lead again), and the event of a dead board's
+    disk lost, I expect the explorer to find that primary, its disk lost
+    and started again empty, elected without the post it answered: one
+    board's disk is a fault the cluster must survive. (Now its ``led``
+    file goes with the disk, and the exception with it.)"""
+    found = explore(replace(NOW, promote=promotable_before, wipes=True, live=False), 12)
+    assert found.violation == ["lost: b0 leads without answered posts [1]"], found
+    assert found.trace[-5:] == ["kill b0", "wipe b0", "restart b0", "lease-loss b0", "elect b0"]
