@@ -4,7 +4,7 @@ cycles of one fault at a time under the fault tests' workload
 checker (tests/jepsen.py, shown each violation in tests/test_jepsen.py).
 
     scripts/cluster-jepsen [--mode etcd|static] [--kills 20] [--cycles 3] [--load 3]
-                           [--only FAULT ...]
+                           [--only FAULT ...] [--ttl 3] [--hogs 0] [--minutes 0] [--keep]
 
 ``--mode etcd`` (the default): three ``msgboard serve --cluster`` boards on
 three etcd members (tests/nodes.py's ``Nodes``), the workload through
@@ -25,7 +25,21 @@ themselves. Faults:
   lease, then back; answers OK from a TTL after the loss until etcd is
   back are counted in "OK after the lease";
 - ``switchover``: ``msgboard cluster switchover`` under load; posts that
-  fail after it began: column "failed posts".
+  fail after it began: column "failed posts";
+- ``flap``: leadership flapping on purpose (issue 33's trace): the
+  primary paused (SIGSTOP) until another board leads, then that one
+  paused at once, as soon as it serves or sooner (it may lose its lease
+  before it names any standby), the first resumed, the second resumed a
+  lease later.
+
+After a fault the run waits for two standbys in the in-sync set again
+(column "back in sync", the longest wait, from the fault's end); a wait
+over 60 s is a line of its own ("slow").
+
+Under load: ``--hogs N`` runs N processes that spin on the CPU for the
+whole run, ``--ttl S`` shortens the lease (etcd's minimum is 2), and
+``--minutes M`` repeats every fault in turn (fresh boards each round)
+until M minutes have passed, adding to the same rows.
 
 ``--mode static``: a primary and two standbys (``--standby-of``;
 tests/faults.py's ``Trio``), promotion by this script (the most advanced
@@ -54,6 +68,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +80,7 @@ from msgboard.errors import MsgboardError
 from tests.cluster import EtcdCluster, wait_until
 from tests.faults import Trio, pause, resume
 from tests.nodes import Nodes
+from tests.served import Served
 from tests.workload import OK, History, Op, Workload, erred, late, now, outcome, posted, prepare
 
 FAULTS = ("kill-primary", "kill-standby", "kill-standbys", "pause-standby", "cut-standbys")
@@ -75,6 +91,7 @@ CLUSTER_FAULTS = (
     "kill-standby",
     "etcd-quorum",
     "switchover",
+    "flap",
 )
 RULES = ("lost", "duplicate", "redelivered", "FIFO", "diverged")
 #: The sync timeout of every primary here (ms): faults outlast it.
@@ -83,7 +100,7 @@ SYNC_MS = 2000
 #: client looks for the primary (s), and the time a frozen board's last
 #: answers may take to reach a client (s).
 TTL = 3
-CLUSTER_ARGS = ("--lease-ttl", str(TTL), "--sync-timeout-ms", "20000")
+SYNC_TIMEOUT_MS = "20000"
 FAILOVER = 60.0
 SLACK = 1.0
 
@@ -100,6 +117,8 @@ class Row:
     #: no quorum), and posts that failed during a switchover.
     late: int = 0
     failed: int = 0
+    #: Seconds from each fault's end to two standbys in sync again.
+    insync: list[float] = field(default_factory=list)
 
 
 def first_ok(trio: Trio, h: History, since: float, n: int, timeout: float = 120.0) -> float:
@@ -202,11 +221,16 @@ def run(fault: str, cycles: int, load: float, tmp: Path) -> Row:
     return row
 
 
-def run_etcd(fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster) -> Row:
+def run_etcd(
+    fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster, row: Row | None = None
+) -> Row:
     """``fault`` ``cycles`` times on three ``serve --cluster`` boards, under
-    the workload through clients that follow the primary."""
-    row = Row(fault)
-    nodes = Nodes(tmp / fault, etcd, f"jepsen-{fault}", *CLUSTER_ARGS).start()
+    the workload through clients that follow the primary (added to ``row``)."""
+    row = row or Row(fault)
+    round_ = sum(1 for _ in tmp.glob(f"{fault}*"))
+    args = ("--lease-ttl", str(TTL), "--sync-timeout-ms", SYNC_TIMEOUT_MS)
+    where = tmp / (f"{fault}-{round_}" if round_ else fault)
+    nodes = Nodes(where, etcd, f"jepsen-{fault}-{round_}", *args).start()
     try:
         h = History()
         nodes.primary()
@@ -223,9 +247,10 @@ def run_etcd(fault: str, cycles: int, load: float, tmp: Path, etcd: EtcdCluster)
             print(f"  {fault} {n + 1}/{cycles}", file=sys.stderr, flush=True)
         loaded(h, load)
         w.stop()
-        row.lines += nodes.finish(h)
-        row.posts = len(posted(h.ops()))
-        for line in row.lines:
+        lines = finish(nodes, h)
+        row.lines += lines
+        row.posts += len(posted(h.ops()))
+        for line in lines:
             row.found[line.split(":", 1)[0]] += 1
     finally:
         nodes.close()
@@ -239,6 +264,23 @@ def cycle_etcd(
     loaded(h, load)
     wait_until("two standbys in sync", lambda: len(nodes.in_sync()) == 2, 120)
     primary = nodes.primary()
+    try:
+        fault_etcd(fault, n, nodes, h, row, etcd, primary)
+    finally:
+        ended = now()
+    wait_until("two standbys in sync after the fault", lambda: len(nodes.in_sync()) == 2, 300)
+    row.insync.append(now() - ended)
+    if row.insync[-1] > 60:
+        row.lines.append(f"slow: {fault} cycle {n + 1}: {row.insync[-1]:.0f} s to two in sync")
+
+
+def fault_etcd(
+    fault: str, n: int, nodes: Nodes, h: History, row: Row, etcd: EtcdCluster, primary: str
+) -> None:
+    """The fault of one cycle (see the module docstring)."""
+    if fault == "flap":
+        flap(nodes, primary)
+        return
     if fault == "kill-primary":
         nodes.kill(primary)
         killed = now()
@@ -302,6 +344,45 @@ def cycle_etcd(
         )
 
 
+def finish(nodes: Nodes, h: History, tries: int = 10) -> list[str]:
+    """``nodes.finish``, again while leadership moves under it (the
+    primary it found refuses its reads: NotPrimary, NoLease)."""
+    for _ in range(tries - 1):
+        try:
+            return nodes.finish(h)
+        except MsgboardError as e:
+            print(f"  finish: {e}; again", file=sys.stderr, flush=True)
+            time.sleep(1)
+    return nodes.finish(h)
+
+
+def flap(nodes: Nodes, primary: str) -> None:
+    """Pauses ``primary`` until another board leads, pauses that one at
+    once (before it writes its set, when the timing allows), resumes the
+    first, and resumes the second after a lease."""
+    nodes.pause(primary)
+    try:
+        second = wait_for(lambda: (b := nodes.leader()) not in (None, primary) and b, 90)
+        nodes.pause(second)
+    finally:
+        nodes.resume(primary)
+    try:
+        time.sleep(TTL + random.random() * TTL)
+    finally:
+        nodes.resume(second)
+    nodes.primary()
+
+
+def wait_for(found: Callable[[], str | bool | None], timeout: float) -> str:
+    """``found()``'s first true answer, asked every 20 ms for ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answer := found():
+            return str(answer)
+        time.sleep(0.02)
+    raise RuntimeError(f"nothing found within {timeout} s")
+
+
 def first_write(addresses: str, h: History, since: float, n: int, most: float = 120.0) -> float:
     """Seconds from ``since`` to a post answered OK through a client that
     follows the primary (it looks for the primary within each call, for up
@@ -327,12 +408,15 @@ def table(rows: list[Row]) -> str:
     out = [
         "| fault | cycles | posts answered | "
         + " | ".join(RULES)
-        + " | OK after the lease | failed posts |",
-        "| --- | --- | --- | " + " | ".join("---" for _ in RULES) + " | --- | --- |",
+        + " | OK after the lease | failed posts | back in sync, max |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in RULES) + " | --- | --- | --- |",
     ]
     for r in rows:
         counts = " | ".join(str(r.found.get(rule, 0)) for rule in RULES)
-        out.append(f"| {r.fault} | {r.cycles} | {r.posts} | {counts} | {r.late} | {r.failed} |")
+        back = f"{max(r.insync):.1f} s" if r.insync else "-"
+        out.append(
+            f"| {r.fault} | {r.cycles} | {r.posts:,} | {counts} | {r.late} | {r.failed} | {back} |"
+        )
     times = [t for r in rows for t in r.failovers]
     if times:
         out.append("")
@@ -344,6 +428,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main() -> int:
+    global TTL
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--mode",
@@ -355,7 +440,16 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=3, help="cycles of each other fault")
     ap.add_argument("--load", type=float, default=3.0, help="seconds of load between faults")
     ap.add_argument("--only", nargs="*", help="these faults alone")
+    ap.add_argument("--ttl", type=int, default=TTL, help="the boards' lease TTL (s; etcd mode)")
+    ap.add_argument("--hogs", type=int, default=0, help="processes spinning on the CPU meanwhile")
+    ap.add_argument(
+        "--minutes", type=float, default=0, help="repeat the faults until this long has passed"
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the boards' directories and logs")
     args = ap.parse_args()
+    TTL = args.ttl
+    if args.hogs:
+        Served.READY = 180.0  # a board's start (imports) under the hogs
     faults = CLUSTER_FAULTS if args.mode == "etcd" else FAULTS
     only = args.only or list(faults)
     if unknown := [f for f in only if f not in faults]:
@@ -365,33 +459,53 @@ def main() -> int:
         if args.mode == "etcd"
         else f"static roles, sync timeout {SYNC_MS} ms"
     )
+    what += f", {args.hogs} CPU hogs" if args.hogs else ""
     print(
         f"# cluster-jepsen: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, {what}",
         flush=True,
     )
-    rows = []
+    rows: dict[str, Row] = {}
     tmp = Path(tempfile.mkdtemp(prefix="cluster-jepsen-"))
+    started = time.monotonic()
     with ExitStack() as stack:
+        for _ in range(args.hogs):
+            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            stack.callback(hog.wait)
+            stack.callback(hog.kill)
         etcd = None
         if args.mode == "etcd":
             (tmp / "etcd").mkdir()
             etcd = EtcdCluster(tmp / "etcd").start()
             stack.callback(etcd.stop)
-        for fault in only:
-            cycles = args.kills if fault == "kill-primary" else args.cycles
-            if etcd is not None:
-                rows.append(run_etcd(fault, cycles, args.load, tmp, etcd))
-            else:
-                rows.append(run(fault, cycles, args.load, tmp))
-    print(table(rows))
-    bad = [line for r in rows for line in r.lines]
+        rounds = 0
+        while rounds == 0 or time.monotonic() - started < args.minutes * 60:
+            rounds += 1
+            for fault in only:
+                cycles = args.kills if fault == "kill-primary" else args.cycles
+                row = rows.setdefault(fault, Row(fault))
+                try:
+                    if etcd is not None:
+                        run_etcd(fault, cycles, args.load, tmp, etcd, row)
+                    else:
+                        rows[fault] = run(fault, cycles, args.load, tmp)
+                except Exception as e:  # the harness's own failure: said, and on
+                    row.lines.append(f"harness: {fault}: {e!r}")
+                if args.minutes and time.monotonic() - started > args.minutes * 60:
+                    break
+            print(f"  round {rounds} done, {(time.monotonic() - started) / 60:.1f} min",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            print(table(list(rows.values())), file=sys.stderr, flush=True)
+    print(f"# {rounds} round(s), {(time.monotonic() - started) / 60:.1f} min, load average "
+          f"{os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+    print(table(list(rows.values())))
+    bad = [line for r in rows.values() for line in r.lines]
     for line in bad:
         print(line)
-    if bad:
+    if bad or args.keep:
         print(f"the boards' directories and logs are kept in {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if bad or any(r.late or r.failed for r in rows) else 0
+    return 1 if bad or any(r.late or r.failed for r in rows.values()) else 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ def free_port() -> int:
 
 class Served(ServerProcess):
     """``msgboard serve --ready-file`` on a free loopback port; its standard
-    error goes to ``log``. Stopped as a ServerProcess is."""
+    error goes to ``log``. Stopped as a ServerProcess is. ``READY``: the
+    seconds a server may take to start (a long run under CPU hogs raises it)."""
+
+    READY = 90.0  # a loaded machine starts Python slowly
 
     def __init__(self, tmp: Path, *args: str, wait: bool = True) -> None:
         # Not ServerProcess's: it waits for the log line, this for the file.
@@ -44,7 +47,7 @@ class Served(ServerProcess):
 
     def wait_ready(self) -> dict[str, object]:
         """The ready file's object, once it is there."""
-        deadline = time.monotonic() + 90  # a loaded machine starts Python slowly
+        deadline = time.monotonic() + self.READY
         while not self.ready_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

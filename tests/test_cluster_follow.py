@@ -21,19 +21,24 @@ silent for good (a connection lost in a partition that nobody resets:
 from __future__ import annotations
 
 import itertools
+import queue
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from msgboard.client import Client
 from msgboard.cluster import PrimaryWatch
 from msgboard.cluster.members import Membership
 from msgboard.cluster.replica import Replica
+from msgboard.cluster.service import TOKEN_KEY
 from msgboard.config import ServeConfig
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.server.node import Node
+from msgboard.v1 import replication_pb2 as rpb
+from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 from tests.cluster import TOKEN, Boards, EtcdCluster, etcd_cluster, wait_until
 from tests.proxy import Proxy
 from tests.served import Served
@@ -160,3 +165,51 @@ def test_a_replica_whose_stream_goes_silent_follows_again(
         replica.stop()
         replica.store.close()
         link.close()
+
+
+def test_an_old_stream_of_a_standby_ending_late_does_not_unregister_it(
+    tmp_path: Path, stopped: list[Served]
+) -> None:
+    """Given a primary and a standby's Follow stream, when the standby
+    opens a second stream (as a Replica does after giving up a silent
+    one: a connection lost in a partition) and the first one ends only
+    after that on the primary's side, I expect the primary still to count
+    the standby as connected (its status names it): the old stream's end
+    is not the standby's (issue 33: after a loss of etcd's quorum a
+    standby "followed again", and its primary no longer counted it)."""
+    p = primary(tmp_path, "--allow-async")
+    stopped.append(p)
+    post(p.address, "m")
+    with grpc.insecure_channel(p.address) as channel:
+        stub = rpb_grpc.ReplicationStub(channel)
+        hello = rpb.Hello(board="s", board_id="s-id", from_index=1)
+        ends: list[queue.SimpleQueue[rpb.FollowRequest | None]] = []
+        calls = []
+        for _ in range(2):
+            sends: queue.SimpleQueue[rpb.FollowRequest | None] = queue.SimpleQueue()
+            sends.put(rpb.FollowRequest(hello=hello))
+            call = stub.Follow(iter(sends.get, None), metadata=((TOKEN_KEY, STATIC_TOKEN),))
+            next(call)  # the first batch: the stream is open on the primary
+            ends.append(sends)
+            calls.append(call)
+        try:
+            calls[0].cancel()
+            wait_until(
+                "the first stream ended on the primary",
+                lambda: "standby s stopped following" in p.log.read_text(),
+                60,
+            )
+            time.sleep(0.5)
+            assert standbys(p.address) == ["s"], p.log.read_text()[-3000:]
+        finally:
+            for call, sends in zip(calls, ends, strict=True):
+                sends.put(None)
+                call.cancel()
+
+
+def standbys(address: str) -> list[str]:
+    """The standbys a primary's Status names as connected."""
+    with grpc.insecure_channel(address) as channel:
+        stub = rpb_grpc.ReplicationStub(channel)
+        answer = stub.Status(rpb.StatusRequest(), metadata=((TOKEN_KEY, STATIC_TOKEN),), timeout=30)
+    return sorted(s.board for s in answer.standbys)

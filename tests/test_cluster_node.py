@@ -25,7 +25,7 @@ import pytest
 
 from msgboard.client import Client
 from msgboard.cluster.keys import Position, SyncSet
-from msgboard.cluster.members import promotable
+from msgboard.cluster.members import may_discard, promotable
 from msgboard.errors import MsgboardError, NoLease, NotPrimary, Unavailable
 from tests.cluster import Boards, EtcdCluster, boards, etcd_cluster, wait_until
 from tests.test_replication import last_index, violations, waiting
@@ -88,6 +88,28 @@ def test_only_the_highest_stopped_member_of_the_set_may_be_promoted() -> None:
     assert promotable("a", None, [at("a", 0), at("b", 0)], 1) is not None
     assert promotable("b", None, [at("a", 0), at("b", 0)], 1) is None
     assert promotable("a", None, [at("a", 0), at("b", 0, stopped=False)], 1) is None
+
+
+def test_the_primary_that_wrote_the_set_leads_again_only_with_its_data() -> None:
+    """The exception of the rule (issue 33): the primary that wrote the set
+    may lead again, not being in it, only while it holds the data it led
+    with in that term (its ``led`` file names the set's epoch); deposed
+    and set aside, seeded, or with its directory lost, it may not. Its
+    data goes only once a later term has written its own set."""
+    sync = SyncSet(47, ("b",), primary="a")
+    mine = [at("a", 5, epoch=47), at("b", 5, epoch=47, stopped=False)]
+    assert promotable("a", sync, mine, 1, led=47) == []
+    assert promotable("a", sync, mine, 1, led=12) == []  # the same data since 12
+    assert promotable("a", sync, [at("a", 0, epoch=0), *mine[1:]], 1, led=0) is None
+    assert promotable("a", sync, mine, 1, led=60) is None  # its data is newer than the set
+    assert promotable("b", sync, mine, 1, led=47) is None  # b's led file is not a's
+    # A board that led with its data since 47 keeps it while the set is
+    # the one it wrote (a successor elected at 60 that has not written
+    # its own yet), or none.
+    assert not may_discard("a", 47, sync)
+    assert not may_discard("a", 47, None)
+    assert may_discard("a", 47, SyncSet(60, (), primary="b"))
+    assert may_discard("a", 0, sync)  # a board that did not lead with it: always
 
 
 # -- a client that moves by hand ----------------------------------------------
@@ -209,8 +231,9 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     threads, takes), when I kill -9 the primary, I expect a standby of the
     in-sync set to be promoted, holding every post answered OK before the
     kill exactly once and nothing taken; a client moved by hand writes
-    again on it; the old primary, restarted on its data, sets it aside and
-    follows the new one."""
+    again on it; the old primary, restarted on its data, follows the new
+    one: on from where its log ends if that is a prefix of the new
+    primary's, else with its data set aside first, never thrown away."""
     p = three.primary()
     hand = Hand([three.address(n) for n in three.names])
     hand.at = three.address(p)
@@ -235,7 +258,7 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
     with Client(three.address(q)) as c:
         assert violations(waiting(c, ["a", "b"]), answered, gone) == []
     assert f"leadership {q}: elected" in three.log(q)
-    # Restarted on its data, the old primary sets it aside and follows.
+    # Restarted on its data, the old primary follows (on, or seeded).
     three.start(p)
     wait_until(
         "the old primary, restarted, follows the new one",
@@ -246,7 +269,8 @@ def test_kill_9_of_the_primary_promotes_an_in_sync_standby_with_every_answered_w
         ),
         60,
     )
-    assert "set aside" in three.log(p)
+    said = three.log(p)
+    assert "seeded from" not in said or "set aside" in said, said[-3000:]
 
 
 def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
@@ -289,6 +313,54 @@ def test_a_primary_paused_past_its_lease_answers_no_ok_and_rejoins_as_a_standby(
         lambda: last_index(three.data(p)) == last_index(three.data(q)),
         60,
     )
+
+
+def test_a_deposed_primary_whose_log_is_a_prefix_follows_on_with_its_data(
+    steady: Boards,
+) -> None:
+    """Given three boards (leases of 10 s: no failover but the one the
+    test makes) and a few posts, all on both standbys, when I
+    stop the primary (SIGSTOP) with nothing in flight until another is
+    elected, then resume it, I expect it to follow the new primary from
+    where its log ends, keeping its data (no copy set aside, no seed from
+    scratch: its log is a prefix of the new primary's), and to hold what
+    the new primary writes after."""
+    p = steady.primary()
+    with Client(steady.address(p)) as c:
+        c.create_queue("q")
+        for i in range(5):
+            c.post("q", body=f"m{i}".encode())
+    wait_until("both standbys in sync", lambda: len(steady.in_sync()) == 2, 60)
+    # Nothing in flight: the primary's log (its $sys events too) quiet for
+    # 3 s and whole on both standbys.
+    seen: list[tuple[int, float]] = [(-1, 0.0)]
+
+    def quiet() -> bool:
+        last = last_index(steady.data(p))
+        if last != seen[0][0]:
+            seen[0] = (last, time.monotonic())
+        whole = all(last_index(steady.data(n)) == last for n in steady.names)
+        return whole and time.monotonic() - seen[0][1] > 3
+
+    wait_until("the log quiet and on both standbys", quiet, 90)
+    at = seen[0][0]
+    steady.pause(p)
+    try:
+        q = steady.primary(among=[n for n in steady.names if n != p])
+    finally:
+        steady.resume(p)
+    with Client(steady.address(q)) as c:
+        c.post("q", body=b"on the new primary")
+    wait_until(
+        "the old primary caught up as a standby",
+        lambda: last_index(steady.data(p)) == last_index(steady.data(q)) > at,
+        60,
+    )
+    data = steady.data(p)
+    assert [f.name for f in data.iterdir() if f.name.startswith("data.mdb.")] == []
+    said = steady.log(p)
+    assert f"following {steady.advertised(q)} from log index {at + 1}" in said, said[-3000:]
+    assert "seeded from" not in said, said[-3000:]
 
 
 def test_a_standby_out_of_the_in_sync_set_is_never_promoted(

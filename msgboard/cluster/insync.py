@@ -9,8 +9,10 @@ promotion rule (``members.promotable``) always finds a member that has it.
   nobody yet, and the last term's set may name boards that miss what this
   primary had.
 - **A standby joins** once its acknowledged index has reached where the log
-  stood a moment ago (it is not behind): the set naming it is written to
-  etcd *first*, then the gate counts its acks.
+  stood a moment ago (it is not behind) and where it stood when the term
+  began (the writes of earlier terms: once the set names anyone, they
+  must be on its members): the set naming it is written to etcd *first*,
+  then the gate counts its acks.
 - **A member that lags** (not connected, or not at where the log stood
   ``timeout`` seconds ago) is removed: the gate stops counting it *first*,
   then, if the other members' acks cover every index the gate may have
@@ -29,7 +31,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from msgboard.cluster.etcd import TRANSIENT
 from msgboard.cluster.keys import SyncSet
@@ -45,6 +47,24 @@ log = logging.getLogger("msgboard.cluster")
 TICK = 0.2
 #: Entries a standby that keeps up may still lack (a batch on the wire).
 INFLIGHT = 2
+
+
+def joins(acked: int, last: int, base: int = 0) -> bool:
+    """Whether a standby that acknowledged ``acked`` joins the set of a
+    primary whose log ends at ``last`` and ended at ``base`` when its term
+    began: it keeps up (a batch on the wire behind at most), and it holds
+    every entry of the terms before, which this term's set must hold on
+    its own once it names anyone (the set written at election is empty).
+    The gate, and the model of the protocol in tests/cluster_model.py,
+    ask this."""
+    return acked >= max(base, last - INFLIGHT)
+
+
+def released(acks: Iterable[int], needed: int) -> int:
+    """The highest log index that ``needed`` of the counted members'
+    acknowledgements ``acks`` cover: what the gate may answer (0: none)."""
+    ranked = sorted(acks, reverse=True)
+    return ranked[needed - 1] if 0 < needed <= len(ranked) else 0
 
 
 class InSync(SyncGate):
@@ -74,6 +94,9 @@ class InSync(SyncGate):
         term = leadership.term()
         #: The term this gate answers for (-1: it had ended already).
         self.epoch = term.epoch if term is not None else -1
+        #: Where the log ended when this term began: a standby joins only
+        #: once it holds that much (``joins``).
+        self.base = oplog.last
         self._oplog = oplog
         self._lock = threading.Lock()
         #: The set as stored (None until this term wrote it).
@@ -159,9 +182,7 @@ class InSync(SyncGate):
     def _count(self, name: str, index: int) -> None:
         """Under the lock: ``name``'s ack counts; what it may release."""
         self._counted[name] = index
-        acks = sorted(self._counted.values(), reverse=True)
-        if len(acks) >= self.needed > 0:
-            self.covered = max(self.covered, acks[self.needed - 1])
+        self.covered = max(self.covered, released(self._counted.values(), self.needed))
 
     # -- the keeper (its own thread) ------------------------------------
 
@@ -197,7 +218,7 @@ class InSync(SyncGate):
             # A standby that keeps up may lack a batch on the wire.
             joining = [
                 n for n, i in self._standbys.items()
-                if n not in self.members and i >= self._oplog.last - INFLIGHT
+                if n not in self.members and joins(i, self._oplog.last, self.base)
             ]  # fmt: skip
             lagging = [
                 n for n in self.members

@@ -15,7 +15,13 @@ are final: they follow nobody and apply nothing until a new primary is
 named). Every answered write is on at least ``needed`` members of the set,
 so any ``|set| - needed + 1`` of them include one that holds it, and the
 highest holds them all. The campaign compares the mod_revisions of the
-member keys it counted, so a member that moved in between voids it.
+member keys it counted, so a member that moved in between voids it. The
+one exception, the primary that wrote the set, holds only while it still
+has the data it led with (``led``); ``may_discard`` says when a board
+that led may throw that data away: once a later term wrote its own set.
+
+Both are pure (no etcd, no disk): the node asks them, and so does the
+model of the protocol that tests/cluster_model.py explores.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ def promotable(
     positions: Sequence[Position],
     needed: int,
     favoured: str = "",
+    led: int = 0,
 ) -> list[Position] | None:
     """The positions that make ``me`` the board to promote (the campaign
     compares their revisions), or None if it may not lead now.
@@ -56,14 +63,23 @@ def promotable(
     published member counts and must have stopped. ``needed`` under 1 is
     taken as 1: with no standby required no failover can be safe, so the
     rule still asks for a member that has everything. ``favoured`` (a
-    switchover's target) wins a tie of positions. The primary that wrote
-    the set may always lead again (a set left empty by a primary that
-    stopped before any standby joined would otherwise keep every board
-    from leading)."""
+    switchover's target) wins a tie of positions.
+
+    ``led``: the first epoch this board led in with the data it holds
+    now (its ``led`` file, kept while the data stays: removed when it is
+    set aside, seeded over, or lost with the directory), else 0. The
+    primary that wrote the set may lead again while it still holds that
+    data (a set left empty by a primary that stopped before any standby
+    joined would otherwise keep every board from leading): no later
+    primary has written a set, so none answered a write, and it holds
+    every write it answered itself (``wrote_set``). Named by the set but
+    without that data (deposed and set aside, or seeded), it is only a
+    board like the others."""
     needed = max(1, needed)
-    if sync is not None and sync.primary == me:
-        # The primary that wrote the set (and no later one has): it holds
-        # every write it answered, and no other board answered any since.
+    if wrote_set(me, led, sync):
+        # The primary that wrote the set (and no later one has), with its
+        # data: it holds every write it answered, and no other board
+        # answered any since.
         return []
     stopped = {p.name: p for p in positions if p.stopped}
     if sync is None:
@@ -78,6 +94,25 @@ def promotable(
             return None
     best = min(counted, key=lambda p: (-p.epoch, -p.index, p.name != favoured, p.name))
     return counted if best.name == me else None
+
+
+def wrote_set(me: str, led: int, sync: SyncSet | None) -> bool:
+    """Whether ``me`` wrote the set stored, ``sync``, and holds the data
+    it wrote it with: it has led with that data since ``led`` (0: never),
+    at or before the set's epoch."""
+    return sync is not None and sync.primary == me and 0 < led <= sync.epoch
+
+
+def may_discard(me: str, led: int, sync: SyncSet | None) -> bool:
+    """Whether the board ``me`` may throw its data away (set it aside and
+    seed itself, its log refused by the new primary): always, unless it
+    has led with that data (``led``: the first epoch it did, 0: it did
+    not, or that data is gone already); then only once another board has
+    written its own in-sync set. Until then the set in etcd is the one
+    this board wrote (or none), and the rule (``promotable``) may need it
+    to lead again: the successor may have lost its lease before naming
+    any standby, and answered nothing."""
+    return not led or (sync is not None and not wrote_set(me, led, sync))
 
 
 def unmoved(keys: Keys, positions: Sequence[Position]) -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ standby needs, or never had them) makes it seed itself: the primary's
 ``Seed`` copy replaces its data, then it follows. A ``LogDiverged`` answer
 (its log is not the primary's: it was a primary itself, or the primary's
 log restarted) makes it move its data aside (``data.mdb.diverged-TIME``,
-kept for whoever wants to look, never served) and seed itself. It refuses
+kept for whoever wants to look, never served) and seed itself. Before
+either, it asks ``discard`` (a board that led: ``Node``), which may keep
+the data for now (it asks again later) or have it set aside. It refuses
 an answer whose epoch is below the highest it has seen (a deposed
 primary), and an entry whose epoch is below the one before it.
 """
@@ -74,6 +76,7 @@ class Replica:
         *,
         board_id: str = "",
         silence: float = SILENCE,
+        discard: Callable[[], bool | None] | None = None,
     ) -> None:
         self.store = store
         self._reopen = reopen
@@ -94,6 +97,10 @@ class Replica:
         #: The id of the Seed copy this store came from (named in Hello).
         self._copy_id = ""
         self._silence = silence
+        #: Asked before a refusal makes this standby throw its data away
+        #: (seed): None keeps it and asks again later; True sets it aside
+        #: first whatever the reason (a board that led: ``Node``).
+        self._discard = discard
         #: The open Follow call and when it last said anything (monotonic).
         self._stream: Any = None
         self._heard = 0.0
@@ -118,9 +125,20 @@ class Replica:
                 code, details = e.code(), e.details()
                 why = reason(e)
                 if why in SEEDS and self._reopen is not None:
+                    verdict = self._discard() if self._discard is not None else False
+                    if verdict is None:
+                        log.log(
+                            logging.WARNING if wait == BACKOFF else logging.DEBUG,
+                            "following %s: %s; keeping this board's data until another "
+                            "board has written an in-sync set",
+                            *(self.primary, details),
+                        )  # fmt: skip
+                        self._stop.wait(wait)
+                        wait = min(wait * 2, MAX_BACKOFF)
+                        continue
                     log.warning("following %s: %s; seeding this standby", self.primary, details)
                     try:
-                        self._seed(aside=why == "LogDiverged")
+                        self._seed(aside=verdict or why == "LogDiverged")
                         continue
                     except grpc.RpcError as again:
                         code, details = again.code(), again.details()

@@ -91,6 +91,11 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         self._gate = gate
         #: The ids of the last ``COPIES`` Seed copies made (in memory).
         self._copies: dict[str, None] = {}
+        #: Each standby's newest Follow stream (a token of its own), by id:
+        #: an older one of the same standby (given up on as silent, its
+        #: connection lost in a partition) ends, and its end does not
+        #: count as the standby's (``gone``).
+        self._newest: dict[str, object] = {}
 
     async def Follow(
         self, requests: AsyncIterator[rpb.FollowRequest], context: Any
@@ -122,11 +127,12 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         start = hello.from_index
         log.info("standby %s follows from log index %d", name, start)
         woken = shipper.attach()
-        acks = asyncio.create_task(self._acks(requests, key, gate))
+        stream = self._newest[key] = object()
+        acks = asyncio.create_task(self._acks(requests, key, gate, stream))
         if gate is not None:
             gate.connected(key, start - 1, name)
         try:
-            while not acks.done():
+            while not acks.done() and self._newest.get(key) is stream:
                 woken.clear()
                 entries = await shipper.read(start)
                 if entries is None:  # more than the log's limit behind
@@ -147,9 +153,15 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         finally:
             shipper.detach(woken)
             acks.cancel()
-            if gate is not None:
-                gate.gone(key)
-            log.info("standby %s stopped following at log index %d", name, start - 1)
+            newest = self._newest.get(key) is stream
+            if newest:
+                del self._newest[key]
+                if gate is not None:
+                    gate.gone(key)
+            log.info(
+                "standby %s stopped following at log index %d%s",
+                *(name, start - 1, "" if newest else " (a newer stream of it follows)"),
+            )  # fmt: skip
 
     def _judge(self, hello: rpb.Hello, name: str) -> MsgboardError | None:
         """``judge`` with this board's log; a worker thread."""
@@ -214,10 +226,14 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
             await abort(context, refusal or FailedPrecondition("this board does not replicate"))
 
     async def _acks(
-        self, requests: AsyncIterator[rpb.FollowRequest], key: str, gate: SyncGate | None
+        self,
+        requests: AsyncIterator[rpb.FollowRequest],
+        key: str,
+        gate: SyncGate | None,
+        stream: object,
     ) -> None:
         async for r in requests:
-            if r.HasField("ack") and gate is not None:
+            if r.HasField("ack") and gate is not None and self._newest.get(key) is stream:
                 gate.ack(key, r.ack.index)
 
 
@@ -235,8 +251,27 @@ def judge(
     standby's last index, if it holds it; ``seeded``: it names a Seed copy
     this primary made): None if so, else the error that sends the standby
     to seed itself (LogTruncated: this log no longer holds what it needs;
-    LogDiverged: its log is not this one)."""
-    at = hello.from_index - 1
+    LogDiverged: its log is not this one). ``judge_entry`` decides."""
+    ours = identity(mine)[1:] if mine is not None else None
+    theirs = (hello.last_epoch, hello.last_crc)
+    return judge_entry(name, hello.from_index - 1, theirs, first, last, ours, seeded=seeded)
+
+
+def judge_entry(
+    name: str,
+    at: int,
+    theirs: tuple[int, int],
+    first: int,
+    last: int,
+    mine: tuple[int, int] | None,
+    *,
+    seeded: bool = False,
+) -> MsgboardError | None:
+    """``judge`` on plain values (the model of the protocol asks it too):
+    the standby's last index ``at`` and that entry's (epoch, CRC32C)
+    ``theirs``; this log's ``first`` and ``last``, and its own (epoch,
+    CRC32C) at ``at`` if it holds it (``mine``). None: the standby's log
+    is a prefix of this one, and it follows on from ``at + 1``."""
     if at == 0:  # an empty standby: from the log's first entry, if kept
         if last == 0 or first <= 1:
             return None
@@ -249,11 +284,10 @@ def judge(
             f"{name}'s last log entry is {at}, past this primary's last, {last}: "
             "it holds writes this primary does not; it must be seeded again"
         )
-    theirs = (hello.last_epoch, hello.last_crc)
     if mine is not None:
-        _, epoch, crc = identity(mine)
-        if (epoch, crc) == theirs:
+        if mine == theirs:
             return None
+        epoch, crc = mine
         return LogDiverged(
             f"{name}'s log entry {at} (epoch {theirs[0]}, crc {theirs[1]:08x}) is not this "
             f"primary's (epoch {epoch}, crc {crc:08x}): the logs diverged; it must be "

@@ -23,12 +23,15 @@ directory as a board (the restart path, as after kill -9), and only then
 serves it; the gate (``InSync``) counts only standbys of the in-sync set it
 keeps in etcd. Fenced or resigned, it stops answering at once and closes
 the board; it may lead again while the in-sync set is still the one it
-wrote (it holds all it answered). Once another board leads, a board that
-led (``led``, a file in its directory, also after a restart) moves its
-data aside (``data.mdb.deposed``: its log may hold entries no standby has,
-written in a term that lost its lease) and seeds itself from the new
-primary as a standby; after a switchover its log is a prefix of its
-successor's, and it follows on.
+wrote and it holds the data it led with (``led``, a file in its
+directory naming the first epoch it led with that data, also after a
+restart: it holds all it answered). Once another board leads, a board
+that led follows it with its data: a log that is a prefix of the new
+primary's goes on from where it is; one the primary refuses (it holds
+entries of its own, written in a term that lost its lease) is set aside
+(``data.mdb.diverged-TIME``) and the board seeds itself, but only once
+another board has written an in-sync set (``members.may_discard``):
+until then it may have to lead again.
 
 The server is never rebuilt: a call that arrives during a change of mode
 is answered by one pipeline or the other, refused before it ran or
@@ -69,7 +72,7 @@ from msgboard.cluster import (
 )
 from msgboard.cluster.channel import Dialing, use
 from msgboard.cluster.insync import InSync
-from msgboard.cluster.members import Membership, promotable, unmoved
+from msgboard.cluster.members import Membership, may_discard, promotable, unmoved
 from msgboard.config import ServeConfig
 from msgboard.console import Console
 from msgboard.engine import Board, Limits
@@ -184,32 +187,44 @@ class Node:
 
     # -- the standby's store -------------------------------------------------
 
-    def _open_standby(self, init: bool = False) -> DurableStore:
-        """The standby's store; ``init``: its data was set aside (a new,
-        empty one where a board lived)."""
+    def _open_standby(self) -> DurableStore:
+        """The standby's store."""
         c = self.config
-        return DurableStore(
-            c.data,
-            sync=c.sync == "fsync",
-            log=Log(keep=c.log_keep, limit=c.log_limit),
-            standby=True,
-            init=init,
-        )
+        log_ = Log(keep=c.log_keep, limit=c.log_limit)
+        return DurableStore(c.data, sync=c.sync == "fsync", log=log_, standby=True)
 
-    def _set_aside(self, why: str) -> None:
-        """Moves data.mdb aside (``data.mdb.deposed``, the one before it
-        dropped): this board seeds itself again. The store is closed."""
-        data = os.path.join(self.config.data, "data.mdb")
-        if os.path.exists(data):
-            aside = data + ".deposed"
-            os.replace(data, aside)
-            log.warning("%s: its data is set aside as %s; it seeds from the primary", why, aside)
-        for name in ("lock.mdb", LED):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.config.data, name))
+    def _led(self) -> int:
+        """The first epoch this board led in with the data it holds (its
+        ``led`` file); 0 if it did not lead with it, or that data is gone."""
+        try:
+            with open(os.path.join(self.config.data, LED)) as f:
+                return int(f.read().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
 
-    def _led(self) -> bool:
-        return os.path.exists(os.path.join(self.config.data, LED))
+    def _discard(self) -> bool | None:
+        """The Replica's question before its data goes (its log refused by
+        the primary): None to keep it for now, True to set it aside (it
+        led), False for a plain standby. Asked on the Replica's thread."""
+        led = self._led()
+        if not led:
+            return False
+        assert self.leadership is not None
+        try:
+            sync = self.leadership.read_sync()
+        except TRANSIENT as e:
+            log.info("%s: cannot read the in-sync set (%s): keeping its data", self.name, e)
+            return None
+        if not may_discard(self.name, led, sync):
+            return None
+        log.warning(
+            "%s led with its data since epoch %d, and %s has written the in-sync set of "
+            "epoch %d: its data is set aside",
+            *(self.name, led, sync.primary if sync else "", sync.epoch if sync else 0),
+        )  # fmt: skip
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.config.data, LED))
+        return True
 
     def position(self) -> Position:
         """This board's position, for its member key."""
@@ -247,15 +262,12 @@ class Node:
             if self.watch is not None and self.watch.seen_at <= self._judged:
                 return  # read before the candidate stopped: maybe the one gone
             self._halt()
-            fresh = False
-            if self._led():
-                if self.store is not None:
-                    self.store.close()
-                self._set_aside(f"{self.name} led before and {primary.name} leads now")
-                self.store, fresh = None, True
             if self.store is None:
-                self.store = self._open_standby(init=fresh)
+                self.store = self._open_standby()
             self.following = primary
+            # A board that led follows with its data: a log that is a
+            # prefix of the new primary's goes on from where it is; one
+            # refused is thrown away only once ``may_discard`` says so.
             self.replica = Replica(
                 self.store,
                 primary.address,
@@ -263,6 +275,7 @@ class Node:
                 self.name,
                 reopen=self._open_standby,
                 board_id=self.name,  # the name the in-sync set and the election use
+                discard=self._discard,
             )
             self.role.become(leading=False, primary=primary.address, epoch=primary.epoch)
         if self.membership is not None:
@@ -288,7 +301,12 @@ class Node:
             return False
         positions = self.membership.positions()
         chosen = promotable(
-            self.name, sync, positions, self.config.sync_standbys, handover.to if handover else ""
+            self.name,
+            sync,
+            positions,
+            self.config.sync_standbys,
+            handover.to if handover else "",
+            led=self._led(),
         )
         if chosen is None:
             log.debug("not eligible at %s: set %s, members %s", mine.rank, sync, positions)
@@ -366,8 +384,11 @@ class Node:
         )
         replication.log.fence = self._fence
         try:
-            with open(os.path.join(c.data, LED), "w") as f:
-                f.write(f"{epoch}\n")
+            if not self._led():  # kept: the data it led with since then
+                with open(os.path.join(c.data, LED), "w") as f:
+                    f.write(f"{epoch}\n")
+                    f.flush()
+                    os.fsync(f.fileno())
             board = await asyncio.to_thread(
                 functools.partial(
                     Board, c.data, sync=c.sync == "fsync", limits=self.limits, log=replication.log
@@ -482,9 +503,10 @@ class Node:
                 # Its log is a prefix of its successor's: it follows on.
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.config.data, LED))
-            # Otherwise its data is set aside only once another board leads
-            # (``_follow``): until then it may be elected again, holding
-            # everything it answered.
+            # Otherwise it follows the next primary with its data
+            # (``_follow``), which is set aside only if that primary refuses
+            # its log and another board has written a set (``_discard``):
+            # until then it may be elected again, holding all it answered.
             self._handed = self._resigned = False
             self.following = None
             self.store = self._open_standby()
