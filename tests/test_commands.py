@@ -473,7 +473,7 @@ def test_purge_move_delete_and_release_commands(
     for i in range(4):
         client.post("shop", ("order", i))
     client.take("shop", max=2)
-    code, out, _ = run(server, capsys, "move", "shop.dlq", "--to-origin", "--json")
+    code, out, _ = run(server, capsys, "move", "shop.dlq", "--to-origin", "--all", "--json")
     assert code == 0
     assert lines(out) == [
         {"seq": 1, "to": "shop", "new_seq": 3},
@@ -497,6 +497,7 @@ def test_purge_move_delete_and_release_commands(
         ["move", "shop.parked"],
         ["move", "shop.parked", "shop", "--to-origin"],
         ["delete", "shop.parked"],
+        ["delete", "shop.parked", "--all", "--seq", "1"],
         ["move", "shop.parked", "shop", "--seq", "1", "--filter", "t[1] > 1"],
     ):
         code, _, err = run(server, capsys, *bad)

@@ -330,13 +330,16 @@ class Admin:
         filter: str = "",
         pattern: Pattern | None = None,
         limit: int = 0,
+        all: bool = False,
     ) -> list[Moved]:
         """Moves waiting messages of ``source`` to queue ``to`` (none: each
         back to the queue its ``x-dead-letter-queue`` header names), all or
         none: those of ``seqs``, or up to ``limit`` of the oldest matching
-        the pattern (none: the oldest waiting). Returns where each went.
-        Needs manage on the source and on each destination."""
-        req = pb.MoveMessagesRequest(source=source, destination=to, seqs=seqs, limit=limit)
+        the pattern, or with ``all=True`` up to ``limit`` of the oldest
+        waiting (one of the three is needed: InvalidArgument otherwise).
+        Returns where each went. Needs manage on the source and on each
+        destination."""
+        req = pb.MoveMessagesRequest(source=source, destination=to, seqs=seqs, limit=limit, all=all)
         _choose(req, templates, address, filter, pattern)
         with mapped():
             r = self._calls.MoveMessages(req, timeout=self.timeout)
@@ -352,10 +355,12 @@ class Admin:
         filter: str = "",
         pattern: Pattern | None = None,
         limit: int = 0,
+        all: bool = False,
     ) -> list[int]:
         """Deletes waiting messages of ``queue``, chosen as ``move_messages``
-        chooses them, all or none; returns their seqs. Needs manage."""
-        req = pb.DeleteMessagesRequest(queue=queue, seqs=seqs, limit=limit)
+        chooses them (seqs, a pattern or ``all``), all or none; returns their
+        seqs. Needs manage."""
+        req = pb.DeleteMessagesRequest(queue=queue, seqs=seqs, limit=limit, all=all)
         _choose(req, templates, address, filter, pattern)
         with mapped():
             r = self._calls.DeleteMessages(req, timeout=self.timeout)
