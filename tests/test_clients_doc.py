@@ -253,3 +253,15 @@ def test_npm_pack_in_a_fresh_checkout_says_to_run_npm_ci(tmp_path: Path) -> None
     section = readme[readme.index("## Installing it outside the checkout") :]
     steps = section[section.index("```sh") :]
     assert steps.index("npm ci") < steps.index("npm pack")
+
+
+def test_the_null_value_is_shown_in_its_portable_form() -> None:
+    """Wherever CHANGELOG.md or a page shows the JSON null value
+    `{"null": null}`, which grpcurl refuses, the same sentence shows the form
+    every tool takes, `"NULL_VALUE"` (issue 35 item 20)."""
+    for path in [ROOT / "CHANGELOG.md", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if '{"null": null}' in line:
+                near = "\n".join(lines[max(0, n - 3) : n + 4])  # its sentence, wrapped
+                assert "NULL_VALUE" in near, f"{path.name}:{n + 1}: {line[:120]}"
