@@ -19,8 +19,9 @@ the same JSON never means a pattern in one place and a value in another;
 unchanged.
 
 Address patterns are ``all``, ``eq:NAME``, ``topic:rec.pets.*``,
-``prefix:P``; anything else is an exact address (write ``eq:all`` or
-``eq:topic:x`` for addresses that look like the other forms).
+``prefix:P``; another ``KIND:`` of letters (``regex:img.*``) is refused;
+anything else is an exact address (write ``eq:all``, ``eq:topic:x`` or
+``eq:regex:x`` for addresses that look like the other forms).
 """
 
 from __future__ import annotations
