@@ -44,7 +44,7 @@ class Served(ServerProcess):
 
     def wait_ready(self) -> dict[str, object]:
         """The ready file's object, once it is there."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded machine starts Python slowly
         while not self.ready_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

@@ -14,13 +14,14 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from msgboard.associative import EVERYTHING
 from msgboard.cli.main import main
 from msgboard.client import Client
-from msgboard.engine import Board, releases
+from msgboard.engine import Board, pulling, releases
 from msgboard.errors import InvalidArgument
 from msgboard.lmdbstore import DurableStore, MemoryStore
 from msgboard.lmdbstore.check import check
@@ -28,7 +29,7 @@ from msgboard.lmdbstore.layout import QID, SCHEDULED, U64
 from msgboard.lmdbstore.store import Store
 from msgboard.message import Message, Section, now_us
 from msgboard.server.metrics import gauges
-from msgboard.spec import Op, OverflowPolicy, QueueSpec, SelectorSpec
+from msgboard.spec import Op, OverflowPolicy, Position, QueueSpec, SelectorSpec
 from msgboard.testing import ServerThread
 from tests import damage
 
@@ -323,3 +324,59 @@ def test_check_catches_each_kind_of_schedule_damage(tmp_path: Path) -> None:
         (b"state", QID.pack(1) + SCHEDULED, U64.pack(2), "its scheduled count says 2"),
     ]
     damage.caught_alone(path, cases)
+
+
+def test_a_copy_replay_passes_scheduled_messages_in_bounded_steps(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given 25 messages due in 2 s, then 5 waiting, and a pull budget of
+    10, when a COPY selector into "out" starts at the oldest, I expect the
+    5 copied at once (its replay passes the scheduled ones 10 per operation
+    and goes on), then the 25 once each when due: 30 copies, none twice."""
+    monkeypatch.setattr(pulling, "PULL_BUDGET", 10)
+    board.create_queue(QueueSpec("in"))
+    board.create_queue(QueueSpec("out"))
+    at = now_us() + 2 * S
+    board.post("in", [Message(tuple=("later", i), not_before=at) for i in range(25)])
+    board.post("in", [Message(tuple=("now", i)) for i in range(5)])
+    board.create_selector(
+        SelectorSpec(source="in", destination="out", op=Op.COPY, start=Position.HEAD)
+    )
+    wait_for("the waiting five", lambda: board.stats("out").queues[0].unprocessed >= 5)
+    if now_us() < at:
+        assert [m.tuple for m in board.read("out", max=50)] == [("now", i) for i in range(5)]
+    wait_for("the release", lambda: board.stats("out").queues[0].unprocessed >= 30)
+    board.post("in", [Message(tuple=("end",))])
+    wait_for("the last", lambda: board.stats("out").queues[0].unprocessed >= 31)
+    got = sorted(m.tuple for m in board.read("out", max=50))
+    want = sorted([("end",), *(("later", i) for i in range(25)), *(("now", i) for i in range(5))])
+    assert got == want
+
+
+def test_a_release_of_only_kept_messages_waits_a_retry_not_a_loop(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a full queue (reject, nowhere to overflow), three messages due
+    on it at once, a budget of 2 and a retry of 0.2 s, I expect the due
+    ones tried a few times a second (each read finds the same two, all
+    kept), not in a loop; and released once room is made."""
+    monkeypatch.setattr(releases, "BUDGET", 2)
+    monkeypatch.setattr(releases, "RETRY", 200_000)
+    rel = board._releases
+    route = rel._route
+    tries: list[float] = []
+
+    def counting(*args: Any) -> bool:
+        tries.append(time.monotonic())
+        return route(*args)
+
+    monkeypatch.setattr(rel, "_route", counting)
+    board.create_queue(QueueSpec("keep", max_unprocessed=1))
+    board.post("keep", [Message(body=b"x")])
+    board.post("keep", [Message(body=b"%d" % i, not_before=now_us() + S // 5) for i in range(3)])
+    wait_for("a first try", lambda: len(tries) > 0)
+    time.sleep(1.0)
+    assert len(tries) <= 2 * (1.0 / 0.2 + 2), len(tries)  # two a try, a try each 0.2 s
+    assert board.stats("keep").queues[0].scheduled == 3
+    assert [m.body for m in board.take("keep")] == [b"x"]
+    wait_for("the first released", lambda: board.stats("keep").queues[0].scheduled == 2)

@@ -87,6 +87,7 @@ def _view(q: pb.Queue) -> QueueView:
         q.history,
         q.next_seq,
         q.waiting,
+        q.scheduled,
     )
 
 

@@ -11,10 +11,10 @@ Where to go:
   unsure of its lease), or DEADLINE_EXCEEDED (a board that does not answer,
   a paused one perhaps): to the next address of the list, after a pause;
 - any other UNAVAILABLE (the connection broke during the call, a write not
-  yet on a standby), or CANCELLED (a board that changes role rebuilds its
-  server, and gRPC cancels the calls it had received and not yet begun):
-  the same board again, after a pause (if it is gone, the next attempt
-  finds no connection and moves on).
+  yet on a standby, a call still running when its board stopped leading),
+  or CANCELLED (a board stopped while it had calls): the same board
+  again, after a pause (if it is gone, the next attempt finds no
+  connection and moves on).
 
 What is sent again, for up to ``seconds`` (the failover deadline, 30 s by
 default) from the first failure, pausing ``FIRST_PAUSE`` doubling up to

@@ -436,7 +436,8 @@ class Network:
         seq, and routes it as if it had just arrived: into a full queue its
         overflow (``Overflow.released``; False, left scheduled, when reject
         has nowhere to put it); else the selectors that could take it and
-        have gone past its seq are rewound to it."""
+        have gone past its seq are rewound to it (a COPY still replaying
+        that has gone past it owes it: ``Selector.owed``)."""
         q = info.spec.name
         limit = info.spec.max_unprocessed
         if limit and txn.counts(q).unprocessed >= limit:
@@ -451,8 +452,13 @@ class Network:
         if m is None:
             return True
         for s in self.table.match(q, m):
-            if s.spec.op is not Op.COPY and s.cursor > m.seq:
+            if s.cursor <= m.seq:
+                continue
+            if s.spec.op is not Op.COPY:
                 b.set(s, "cursor", m.seq)
+                self.pulls.wake(s)
+            elif s.behind and s.spec.role is not Role.OVERFLOW:  # its replay skipped it
+                b.set(s, "owed", (*s.owed, m.seq))
                 self.pulls.wake(s)
         self.arrive(b, txn, info, m)
         return True

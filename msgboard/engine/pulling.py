@@ -9,7 +9,7 @@ rules ("Credit"), ``credit.py`` how much a selector may take.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 
 from msgboard.engine.credit import credit
@@ -19,7 +19,7 @@ from msgboard.engine.selectors import Selector
 from msgboard.engine.table import Table
 from msgboard.engine.writer import Batch, Writer
 from msgboard.lmdbstore import QueueInfo, Txn
-from msgboard.message import Message
+from msgboard.message import Message, Section
 from msgboard.spec import Op, Role
 
 #: Most messages pulled by selectors in one operation; the rest is pulled
@@ -96,6 +96,8 @@ class Pulling:
         copy = s.spec.op is Op.COPY
         if copy and not s.behind:
             return
+        if s.owed and not self._repay(b, txn, s):
+            return
         while True:
             may = credit(b, s)
             if may <= 0:
@@ -110,15 +112,21 @@ class Pulling:
             end = True
             resume = 0
             if copy:
-                source: Iterator[Message] = (
-                    m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
-                )
-                for m in source:
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
+                matches = s.spec.pattern.matches
+                seen = 0
+                for m in txn.scan(q, None, s.cursor):
+                    seen += 1
+                    # A scheduled one is copied when due (``Network.release``).
+                    if m.section is not Section.SCHEDULED and matches(m):
+                        chunk.append(m)
+                        if len(chunk) >= want:
+                            end = False
+                            break
+                    elif seen >= self._budget:
+                        # Passed by until the budget ran out: go on from there.
+                        end, resume = False, m.seq + 1
                         break
-                self._budget -= len(chunk)
+                self._budget -= seen
             else:
                 search = txn.find(q, s.spec.pattern, s.cursor)
                 for m in search:
@@ -160,6 +168,21 @@ class Pulling:
                     b.set(s, "cursor", txn.counts(q).next_seq)
                 b.set(s, "behind", False)
                 return
+
+    def _repay(self, b: Batch, txn: Txn, s: Selector) -> bool:
+        """Copies what came due behind a replaying COPY's cursor (``owed``),
+        as its credit allows; False if some is left for later."""
+        owed, q = s.owed, s.source
+        for i, seq in enumerate(owed):
+            if credit(b, s) <= 0:
+                b.set(s, "owed", owed[i:])
+                return False
+            m = txn.fetch(q, seq)
+            if m is not None and m.section is not Section.SCHEDULED:
+                self._copy(b, s, m, 0)
+        self._budget -= len(owed)
+        b.set(s, "owed", ())
+        return True
 
     def _continue(self, s: Selector) -> None:
         def more(b: Batch) -> None:

@@ -9,6 +9,8 @@ stores keep an index of the times on disk). A release reads only what is
 due, at most ``BUDGET`` messages per operation per store, and arms itself
 again at once for the rest: a mass of messages due in the same second is
 released in bounded steps, a group commit each, between other work. A
+message kept scheduled (its queue full, refusing, with nowhere to overflow)
+is tried again every ``RETRY``, whenever anything else is due. A
 release whose group fails (a damaged due page, a full disk) is tried again
 after 1 s, then 2, 4 ... at most ``MOST_RETRY``, logged once until one
 succeeds: never in a loop.
@@ -78,20 +80,29 @@ class Releases:
         b.undo(self._failed)
         b.after(self._succeeded)
         nxt = kept = 0
+        retry = b.now + RETRY
         for durable in (True, False):
             txn = b.txn(durable)
             due, after = txn.due(b.now, BUDGET)
+            held = 0
             for name, seq, at in due:
                 info = txn.queue(name)
                 if info is None:
                     txn.release(name, seq, at)
                 elif not self._route(b, txn, info, seq, at):
-                    kept += 1
+                    held += 1
+            if after and after <= b.now and held == len(due):
+                # The budget ran out on messages all kept: reading them again
+                # now would find the same ones, in a loop.
+                after = retry
             if after and (not nxt or after < nxt):
                 nxt = after
+            kept += held
         self._settle(b)
-        if kept:  # still due: tried again later, not in a loop
-            nxt = max(nxt, b.now + RETRY)
+        if kept and (not nxt or retry < nxt):
+            # Still due: tried again in a second (not in a loop), however
+            # long it is until anything else is due.
+            nxt = retry
         if nxt:
             self._arm(nxt)
 

@@ -184,6 +184,9 @@ class Selector:
     #: It has messages to pull before it takes new arrivals (a COPY
     #: replaying, or a pull cut short by its budget).
     behind: bool = False
+    #: A replaying COPY's: seqs of scheduled messages that came due after
+    #: its replay had gone past them, copied before the replay goes on.
+    owed: tuple[int, ...] = ()
     delivered: int = 0
     dropped: int = 0
     #: Round-robin order among MOVEs: the lowest turn goes first; a selector

@@ -86,9 +86,9 @@ class _Queue:
                 del index[key]
 
     def first_from(self, seq: int) -> Message | None:
-        """The first message (either section) at or after ``seq``."""
+        """The first message (any section) at or after ``seq``."""
         best: Message | None = None
-        for sd in (self.unprocessed, self.history):
+        for sd in (self.unprocessed, self.history, self.scheduled):
             i = sd.bisect_left(seq)
             if i < len(sd):
                 m: Message = sd.peekitem(i)[1]

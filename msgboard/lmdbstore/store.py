@@ -315,7 +315,7 @@ class Txn(abc.ABC):
 
     @abc.abstractmethod
     def seq_at(self, name: str, time_us: int) -> int | None:
-        """The seq of the first message (either section) posted at or after
+        """The seq of the first message (any section) posted at or after
         ``time_us``, found without reading every message; None if none."""
 
 

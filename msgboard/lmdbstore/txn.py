@@ -789,7 +789,11 @@ class DurableTxn(Txn):
 
     def seq_at(self, name: str, time_us: int) -> int | None:
         q = self._get(name)
-        sections = [(self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)]
+        sections = [
+            (self._unprocessed, _UNPROCESSED),
+            (self._history, _HISTORY),
+            (self._dbs.scheduled, _SCHEDULED),
+        ]
         with self._guard:
             return seq_at(self._txn, self._times, sections, self._cache.met, name, q, time_us)
 

@@ -6,13 +6,14 @@ A node starts as a standby: its directory opened as a standby's store, a
 seeds itself), its position published under ``members/``
 (``Membership``), and a ``Leadership`` campaigning with the promotion
 rule (``members.promotable``): before it judges, a candidate stops
-following and publishes its final position. One port throughout; on it,
-the server of the node's mode:
+following and publishes its final position. One port and one gRPC server
+throughout; its ``Switchboard`` hands each call to the pipeline of the
+node's mode:
 
 - **standby**: every Board call answers NotPrimary with the primary's
   address (with none while none is known: clients try another board), as
   ``serve --standby-of``'s;
-- **primary**: the board's own server (``create_server``), whose
+- **primary**: the board's own services (``board_pipeline``), whose
   ``RoleCheck`` answers NoLease the moment ``Leadership.term()`` is None,
   reads included, and whose store commits nothing without the term (the
   commit fence: ``Log.fence`` raises, and every entry carries the epoch).
@@ -29,8 +30,12 @@ written in a term that lost its lease) and seeds itself from the new
 primary as a standby; after a switchover its log is a prefix of its
 successor's, and it follows on.
 
-The server is rebuilt on the same port at each change of mode: a client
-sees its connection refused for a moment, and moves on.
+The server is never rebuilt: a call that arrives during a change of mode
+is answered by one pipeline or the other, refused before it ran or
+served; none is cancelled unseen (stopping a server would cancel what it
+had received and not yet begun). Calls in progress when the board stops
+leading get the grace period, then end UNAVAILABLE, before the board
+closes.
 """
 
 from __future__ import annotations
@@ -76,8 +81,9 @@ from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION
-from msgboard.server.serving import create_server
+from msgboard.server.serving import board_pipeline, server_options
 from msgboard.server.standby import BOARD, refusing
+from msgboard.server.switchboard import Pipeline, Switchboard
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
@@ -85,9 +91,6 @@ log = logging.getLogger("msgboard.cluster")
 
 #: How often the node looks at its term and the primary (seconds).
 STEER = 0.05
-#: Seconds a standby's server gives its calls in progress (refusals,
-#: answered at once) when it makes way for the primary's.
-REFUSALS = 1.0
 #: How often a switchover looks whether its successor has caught up (seconds).
 SWITCH_LOOK = 0.01
 #: The file that says this board led (its log may have a tail of its own).
@@ -146,6 +149,9 @@ class Node:
         self.replication: Replication | None = None
         self.epoch = 0
         self.server: grpc.aio.Server | None = None
+        #: Hands each call to the pipeline of the board's role.
+        self.switchboard: Switchboard | None = None
+        self._standby = Pipeline()
         self.readiness = Readiness(config.ready_file)
         self.leadership: Leadership | None = None
         self.watch: PrimaryWatch | None = None
@@ -292,21 +298,29 @@ class Node:
 
     # -- the servers -----------------------------------------------------------
 
-    async def _standby_server(self) -> grpc.aio.Server:
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_BoardServicer_to_server(refusing(self.role), server)
+    async def _standby_pipeline(self) -> Pipeline:
+        """What the board's server answers while this board is a standby:
+        refusals, the replication service, health and reflection."""
+        pipeline = Pipeline()
+        server: Any = pipeline  # the generated code adds services as to a server
+        pb_grpc.add_BoardServicer_to_server(refusing(self.role, lambda: self.address), server)
         rpb_grpc.add_ReplicationServicer_to_server(
             ReplicationService(self.config.replication_token, self.role), server
         )
         await self.readiness.add_to(server, serving=True)
         names = (BOARD.full_name, REPLICATION, "grpc.health.v1.Health")
-        server.add_generic_rpc_handlers(Reflection(names).handlers())
-        self._bind(server)
-        await server.start()
-        return server
+        pipeline.add_generic_rpc_handlers(Reflection(names).handlers())
+        return pipeline
 
-    def _bind(self, server: grpc.aio.Server) -> None:
-        listen = f"{self.host}:{self.port}" if self.port else self.config.listen
+    async def _start_server(self) -> None:
+        """The board's one server, for its whole run: its calls go to the
+        pipeline of its role (``msgboard.server.switchboard``)."""
+        self._standby = await self._standby_pipeline()
+        self.switchboard = Switchboard(self._standby)
+        server = grpc.aio.server(
+            options=server_options(self.limits or Limits()), interceptors=[self.switchboard]
+        )
+        listen = self.config.listen
         credentials = self.security.credentials()
         try:
             if credentials is None:
@@ -318,37 +332,14 @@ class Node:
         if port == 0:
             raise ListenFailed(f"cannot listen on {listen}")
         self.port = port
-
-    async def _swap(self, make: Callable[[], Any], grace: float = 0) -> None:
-        """Stops the current server (its calls get ``grace`` seconds) and
-        starts ``make()``'s on the same port (retried a while: the port is
-        freed as the old one closes)."""
-        if self.server is not None:
-            await self.server.stop(grace)
-            self.server = None
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.server = await make()
-                return
-            except ListenFailed:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
-
-    async def _primary_server(self) -> grpc.aio.Server:
-        assert self.board is not None and self.replication is not None
-        service = self.replication.service
-        server, port = await create_server(
-            self.board,
-            f"{self.host}:{self.port}",
-            self.security,
-            readiness=None,
-            replication=service,
-        )
-        self.port = port
         await server.start()
-        return server
+        self.server = server
+
+    async def _primary_pipeline(self) -> Pipeline:
+        assert self.board is not None and self.replication is not None
+        return await board_pipeline(
+            self.board, self.security, readiness=None, replication=self.replication.service
+        )
 
     # -- promotion and demotion ----------------------------------------------
 
@@ -398,9 +389,12 @@ class Node:
             target=self._hand_over, args=(epoch, self._handing), name="handover", daemon=True
         )
         self._handover.start()
+        pipeline = await self._primary_pipeline()
         self.role.become(leading=True, primary=None, epoch=epoch)
-        # The standby's calls in progress are refusals: let them be answered.
-        await self._swap(self._primary_server, REFUSALS)
+        # Calls from now on are served; those the standby's pipeline took in
+        # are refused (NotPrimary naming this board: sent again, served).
+        assert self.switchboard is not None
+        self.switchboard.use(pipeline)
         if self.membership is not None:
             self.membership.nudge()
         log.info("%s is the primary, epoch %d, at %s", self.name, epoch, self.address)
@@ -476,7 +470,9 @@ class Node:
         resigned = self._resigned
         if resigned and self._handover is not None:
             await asyncio.to_thread(self._handover.join, 10)
-        await self._swap(self._standby_server, self.grace if resigned else 0)
+        assert self.switchboard is not None
+        old = self.switchboard.use(self._standby)
+        await old.drain(self.grace if resigned else 0)
         with self._lock:
             self.board = self.replication = None
             self.epoch = 0
@@ -505,7 +501,7 @@ class Node:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
-            self.server = await self._standby_server()
+            await self._start_server()
             metrics_at = await self.metrics.start(c) if self.metrics is not None else ""
             self.address = c.advertise or f"{self.host}:{self.port}"
             self.name = board_name(c, self.address)

@@ -76,6 +76,11 @@ def counted_handler(handler: Any, role: Role) -> Any:
     async def unary(request: Any, context: Any) -> Any:
         role.calls += 1  # the event loop's thread only
         try:
+            if role.handover is not None:
+                # The switchover began after RoleCheck let this call in, and
+                # may have seen no call held: it is refused, not run (the
+                # switchover sets ``handover`` before it counts the calls).
+                await abort(context, NotPrimary(role.handover))
             answer = inner(request, context)
             return await answer if inspect.isawaitable(answer) else answer
         finally:

@@ -78,11 +78,12 @@ def queue_to_pb(v: QueueView, q: pb.Queue | None = None) -> pb.Queue:
     if q is None:
         q = pb.Queue()
     q.spec.CopyFrom(codec.spec_to_pb(v.spec))
-    q.unprocessed, q.history, q.next_seq, q.waiting = (
+    q.unprocessed, q.history, q.next_seq, q.waiting, q.scheduled = (
         v.unprocessed,
         v.history,
         v.next_seq,
         v.waiting,
+        v.scheduled,
     )
     codec.us_to_ts(v.created_at, q.created_at)
     return q

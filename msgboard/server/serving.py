@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -36,6 +36,7 @@ from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION, RoleCheck
 from msgboard.server.service import SERVICE, BoardService
+from msgboard.server.switchboard import Pipeline
 from msgboard.v1 import board_pb2_grpc as pb_grpc
 from msgboard.v1 import replication_pb2_grpc as rpb_grpc
 
@@ -77,40 +78,13 @@ async def create_server(
     ``replication``: a primary's replication service, served beside.
     ``links``: the board's running links (default: started here, closed
     when the board closes)."""
-    room = max(64 * 1024 * 1024, 2 * board.limits.max_message_bytes)
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", room),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0),
-            # No BDP probing: it grows a stream's receive window to what the
-            # link could carry in a round trip (tens of MB on loopback), and
-            # gRPC buffers that much of a flat-out PostStream below our
-            # read-ahead cap. Without it the window is the default 64 KiB,
-            # opened to a whole message while one is being read.
-            ("grpc.http2.bdp_probe", 0),
-        ],
-        interceptors=[
-            # Outermost: a request that does not parse is refused before
-            # any other interceptor or servicer could see it.
-            Decoding(),
-            # A refusal by the role replaces whatever handler the rest made.
-            *([RoleCheck(replication.role)] if replication else []),
-            prebuilt.Prebuilt(),  # first: the handler it changes is the one run
-            *([calls] if calls else []),
-            *(security.interceptors(board) if security else []),
-        ],
+    pipeline = await board_pipeline(
+        board, security, calls=calls, readiness=readiness, replication=replication, links=links
     )
-    snapshots = security.snapshots if security else None
-    if links is None:
-        links = Links(board).start()
-    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots, links), server)
-    await (readiness or Readiness()).add_to(server, serving=readiness is None)
-    names = [SERVICE, "grpc.health.v1.Health"]
-    if replication is not None:
-        rpb_grpc.add_ReplicationServicer_to_server(replication, server)
-        names.append(REPLICATION)
-    server.add_generic_rpc_handlers(Reflection(names).handlers())
+    server = grpc.aio.server(
+        options=server_options(board.limits), interceptors=pipeline.interceptors
+    )
+    pipeline.install(server)
     credentials = security.credentials() if security else None
     try:
         if credentials is None:
@@ -122,6 +96,59 @@ async def create_server(
     if port == 0:
         raise ListenFailed(f"cannot listen on {listen}")
     return server, port
+
+
+def server_options(limits: Limits) -> list[tuple[str, Any]]:
+    """The gRPC server's options for a board with ``limits``."""
+    room = max(64 * 1024 * 1024, 2 * limits.max_message_bytes)
+    return [
+        ("grpc.max_receive_message_length", room),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.so_reuseport", 0),
+        # No BDP probing: it grows a stream's receive window to what the
+        # link could carry in a round trip (tens of MB on loopback), and
+        # gRPC buffers that much of a flat-out PostStream below our
+        # read-ahead cap. Without it the window is the default 64 KiB,
+        # opened to a whole message while one is being read.
+        ("grpc.http2.bdp_probe", 0),
+    ]
+
+
+async def board_pipeline(
+    board: Board,
+    security: Security | None = None,
+    *,
+    calls: Calls | None = None,
+    readiness: Readiness | None = None,
+    replication: ReplicationService | None = None,
+    links: Links | None = None,
+) -> Pipeline:
+    """The services that serve ``board`` and their interceptors (as
+    ``create_server`` says), not yet on any server."""
+    pipeline = Pipeline(
+        [
+            # Outermost: a request that does not parse is refused before
+            # any other interceptor or servicer could see it.
+            Decoding(),
+            # A refusal by the role replaces whatever handler the rest made.
+            *([RoleCheck(replication.role)] if replication else []),
+            prebuilt.Prebuilt(),  # first: the handler it changes is the one run
+            *([calls] if calls else []),
+            *(security.interceptors(board) if security else []),
+        ]
+    )
+    snapshots = security.snapshots if security else None
+    if links is None:
+        links = Links(board).start()
+    server: Any = pipeline  # the generated code adds services to it as to a server
+    pb_grpc.add_BoardServicer_to_server(BoardService(board, snapshots, links), server)
+    await (readiness or Readiness()).add_to(server, serving=readiness is None)
+    names = [SERVICE, "grpc.health.v1.Health"]
+    if replication is not None:
+        rpb_grpc.add_ReplicationServicer_to_server(replication, server)
+        names.append(REPLICATION)
+    pipeline.add_generic_rpc_handlers(Reflection(names).handlers())
+    return pipeline
 
 
 def _return_big_buffers() -> None:

@@ -26,7 +26,7 @@ import grpc
 from msgboard.cluster import Replica, ReplicationService, Role
 from msgboard.config import ServeConfig
 from msgboard.details import abort
-from msgboard.errors import ConfigError, ListenFailed, Unavailable
+from msgboard.errors import ConfigError, ListenFailed, NotPrimary, Unavailable
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
 from msgboard.server.readiness import Readiness
@@ -41,14 +41,17 @@ log = logging.getLogger(__name__)
 BOARD = pb.DESCRIPTOR.services_by_name["Board"]
 
 
-def refusing(role: Role) -> pb_grpc.BoardServicer:
-    """A Board servicer whose every method answers ``role.refusal()``."""
+def refusing(role: Role, here: Callable[[], str] = str) -> pb_grpc.BoardServicer:
+    """A Board servicer whose every method answers ``role.refusal()``;
+    ``here()``: this board's address, named as the primary's to a call that
+    reached these refusals just as the board became the primary (it was
+    not run: the client sends it again, to the pipeline that serves now)."""
 
     async def unary(self: Any, request: Any, context: Any) -> Any:
-        await abort(context, _refusal(role))
+        await abort(context, _refusal(role, here))
 
     async def stream(self: Any, request: Any, context: Any) -> Any:
-        await abort(context, _refusal(role))
+        await abort(context, _refusal(role, here))
         yield  # an async generator: the method streams its answers
 
     methods = {m.name: stream if m.server_streaming else unary for m in BOARD.methods}
@@ -57,9 +60,12 @@ def refusing(role: Role) -> pb_grpc.BoardServicer:
     return servicer
 
 
-def _refusal(role: Role) -> Any:
+def _refusal(role: Role, here: Callable[[], str]) -> Any:
     refusal = role.refusal()
-    if refusal is None:  # promoted: leadership through etcd will get here
+    if refusal is None:  # promoted: this board serves now
+        address = here()
+        if address:
+            return NotPrimary(address)
         return Unavailable("this board's role is changing; connect again")
     return refusal
 

@@ -1041,6 +1041,7 @@ class Queue(_message.Message):
     NEXT_SEQ_FIELD_NUMBER: _builtins.int
     WAITING_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    SCHEDULED_FIELD_NUMBER: _builtins.int
     unprocessed: _builtins.int
     """Messages waiting."""
     history: _builtins.int
@@ -1049,6 +1050,10 @@ class Queue(_message.Message):
     """The seq the next message will get."""
     waiting: _builtins.int
     """Takes and Reads blocked on this queue."""
+    scheduled: _builtins.int
+    """Messages posted with a not_before still to come: stored, not yet
+    visible to takes, reads, selectors or subscribers.
+    """
     @_builtins.property
     def spec(self) -> Global___QueueSpec:
         """The queue's name and properties."""
@@ -1066,10 +1071,11 @@ class Queue(_message.Message):
         next_seq: _builtins.int = ...,
         waiting: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        scheduled: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "history", b"history", "next_seq", b"next_seq", "spec", b"spec", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "history", b"history", "next_seq", b"next_seq", "scheduled", b"scheduled", "spec", b"spec", "unprocessed", b"unprocessed", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -388,6 +388,8 @@ export interface Queue {
   history: number;
   nextSeq: number;
   waiting: number;
+  /** Posted with a notBefore still to come: stored, not yet visible. */
+  scheduled: number;
   createdAt?: Date;
 }
 
@@ -432,6 +434,7 @@ export function queueFrom(w: Wire): Queue {
     history: num(w.history),
     nextSeq: num(w.nextSeq),
     waiting: num(w.waiting),
+    scheduled: num(w.scheduled),
     createdAt: date(w.createdAt),
   };
 }
