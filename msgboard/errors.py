@@ -205,7 +205,23 @@ class StoreFull(ResourceExhausted):
 
 
 class FailedPrecondition(MsgboardError):
+    """The board is not in the state the call needs. ``queue`` and ``seq``
+    name the message in the way, when one is ("" and 0 otherwise)."""
+
     code = "FAILED_PRECONDITION"
+    queue = ""
+    seq = 0
+
+    def __init__(self, message: str = "", *, queue: str = "", seq: int = 0) -> None:
+        super().__init__(message)
+        self.queue, self.seq = queue, seq
+
+    def info(self) -> dict[str, str]:
+        return {"queue": self.queue, "seq": str(self.seq)} if self.queue else {}
+
+    def _restore(self, info: dict[str, str]) -> None:
+        self.queue = info.get("queue", "")
+        self.seq = int(info.get("seq", "0") or 0)
 
 
 class Exposed(FailedPrecondition):

@@ -70,7 +70,10 @@ def test_a_session_from_the_command_line(
     code, out = run(server, capsys, "take", "jobs", "--max", "5", "--json")
     assert [x["seq"] for x in lines(out)] == [2]
     code, out = run(server, capsys, "take", "jobs", "--timeout", "0.1")
-    assert code == 3 and out == ""
+    assert (
+        code == 3
+        and out == "msgboard: take: no message matches in 'jobs' within 0.1 s (exit status 3)\n"
+    )
     code, out = run(server, capsys, "browse", "jobs", "--backward", "--json")
     assert [x["seq"] for x in lines(out)] == [2, 1]
     assert all(x["section"] == "history" for x in lines(out))

@@ -14,7 +14,10 @@ that fails must be followed by a ```text block quoting the error's message.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,3 +124,144 @@ def _capture(shown: Any, answer: Any, variables: dict[str, Any]) -> None:
             _capture(s, a, variables)
     elif isinstance(shown, str) and (m := VAR.fullmatch(shown)) and m[1] not in variables:
         variables[m[1]] = answer
+
+
+# -- the Node and Go blocks ----------------------------------------------------
+
+ROOT = PAGE.parent.parent
+NODE_DIR = ROOT / "clients" / "node"
+GO_DIR = ROOT / "clients" / "go"
+#: What a block may take, its build included; a block that waits forever
+#: (a subscription to an empty queue) fails here instead of hanging.
+BLOCK_SECONDS = 300
+
+
+def _blocks(*langs: str) -> list[str]:
+    found = [text for lang, _, text in examples() if lang in langs]
+    assert found, f"docs/clients.md has no {'/'.join(langs)} block"
+    return found
+
+
+def _run(cmd: list[str], cwd: Path, **kw: Any) -> str:
+    done = subprocess.run(
+        cmd,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=BLOCK_SECONDS,
+        **kw,
+    )
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout}"
+    return done.stdout
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Iterator[ServerThread]:
+    server = ServerThread(tmp_path / "board").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(600)  # the build, on a loaded machine
+def test_the_node_blocks_run_and_end(board: ServerThread, tmp_path: Path) -> None:
+    """Given a board, I expect each js block of the page, as a module of a
+    program of its own importing the client, to run to its end within
+    the deadline (the example once took the only message, then waited
+    forever on an empty queue)."""
+    if shutil.which("node") is None or not (NODE_DIR / "node_modules").is_dir():
+        pytest.skip("no Node.js or no clients/node/node_modules (scripts/setup --dev)")
+    built = NODE_DIR / "dist" / "src" / "index.js"
+    sources = list((NODE_DIR / "src").glob("*.ts"))
+    if not built.exists() or built.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        _run(["npm", "run", "build"], NODE_DIR)
+    app = tmp_path / "app"
+    (app / "node_modules").mkdir(parents=True)
+    (app / "node_modules" / "msgboard").symlink_to(NODE_DIR)
+    (app / "package.json").write_text('{"type": "module"}\n')
+    for i, text in enumerate(_blocks("js", "javascript")):
+        main = app / f"block{i}.mjs"
+        main.write_text(text.replace("127.0.0.1:7878", board.address))
+        _run(["node", str(main)], app)
+
+
+def _go_program(body: str) -> str:
+    """``body`` as the function ``run`` of a main package, with the imports
+    it uses."""
+    imports = ['msgboard "github.com/msgboard/msgboard/clients/go"']
+    imports += [f'"{p}"' for p in ("context", "fmt", "time") if f"{p}." in body]
+    indented = "\n".join("\t" + line if line else line for line in body.splitlines())
+    return (
+        "package main\n\nimport (\n"
+        + "".join(f"\t{i}\n" for i in imports)
+        + '\t"os"\n)\n\nfunc run() error {\n'
+        + indented
+        + "\n}\n\nfunc main() {\n\tif err := run(); err != nil {\n"
+        + "\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n}\n"
+    )
+
+
+@pytest.mark.timeout(900)  # a first build of gRPC on a loaded machine
+def test_the_go_blocks_run(board: ServerThread, tmp_path: Path) -> None:
+    """Given a board, I expect each go block of the page, as the body of
+    ``func run() error`` in a program of its own module built offline
+    against the checkout (clients/go/scripts/vendor-app), to build and run
+    without error."""
+    if shutil.which("go") is None or not (GO_DIR / "vendor" / "modules.txt").exists():
+        pytest.skip("no Go toolchain or no clients/go/vendor (scripts/setup --dev)")
+    env = {**os.environ, "GOPROXY": "off", "GOFLAGS": ""}
+    for i, body in enumerate(_blocks("go")):
+        app = tmp_path / f"app{i}"
+        app.mkdir()
+        program = _go_program(body.replace("127.0.0.1:7878", board.address))
+        if "fmt." not in body:
+            program = program.replace("import (\n", 'import (\n\t"fmt"\n', 1)
+        (app / "main.go").write_text(program)
+        _run(["go", "mod", "init", f"example.com/docs{i}"], app, env=env)
+        _run([str(GO_DIR / "scripts" / "vendor-app"), "."], app, env=env)
+        _run(["go", "run", "."], app, env=env)
+
+
+def test_npm_pack_in_a_fresh_checkout_says_to_run_npm_ci(tmp_path: Path) -> None:
+    """Given clients/node as a fresh clone has it (no node_modules, no
+    dist), I expect `npm pack` to stop saying to run `npm ci` first, not
+    with a bare `tsc: not found`, and the README's install steps to run
+    `npm ci` before `npm pack`."""
+    if shutil.which("npm") is None:
+        pytest.skip("no npm")
+    fresh = tmp_path / "clone"
+    shutil.copytree(ROOT / "proto", fresh / "proto")
+    shutil.copytree(
+        NODE_DIR, fresh / "clients" / "node", ignore=shutil.ignore_patterns("node_modules", "dist")
+    )
+    done = subprocess.run(
+        ["npm", "pack", "--pack-destination", str(tmp_path)],
+        cwd=fresh / "clients" / "node",
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_SECONDS,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "run `npm ci` in this directory first" in said, said
+    assert "not found" not in said, said
+    readme = (NODE_DIR / "README.md").read_text()
+    section = readme[readme.index("## Installing it outside the checkout") :]
+    steps = section[section.index("```sh") :]
+    assert steps.index("npm ci") < steps.index("npm pack")
+
+
+def test_the_null_value_is_shown_in_its_portable_form() -> None:
+    """Wherever CHANGELOG.md or a page shows the JSON null value
+    `{"null": null}`, which grpcurl refuses, the same sentence shows the form
+    every tool takes, `"NULL_VALUE"` (issue 35 item 20)."""
+    for path in [ROOT / "CHANGELOG.md", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if '{"null": null}' in line:
+                near = "\n".join(lines[max(0, n - 3) : n + 4])  # its sentence, wrapped
+                assert "NULL_VALUE" in near, f"{path.name}:{n + 1}: {line[:120]}"

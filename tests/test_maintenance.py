@@ -149,8 +149,12 @@ def test_move_by_pattern_takes_the_oldest_matches_up_to_the_limit(board: Board) 
     assert [(m.seq, m.new_seq) for m in got] == [(1, 1), (3, 2)]
     assert waiting(board, "src") == [("b", 2), ("a", 4)]
     assert waiting(board, "dst") == [("a", 1), ("a", 3)]
-    # No pattern, no seqs: every waiting message.
-    assert len(board.move_messages("src", "dst")) == 2
+    # No pattern, no seqs: refused; with every: every waiting message.
+    with pytest.raises(InvalidArgument, match="seqs: give the seqs, a pattern or all"):
+        board.move_messages("src", "dst")
+    with pytest.raises(InvalidArgument, match="all: give all alone"):
+        board.move_messages("src", "dst", seqs=[2], every=True)
+    assert len(board.move_messages("src", "dst", every=True)) == 2
     assert waiting(board, "src") == []
 
 
@@ -194,7 +198,7 @@ def test_resubmit_sends_each_dead_letter_back_to_its_origin(board: Board) -> Non
     per destination."""
     _dead_letters(board)
     assert len(waiting(board, "orders.dlq")) == 4
-    got = board.move_messages("orders.dlq", "", by="carol")
+    got = board.move_messages("orders.dlq", "", every=True, by="carol")
     assert [(m.queue, m.new_seq) for m in got] == [
         ("orders", 3),
         ("orders", 4),
@@ -251,7 +255,7 @@ def test_bad_moves_are_refused_and_change_nothing(board: Board) -> None:
     post(board, "dst", ("d",))
     before = _snapshot(board, "src", "dst")
     cases: list[tuple[dict[str, object], type[Exception], str]] = [
-        ({"source": "nope", "destination": "dst"}, QueueNotFound, "nope"),
+        ({"source": "nope", "destination": "dst", "every": True}, QueueNotFound, "nope"),
         ({"source": "src", "destination": "nope", "seqs": [3]}, QueueNotFound, "nope"),
         ({"source": "src", "destination": "src"}, InvalidArgument, "is the source queue"),
         ({"source": "src", "destination": "dst", "seqs": [1]}, NotFound, r"seqs\[0\].*1"),
@@ -265,8 +269,13 @@ def test_bad_moves_are_refused_and_change_nothing(board: Board) -> None:
             "not both",
         ),
         ({"source": "src", "destination": "dst", "limit": -1}, InvalidArgument, "limit"),
-        ({"source": "src", "destination": "dst"}, QueueFull, "2 of the 3"),
-        ({"source": "src", "destination": ""}, FailedPrecondition, "x-dead-letter-queue"),
+        ({"source": "src", "destination": "dst"}, InvalidArgument, "seqs: give the seqs"),
+        ({"source": "src", "destination": "dst", "every": True}, QueueFull, "2 of the 3"),
+        (
+            {"source": "src", "destination": "", "every": True},
+            FailedPrecondition,
+            "x-dead-letter-queue",
+        ),
         ({"source": "src", "destination": "$sys"}, Reserved, r"\$sys"),
         (
             {"source": "src", "destination": "dst", "seqs": [3], "may": lambda q: False},
@@ -286,7 +295,7 @@ def test_a_resubmit_to_a_full_origin_moves_nothing(board: Board) -> None:
     post(board, "orders", ("fill",))  # orders: 2 of 2 waiting
     before = _snapshot(board, "orders", "payments", "orders.dlq")
     with pytest.raises(QueueFull, match="'orders' is full"):
-        board.move_messages("orders.dlq", "")
+        board.move_messages("orders.dlq", "", every=True)
     assert _snapshot(board, "orders", "payments", "orders.dlq") == before
 
 
@@ -372,7 +381,7 @@ def test_a_resubmit_refuses_an_origin_header_naming_no_queue_of_its_own(board: B
         board.post("dlq", [Message(tuple=(origin,), headers={"x-dead-letter-queue": origin})])
     before = _snapshot(board, "dlq", "ok")
     with pytest.raises(FailedPrecondition, match=r"message 2 of queue 'dlq': .*\$sys"):
-        board.move_messages("dlq")
+        board.move_messages("dlq", every=True)
     with pytest.raises(FailedPrecondition, match="message 3 of queue 'dlq'"):
         board.move_messages("dlq", seqs=[1, 3])
     assert _snapshot(board, "dlq", "ok") == before

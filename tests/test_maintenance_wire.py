@@ -61,7 +61,9 @@ def test_purge_move_delete_and_release_from_the_client(client: Client) -> None:
     ]
     # The two in jobs.dlq have no x-dead-letter-queue header: a resubmit
     # names them; moved back by hand instead, by pattern and limit.
-    assert [m.queue for m in client.move_messages("jobs.dlq", "jobs", limit=1)] == ["jobs"]
+    assert [m.queue for m in client.move_messages("jobs.dlq", "jobs", limit=1, all=True)] == [
+        "jobs"
+    ]
     assert client.delete_messages("jobs", filter="t[1] >= 4") == [5, 6]
     leased = client.take_leased("jobs", lease=3600)[0]
     lease_seq = leased.message.seq
@@ -88,8 +90,8 @@ def test_the_dead_letter_resubmit_from_the_client(client: Client) -> None:
     client.take("orders")
     assert _waiting(client, "dlq") == [("order", 1), ("order", 2)]
     with pytest.raises(QueueFull, match="1 of the 2 message"):
-        client.move_messages("dlq")
-    [back] = client.move_messages("dlq", limit=1)
+        client.move_messages("dlq", all=True)
+    [back] = client.move_messages("dlq", limit=1, all=True)
     assert (back.seq, back.queue) == (1, "orders")
     [m] = client.read("orders")
     assert m.headers["x-dead-letter-queue"] == "orders"
@@ -111,7 +113,9 @@ Raw = Callable[[pb_grpc.BoardStub], Any]
             "nope",
         ),
         (
-            lambda s: s.MoveMessages(pb.MoveMessagesRequest(source="a", destination="nope")),
+            lambda s: s.MoveMessages(
+                pb.MoveMessagesRequest(source="a", destination="nope", all=True)
+            ),
             grpc.StatusCode.NOT_FOUND,
             "QueueNotFound",
             "",
@@ -148,14 +152,16 @@ Raw = Callable[[pb_grpc.BoardStub], Any]
             "given twice",
         ),
         (
-            lambda s: s.MoveMessages(pb.MoveMessagesRequest(source="a", destination="full")),
+            lambda s: s.MoveMessages(
+                pb.MoveMessagesRequest(source="a", destination="full", all=True)
+            ),
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "QueueFull",
             "",
             "queue 'full' is full",
         ),
         (
-            lambda s: s.MoveMessages(pb.MoveMessagesRequest(source="a")),
+            lambda s: s.MoveMessages(pb.MoveMessagesRequest(source="a", all=True)),
             grpc.StatusCode.FAILED_PRECONDITION,
             "FailedPrecondition",
             "",
@@ -242,7 +248,7 @@ def test_events_name_the_user_and_a_refused_resubmit_is_announced(tmp_path: Path
             root.post("jobs.dlq", ("y",), headers={"x-dead-letter-queue": "jobs"})
             root.post("jobs", ("z",))
             with pytest.raises(PermissionDenied, match="user 'alice' may not manage queue 'other'"):
-                alice.move_messages("jobs.dlq")
+                alice.move_messages("jobs.dlq", all=True)
             assert _waiting(root, "jobs.dlq") == [("x",), ("y",)]
             assert alice.move_messages("jobs.dlq", seqs=[2]) == [Moved(2, "jobs", 2)]
             assert alice.delete_messages("jobs", seqs=[1]) == [1]

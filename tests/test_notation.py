@@ -138,7 +138,8 @@ def test_template_to_json_reads_back_unchanged() -> None:
         ("topic:rec.pets.*", AddressPattern.topic("rec.pets.*")),
         ("prefix:rec.", AddressPattern.prefix("rec.")),
         ("rec.pets", AddressPattern.eq("rec.pets")),
-        ("urn:x:y", AddressPattern.eq("urn:x:y")),
+        ("eq:urn:x:y", AddressPattern.eq("urn:x:y")),
+        ("a.b:c", AddressPattern.eq("a.b:c")),
         ("", AddressPattern.eq("")),
     ],
 )
@@ -147,6 +148,16 @@ def test_parse_address(text: str, expected: AddressPattern) -> None:
     and str() of a pattern reads back as the same pattern."""
     assert parse_address(text) == expected
     assert parse_address(str(expected)) == expected
+
+
+@pytest.mark.parametrize("text", ["regex:img.*", "glob:a*", "urn:x:y"])
+def test_an_unknown_kind_is_an_error_not_an_exact_address(text: str) -> None:
+    """Given `regex:img.*` (a pattern language the board does not have), I
+    expect an error naming the kinds and the eq: form, not a literal
+    address that silently matches nothing (issue 35 item 9)."""
+    with pytest.raises(InvalidArgument, match=r"^--address: .* is not a kind of address pattern"):
+        parse_address(text, where="--address")
+    assert parse_address(f"eq:{text}") == AddressPattern.eq(text)
 
 
 def test_parse_address_errors_name_where() -> None:

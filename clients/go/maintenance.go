@@ -13,12 +13,14 @@ import (
 )
 
 // Choose says which waiting messages MoveMessages and DeleteMessages act
-// on: Seqs, or the oldest matching Pattern (the zero Pattern: the oldest
-// waiting), at most Limit (0: the board's most, 10,000).
+// on: Seqs, or the oldest matching Pattern, or (All) the oldest waiting,
+// at most Limit (0: the board's most, 10,000). One of Seqs, Pattern and
+// All is needed: the board refuses the zero Choose (INVALID_ARGUMENT).
 type Choose struct {
 	Seqs    []uint64
 	Pattern Pattern
 	Limit   uint32
+	All     bool
 }
 
 func (ch Choose) pattern() (*pb.Pattern, error) {
@@ -60,7 +62,7 @@ func (c *Client) MoveMessages(ctx context.Context, source, destination string, c
 		return nil, err
 	}
 	req := &pb.MoveMessagesRequest{
-		Source: source, Destination: destination, Seqs: ch.Seqs, Pattern: pp, Limit: ch.Limit,
+		Source: source, Destination: destination, Seqs: ch.Seqs, Pattern: pp, Limit: ch.Limit, All: ch.All,
 	}
 	r, err := call(ctx, c, pb.BoardClient.MoveMessages, req, false)
 	return r.GetMessages(), err
@@ -73,7 +75,7 @@ func (c *Client) DeleteMessages(ctx context.Context, queue string, ch Choose) ([
 	if err != nil {
 		return nil, err
 	}
-	req := &pb.DeleteMessagesRequest{Queue: queue, Seqs: ch.Seqs, Pattern: pp, Limit: ch.Limit}
+	req := &pb.DeleteMessagesRequest{Queue: queue, Seqs: ch.Seqs, Pattern: pp, Limit: ch.Limit, All: ch.All}
 	r, err := call(ctx, c, pb.BoardClient.DeleteMessages, req, false)
 	return r.GetSeqs(), err
 }

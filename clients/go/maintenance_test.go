@@ -35,7 +35,7 @@ func TestResubmitMoveDeleteReleaseAndPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The two dead letters, each back on the queue it came from.
-	got, err := c.MoveMessages(ctx(t), dlq, "", msgboard.Choose{})
+	got, err := c.MoveMessages(ctx(t), dlq, "", msgboard.Choose{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +78,14 @@ func TestABadMoveIsRefusedAndMovesNothing(t *testing.T) {
 	q := mustQueue(t, c, msgboard.QueueSpec{})
 	full := mustQueue(t, c, msgboard.QueueSpec{MaxUnprocessed: 1})
 	mustPost(t, c, q, []any{"a"}, []any{"b"})
-	if _, err := c.MoveMessages(ctx(t), q, full, msgboard.Choose{}); !errors.Is(err, msgboard.ErrQueueFull) {
+	if _, err := c.MoveMessages(ctx(t), q, full, msgboard.Choose{All: true}); !errors.Is(err, msgboard.ErrQueueFull) {
 		t.Fatalf("a move into a full queue gave %v", err)
 	}
-	if _, err := c.MoveMessages(ctx(t), q, "no-such-queue", msgboard.Choose{}); !errors.Is(err, msgboard.ErrQueueNotFound) {
+	if _, err := c.MoveMessages(ctx(t), q, "no-such-queue", msgboard.Choose{All: true}); !errors.Is(err, msgboard.ErrQueueNotFound) {
 		t.Fatalf("a move into a missing queue gave %v", err)
 	}
 	var e *msgboard.Error
-	_, err := c.MoveMessages(ctx(t), q, q, msgboard.Choose{})
+	_, err := c.MoveMessages(ctx(t), q, q, msgboard.Choose{All: true})
 	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "destination" {
 		t.Fatalf("a move into the source gave %#v", err)
 	}
@@ -93,7 +93,7 @@ func TestABadMoveIsRefusedAndMovesNothing(t *testing.T) {
 	if !errors.Is(err, msgboard.ErrNotFound) {
 		t.Fatalf("deleting a seq not waiting gave %v", err)
 	}
-	if _, err := c.MoveMessages(ctx(t), q, "", msgboard.Choose{}); !errors.Is(err, msgboard.ErrFailedPrecondition) {
+	if _, err := c.MoveMessages(ctx(t), q, "", msgboard.Choose{All: true}); !errors.Is(err, msgboard.ErrFailedPrecondition) {
 		t.Fatalf("a resubmit of messages without an origin gave %v", err)
 	}
 	got, err := c.GetQueue(ctx(t), q)

@@ -19,8 +19,9 @@ the same JSON never means a pattern in one place and a value in another;
 unchanged.
 
 Address patterns are ``all``, ``eq:NAME``, ``topic:rec.pets.*``,
-``prefix:P``; anything else is an exact address (write ``eq:all`` or
-``eq:topic:x`` for addresses that look like the other forms).
+``prefix:P``; another ``KIND:`` of letters (``regex:img.*``) is refused;
+anything else is an exact address (write ``eq:all``, ``eq:topic:x`` or
+``eq:regex:x`` for addresses that look like the other forms).
 """
 
 from __future__ import annotations
@@ -197,12 +198,21 @@ def _field_to_json(f: FieldPattern) -> object:
 
 def parse_address(text: str, where: str = "address") -> AddressPattern:
     """``all``, ``eq:NAME``, ``topic:WORDS``, ``prefix:P``, or a bare exact
-    address."""
+    address. A bare text that starts like a kind, letters then a colon
+    (``regex:img.*``, ``glob:a*``), is refused: a pattern language this
+    board does not have would otherwise be read as an exact address and
+    match nothing, silently; ``eq:`` gives such an address exactly."""
     if type(text) is not str:
         raise InvalidArgument(f"{where}: expected a string, got {type(text).__name__}")
     if text == "all":
         return ALL
     kind, sep, rest = text.partition(":")
+    if sep and kind not in _ADDRESS_KINDS and kind.isascii() and kind.isalpha():
+        raise InvalidArgument(
+            f"{where}: {text!r}: {kind!r} is not a kind of address pattern (all, eq:, "
+            f"topic:, prefix:); the exact address {text!r} is eq:{text}",
+            field=where,
+        )
     with located(where):
         if sep and kind in _ADDRESS_KINDS:
             return AddressPattern(kind, rest)

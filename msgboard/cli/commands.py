@@ -7,10 +7,12 @@ with ``--json``). ``msgboard.cli.main`` parses the command line and calls
 from __future__ import annotations
 
 import argparse
+import difflib
 import enum
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -239,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
             )
             for m in page.messages:
                 print_message(m, args.json)
+            warn_filter(args.filter, page.messages)
             if page.next_seq:
                 print(
                     json.dumps({"next_seq": page.next_seq})
@@ -506,6 +509,7 @@ def _take(c: Any, args: argparse.Namespace) -> int:
         leased = c.take_leased(args.queue, templates(args), lease=args.lease, **kw)
         for d in leased:
             print_message(d.message, args.json, tags={"lease": d.id})
+        warn_filter(args.filter, [d.message for d in leased])
         if not leased:
             _found_nothing(args)
         return 0 if leased else 3
@@ -513,15 +517,50 @@ def _take(c: Any, args: argparse.Namespace) -> int:
     msgs = op(args.queue, templates(args), **kw)
     for m in msgs:
         print_message(m, args.json)
+    warn_filter(args.filter, msgs)
     if not msgs:
         _found_nothing(args)
     return 0 if msgs else 3
 
 
 def _found_nothing(args: argparse.Namespace) -> None:
-    """Exit status 3 says it to a script; a person at a terminal is told."""
+    """Exit status 3 says it to a script; stderr says it to a person (and
+    to a script's log), terminal or not."""
     waited = f" within {args.timeout:g} s" if args.timeout else ""
-    note(f"{args.command}: no message matched in {args.queue!r}{waited} (exit status 3)")
+    print(
+        f"msgboard: {args.command}: no message matches in {args.queue!r}{waited} (exit status 3)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def warn_filter(text: str, msgs: Sequence[Message]) -> None:
+    """Warns once, on stderr, when ``text`` (a --filter) reads bare names
+    as headers that none of ``msgs`` (what the command found) has: most
+    often a misspelt message field (``adress = 'x'`` reads the header
+    ``adress``, which matches nothing without an error)."""
+    if not text:
+        return
+    from msgboard.associative.filter import FIELDS, compile_filter
+
+    try:
+        bare = compile_filter(text).bare
+    except InvalidArgument:
+        return  # the board said what is wrong
+    missing = [n for n in bare if not any(n in m.headers for m in msgs)]
+    if not missing:
+        return
+    hints = []
+    for name in missing:
+        close = difflib.get_close_matches(name, FIELDS, 1)
+        hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    print(
+        f"msgboard: warning: --filter reads {', '.join(hints)} as a header, which no message "
+        f"found has; the message fields are {', '.join(FIELDS)}, and a header is "
+        f"header['{missing[0]}']",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _ack(c: Any, args: argparse.Namespace) -> int:

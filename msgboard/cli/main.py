@@ -39,7 +39,8 @@ DEFAULT_SERVER = "127.0.0.1:7878"
 DESCRIPTION = "msgboard: run a board (msgboard serve), and talk to one."
 EPILOG = """\
 Every command but serve, user, check, export and report talks to --server
-HOST:PORT (default: $MSGBOARD_SERVER, else 127.0.0.1:7878). Several
+HOST:PORT (default: $MSGBOARD_SERVER, else 127.0.0.1:7878; a HOST without
+a port is port 7878). Several
 addresses, a,b,c (in --server or $MSGBOARD_SERVER): the command finds the
 primary among them and follows it for up to --failover seconds. Those
 commands, and check, take --json: one JSON object per line.
@@ -49,10 +50,10 @@ Tuples are JSON arrays: '["job", 7, 2.5]'. Templates are JSON arrays in which
 that type, "?" matches anything, {"range": [lo, hi]} and {"prefix": "s"} are
 patterns, and any other value must be equal.
 Address patterns: eq:NAME (or a bare NAME), topic:rec.pets.* (* one word,
-# zero or more), prefix:P, all.
+# zero or more), prefix:P, all; another KIND:TEXT (regex:...) is refused.
 
 Exit status: 0 done, 1 the board refused, 2 bad input, 3 take or read found
-nothing, 130 interrupted (Ctrl-C).
+nothing (said on stderr too), 130 interrupted (Ctrl-C).
 Help on one command: msgboard COMMAND --help."""
 
 

@@ -3,7 +3,7 @@
 ``release``, and ``lease list``. Each is one call, all or nothing; each
 prints a row per message it acted on (``queue purge``: one row of counts)::
 
-    msgboard move orders.dlq --to-origin            # every dead letter back
+    msgboard move orders.dlq --to-origin --all      # every dead letter back
     msgboard move jobs parked --seq 4,7             # two, by seq
     msgboard move jobs parked --filter "t[1] > 9"   # the oldest matching
     msgboard delete jobs --seq 4
@@ -90,6 +90,11 @@ def _choice_args(p: argparse.ArgumentParser, pattern_args: Any, count: Any, verb
     )
     pattern_args(p)
     p.add_argument(
+        "--all",
+        action="store_true",
+        help=f"{verb} the oldest waiting messages, whatever they are (up to --limit)",
+    )
+    p.add_argument(
         "--limit",
         type=count,
         default=0,
@@ -99,16 +104,24 @@ def _choice_args(p: argparse.ArgumentParser, pattern_args: Any, count: Any, verb
 
 
 def _choice(args: argparse.Namespace) -> dict[str, Any]:
+    """The messages a move or delete acts on: --seq, a pattern or --all,
+    exactly one of them (the board refuses a request with none)."""
     seqs = [s for group in args.seq for s in group]
     given = args.tuple or args.address or args.filter
     if seqs and given:
         raise InvalidArgument("--seq: give seqs or a pattern (--tuple, --address, --filter)")
+    if args.all == bool(seqs or given):
+        raise InvalidArgument(
+            f"{args.command}: give --seq, a pattern (--tuple, --address, --filter) or --all"
+            + (" (--all alone)" if args.all else "")
+        )
     return {
         "seqs": seqs,
         "templates": templates(args),
         "address": args.address,
         "filter": args.filter,
         "limit": args.limit,
+        "all": args.all,
     }
 
 
@@ -132,13 +145,7 @@ def move(c: Any, args: argparse.Namespace) -> int:
 
 
 def delete(c: Any, args: argparse.Namespace) -> int:
-    kw = _choice(args)
-    if not kw["seqs"] and not (args.tuple or args.address or args.filter):
-        raise InvalidArgument(
-            "delete: give --seq or a pattern (--tuple, --address, --filter); "
-            "every waiting message: msgboard queue purge"
-        )
-    seqs = c.delete_messages(args.queue, **kw)
+    seqs = c.delete_messages(args.queue, **_choice(args))
     for seq in seqs:
         print_row({"deleted": seq}, args.json)
     if not seqs:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from msgboard.associative import ALL, ANY, Prefix, Range, Template
 from msgboard.client.admin import Snapshot
 from msgboard.client.client import DEFAULT_SERVER, Client
-from msgboard.client.patterns import TemplateLike, Templates, make_pattern
+from msgboard.client.patterns import NotationWarning, TemplateLike, Templates, make_pattern
 from msgboard.client.publisher import Publisher
 from msgboard.client.subscription import AsyncSubscription, Subscription
 from msgboard.message import Message
@@ -66,6 +66,7 @@ __all__ = [
     "LinkView",
     "Message",
     "Moved",
+    "NotationWarning",
     "Op",
     "OverflowPolicy",
     "Page",

@@ -13,7 +13,9 @@ board figures and snapshots. ``Admin`` is a base of ``msgboard.client.Client``
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
+from typing import TypeVar
 
 from msgboard import codec
 from msgboard.associative import AddressPattern, Pattern
@@ -47,6 +49,8 @@ from msgboard.spec import (
 )
 from msgboard.v1 import board_pb2 as pb
 
+P = TypeVar("P", bound=enum.Enum)
+
 #: QueueStats' fields, named as in the proto's QueueStats.
 _QUEUE_STATS = [f.name for f in dataclasses.fields(QueueStats)]
 
@@ -63,6 +67,16 @@ def _choose(
         pattern = make_pattern(templates, address, filter)
     if pattern is not None:
         codec.pattern_to_pb(pattern, req.pattern)
+
+
+def _policy(kind: type[P], value: P | str, where: str) -> P:
+    """A policy from its enum or its name; InvalidArgument listing the valid
+    names, as the CLI's choices do."""
+    try:
+        return kind(value)
+    except ValueError:
+        names = ", ".join(repr(p.value) for p in kind)
+        raise InvalidArgument(f"{where}: {value!r} is not one of {names}") from None
 
 
 def _view(q: pb.Queue) -> QueueView:
@@ -133,14 +147,19 @@ class Admin:
         their consumer gone, their lease run out) are delayed before they
         are delivered again (``Redelivery(initial, multiplier, most)``, µs)."""
         window = DEDUP_WINDOW if dedup_window is None else round(dedup_window * 1_000_000)
+        if dedup_window and not window:
+            raise InvalidArgument(
+                f"dedup_window: {dedup_window} s is under 1 µs, the window's unit; "
+                "0 is no window (a key is held only while its message is on the board)"
+            )
         spec = QueueSpec(
             name,
             transient,
             max_unprocessed,
-            OverflowPolicy(overflow),
+            _policy(OverflowPolicy, overflow, "overflow"),
             max_history,
             dead_letter,
-            UnmatchedPolicy(unmatched),
+            _policy(UnmatchedPolicy, unmatched, "unmatched"),
             auto_delete,
             max_deliveries,
             window,
@@ -331,13 +350,16 @@ class Admin:
         filter: str = "",
         pattern: Pattern | None = None,
         limit: int = 0,
+        all: bool = False,
     ) -> list[Moved]:
         """Moves waiting messages of ``source`` to queue ``to`` (none: each
         back to the queue its ``x-dead-letter-queue`` header names), all or
         none: those of ``seqs``, or up to ``limit`` of the oldest matching
-        the pattern (none: the oldest waiting). Returns where each went.
-        Needs manage on the source and on each destination."""
-        req = pb.MoveMessagesRequest(source=source, destination=to, seqs=seqs, limit=limit)
+        the pattern, or with ``all=True`` up to ``limit`` of the oldest
+        waiting (one of the three is needed: InvalidArgument otherwise).
+        Returns where each went. Needs manage on the source and on each
+        destination."""
+        req = pb.MoveMessagesRequest(source=source, destination=to, seqs=seqs, limit=limit, all=all)
         _choose(req, templates, address, filter, pattern)
         with mapped():
             r = self._calls.MoveMessages(req, timeout=self.timeout)
@@ -353,10 +375,12 @@ class Admin:
         filter: str = "",
         pattern: Pattern | None = None,
         limit: int = 0,
+        all: bool = False,
     ) -> list[int]:
         """Deletes waiting messages of ``queue``, chosen as ``move_messages``
-        chooses them, all or none; returns their seqs. Needs manage."""
-        req = pb.DeleteMessagesRequest(queue=queue, seqs=seqs, limit=limit)
+        chooses them (seqs, a pattern or ``all``), all or none; returns their
+        seqs. Needs manage."""
+        req = pb.DeleteMessagesRequest(queue=queue, seqs=seqs, limit=limit, all=all)
         _choose(req, templates, address, filter, pattern)
         with mapped():
             r = self._calls.DeleteMessages(req, timeout=self.timeout)

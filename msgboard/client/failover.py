@@ -93,7 +93,24 @@ def addresses_of(server: str | Sequence[str] | None) -> list[str]:
         raise InvalidArgument(
             f"server: an empty address in {server!r} (give HOST:PORT[,HOST:PORT...])"
         )
-    return out
+    return [with_port(p) for p in out]
+
+
+#: The port of an address that names none: the board's, not gRPC's 443.
+DEFAULT_PORT = 7878
+
+
+def with_port(address: str) -> str:
+    """``address`` with the board's port (7878) when it names a host alone
+    (``127.0.0.1``, ``localhost``, ``[::1]``, ``::1``); a gRPC target with a
+    scheme (``unix:/path``, ``dns:///host:7``) is left as it is."""
+    if "/" in address or address.startswith("unix"):
+        return address
+    if address.startswith("["):  # [v6] or [v6]:port
+        return address if "]:" in address else f"{address}:{DEFAULT_PORT}"
+    if address.count(":") > 1:  # a bare IPv6 address
+        return f"[{address}]:{DEFAULT_PORT}"
+    return address if ":" in address else f"{address}:{DEFAULT_PORT}"
 
 
 def refused(e: MsgboardError) -> bool:

@@ -81,6 +81,7 @@ from msgboard.codec.specs import (
     spec_to_pb,
     us_to_duration,
 )
+from msgboard.codec.times import checked_duration, checked_ts
 
 __all__ = [
     "DISPOSITION",
@@ -97,6 +98,8 @@ __all__ = [
     "board_fields",
     "browse_start_from_pb",
     "browse_start_to_pb",
+    "checked_duration",
+    "checked_ts",
     "decode_record",
     "duration_to_us",
     "encode_record",

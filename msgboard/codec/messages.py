@@ -18,6 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from msgboard.associative.tuples import INT64_MAX, INT64_MIN
 from msgboard.codec.enums import DISPOSITION, EXIT_KIND, SECTION
+from msgboard.codec.times import checked_ts
 from msgboard.errors import InvalidArgument
 from msgboard.message import Exit, Fields, Message, Section, Value, build, keep_wire, left
 from msgboard.spec import Disposition, Receipt
@@ -214,6 +215,10 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
     no kind set``. Clears in ``ps`` what a post does not set."""
     out = []
     for i, p in enumerate(ps):
+        if p.HasField("expires_at"):
+            checked_ts(p.expires_at, f"{where}[{i}].expires_at")
+        if p.HasField("not_before"):
+            checked_ts(p.not_before, f"{where}[{i}].not_before")
         try:
             m = message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED)
         except InvalidArgument as e:

@@ -15,6 +15,7 @@ from msgboard import results
 from msgboard.codec.enums import OP, OVERFLOW, POSITION, ROLE, START, UNMATCHED
 from msgboard.codec.messages import ts_to_us, us_to_ts
 from msgboard.codec.patterns import pattern_from_pb, pattern_to_pb
+from msgboard.codec.times import checked_duration, checked_ts
 from msgboard.errors import InvalidArgument
 from msgboard.spec import (
     DEDUP_WINDOW,
@@ -47,11 +48,30 @@ def spec_from_pb(p: pb.QueueSpec) -> QueueSpec:
         unmatched=UNMATCHED.value(p.unmatched, "spec.unmatched"),
         auto_delete=p.auto_delete,
         max_deliveries=p.max_deliveries,
-        dedup_window=(
-            duration_to_us(p.dedup_window) if p.HasField("dedup_window") else DEDUP_WINDOW
+        dedup_window=_dedup_window(p),
+        redelivery=(
+            redelivery_from_pb(p.redelivery, "spec.redelivery")
+            if p.HasField("redelivery")
+            else None
         ),
-        redelivery=redelivery_from_pb(p.redelivery) if p.HasField("redelivery") else None,
     )
+
+
+def _dedup_window(p: pb.QueueSpec) -> int:
+    """A spec's dedup window in µs (unset: the default); one under 1 µs is
+    refused, not stored as 0, which means something else: no window."""
+    if not p.HasField("dedup_window"):
+        return DEDUP_WINDOW
+    where = "spec.dedup_window"
+    d = p.dedup_window
+    us = checked_duration(d, where)
+    if us == 0 and (d.seconds or d.nanos):
+        raise InvalidArgument(
+            f"{where}: {d.nanos} ns is under 1 µs, the window's unit; 0 is no window "
+            "(a key is kept only while its message is on the board)",
+            field=where,
+        )
+    return us
 
 
 def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
@@ -71,13 +91,13 @@ def spec_to_pb(s: QueueSpec) -> pb.QueueSpec:
     )
 
 
-def redelivery_from_pb(p: pb.Redelivery) -> Redelivery:
+def redelivery_from_pb(p: pb.Redelivery, where: str = "redelivery") -> Redelivery:
     """A redelivery policy; a multiplier of 0 (unset) is 1, an unset max the
     longest (1 day). The engine checks the values."""
     return Redelivery(
-        duration_to_us(p.initial),
+        checked_duration(p.initial, f"{where}.initial"),
         p.multiplier or 1.0,
-        duration_to_us(p.max) if p.HasField("max") else MAX_REDELIVERY,
+        checked_duration(p.max, f"{where}.max") if p.HasField("max") else MAX_REDELIVERY,
     )
 
 
@@ -162,7 +182,9 @@ def selector_spec_from_pb(
         unlimited_credit=p.unlimited_credit,
         start=position_from_pb(p.start, f"{where}.start"),
         start_seq=p.start_seq,
-        start_time=ts_to_us(p.start_time) if p.HasField("start_time") else 0,
+        start_time=checked_ts(p.start_time, f"{where}.start_time")
+        if p.HasField("start_time")
+        else 0,
         role=ROLE.value(p.role, f"{where}.role"),
         destination_link=p.destination_link,
         source_link=p.source_link,

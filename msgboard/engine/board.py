@@ -317,7 +317,7 @@ class Board:
         """Deletes a queue, its messages and the selectors reading it or
         writing to it; blocked calls and subscriptions on it get
         QueueNotFound."""
-        self.limits.check_name(name, "name", write=True)
+        self.limits.check_name(name, "name", write=True, verb="manage")
 
         def run(b: Batch) -> None:
             b.find(name)

@@ -56,14 +56,20 @@ class Limits:
     #: answered (one batch is always read).
     max_read_ahead_bytes: int = 16 * 1024 * 1024
 
-    def check_name(self, name: str, where: str = "queue", *, write: bool = False) -> str:
+    def check_name(
+        self, name: str, where: str = "queue", *, write: bool = False, verb: str = "write"
+    ) -> str:
         """A queue name; the board's own ``$sys`` and ``$damaged`` (where
         ``check --repair`` sets damage aside) only to read (``write``: the
-        call posts to, creates or deletes the queue)."""
+        call posts to, creates, deletes or manages the queue; ``verb``, the
+        Reserved error's, says which: ``write`` or ``manage``). The server
+        fills the Reserved error's ``user`` (``security.auth.blame``)."""
         if name in (SYS, DAMAGED):
             if write:
                 raise Reserved(
-                    f"{where}: {name!r} is the board's own queue: read it, never write it"
+                    f"{where}: {name!r} is the board's own queue: read it, never {verb} it",
+                    verb=verb,
+                    queue=name,
                 )
             return name
         if isinstance(name, str) and name.startswith(OUTBOX) and not write:
@@ -79,7 +85,7 @@ class Limits:
         return name
 
     def check_spec(self, spec: QueueSpec) -> QueueSpec:
-        self.check_name(spec.name, "spec.name", write=True)
+        self.check_name(spec.name, "spec.name", write=True, verb="manage")
         if not 0 <= spec.max_unprocessed <= UINT64_MAX:
             raise InvalidArgument("spec.max_unprocessed: must be 0 (no limit) or more")
         if not 0 <= spec.max_history <= UINT64_MAX:

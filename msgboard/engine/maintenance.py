@@ -99,15 +99,24 @@ class Maintenance:
     # -- choosing ---------------------------------------------------------
 
     def _check_choice(
-        self, seqs: Sequence[int], pattern: Pattern | None, limit: int
+        self, seqs: Sequence[int], pattern: Pattern | None, limit: int, every: bool | None = None
     ) -> tuple[list[tuple[int, int]], int]:
         """The seqs, checked (positive, each once, at most the limit), as
         (place in the request, seq) in seq order; and the limit (0: the
-        board's ``max_take``)."""
+        board's ``max_take``). ``every`` (a move's or delete's explicit
+        ``all``; None for a release) must be given when neither seqs nor a
+        pattern is, and not with them: a forgotten choice acts on nothing."""
         most = self._limits.max_take
         limit = self._limits.check_count(limit, most, "limit", most)
         if seqs and pattern is not None:
             raise InvalidArgument("pattern: give the seqs or a pattern, not both", field="pattern")
+        if every is not None and every == bool(seqs or pattern is not None):
+            raise InvalidArgument(
+                "all: give all alone, not with seqs or a pattern"
+                if every
+                else "seqs: give the seqs, a pattern or all (the oldest waiting messages)",
+                field="all" if every else "seqs",
+            )
         out: list[tuple[int, int]] = []
         seen: set[int] = set()
         for i, seq in enumerate(seqs):
@@ -151,17 +160,23 @@ class Maintenance:
                     )
                 if m.section is Section.SCHEDULED:
                     raise FailedPrecondition(
-                        f"{where}: message {seq} of queue {queue!r} is scheduled, not waiting yet"
+                        f"{where}: message {seq} of queue {queue!r} is scheduled, not waiting yet",
+                        queue=queue,
+                        seq=seq,
                     )
                 if seq in held:
                     raise FailedPrecondition(
                         f"{where}: message {seq} of queue {queue!r} is held by "
-                        f"{_holder(held[seq])}: not waiting"
+                        f"{_holder(held[seq])}: not waiting",
+                        queue=queue,
+                        seq=seq,
                     )
                 if m.expired(b.now):
                     raise FailedPrecondition(
                         f"{where}: message {seq} of queue {queue!r} has expired "
-                        "(the expiry sweep dead-letters it)"
+                        "(the expiry sweep dead-letters it)",
+                        queue=queue,
+                        seq=seq,
                     )
                 msgs.append(m)
             return _Chosen(txn, info, msgs)
@@ -190,14 +205,16 @@ class Maintenance:
         pattern: Pattern | None = None,
         limit: int = 0,
         *,
+        every: bool = False,
         by: str = "",
         may: Callable[[str], bool] | None = None,
     ) -> Future[list[Moved]]:
         """Moves waiting messages of ``source`` to ``destination`` (""
         each to the queue its ``x-dead-letter-queue`` header names), all
         in one operation: those of ``seqs``, or up to ``limit`` (0: the
-        board's ``max_take``) of the oldest matching ``pattern`` (none:
-        every waiting message). Returns where each went, in seq order.
+        board's ``max_take``) of the oldest matching ``pattern``, or with
+        ``every`` of the oldest waiting (one of the three must be given).
+        Returns where each went, in seq order.
         ``by`` names the caller in the ``$sys`` event; ``may``, if given,
         says whether the caller may move into a queue (PermissionDenied
         for a destination it refuses, checked before anything moves).
@@ -209,15 +226,15 @@ class Maintenance:
         no origin header to resubmit to, or whose key its destination's
         waiting messages hold (FailedPrecondition); a destination without
         room for all (QueueFull)."""
-        self._limits.check_name(source, "source", write=True)
+        self._limits.check_name(source, "source", write=True, verb="manage")
         if destination:
-            self._limits.check_name(destination, "destination", write=True)
+            self._limits.check_name(destination, "destination", write=True, verb="manage")
             if destination == source:
                 raise InvalidArgument(
                     f"destination: {destination!r} is the source queue: a move goes elsewhere",
                     field="destination",
                 )
-        chosen, limit = self._check_choice(seqs, pattern, limit)
+        chosen, limit = self._check_choice(seqs, pattern, limit, every)
 
         def run(b: Batch) -> list[Moved]:
             c = self._choose(b, source, chosen, pattern, limit)
@@ -245,11 +262,14 @@ class Maintenance:
             if not to:
                 raise FailedPrecondition(
                     f"message {m.seq} of queue {source!r} has no {ORIGIN} header "
-                    "to resubmit to: name a destination"
+                    "to resubmit to: name a destination",
+                    queue=source,
+                    seq=m.seq,
                 )
             if to == source:
                 raise InvalidArgument(
-                    f"message {m.seq} of queue {source!r}: its origin {to!r} is the source queue",
+                    f"destination: message {m.seq} of queue {source!r} has the source queue "
+                    f"{to!r} as its origin ({ORIGIN}): name a destination",
                     field="destination",
                 )
             plan.append((m, to))
@@ -259,9 +279,11 @@ class Maintenance:
         for to, ms in going.items():
             if not destination:  # a name read from a header, not the request
                 try:
-                    self._limits.check_name(to, ORIGIN, write=True)
+                    self._limits.check_name(to, ORIGIN, write=True, verb="manage")
                 except (InvalidArgument, PermissionDenied) as e:
-                    raise FailedPrecondition(f"message {ms[0].seq} of queue {source!r}: {e}") from e
+                    raise FailedPrecondition(
+                        f"message {ms[0].seq} of queue {source!r}: {e}", queue=source, seq=ms[0].seq
+                    ) from e
             if may is not None and not may(to):
                 raise PermissionDenied(
                     f"user {by!r} may not manage queue {to!r} "
@@ -300,9 +322,12 @@ class Maintenance:
                 if holder:
                     there = txn.fetch(to, holder)
                     if there is not None and there.section is not Section.HISTORY:
+                        state = "scheduled" if there.section is Section.SCHEDULED else "waiting"
                         raise FailedPrecondition(
                             f"message {m.seq} of queue {source!r}: its key {m.key!r} is held by "
-                            f"message {holder} waiting on queue {to!r}"
+                            f"message {holder} {state} on queue {to!r}",
+                            queue=source,
+                            seq=m.seq,
                         )
         return plan
 
@@ -342,15 +367,16 @@ class Maintenance:
         pattern: Pattern | None = None,
         limit: int = 0,
         *,
+        every: bool = False,
         by: str = "",
     ) -> Future[list[int]]:
         """Deletes waiting messages of ``queue`` (kept in no history), all
         in one operation: those of ``seqs``, or up to ``limit`` (0: the
-        board's ``max_take``) of the oldest matching ``pattern`` (none:
-        every waiting message). Returns their seqs, ascending. Errors,
-        with nothing deleted, as ``move_messages``'s."""
-        self._limits.check_name(queue, write=True)
-        chosen, limit = self._check_choice(seqs, pattern, limit)
+        board's ``max_take``) of the oldest matching ``pattern``, or with
+        ``every`` of the oldest waiting. Returns their seqs, ascending.
+        Errors, with nothing deleted, as ``move_messages``'s."""
+        self._limits.check_name(queue, write=True, verb="manage")
+        chosen, limit = self._check_choice(seqs, pattern, limit, every)
 
         def run(b: Batch) -> list[int]:
             c = self._choose(b, queue, chosen, pattern, limit)
@@ -380,7 +406,7 @@ class Maintenance:
         ``PURGE_CHUNK`` per operation: what was posted after the call
         began stays; a caller that cancels the future stops it after the
         step under way. Returns how many of each went."""
-        self._limits.check_name(queue, write=True)
+        self._limits.check_name(queue, write=True, verb="manage")
         fut: Future[Purged] = Future()
 
         def step(b: Batch, bound: int, start: int, old: int, done: Purged) -> object:
@@ -426,9 +452,11 @@ class Maintenance:
     def list_leases_async(self, queue: str = "") -> Future[list[LeaseView]]:
         """The messages taken with a lease and not yet acked (of ``queue``,
         or of every queue), oldest lease first: what ``release_messages``
-        gives back. QueueNotFound for a queue that does not exist."""
+        gives back. QueueNotFound for a queue that does not exist; the
+        board's own queues are refused (Reserved) as every call managing
+        them is."""
         if queue:
-            self._limits.check_name(queue)
+            self._limits.check_name(queue, write=True, verb="manage")
 
         def run(b: Batch) -> list[LeaseView]:
             if queue:
@@ -448,8 +476,9 @@ class Maintenance:
         dead-lettered): the lease's taker can no longer ack them. Returns
         their seqs. Errors, with nothing released: a seq given twice or
         none (InvalidArgument); a seq not leased (FailedPrecondition if a
-        consumer holds it, NotFound otherwise)."""
-        self._limits.check_name(queue)
+        consumer holds it, NotFound otherwise); the board's own queues
+        (Reserved)."""
+        self._limits.check_name(queue, write=True, verb="manage")
         chosen, _ = self._check_choice(seqs, None, 0)
         if not chosen:
             raise InvalidArgument("seqs: at least one seq is needed")
@@ -466,7 +495,9 @@ class Maintenance:
                 elif owner is not None:
                     raise FailedPrecondition(
                         f"{where}: message {seq} of queue {queue!r} is held by "
-                        f"{_holder(owner)}, not a lease: kick the consumer to give it back"
+                        f"{_holder(owner)}, not a lease: kick the consumer to give it back",
+                        queue=queue,
+                        seq=seq,
                     )
                 else:
                     raise NotFound(

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from msgboard.config import read_toml
-from msgboard.errors import ConfigError, Unauthenticated
+from msgboard.errors import ConfigError, MsgboardError, PermissionDenied, Unauthenticated
 from msgboard.tls import AUTH_KEY, BEARER
 
 VERBS = ("read", "write", "manage", "admin")
@@ -45,6 +45,14 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: before the servicer runs (in the call's own task), "" on an open board.
 #: Servicers read it to tell the engine who a consumer is.
 caller: ContextVar[str] = ContextVar("msgboard_caller", default="")
+
+
+def blame(e: MsgboardError) -> MsgboardError:
+    """``e``, a PermissionDenied the engine raised (a ``Reserved`` queue)
+    with its ``user`` filled in: the caller ("" on an open board)."""
+    if isinstance(e, PermissionDenied) and not e.user:
+        e.user = caller.get()
+    return e
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

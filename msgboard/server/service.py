@@ -40,7 +40,7 @@ from msgboard.links import Links, selector_translator
 from msgboard.message import Message
 from msgboard.results import BoardStats, LeaseView, QueueStats, QueueView
 from msgboard.security import permissions
-from msgboard.security.auth import caller
+from msgboard.security.auth import blame, caller
 from msgboard.security.snapshot_dir import SnapshotDir
 from msgboard.server import prebuilt, streams
 from msgboard.server.handoff import wait
@@ -66,7 +66,7 @@ def _mapped(fn: Handler[T]) -> Handler[T]:
         try:
             return await fn(self, request, context)
         except MsgboardError as e:
-            await abort(context, e)
+            await abort(context, blame(e))
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -134,7 +134,8 @@ def snapshot_to_pb(s: SnapshotInfo) -> pb.SnapshotResponse:
 
 
 def _seconds(d: Any, where: str) -> float:
-    if d.seconds < 0 or d.nanos < 0:
+    us = codec.checked_duration(d, where)
+    if us < 0 or d.nanos < 0:
         raise InvalidArgument(f"{where}: must not be negative")
     return float(d.seconds + d.nanos / 1e9)
 
@@ -244,7 +245,7 @@ class BoardService(pb_grpc.BoardServicer):
                 request.queue,
                 start,
                 seq=request.start_seq,
-                since=codec.ts_to_us(request.start_time),
+                since=codec.checked_ts(request.start_time, "start_time"),
                 reverse=reverse,
                 limit=request.limit,
                 section=section,
@@ -379,6 +380,7 @@ class BoardService(pb_grpc.BoardServicer):
             list(request.seqs),
             _pattern(request),
             request.limit,
+            every=request.all,
             by=caller.get(),
             may=permissions.manages(),
         )
@@ -399,7 +401,12 @@ class BoardService(pb_grpc.BoardServicer):
         self, request: pb.DeleteMessagesRequest, context: Any
     ) -> pb.DeleteMessagesResponse:
         fut = self.board.delete_messages_async(
-            request.queue, list(request.seqs), _pattern(request), request.limit, by=caller.get()
+            request.queue,
+            list(request.seqs),
+            _pattern(request),
+            request.limit,
+            every=request.all,
+            by=caller.get(),
         )
         seqs = await wait(fut)
         return pb.DeleteMessagesResponse(deleted=len(seqs), seqs=seqs)

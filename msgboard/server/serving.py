@@ -28,6 +28,7 @@ from msgboard.links import Links
 from msgboard.security import Security
 from msgboard.server import prebuilt
 from msgboard.server.calls import Calls
+from msgboard.server.decoding import Decoding
 from msgboard.server.handoff import wait
 from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
@@ -126,6 +127,9 @@ async def board_pipeline(
     ``create_server`` says), not yet on any server."""
     pipeline = Pipeline(
         [
+            # Outermost: a request that does not parse is refused before
+            # any other interceptor or servicer could see it.
+            Decoding(),
             # A refusal by the role replaces whatever handler the rest made.
             *([RoleCheck(replication.role)] if replication else []),
             prebuilt.Prebuilt(),  # first: the handler it changes is the one run

@@ -24,7 +24,7 @@ from msgboard.details import abort, error_to_pb
 from msgboard.engine import Board
 from msgboard.errors import InvalidArgument, MsgboardError
 from msgboard.results import Acked, ConsumerView, SelectorView
-from msgboard.security.auth import caller
+from msgboard.security.auth import blame, caller
 from msgboard.server.deliveries import deliveries_to_bytes
 from msgboard.server.handoff import Handoff, wait
 from msgboard.spec import Delivery, Op
@@ -137,7 +137,7 @@ async def post_stream(
                     probe.mark("wake")
                 seqs, dispositions = codec.receipts_to_pb(got)
             except MsgboardError as e:
-                r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(e))
+                r = pb.PostStreamResponse(batch_id=batch_id, error=error_to_pb(blame(e)))
             else:
                 r = pb.PostStreamResponse(batch_id=batch_id, seqs=seqs, dispositions=dispositions)
             async with room:
@@ -190,17 +190,23 @@ async def subscribe(
                 credit=o.credit,
                 start=codec.position_from_pb(o.start, "open.start"),
                 start_seq=o.start_seq,
-                start_time=codec.ts_to_us(o.start_time) if o.HasField("start_time") else 0,
+                start_time=(
+                    codec.checked_ts(o.start_time, "open.start_time")
+                    if o.HasField("start_time")
+                    else 0
+                ),
                 selector_id=o.selector_id,
                 peer=context.peer() or "",
                 identity=caller.get(),
                 redelivery=(
-                    codec.redelivery_from_pb(o.redelivery) if o.HasField("redelivery") else None
+                    codec.redelivery_from_pb(o.redelivery, "open.redelivery")
+                    if o.HasField("redelivery")
+                    else None
                 ),
             )
         )
     except MsgboardError as e:
-        await abort(context, e)
+        await abort(context, blame(e))
     # Each request is answered (an error, or `acked` for an ack) in the
     # order it came, with its ref: an answer waits for the one before it
     # (``tail``), whether that came from the writer thread or was an
@@ -239,7 +245,11 @@ async def subscribe(
                     fut = board.ack_async(consumer, list(req.ack.ids), req.ack.up_to)
                 elif kind == "nack":
                     n = req.nack
-                    delay = codec.duration_to_us(n.delay) if n.HasField("delay") else None
+                    delay = (
+                        codec.checked_duration(n.delay, "nack.delay")
+                        if n.HasField("delay")
+                        else None
+                    )
                     fut = board.nack_async(consumer, list(n.ids), n.reject, delay)
                 elif kind == "credit":
                     fut = board.add_credit_async(consumer, req.credit)

@@ -3080,7 +3080,9 @@ Global___PurgeQueueResponse: _TypeAlias = PurgeQueueResponse  # noqa: Y015
 @_typing.final
 class MoveMessagesRequest(_message.Message):
     """MoveMessages' request: the waiting messages of `source` named by `seqs`,
-    or the oldest ones matching `pattern`, or (neither) the oldest ones.
+    or the oldest ones matching `pattern`, or (with `all`) the oldest ones.
+    A request with none of the three is refused (INVALID_ARGUMENT, field
+    `seqs`): a forgotten choice moves nothing.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -3090,12 +3092,17 @@ class MoveMessagesRequest(_message.Message):
     SEQS_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    ALL_FIELD_NUMBER: _builtins.int
     source: _builtins.str
     destination: _builtins.str
     """Empty: each message to the queue its `x-dead-letter-queue` header names."""
     limit: _builtins.int
     """The most messages moved; 0: the board's most (10,000 by default). With
     seqs: at most this many seqs.
+    """
+    all: _builtins.bool
+    """The oldest waiting messages, whatever they are (up to `limit`): the
+    explicit choice of every message; not with seqs or a pattern.
     """
     @_builtins.property
     def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -3111,10 +3118,11 @@ class MoveMessagesRequest(_message.Message):
         seqs: _abc.Iterable[_builtins.int] | None = ...,
         pattern: Global___Pattern | None = ...,
         limit: _builtins.int = ...,
+        all: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["destination", b"destination", "limit", b"limit", "pattern", b"pattern", "seqs", b"seqs", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all", b"all", "destination", b"destination", "limit", b"limit", "pattern", b"pattern", "seqs", b"seqs", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3192,8 +3200,11 @@ class DeleteMessagesRequest(_message.Message):
     SEQS_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    ALL_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     limit: _builtins.int
+    all: _builtins.bool
+    """As MoveMessagesRequest's: one of seqs, pattern and all is needed."""
     @_builtins.property
     def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -3205,10 +3216,11 @@ class DeleteMessagesRequest(_message.Message):
         seqs: _abc.Iterable[_builtins.int] | None = ...,
         pattern: Global___Pattern | None = ...,
         limit: _builtins.int = ...,
+        all: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pattern", b"pattern"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "pattern", b"pattern", "queue", b"queue", "seqs", b"seqs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all", b"all", "limit", b"limit", "pattern", b"pattern", "queue", b"queue", "seqs", b"seqs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

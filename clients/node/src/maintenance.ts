@@ -10,13 +10,15 @@ import { date, num, patternTo, type PatternOptions, type Wire } from "./wire.js"
 
 /**
  * Which waiting messages a move or delete acts on: `seqs`, or the oldest
- * matching the pattern (`templates`, `address`, `filter`; none: the
- * oldest waiting), at most `limit` (0: the board's most, 10,000).
+ * matching the pattern (`templates`, `address`, `filter`), or (`all`) the
+ * oldest waiting, at most `limit` (0: the board's most, 10,000). One of
+ * the three is needed: the board refuses none (InvalidArgument).
  */
 export interface ChooseOptions extends PatternOptions {
   seqs?: readonly number[];
   templates?: Templates;
   limit?: number;
+  all?: boolean;
 }
 
 /** What a purge removed. */
@@ -57,7 +59,7 @@ export function leasesFrom(r: Wire): LeaseInfo[] {
 }
 
 export function choiceTo(o: ChooseOptions): Wire {
-  const req: Wire = { seqs: (o.seqs ?? []).map(String), limit: o.limit ?? 0 };
+  const req: Wire = { seqs: (o.seqs ?? []).map(String), limit: o.limit ?? 0, all: o.all ?? false };
   const pattern = patternTo(o);
   if (pattern) req.pattern = pattern;
   return req;

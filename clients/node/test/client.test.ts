@@ -402,7 +402,7 @@ describe("waiting messages", () => {
     for (let i = 0; i < 4; i++) await board.post(q, ["order", i], { key: `k${i}` });
     await board.take(q, { max: 2 });
     // The two dead letters, each back on its origin queue.
-    assert.deepEqual(await board.moveMessages(dlq), [
+    assert.deepEqual(await board.moveMessages(dlq, "", { all: true }), [
       { seq: 1, queue: q, newSeq: 3 },
       { seq: 2, queue: q, newSeq: 4 },
     ]);
@@ -426,9 +426,9 @@ describe("waiting messages", () => {
     await board.createQueue(q);
     await board.createQueue(full, { maxUnprocessed: 1 });
     await board.postMessages(q, [["a"], ["b"]]);
-    await assert.rejects(board.moveMessages(q, full), QueueFull);
-    await assert.rejects(board.moveMessages(q, fresh()), QueueNotFound);
-    const same = await board.moveMessages(q, q).catch((e: unknown) => e);
+    await assert.rejects(board.moveMessages(q, full, { all: true }), QueueFull);
+    await assert.rejects(board.moveMessages(q, fresh(), { all: true }), QueueNotFound);
+    const same = await board.moveMessages(q, q, { all: true }).catch((e: unknown) => e);
     assert.ok(same instanceof InvalidArgument);
     assert.equal(same.field, "destination");
     const gone = await board.deleteMessages(q, { seqs: [1, 9] }).catch((e: unknown) => e);

@@ -64,4 +64,6 @@ def compile_filter(text: str) -> Filter:
         raise InvalidArgument(f"a filter is a string, not {type(text).__name__}")
     if len(text) > MAX_FILTER_CHARS:
         raise InvalidArgument(f"filter of {len(text)} characters, at most {MAX_FILTER_CHARS}")
-    return Filter(text, Parser(text).parse())
+    parser = Parser(text)
+    test = parser.parse()
+    return Filter(text, test, tuple(parser.bare))

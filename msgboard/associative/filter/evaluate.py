@@ -42,11 +42,14 @@ FIELDS: dict[str, tuple[str, Fn]] = {
 class Filter:
     """A compiled filter; ``matches`` is the per-message test."""
 
-    __slots__ = ("_test", "text")
+    __slots__ = ("_test", "bare", "text")
 
-    def __init__(self, text: str, test: Fn) -> None:
+    def __init__(self, text: str, test: Fn, bare: tuple[str, ...] = ()) -> None:
         self.text = text
         self._test = test
+        #: The bare names the filter reads as headers (``color = 'red'``),
+        #: which a misspelt message field (``adress``) is too.
+        self.bare = bare
 
     def matches(self, msg: Message) -> bool:
         """True only if the filter is TRUE for ``msg`` (not FALSE or UNKNOWN)."""

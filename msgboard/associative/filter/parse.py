@@ -166,6 +166,9 @@ class Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.depth = 0
+        #: The bare names read as headers (``color``, not ``header['color']``),
+        #: in order, each once: a misspelt field (``adress``) is one of them.
+        self.bare: list[str] = []
 
     # -- tokens ---------------------------------------------------------
 
@@ -343,6 +346,8 @@ class Parser:
                 self.fail("a header key is a non-empty string literal, as in header['k']", k)
             self.expect("op", "]")
             word = k.value
+        elif word not in self.bare:
+            self.bare.append(word)
         key = word
         return _Node("str", lambda m: m.headers.get(key), t.pos)
 
