@@ -67,7 +67,7 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     done = export.export(spark, str(tmp_path / "snap"), str(tmp_path / "out"))
     assert (done.added, done.unprocessed, done.rows) == (0, 0, 0)
     assert export.load(spark, str(tmp_path / "out")).count() == 0
-    r = report.report(spark, str(tmp_path / "out"), str(tmp_path / "report"))
+    r = report.report(str(tmp_path / "out"), str(tmp_path / "report"))
     assert r.figures["messages"] == 0 and r.figures["first"] is None
     page = (tmp_path / "report" / "index.html").read_text()
     assert "no messages" in page and "No dead letters" in page

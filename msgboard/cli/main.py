@@ -493,6 +493,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the dataset from this snapshot alone (trimmed history is dropped)",
     )
+    full.add_argument(
+        "--local-rows",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="a night with at most N rows to decode decodes them in this process, "
+        "without Spark (0: always Spark)",
+    )
     dead = argparse.ArgumentParser(add_help=False)
     dead.add_argument(
         "--dead-letter",

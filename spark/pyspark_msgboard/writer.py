@@ -78,7 +78,7 @@ def escape(value: str) -> str:
 
 
 def write(
-    spark: SparkSession,
+    spark: SparkSession | None,
     snap: str,
     new: str,
     plan: list[list[Range]],
@@ -86,12 +86,16 @@ def write(
     decoder: str = "compiled",
 ) -> list[str]:
     """Decodes ``plan`` from the snapshot at ``snap`` into Parquet files
-    under ``new`` (made if missing), one Spark task per partition; returns
-    the files, relative to ``new``."""
+    under ``new`` (made if missing), one Spark task per partition, or, with
+    no ``spark``, the same tasks one after the other in this process (a
+    small night: no JVM); returns the files, relative to ``new``."""
     os.makedirs(new, exist_ok=True)
     tasks = [(snap, new, ranges, batch_rows, decoder) for ranges in plan]
     try:
-        answers = spark.sparkContext.parallelize(tasks, len(tasks)).map(task).collect()
+        if spark is None:
+            answers = [task(t) for t in tasks]
+        else:
+            answers = spark.sparkContext.parallelize(tasks, len(tasks)).map(task).collect()
         moved = []
         for attempt, files in answers:
             for name, rel in files:
