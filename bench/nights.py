@@ -142,6 +142,10 @@ def main(
         t = time.perf_counter()
         rate = parse(str(root / "snap1")) / (time.perf_counter() - t)
         night("1: first export", root / "snap1")
+        # The same night by Spark, into a dataset of its own: what the
+        # threshold (--local-rows) weighs.
+        by_spark = run([*export, "--local-rows", "0", str(root / "snap1"), str(root / "spark")])
+        print(f"night 1 by Spark (--local-rows 0): {by_spark}", file=sys.stderr)
         with Board(root / "board", sync=False) as b:
             day(b, n, 0.01)
             b.snapshot(root / "snap2")
@@ -169,6 +173,10 @@ def main(
             f"{f['python_mib']:>7.0f} {f['python_anon_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
         )
     one, small, idle = nights
+    print(
+        f"night 1's export by Spark (--local-rows 0), same snapshot: {by_spark['wall_s']:.1f} s, "
+        f"JVM {by_spark['jvm_mib']:.0f} MiB"
+    )
     for what, key in (("whole nightly (export + report)", "whole_s"), ("export alone", "wall_s")):
         ratio = float(small[key]) / float(one[key])  # type: ignore[arg-type]
         print(f"1% night / night 1, {what}: {ratio:.3f}")

@@ -333,8 +333,9 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="instead: night 1, a day of 10%% changes, night 2 and a no-op night "
-        "on a board of N messages (bench/nights.py)",
+        help="instead: night 1 (and its export by Spark), a day of 1%% changes, "
+        "night 2 and an idle night, each exported and reported, on a board of N "
+        "messages (bench/nights.py)",
     )
     p.add_argument(
         "--steps",

@@ -345,10 +345,11 @@ def report(
     live = {n: q for n, q in books.queues.items() if not q.get("gone")} if books else None
     files = aggregates.load(parquet)
     same = digest(files, books, dead_letter)
-    for before in (out, previous):
-        if before and _made(before).get("digest") == same:
-            return _again(before, out, books, dead_letter, same)
-    return _make(parquet, out, files, books, dlqs, live, dead_letter, same)
+    last = _made(previous).get("figures") if previous else None
+    for there in (out, previous):
+        if there and _made(there).get("digest") == same:
+            return _again(there, out, books, dead_letter, same, last)
+    return _make(parquet, out, files, books, dlqs, live, dead_letter, same, last)
 
 
 def digest(
@@ -380,11 +381,17 @@ def _made(where: str) -> dict[str, Any]:
 
 
 def _again(
-    before: str, out: str, books: dataset.Books | None, globs: tuple[str, ...], same: str
+    before: str,
+    out: str,
+    books: dataset.Books | None,
+    globs: tuple[str, ...],
+    same: str,
+    last: dict[str, Any] | None,
 ) -> Report:
     """The report at ``before`` again for the books now (``out`` may be
-    ``before`` itself): its files copied, the page's snapshot line and
-    ``report.json`` new."""
+    ``before`` itself): its files copied, the page's snapshot line, its
+    "since last night" (``last``: last night's figures) and ``report.json``
+    new."""
     import re
 
     made = _made(before)
@@ -399,6 +406,8 @@ def _again(
             text = f.read()
         line = f"<p class=sub id=made>{html.escape(_made_line(figures))}</p>"
         text = re.sub(r"<p class=sub id=made>.*?</p>", lambda _: line, text, count=1)
+        day = since(figures, last)
+        text = re.sub(r"<section id=day>.*?</section>", lambda _: day, text, count=1, flags=re.S)
         with open(path, "w") as f:
             f.write(text)
         _write_made(new, figures, books, globs, same)
@@ -445,8 +454,10 @@ def _make(
     live: dict[str, dict[str, Any]] | None,
     dead_letter: tuple[str, ...],
     same: str,
+    before: dict[str, Any] | None,
 ) -> Report:
-    """The report made from the aggregates ``files``."""
+    """The report made from the aggregates ``files``; ``before``: last
+    night's figures (None: none), for what changed since."""
     from pyspark_msgboard import charts
 
     merged = merge(files, live, dlqs, dead_letter)
@@ -470,6 +481,9 @@ def _make(
             # ... and the history rows of each way out but processing.
             **{name: int(d[name].sum()) for name in EXITS if name != "processed"},
             "unbalanced": int((d["balanced"] == False).sum()),  # noqa: E712 (None: gone)
+            "unprocessed": int(d["unprocessed"].sum()),
+            "posted": int(d["posted"].fillna(0).sum()),
+            "slowest": _slowest(frames["latency"]),
         }
         figures["taken_at"] = books.snapshot.get("taken_at") if books else None
         figures["made_at"] = dataset.now()
@@ -479,7 +493,7 @@ def _make(
             drawn["traffic_queue"] = merged.by_minute
         pngs = charts.draw(drawn, new)
         with open(os.path.join(new, "index.html"), "w") as f:
-            f.write(page(frames, figures, pngs, parquet))
+            f.write(page(frames, figures, pngs, parquet, before))
         _write_made(new, figures, books, dead_letter, same)
         dataset.swap(new, out)
     except BaseException:
@@ -727,7 +741,7 @@ def nights(reports: str) -> str:
         rows.append((made.get("taken_at") or "", name, made))
     rows.sort(reverse=True)
     cells = ["night", "snapshot taken", "report made", "messages", "queues", "processed"]
-    cells += ["dead-lettered", "expired", "redelivered", "in dead-letter queues"]
+    cells += ["moved", "dead-lettered", "expired", "redelivered", "in dead-letter queues"]
     head = "".join(f"<th>{c}</th>" for c in cells)
     body = []
     for _, name, made in rows:
@@ -735,7 +749,7 @@ def nights(reports: str) -> str:
         link = f'<a href="{html.escape(name)}/index.html">{html.escape(name)}</a>'
         values = [_stamp(made.get("taken_at")), _stamp(made.get("made_at"))]
         values += [_fmt(fig.get(k, "")) for k in ("messages", "queues", "processed")]
-        values += [_fmt(fig.get(k, "")) for k in ("dead_lettered", "expired")]
+        values += [_fmt(fig.get(k, "")) for k in ("moved", "dead_lettered", "expired")]
         values += [_fmt(fig.get(k, "")) for k in ("redelivered", "dead_letters")]
         tds = "".join(f"<td>{html.escape(v)}</td>" for v in values)
         body.append(f"<tr><td>{link}</td>{tds}</tr>")
@@ -783,15 +797,19 @@ def _table(frame: pd.DataFrame, rows: int = 12, none: str = "No rows.") -> str:
     if frame.empty:
         return f"<p class=none>{html.escape(none)}</p>"
     head = frame.head(rows)
-    cells = "".join(f"<th>{html.escape(str(c))}</th>" for c in head.columns)
+    names = [str(c).removesuffix("_ms") for c in head.columns]
+    cells = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in names)
     body = []
     for _, r in head.iterrows():
-        tds = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r)
+        tds = "".join(
+            f"<td>{html.escape(duration(v) if str(c).endswith('_ms') else _fmt(v))}</td>"
+            for c, v in zip(head.columns, r, strict=True)
+        )
         body.append(f"<tr>{tds}</tr>")
     more = (
         f"<p class=more>{len(frame) - rows} more rows in the CSV</p>" if len(frame) > rows else ""
     )
-    return f"<table><tr>{cells}</tr>{''.join(body)}</table>{more}"
+    return f"<div class=wide><table><tr>{cells}</tr>{''.join(body)}</table></div>{more}"
 
 
 def _fmt(v: Any) -> str:
@@ -838,14 +856,87 @@ SECTIONS = [
 ]
 
 
+#: What changed since last night, in the order the page says it: the
+#: figure, and its words.
+DAY = (
+    ("posted", "posted"),
+    ("processed", "processed (acked or taken)"),
+    ("moved", "moved (by a selector)"),
+    ("dead_lettered", "dead-lettered"),
+    ("expired", "expired"),
+    ("dropped", "dropped"),
+    ("unprocessed", "backlog (waiting)"),
+    ("dead_letters", "in dead-letter queues"),
+)
+
+
+def since(figures: dict[str, Any], last: dict[str, Any] | None) -> str:
+    """The page's first section: what changed since last night's report
+    (``last``: its figures), in and out by each way and the backlog's
+    growth, then the slowest queues (by p99)."""
+    if last is None:
+        rows = "<p class=none>No report of an earlier night to compare with.</p>"
+    else:
+        cells = []
+        for key, words in DAY:
+            now, then = int(figures.get(key) or 0), int(last.get(key) or 0)
+            delta = now - then
+            sign = "+" if delta > 0 else ""
+            cells.append(
+                f"<tr><td>{html.escape(words)}</td><td><b>{sign}{delta:,}</b></td>"
+                f"<td>{then:,}</td><td>{now:,}</td></tr>"
+            )
+        stamp = _stamp(last.get("taken_at"))
+        rows = (
+            f"<p>Against the snapshot of {html.escape(stamp)}.</p><div class=wide><table>"
+            "<tr><th></th><th>since last night</th><th>last night</th><th>now</th></tr>"
+            f"{''.join(cells)}</table></div>"
+        )
+    slow = figures.get("slowest") or []
+    if slow:
+        items = "".join(
+            f"<tr><td>{html.escape(str(q))}</td><td>{html.escape(duration(p99))}</td>"
+            f"<td>{n:,}</td></tr>"
+            for q, p99, n in slow
+        )
+        rows += (
+            "<h3>Slowest queues</h3><div class=wide><table><tr><th>queue</th>"
+            f"<th>p99 post to processed</th><th>processed</th></tr>{items}</table></div>"
+        )
+    return f"<section id=day><h2>Since last night</h2>{rows}</section>"
+
+
+def duration(ms: float | None) -> str:
+    """Milliseconds in the unit a person reads: ``850 ms``, ``2.4 s``,
+    ``3.1 min``, ``5.0 h``, ``2.1 days``."""
+    if ms is None or ms != ms:
+        return ""
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if abs(ms) >= size:
+            return f"{ms / size:,.1f} {unit}"
+    return f"{ms:,.1f} ms" if abs(ms) < 10 else f"{ms:,.0f} ms"
+
+
+def _slowest(latency: pd.DataFrame, n: int = 5) -> list[list[Any]]:
+    """The ``n`` queues of highest p99 latency: queue, p99 ms, processed."""
+    top = latency.sort_values(["p99_ms", "queue"], ascending=[False, True]).head(n)
+    return [[str(q), float(p), int(k)] for q, p, k in top[["queue", "p99_ms", "processed"]].values]
+
+
 def page(
-    frames: dict[str, pd.DataFrame], figures: dict[str, Any], pngs: dict[str, str], source: str
+    frames: dict[str, pd.DataFrame],
+    figures: dict[str, Any],
+    pngs: dict[str, str],
+    source: str,
+    last: dict[str, Any] | None = None,
 ) -> str:
-    """The report as one HTML page (charts by relative link)."""
+    """The report as one HTML page (charts by relative link); ``last``:
+    last night's figures, for what changed since."""
     tiles = [
         ("messages", f"{figures['messages']:,}"),
         ("queues", f"{figures['queues']:,}"),
         ("processed", f"{figures['processed']:,}"),
+        ("moved", f"{figures['moved']:,}"),
         ("dead-lettered", f"{figures['dead_lettered']:,}"),
         ("expired", f"{figures['expired']:,}"),
         ("dropped", f"{figures['dropped']:,}"),
@@ -880,12 +971,13 @@ table{{border-collapse:collapse;margin:.8em 0;font-size:13px}}
 td,th{{border-bottom:1px solid #e3e3e3;padding:.25em .8em;text-align:right}}
 th{{background:#fafafa}} td:first-child,th:first-child{{text-align:left}}
 .more{{color:#777;font-size:13px}} section{{margin:2.5em 0}}
-.none{{color:#555;font-style:italic}}
+.none{{color:#555;font-style:italic}} .wide{{overflow-x:auto;max-width:100%}}
 </style></head><body>
 <h1>msgboard history</h1>
 <p class=sub>{html.escape(source)} &middot; {span}</p>
 <p class=sub id=made>{html.escape(made)}</p>
 <div class=tiles>{head}</div>
+{since(figures, last)}
 {"".join(parts)}
 </body></html>
 """
