@@ -92,6 +92,7 @@ class Spark:
         if self.spark is None:
             from pyspark.sql import SparkSession
 
+            quiet(self.log)  # here, not before: a night without Spark imports none of it
             self.ours = SparkSession.getActiveSession() is None
             self.spark = session(self.master, conf=self.conf, log=self.log)
         return self.spark
@@ -105,7 +106,6 @@ class Spark:
 def run(args: argparse.Namespace) -> int:
     conf = settings(args)
     where = spark_log(args)
-    quiet(where)
     spark = Spark(args.master, conf, where)
     try:
         with failures(where):
