@@ -301,7 +301,8 @@ def test_a_jvm_killed_mid_export_is_one_line(tmp_path: Path) -> None:
         deadline = time.monotonic() + 300
         killed = None
         while time.monotonic() < deadline and proc.poll() is None and killed is None:
-            if list(tmp_path.glob("history.partial-*")):  # the JVM has begun writing
+            # The new version (not the survey's scratch): the JVM has begun writing.
+            if list(tmp_path.glob("history.partial-????????")):
                 java = _java(proc.pid)
                 try:
                     if java is not None:
