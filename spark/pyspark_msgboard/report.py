@@ -664,12 +664,11 @@ def _deliveries(
         columns=["queue", "max_deliveries", "posted", "unrecorded", "scheduled"],
     )
     d = g.merge(props, on="queue", how="outer")
-    for col in ("messages", "unprocessed", "redelivered", "most_deliveries", *EXITS):
-        d[col] = d[col].fillna(0).astype("int64")
-    d["max_deliveries"] = d["max_deliveries"].fillna(0).astype("int64")
-    d["scheduled"] = d["scheduled"].fillna(0).astype("int64")
-    d["posted"] = d["posted"].astype("Int64")
-    d["unrecorded"] = d["unrecorded"].astype("Int64")
+    counted = ("messages", "unprocessed", "redelivered", "most_deliveries", *EXITS)
+    for col in (*counted, "max_deliveries", "scheduled"):
+        d[col] = pd.to_numeric(d[col]).fillna(0).astype("int64")
+    d["posted"] = pd.to_numeric(d["posted"]).astype("Int64")
+    d["unrecorded"] = pd.to_numeric(d["unrecorded"]).astype("Int64")
     d["dead_letter_queue"] = d["queue"].isin(dlqs)
     total = d["unprocessed"] + d["unrecorded"] + d["scheduled"]
     for name in EXITS:
