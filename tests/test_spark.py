@@ -31,6 +31,9 @@ from msgboard.spec import UNLIMITED, Op, SelectorSpec
 from tests.sparking import post as _post
 
 pyspark = pytest.importorskip("pyspark")
+# A Spark session starting under a load of 50 on the 2 cores took more than
+# the suite's 120 s (test_spark_nights.py and test_spark_changes.py do the same).
+pytestmark = pytest.mark.timeout(900)
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
