@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
             if args.command == "export":
                 export(spark, os.path.abspath(args.snapshot), args.out, args)
             elif args.command == "report":
-                report(args.parquet, args.out, tuple(args.dead_letter or ()))
+                out = os.path.abspath(args.out)
+                last = _last(os.path.dirname(out), os.path.basename(out))
+                report(args.parquet, args.out, tuple(args.dead_letter or ()), last)
             else:
                 nightly(args, spark)
     finally:
@@ -249,7 +251,8 @@ def export(spark: Spark, snap: str, out: str, args: argparse.Namespace) -> None:
 
 
 def _last(reports: str, day: str) -> str | None:
-    """The newest report under ``reports`` but ``day``'s (last night's)."""
+    """The newest report under ``reports`` but ``day``'s (last night's;
+    for ``msgboard report DATASET OUT``, the newest report beside ``OUT``)."""
     from pyspark_msgboard.report import MADE
 
     names = sorted(os.listdir(reports)) if os.path.isdir(reports) else []
