@@ -97,13 +97,15 @@ def build(path: Path, n: int) -> None:
         print(f"built {n:,} messages in {path}", file=sys.stderr)
 
 
-def day(b: Board, n: int) -> None:
-    """A day of 10% changes on the board of ``build(path, n)``: n/20 new
-    messages posted and n/20 of the waiting ones taken, in order."""
+def day(b: Board, n: int, share: float = 0.1) -> None:
+    """A day that changes ``share`` of the board of ``build(path, n)``:
+    n*share/2 new messages posted and as many of the waiting ones taken,
+    in order."""
     per = n // len(QUEUES)
+    k = int(per * share / 2)
     for q in QUEUES:
-        post(b, q, per, per + per // 20)
-        take(b, q, per // 20)
+        post(b, q, per, per + k)
+        take(b, q, k)
 
 
 def parse(snap: str) -> int:
@@ -222,7 +224,7 @@ def report_scale(n: int, master: str) -> None:
         size = sum(f.stat().st_size for f in (root / "dataset").rglob("*.parquet"))
         spark = session(master)
         try:
-            wall = timed(lambda: report.report(spark, str(root / "dataset"), str(root / "www")))
+            wall = timed(lambda: report.report(str(root / "dataset"), str(root / "www")))
             jvm = peak(spark)
         finally:
             spark.stop()
@@ -331,8 +333,9 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="instead: night 1, a day of 10%% changes, night 2 and a no-op night "
-        "on a board of N messages (bench/nights.py)",
+        help="instead: night 1 (and its export by Spark), a day of 1%% changes, "
+        "night 2 and an idle night, each exported and reported, on a board of N "
+        "messages (bench/nights.py)",
     )
     p.add_argument(
         "--steps",
@@ -451,7 +454,7 @@ def one_way(
     fig[f"parquet_mib:{way}"] = sum(f.stat().st_size for f in out.rglob("*.parquet")) / 2**20
     if report_too:
         www = root / "report"
-        fig["report_s"] = timed(lambda: report.report(spark, str(out), str(www)))
+        fig["report_s"] = timed(lambda: report.report(str(out), str(www)))
         fig["jvm_peak_mib"] = peak(spark)
         shutil.rmtree(www)
     shutil.rmtree(out)

@@ -112,8 +112,8 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         assert stuck.message.seq == 1
         assert len(b.take("jobs", max=999)) == 999
         b.snapshot(tmp_path / "snap1")
-        first = export.export(spark, str(tmp_path / "snap1"), str(out))
-        assert (first.decoded, first.rows) == (1010, 1010)
+        first = export.export(spark, str(tmp_path / "snap1"), str(out), local_rows=0)
+        assert (first.decoded, first.rows, first.spark) == (1010, 1010, True)
         assert _rows(out) == _board(b)
         _adds_up(out)
 
@@ -121,8 +121,9 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         assert len(b.take("jobs", max=1000)) == 1000
         b.snapshot(tmp_path / "snap2")
         before = _files(out)
-        second = export.export(spark, str(tmp_path / "snap2"), str(out))
-        assert (second.decoded, second.added) == (1000, 1000)
+        # A small night: decoded and written in this process, no Spark.
+        second = export.export(_no_spark, str(tmp_path / "snap2"), str(out))
+        assert (second.decoded, second.added, second.spark) == (1000, 1000, False)
         assert _new_rows(out, before) == {"history": 1000}
         assert _rows(out) == _board(b)
         _adds_up(out)
@@ -133,7 +134,7 @@ def test_a_night_decodes_what_changed_not_the_backlog(spark: SparkSession, tmp_p
         b.ack_leases("jobs", [stuck.id], nack=True)  # given back: delivered once
         b.snapshot(tmp_path / "snap3")
         before = _files(out)
-        third = export.export(spark, str(tmp_path / "snap3"), str(out))
+        third = export.export(_no_spark, str(tmp_path / "snap3"), str(out))
         assert third.decoded == 1 and _new_rows(out, before) == {"unprocessed": 1}
         assert _rows(out)["jobs", 1] == ("unprocessed", 1) == _board(b)["jobs", 1]
         assert _rows(out) == _board(b)
@@ -291,7 +292,7 @@ def test_a_jvm_killed_mid_export_is_one_line(tmp_path: Path) -> None:
     log = tmp_path / "spark.log"
     cmd = [MSGBOARD, "export", str(tmp_path / "snap"), str(out)]
     proc = subprocess.Popen(
-        [*cmd, "--spark-log", str(log), "--master", "local[1]"],
+        [*cmd, "--spark-log", str(log), "--master", "local[1]", "--local-rows", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -300,7 +301,8 @@ def test_a_jvm_killed_mid_export_is_one_line(tmp_path: Path) -> None:
         deadline = time.monotonic() + 300
         killed = None
         while time.monotonic() < deadline and proc.poll() is None and killed is None:
-            if list(tmp_path.glob("history.partial-*")):  # the JVM has begun writing
+            # The new version (not the survey's scratch): the JVM has begun writing.
+            if list(tmp_path.glob("history.partial-????????")):
                 java = _java(proc.pid)
                 try:
                     if java is not None:
@@ -360,7 +362,7 @@ def test_a_queue_made_again_is_a_generation_of_its_own(spark: SparkSession, tmp_
         f"jobs#{old}": {**books["earlier"][f"jobs#{old}"], "history": 3, "unprocessed": 0}
     }
     assert books["runs"][-1]["rows"] == t.num_rows == 6
-    r = report.report(spark, str(out), str(tmp_path / "report"))
+    r = report.report(str(out), str(tmp_path / "report"))
     d = r.frames["deliveries"].set_index("queue")
     assert d.loc["jobs", "messages"] == 3 and d.loc["jobs", "unprocessed"] == 2
     assert d.loc[f"jobs (deleted, id {old})", "messages"] == 3
@@ -452,7 +454,7 @@ def test_scheduled_messages_are_neither_unrecorded_nor_new_until_released(
         with store.begin() as txn:
             c = txn.counts(q.name)
         assert q.next_seq - 1 == c.unprocessed + c.history + unrecorded + len(q.scheduled)
-        assert len(q.scheduled) == c.scheduled and len(q.index) == c.unprocessed
+        assert len(q.scheduled) == c.scheduled and q.waiting == c.unprocessed
 
     try:
         with store.begin() as txn:

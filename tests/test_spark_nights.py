@@ -67,7 +67,7 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     done = export.export(spark, str(tmp_path / "snap"), str(tmp_path / "out"))
     assert (done.added, done.unprocessed, done.rows) == (0, 0, 0)
     assert export.load(spark, str(tmp_path / "out")).count() == 0
-    r = report.report(spark, str(tmp_path / "out"), str(tmp_path / "report"))
+    r = report.report(str(tmp_path / "out"), str(tmp_path / "report"))
     assert r.figures["messages"] == 0 and r.figures["first"] is None
     page = (tmp_path / "report" / "index.html").read_text()
     assert "no messages" in page and "No dead letters" in page
@@ -363,3 +363,53 @@ def test_three_nights_from_an_empty_board(
         assert "small" in letters
     finally:
         server.stop()
+
+
+#: A Python that cannot import the Spark side, as on a board installed by
+#: scripts/serve: a finder ahead of all others that refuses those modules.
+_WITHOUT_SPARK = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class Refuse(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "pyarrow", "pandas", "pyspark"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Refuse())
+for name in [m for m in sys.modules if m.split(".")[0] in ("numpy", "pyarrow", "pandas")]:
+    del sys.modules[name]
+from msgboard.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_nightly_without_the_spark_side_says_what_to_install(tmp_path: Path) -> None:
+    """Given a running board and a Python without the spark extra (numpy,
+    pyarrow, pyspark: scripts/serve's install), msgboard nightly says in
+    one line what to install, with no traceback, before it takes the
+    snapshot."""
+    import subprocess
+    import sys
+
+    from msgboard.testing import ServerThread
+
+    server = ServerThread(tmp_path / "board").start()
+    try:
+        argv = ["nightly", "snaps", "history", "www", "--server", server.address]
+        done = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_SPARK, *argv],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "pip install 'msgboard[spark]'" in line and "numpy" in line
+    assert not (tmp_path / "snaps").exists()  # no snapshot taken

@@ -495,6 +495,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the dataset from this snapshot alone (trimmed history is dropped)",
     )
+    full.add_argument(
+        "--local-rows",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="a night with at most N rows to decode decodes them in this process, "
+        "without Spark (0: always Spark)",
+    )
     dead = argparse.ArgumentParser(add_help=False)
     dead.add_argument(
         "--dead-letter",
@@ -619,7 +627,15 @@ def _user(args: argparse.Namespace) -> int:
 
 def _spark(args: argparse.Namespace) -> int:
     """export, report and nightly: Spark jobs, imported only here (serving
-    never loads pyspark)."""
+    never loads pyspark). What they need is checked first, before nightly
+    takes its snapshot: a board installed by ``scripts/serve`` has none of
+    it."""
+    missing = [m for m in SPARK_SIDE if not _installed(m)]
+    if missing:
+        raise FailedPrecondition(
+            f"msgboard {args.command} needs the Spark side, which is not installed "
+            f"(no {', '.join(missing)}): pip install 'msgboard[spark]'"
+        )
     try:
         from pyspark_msgboard.commands import run
     except ImportError as e:
@@ -628,6 +644,21 @@ def _spark(args: argparse.Namespace) -> int:
             "(scripts/setup --dev does)"
         ) from None
     return run(args)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be found, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses it
+        return False
+
+
+#: What export, report and nightly import (the ``spark`` extra), checked by
+#: name before any of it runs.
+SPARK_SIDE = ("numpy", "pyarrow", "pandas", "matplotlib", "tqdm", "pyspark")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ and id), is keys and the 4-byte checksum every record's framing stores
 (``msgboard.lmdbstore.record``), never a payload:
 
 - the seqs and CRCs of the waiting section now, against last night's
-  (the dataset keeps them in ``_msgboard/waiting/<qid>.npy``: 12 bytes per
-  waiting message, written each night);
+  (the dataset keeps them in ``_msgboard/waiting/<qid>.bin``: 12 bytes per
+  waiting message, written each night; ``.npy`` in datasets before). The
+  walk is streamed: the keys are read in chunks of CHUNK, each compared
+  with the stretch of last night's index it covers (memory-mapped, so the
+  pages are the page cache's, not the process's) and written to tonight's
+  index as it goes; what the survey keeps in memory is what changed, not
+  the backlog;
 - **left**: waiting then, not now. Those in history now are decoded there
   (a presence check, no decode); the others left with no history record
   (``max_history``) and are counted;
@@ -36,8 +41,12 @@ and decode them all once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +62,9 @@ INDEX = os.path.join("_msgboard", "waiting")
 SCHEDULED = os.path.join("_msgboard", "scheduled")
 #: One waiting message in the index.
 ENTRY = np.dtype([("seq", "<u8"), ("crc", "<u4")])
+#: Waiting keys read per step of the survey's walk: its memory, whatever
+#: the backlog (about 100 bytes a key while a chunk is read).
+CHUNK = 1 << 18
 
 
 @dataclass
@@ -64,8 +76,11 @@ class Queue:
     #: ``next_seq`` at the last night (1: a new generation, all of it new).
     mark: int
     next_seq: int
-    #: The waiting index now: seqs (sorted) and their CRCs (``ENTRY``).
-    index: np.ndarray
+    #: The waiting index now, seqs (sorted) and their CRCs (``ENTRY``), as
+    #: a raw file in the survey's scratch directory (``write_index`` keeps it).
+    index: str
+    #: Messages waiting now (entries of ``index``).
+    waiting: int = 0
     #: The runs of seqs to decode tonight, both sections.
     decode: list[Range] = field(default_factory=list)
     #: Seqs whose rows leave the dataset's unprocessed section.
@@ -96,6 +111,12 @@ class Changes:
     queues: dict[str, Queue]
     #: Decode the whole snapshot (first night, or ``full``): ``decode`` is empty.
     full: bool
+    #: Where the survey wrote tonight's waiting indexes (``close`` removes it).
+    scratch: str = ""
+
+    def close(self) -> None:
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     @property
     def rows(self) -> int:
@@ -121,22 +142,34 @@ def runs(section: str, name: str, qid: int, seqs: np.ndarray) -> list[Range]:
     return out
 
 
-def _waiting(txn: Any, dbs: dict[str, Any], qid: int, sealed: bool) -> np.ndarray:
-    """The waiting section's seqs and CRCs, from keys and record headers."""
+def _waiting(
+    txn: Any, dbs: dict[str, Any], qid: int, sealed: bool
+) -> Generator[np.ndarray, None, None]:
+    """The waiting section's seqs and CRCs (``ENTRY``), from keys and record
+    headers, in chunks of at most CHUNK, in seq order."""
     prefix = QID.pack(qid)
+    cur = txn.cursor(db=dbs["unprocessed"])
+    if not cur.set_range(prefix):
+        return
+    unpack = U64.unpack_from
     seqs: list[int] = []
     crcs: list[int] = []
-    cur = txn.cursor(db=dbs["unprocessed"])
-    if cur.set_range(prefix):
-        unpack = U64.unpack_from
-        for key, value in cur.iternext():
-            if key[:4] != prefix:
-                break
-            seqs.append(unpack(key, 4)[0])
-            if sealed:
-                crcs.append(int.from_bytes(value[1 : record.HEADER], "big"))
-            else:  # schema 1 and 2: no stored checksum; the same sum of the value
-                crcs.append(record.crc(bytes(key), bytes(value)))
+    for key, value in cur.iternext():
+        if key[:4] != prefix:
+            break
+        seqs.append(unpack(key, 4)[0])
+        if sealed:
+            crcs.append(int.from_bytes(value[1 : record.HEADER], "big"))
+        else:  # schema 1 and 2: no stored checksum; the same sum of the value
+            crcs.append(record.crc(bytes(key), bytes(value)))
+        if len(seqs) == CHUNK:
+            yield _entries(seqs, crcs)
+            seqs, crcs = [], []
+    if seqs:
+        yield _entries(seqs, crcs)
+
+
+def _entries(seqs: list[int], crcs: list[int]) -> np.ndarray:
     index = np.empty(len(seqs), ENTRY)
     index["seq"] = seqs
     index["crc"] = crcs
@@ -175,10 +208,16 @@ def _in_history(txn: Any, dbs: dict[str, Any], qid: int, seqs: np.ndarray) -> np
 
 def last_index(out: str, qid: int) -> np.ndarray | None:
     """Last night's waiting index of queue id ``qid`` in the dataset at
-    ``out``; None if it has none (books from before the index)."""
-    path = os.path.join(out, INDEX, f"{qid}.npy")
+    ``out``, memory-mapped; None if it has none (books from before the
+    index)."""
+    path = os.path.join(out, INDEX, f"{qid}.bin")
     if os.path.exists(path):
-        index: np.ndarray = np.load(path, allow_pickle=False)
+        if not os.path.getsize(path):
+            return np.zeros(0, ENTRY)
+        return np.memmap(path, ENTRY, "r")
+    path = os.path.join(out, INDEX, f"{qid}.npy")  # written before the .bin
+    if os.path.exists(path):
+        index: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
         return index
     return None
 
@@ -210,18 +249,102 @@ def survey(snap: str, out: str, books: Any, full: bool) -> Changes:
     """The change set of the snapshot at ``snap`` against the dataset at
     ``out`` with ``books`` (None: none yet)."""
     whole = full or books is None
-    with opened(snap) as (env, dbs):
-        with env.begin() as txn:
-            schema = bytes(txn.get(b"schema", db=dbs["meta"]) or b"0")
-        scheduled = _scheduled_db(env, schema)
-        return _survey(env, dbs, scheduled, is_sealed(schema), out, books, whole)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    name = os.path.basename(os.path.abspath(out))
+    scratch = tempfile.mkdtemp(prefix=f"{name}.partial-survey-", dir=parent)  # repair() removes it
+    try:
+        with opened(snap) as (env, dbs):
+            with env.begin() as txn:
+                schema = bytes(txn.get(b"schema", db=dbs["meta"]) or b"0")
+            scheduled = _scheduled_db(env, schema)
+            night = _survey(env, dbs, scheduled, is_sealed(schema), out, books, whole, scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    night.scratch = scratch
+    return night
+
+
+@dataclass
+class _Compared:
+    """A queue's waiting section now against last night's index, gathered
+    chunk by chunk (what changed only)."""
+
+    new: list[np.ndarray] = field(default_factory=list)
+    left: list[np.ndarray] = field(default_factory=list)
+    changed: list[np.ndarray] = field(default_factory=list)
+    waiting: int = 0
+    #: Waiting now at or past the mark.
+    past_mark: int = 0
+
+    @staticmethod
+    def cat(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts).astype("<u8") if parts else np.zeros(0, "<u8")
+
+
+def _compare(
+    chunks: Iterator[np.ndarray],
+    last: np.ndarray,
+    known: bool,
+    mark: int,
+    path: str,
+    whole: bool = False,
+) -> _Compared:
+    """Walks tonight's waiting ``chunks`` against last night's sorted index
+    ``last`` (its CRCs ``known``), writing tonight's into ``path``; with
+    ``whole`` (everything is decoded anyway), only writes and counts."""
+    got = _Compared()
+    done = 0  # entries of ``last`` compared so far
+    seqs = last["seq"]
+    with open(path, "wb") as f:
+        for chunk in chunks:
+            chunk.tofile(f)
+            got.waiting += len(chunk)
+            got.past_mark += int((chunk["seq"] >= mark).sum())
+            if whole:
+                continue
+            end = int(np.searchsorted(seqs, chunk["seq"][-1], side="right"))
+            _step(got, np.asarray(last[done:end]), chunk, known)
+            done = end
+    if not whole:
+        _step(got, np.asarray(last[done:]), np.zeros(0, ENTRY), known)
+    return got
+
+
+def _step(got: _Compared, then: np.ndarray, now: np.ndarray, known: bool) -> None:
+    """One stretch of seqs: last night's entries ``then`` against tonight's
+    ``now`` (both sorted, covering the same seqs)."""
+    if not len(then) and not len(now):
+        return
+    common, i_then, i_now = np.intersect1d(
+        then["seq"], now["seq"], assume_unique=True, return_indices=True
+    )
+    if known:
+        common = common[then["crc"][i_then] != now["crc"][i_now]]
+    if len(common):
+        got.changed.append(common)
+    left = np.setdiff1d(then["seq"], now["seq"], assume_unique=True)
+    if len(left):
+        got.left.append(left)
+    new = np.setdiff1d(now["seq"], then["seq"], assume_unique=True)
+    if len(new):
+        got.new.append(new)
 
 
 def _survey(
-    env: Any, dbs: dict[str, Any], scheduled: Any, sealed: bool, out: str, books: Any, whole: bool
+    env: Any,
+    dbs: dict[str, Any],
+    scheduled: Any,
+    sealed: bool,
+    out: str,
+    books: Any,
+    whole: bool,
+    scratch: str,
 ) -> Changes:
     """``survey`` inside the opened snapshot (``scheduled``: its
-    sub-database, None before schema 4)."""
+    sub-database, None before schema 4), tonight's waiting indexes written
+    into ``scratch``."""
     queues: dict[str, Queue] = {}
     with env.begin(buffers=True) as txn:
         cur = txn.cursor(db=dbs["queues"])
@@ -229,17 +352,14 @@ def _survey(
         for name, qid in sorted(names):
             state = txn.get(QID.pack(qid), db=dbs["state"])
             next_seq, _, kept = (1, 0, 0) if state is None else STATE.unpack(bytes(state))
-            now = _waiting(txn, dbs, qid, sealed)
             prev = {} if whole else books.queues.get(name) or {}
             same = bool(prev) and not prev.get("gone") and prev.get("id") == qid
-            q = Queue(name, qid, int(prev["next_seq"]) if same else 1, next_seq, now, same=same)
+            path = os.path.join(scratch, f"{qid}.bin")
+            q = Queue(name, qid, int(prev["next_seq"]) if same else 1, next_seq, path, same=same)
             queues[name] = q
             q.scheduled = sched = _seqs(txn, scheduled, qid)
-            if whole:  # posted, and neither waiting, scheduled nor in history now
-                q.unrecorded = next_seq - 1 - len(now) - kept - len(sched)
-                continue
-            last = last_index(out, qid) if same else None
-            if same and last is None:  # books from before the index: no CRCs
+            last = last_index(out, qid) if same and not whole else None
+            if same and not whole and last is None:  # books from before the index: no CRCs
                 seqs = _from_files(out, name)
                 last = np.empty(len(seqs), ENTRY)
                 last["seq"] = seqs
@@ -247,31 +367,27 @@ def _survey(
             else:
                 last = last if last is not None else np.zeros(0, ENTRY)
                 known = True
-            common, i_last, i_now = np.intersect1d(
-                last["seq"], now["seq"], assume_unique=True, return_indices=True
-            )
-            changed = (
-                common[last["crc"][i_last] != now["crc"][i_now]] if known else common
-            ).astype("<u8")
-            left = np.setdiff1d(last["seq"], now["seq"], assume_unique=True).astype("<u8")
-            new = np.setdiff1d(now["seq"], last["seq"], assume_unique=True).astype("<u8")
+            with contextlib.closing(_waiting(txn, dbs, qid, sealed)) as chunks:
+                walk = _compare(chunks, last, known, q.mark, path, whole)
+            q.waiting = walk.waiting
+            if whole:  # posted, and neither waiting, scheduled nor in history now
+                q.unrecorded = next_seq - 1 - walk.waiting - kept - len(sched)
+                continue
+            changed = walk.cat(walk.changed)
+            left = walk.cat(walk.left)
+            new = walk.cat(walk.new)
             # Scheduled last night and not now: released since. Those
-            # waiting now are new; the others left like a waiting one.
+            # waiting now are new (not waiting last night); the others left
+            # like a waiting one.
             then = last_scheduled(out, qid) if same else np.zeros(0, "<u8")
             released = np.setdiff1d(then, sched, assume_unique=True)
-            gone = np.union1d(left, np.setdiff1d(released, now["seq"], assume_unique=True))
+            gone = np.union1d(left, np.setdiff1d(released, new, assume_unique=True))
             there = _in_history(txn, dbs, qid, gone)
             tail = _seqs(txn, dbs["history"], qid, q.mark)
             # Left the waiting (or scheduled) section with no history
             # record, and posted since the mark but neither waiting,
             # scheduled nor in history now.
-            since = (
-                next_seq
-                - q.mark
-                - len(tail)
-                - int((now["seq"] >= q.mark).sum())
-                - int((sched >= q.mark).sum())
-            )
+            since = next_seq - q.mark - len(tail) - walk.past_mark - int((sched >= q.mark).sum())
             q.unrecorded = int(len(gone) - there.sum()) + since
             history = np.union1d(gone[there], tail).astype("<u8")
             waiting = np.union1d(new, changed).astype("<u8")
@@ -284,10 +400,11 @@ def _survey(
 
 
 def write_index(new: str, changes: Changes) -> None:
-    """Tonight's waiting index of every queue into the version ``new``."""
+    """Tonight's waiting index of every queue (the survey's files, moved)
+    into the version ``new``."""
     os.makedirs(os.path.join(new, INDEX), exist_ok=True)
     for q in changes.queues.values():
-        np.save(os.path.join(new, INDEX, f"{q.qid}.npy"), q.index, allow_pickle=False)
+        os.replace(q.index, os.path.join(new, INDEX, f"{q.qid}.bin"))
     os.makedirs(os.path.join(new, SCHEDULED), exist_ok=True)
     for q in changes.queues.values():
         if len(q.scheduled):

@@ -15,8 +15,9 @@ imports pyspark).
 
 What can be decided without Spark is decided first (the books, the
 snapshot's manifest, the survey of what changed, the report's own
-``report.json``), and Spark starts only for rows to decode or a report to
-compute: once, for every step that needs it. Each step prints one line,
+``report.json``), and Spark starts only for a night with more rows to
+decode than ``--local-rows`` (fewer are decoded in this process); the
+report is summed from the dataset's aggregates, with no Spark. Each step prints one line,
 time-stamped in UTC, to standard output. Spark's own logging goes to a file
 (``--spark-log``, by default ``DATASET.spark.log`` beside the dataset, or
 ``OUT.spark.log`` for export and report; ``-`` keeps it on standard error).
@@ -91,6 +92,7 @@ class Spark:
         if self.spark is None:
             from pyspark.sql import SparkSession
 
+            quiet(self.log)  # here, not before: a night without Spark imports none of it
             self.ours = SparkSession.getActiveSession() is None
             self.spark = session(self.master, conf=self.conf, log=self.log)
         return self.spark
@@ -104,14 +106,15 @@ class Spark:
 def run(args: argparse.Namespace) -> int:
     conf = settings(args)
     where = spark_log(args)
-    quiet(where)
     spark = Spark(args.master, conf, where)
     try:
         with failures(where):
             if args.command == "export":
-                export(spark, os.path.abspath(args.snapshot), args.out, args.full)
+                export(spark, os.path.abspath(args.snapshot), args.out, args)
             elif args.command == "report":
-                report(spark(), args.parquet, args.out, tuple(args.dead_letter or ()))
+                out = os.path.abspath(args.out)
+                last = _last(os.path.dirname(out), os.path.basename(out))
+                report(args.parquet, args.out, tuple(args.dead_letter or ()), last)
             else:
                 nightly(args, spark)
     finally:
@@ -121,14 +124,14 @@ def run(args: argparse.Namespace) -> int:
 
 def nightly(args: argparse.Namespace, spark: Spark) -> None:
     snap = take_snapshot(args)
-    export(spark, snap, args.dataset, args.full)
+    export(spark, snap, args.dataset, args)
     day = os.path.basename(snap)
     out = os.path.join(args.reports, day)
     globs = tuple(args.dead_letter or ())
     if current(out, args.dataset, globs):
         log(f"report: {out}/index.html shows the dataset as it is: nothing to do")
     else:
-        report(spark(), args.dataset, out, globs)
+        report(args.dataset, out, globs, _last(args.reports, day))
     from pyspark_msgboard.report import nights
 
     log(f"nights: {nights(args.reports)}")
@@ -240,16 +243,28 @@ def take_snapshot(args: argparse.Namespace) -> str:
     return path
 
 
-def export(spark: Spark, snap: str, out: str, full: bool) -> None:
+def export(spark: Spark, snap: str, out: str, args: argparse.Namespace) -> None:
     from pyspark_msgboard.export import export as run_export
 
-    done = run_export(spark, snap, out, full=full)
+    done = run_export(spark, snap, out, full=args.full, local_rows=args.local_rows)
     log(f"export: {done.line()}")
 
 
-def report(spark: SparkSession, parquet: str, out: str, dead_letter: tuple[str, ...]) -> None:
+def _last(reports: str, day: str) -> str | None:
+    """The newest report under ``reports`` but ``day``'s (last night's;
+    for ``msgboard report DATASET OUT``, the newest report beside ``OUT``)."""
+    from pyspark_msgboard.report import MADE
+
+    names = sorted(os.listdir(reports)) if os.path.isdir(reports) else []
+    made = [n for n in names if n != day and os.path.exists(os.path.join(reports, n, MADE))]
+    return os.path.join(reports, made[-1]) if made else None
+
+
+def report(
+    parquet: str, out: str, dead_letter: tuple[str, ...], previous: str | None = None
+) -> None:
     from pyspark_msgboard.report import report as run_report
 
-    r = run_report(spark, parquet, out, dead_letter=dead_letter)
+    r = run_report(parquet, out, dead_letter=dead_letter, previous=previous)
     log(f"report of {r.figures['messages']:,} messages: {out}/index.html")
     sys.stdout.flush()

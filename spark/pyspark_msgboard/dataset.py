@@ -6,7 +6,7 @@ Layout (plain hive-partitioned Parquet, readable by ``spark.read.parquet``
 and ``pyarrow.dataset.dataset(OUT, partitioning="hive")``)::
 
     OUT/_msgboard.json                                the books (below)
-    OUT/_msgboard/waiting/QID.npy                     last night's waiting index (changes.py)
+    OUT/_msgboard/waiting/QID.bin                     last night's waiting index (changes.py)
     OUT/queue=NAME/section=history/day=YYYY-MM-DD/part-*.parquet
     OUT/queue=NAME/section=unprocessed/day=YYYY-MM-DD/part-*.parquet
 

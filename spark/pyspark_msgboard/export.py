@@ -41,7 +41,7 @@ import numpy as np
 
 from msgboard.lmdbstore import snapshot as snapshots
 from msgboard.message import to_datetime
-from pyspark_msgboard import changes, dataset, snapfile
+from pyspark_msgboard import aggregates, changes, dataset, snapfile
 from pyspark_msgboard.snapfile import SECTIONS
 
 if TYPE_CHECKING:
@@ -49,6 +49,18 @@ if TYPE_CHECKING:
 
 #: Job group of the export's Spark jobs, which the progress bar follows.
 GROUP = "msgboard-export"
+#: A night with at most this many rows to decode decodes and writes them in
+#: this process (the same tasks, one after the other) and starts no Spark:
+#: below it a JVM's start costs more than the second core gives back.
+#: Chosen by measurement (docs/spark.md, "A night costs what the day
+#: changed"): on the 2-core VM under load 10 to 20, Spark's session start
+#: and first job took 25 to 40 s, the tasks' decode and write in one
+#: process about 60,000 to 150,000 rows/s, so one process wins up to
+#: about 2 x 10^6 rows.
+LOCAL_ROWS = 2_000_000
+#: Rows per partition at most when Spark runs: the partitions are then a
+#: multiple of the cores, so that no wave runs on one core alone.
+PARTITION_ROWS = 250_000
 
 
 def load(spark: SparkSession, path: str) -> DataFrame:
@@ -125,13 +137,14 @@ class Exported:
     how: str = "updated"
     #: Rows decoded from the snapshot by this run (both sections).
     decoded: int = 0
-    #: Whether this run needed Spark (it had rows to decode).
+    #: Whether this run needed Spark (more rows to decode than ``LOCAL_ROWS``).
     spark: bool = False
 
     def line(self) -> str:
         if self.unchanged:
             return f"{self.out} already holds this snapshot: nothing to do ({self.rows:,} rows)"
-        how = f"{self.decoded:,} rows decoded" if self.spark else "nothing to decode, no Spark"
+        how = f"{self.decoded:,} rows decoded" if self.decoded else "nothing to decode"
+        how += " by Spark" if self.spark else ", no Spark"
         return (
             f"{self.out} {self.how}: {self.added:,} history rows added, "
             f"{self.unprocessed:,} unprocessed, {self.rows:,} rows in all ({how})"
@@ -208,6 +221,7 @@ def export(
     full: bool = False,
     progress: TextIO | None = None,
     options: dict[str, str] | None = None,
+    local_rows: int = LOCAL_ROWS,
 ) -> Exported:
     """Adds the snapshot at ``snap`` to the dataset at ``out`` (see
     ``dataset.py``): what changed since the dataset's last snapshot
@@ -216,7 +230,8 @@ def export(
     section). With ``full``, or when ``out`` does not exist, writes the
     snapshot alone. Nothing changes unless the whole run succeeds.
     ``spark``: the session, or a function that starts one, called only if
-    there are rows to decode. ``options`` go to the data source."""
+    there are more rows to decode than ``local_rows`` (up to that, this
+    process decodes and writes them). ``options`` go to the data source."""
     with dataset.locked(out):
         done = prepare(snap, out, full)
         if done is not None:
@@ -227,9 +242,11 @@ def export(
         new = dataset.partial(out)
         try:
             decoded: dict[tuple[str, str], int] = {}
+            rows = manifest.messages if night.full else night.rows
+            by_spark = night.spark and (rows > local_rows or _spark_writer(options))
             if night.spark:
-                session = spark() if callable(spark) else spark
-                _decode(session, snap, new, night, progress, options)
+                session = (spark() if callable(spark) else spark) if by_spark else None
+                _decode(session, snap, new, night, progress, options, rows)
                 decoded = _rows(new)
             else:
                 os.makedirs(new)
@@ -237,13 +254,16 @@ def export(
             if not any(next(dataset.files(new, s), None) for s in SECTIONS):
                 _write_empty(new)
             changes.write_index(new, night)
-            rows = _generation_rows(new)
-            result = _books(books, manifest, snap, rows, decoded, removed, night, full)
+            aggregates.fill(new, out if books is not None else None)
+            counts = _generation_rows(new)
+            result = _books(books, manifest, snap, counts, decoded, removed, night, full, by_spark)
             dataset.write_books(new, result)
             dataset.swap(new, out)
         except BaseException:
             shutil.rmtree(new, ignore_errors=True)
             raise
+        finally:
+            night.close()
     added = sum(n for (_, section), n in decoded.items() if section == "history")
     how = "rebuilt" if full else "created" if books is None else "updated"
     return Exported(
@@ -253,22 +273,30 @@ def export(
         result.rows,
         how=how,
         decoded=sum(decoded.values()),
-        spark=night.spark,
+        spark=by_spark,
     )
 
 
 def _decode(
-    spark: SparkSession,
+    spark: SparkSession | None,
     snap: str,
     new: str,
     night: changes.Changes,
     progress: TextIO | None,
     options: dict[str, str] | None,
+    rows: int,
 ) -> None:
-    """Decodes the night's rows and writes them into the new version
-    ``new``: by Spark tasks with pyarrow (``writer.py``), or with the
-    option ``writer=spark`` through the data source and Spark's writer."""
+    """Decodes the night's ``rows`` rows and writes them into the new
+    version ``new``: by Spark tasks with pyarrow (``writer.py``), in
+    partitions of at most PARTITION_ROWS rows and a multiple of the cores
+    in number; with no ``spark``, the same tasks in this process; or with
+    the option ``writer=spark`` through the data source and Spark's
+    writer."""
     opts = dict(options or {})
+    if spark is not None and not {"numPartitions", "rowsPerPartition"} & set(opts):
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        waves = max(1, -(-rows // (cores * PARTITION_ROWS)))
+        opts["numPartitions"] = str(cores * waves)
     listed = None
     if not night.full:
         # The runs of seqs to decode, for the source's planner to read: a
@@ -278,6 +306,10 @@ def _decode(
             json.dump([dataclasses.astuple(r) for q in night.queues.values() for r in q.decode], f)
         opts["ranges"] = listed
     try:
+        if spark is None:
+            opts.pop("writer", None)
+            _write_tasks(None, snap, new, opts)
+            return
         spark.sparkContext.setJobGroup(GROUP, f"msgboard export {snap}")
         try:
             with Progress(spark, GROUP, "export", progress):
@@ -293,7 +325,11 @@ def _decode(
             os.unlink(listed)
 
 
-def _write_tasks(spark: SparkSession, snap: str, new: str, opts: dict[str, str]) -> None:
+def _spark_writer(options: dict[str, str] | None) -> bool:
+    return (options or {}).get("writer") == "spark"
+
+
+def _write_tasks(spark: SparkSession | None, snap: str, new: str, opts: dict[str, str]) -> None:
     """The rows decoded and written by Spark tasks with pyarrow
     (``writer.py``): no row goes through the JVM. The data source's
     options say the partitions (``ranges``, ``rowsPerPartition``,
@@ -417,6 +453,7 @@ def _books(
     removed: int,
     night: changes.Changes,
     full: bool,
+    by_spark: bool,
 ) -> dataset.Books:
     """The books after this run; ``rows`` are the new version's, per queue,
     generation and section, from its files' footers. ``queues`` holds each
@@ -472,7 +509,7 @@ def _books(
             "history_added": sum(n for (_, s), n in decoded.items() if s == "history"),
             "decoded": sum(decoded.values()),
             "removed": removed,
-            "spark": night.spark,
+            "spark": by_spark,
             "unprocessed": sum(n for (_, _, s), n in rows.items() if s == "unprocessed"),
             "rows": books.rows,
         }

@@ -4,18 +4,23 @@
 
     msgboard report /shared/history /srv/www/msgboard/2026-11-21
 
-Computed with Spark over the dataset (``export.load``), reading only the
-columns each table needs (never the bodies; nothing cached); each table is
-written as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
+Summed from the dataset's aggregates (``aggregates.py``: one small file
+per data file, written by the export for the files a night writes and
+hard-linked with those it keeps), in this process with pandas, no Spark: a
+night's report costs what the night changed, and an idle night's reads
+small JSON files only. ``tables`` computes the same tables with Spark from
+the rows (the reference the tests compare against). Each table is written
+as Parquet (``OUT/parquet/NAME``) and CSV (``OUT/NAME.csv``):
 
 - ``traffic_queue``: per queue and hour (UTC), messages posted and processed.
 - ``traffic_address``: the same per address.
 - ``latency``: per queue, post-to-processed time of the processed messages
   (those a consumer acked or a Take took: ``exit`` acked or taken; not the
   moved, dead-lettered, expired or dropped) in
-  milliseconds: count, mean, max, and p50/p95/p99 *approximate*
-  (``percentile_approx`` at ACCURACY: within 1/10,000 of the rank), which
-  fit in memory whatever the number of rows.
+  milliseconds: count, mean, max, and p50/p95/p99 *approximate*: read
+  from histograms of log buckets (``aggregates.GAMMA``), within 1% of the
+  value at the rank, which fit in memory whatever the number of rows
+  (``tables``, with Spark: ``percentile_approx`` at ACCURACY).
 - ``deliveries``: per queue (every queue on the board at the snapshot, the
   empty ones too, and any gone with rows left), messages, unprocessed,
   redelivered (delivery count above 1), the highest delivery count
@@ -51,6 +56,7 @@ from __future__ import annotations
 import fnmatch
 import html
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -58,11 +64,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark_msgboard import dataset
-from pyspark_msgboard.export import load
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 TOP_SHAPES = 20
 #: What a report records of what it shows (``commands.current`` reads it).
@@ -311,50 +316,162 @@ class Report:
 
 
 def report(
-    spark: SparkSession,
     parquet: str,
     out: str,
     *,
     dead_letter: tuple[str, ...] = (),
+    previous: str | None = None,
 ) -> Report:
-    """Computes the tables over the dataset at ``parquet`` and writes them,
-    the charts and ``index.html`` to the directory ``out``: written aside,
-    then swapped in whole. ``dead_letter``: more dead-letter queues by name
-    (globs), beside those the queues' properties name."""
-    from pyspark.sql import functions as F
+    """Makes the tables from the dataset's aggregates (``aggregates.py``:
+    one small file per data file, kept beside it by the export) and writes
+    them, the charts and ``index.html`` to the directory ``out``: written
+    aside, then swapped in whole. No Spark, and no row of the dataset read
+    unless a data file has no aggregates yet (a dataset an older export
+    wrote). ``dead_letter``: more dead-letter queues by name (globs),
+    beside those the queues' properties name.
 
-    from pyspark_msgboard import charts
+    When the report at ``out`` or at ``previous`` (last night's) was made
+    from the same aggregates and books (``digest``: an idle night's), its
+    tables and charts are taken over as they are and only the page's
+    snapshot line and ``report.json`` are new: no table is summed and no
+    chart drawn (``Report.frames`` is then empty)."""
+    from pyspark_msgboard import aggregates
 
     try:
         books = dataset.load(parquet)
     except dataset.DatasetError:
         books = None  # an export of an older version: --dead-letter globs only
     dlqs = books.dead_letter_queues() if books else {}
-    # Nothing cached: each table reads the few Parquet columns it needs.
-    df = load(spark, parquet).drop("day")
     live = {n: q for n, q in books.queues.items() if not q.get("gone")} if books else None
-    if live is not None:
-        df = df.withColumn("queue", generation({n: int(q["id"]) for n, q in live.items()}))
+    files = aggregates.load(parquet)
+    same = digest(files, books, dead_letter)
+    last = _made(previous).get("figures") if previous else None
+    for there in (out, previous):
+        if there and _made(there).get("digest") == same:
+            return _again(there, out, books, dead_letter, same, last)
+    return _make(parquet, out, files, books, dlqs, live, dead_letter, same, last)
+
+
+def digest(
+    files: list[tuple[str, dict[str, Any]]],
+    books: dataset.Books | None,
+    globs: tuple[str, ...],
+) -> str:
+    """What a report shows depends on, hashed: every data file's
+    aggregates, the books' queues (ids, properties, counts, generations),
+    and the ``--dead-letter`` globs; not the snapshot's time."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, agg in files:
+        h.update(json.dumps([name, agg], sort_keys=True).encode())
+    if books is not None:
+        h.update(json.dumps([books.queues, books.earlier], sort_keys=True, default=str).encode())
+    h.update(json.dumps(list(globs)).encode())
+    return h.hexdigest()
+
+
+def _made(where: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(where, MADE)) as f:
+            made: dict[str, Any] = json.load(f)
+            return made
+    except (OSError, ValueError):
+        return {}
+
+
+def _again(
+    before: str,
+    out: str,
+    books: dataset.Books | None,
+    globs: tuple[str, ...],
+    same: str,
+    last: dict[str, Any] | None,
+) -> Report:
+    """The report at ``before`` again for the books now (``out`` may be
+    ``before`` itself): its files copied, the page's snapshot line, its
+    "since last night" (``last``: last night's figures) and ``report.json``
+    new."""
+    import re
+
+    made = _made(before)
+    figures = dict(made.get("figures") or {})
+    figures["taken_at"] = books.snapshot.get("taken_at") if books else None
+    figures["made_at"] = dataset.now()
+    new = dataset.partial(out)
+    try:
+        shutil.copytree(before, new)
+        path = os.path.join(new, "index.html")
+        with open(path) as f:
+            text = f.read()
+        line = f"<p class=sub id=made>{html.escape(_made_line(figures))}</p>"
+        text = re.sub(r"<p class=sub id=made>.*?</p>", lambda _: line, text, count=1)
+        day = since(figures, last)
+        text = re.sub(r"<section id=day>.*?</section>", lambda _: day, text, count=1, flags=re.S)
+        with open(path, "w") as f:
+            f.write(text)
+        _write_made(new, figures, books, globs, same)
+        dataset.swap(new, out)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    return Report(out, {}, figures)
+
+
+def _made_line(figures: dict[str, Any]) -> str:
+    taken = figures.get("taken_at")
+    made = f"snapshot taken {_stamp(taken)}" if taken else "snapshot: not recorded"
+    return made + f" · report made {_stamp(figures.get('made_at'))}"
+
+
+def _write_made(
+    new: str,
+    figures: dict[str, Any],
+    books: dataset.Books | None,
+    globs: tuple[str, ...],
+    same: str,
+) -> None:
+    made = {
+        "taken_at": figures["taken_at"],
+        "taken_at_us": books.snapshot.get("taken_at_us") if books else None,
+        "runs": len(books.runs) if books else None,
+        "dead_letter": list(globs),
+        "made_at": figures["made_at"],
+        "digest": same,
+        "figures": {k: v for k, v in figures.items() if k not in ("first", "last")},
+    }
+    with open(os.path.join(new, MADE), "w") as f:
+        json.dump(made, f, indent=1)
+        f.write("\n")
+
+
+def _make(
+    parquet: str,
+    out: str,
+    files: list[tuple[str, dict[str, Any]]],
+    books: dataset.Books | None,
+    dlqs: dict[str, list[str]],
+    live: dict[str, dict[str, Any]] | None,
+    dead_letter: tuple[str, ...],
+    same: str,
+    before: dict[str, Any] | None,
+) -> Report:
+    """The report made from the aggregates ``files``; ``before``: last
+    night's figures (None: none), for what changed since."""
+    from pyspark_msgboard import charts
+
+    merged = merge(files, live, dlqs, dead_letter)
+    frames, span = merged.frames, merged.span
     new = dataset.partial(out)
     try:
         os.makedirs(new)
-        frames: dict[str, pd.DataFrame] = {}
-        for name, t in tables(df, dlqs, dead_letter, live).items():
-            t.write.parquet(os.path.join(new, "parquet", name))
-            frames[name] = t.toPandas()
-            frames[name].to_csv(os.path.join(new, f"{name}.csv"), index=False)
+        _write_tables(frames, new)
         frames["shapes"]["shape"] = [abbreviate(x) for x in frames["shapes"]["shape"]]
-        span = df.agg(
-            F.count("*").alias("messages"),
-            F.countDistinct("queue").alias("queues"),
-            F.min(F.unix_micros("posted_at")).alias("first"),
-            F.max(F.unix_micros("posted_at")).alias("last"),
-        ).collect()[0]
         d = frames["deliveries"]
         figures: dict[str, Any] = {
-            "messages": int(span["messages"]),
+            "messages": span["messages"],
             # On the board at the snapshot, the empty ones too (the books).
-            "queues": len(live) if live is not None else int(span["queues"]),
+            "queues": len(live) if live is not None else span["queues"],
             "first": _utc(span["first"]),
             "last": _utc(span["last"]),
             "processed": int(frames["latency"]["processed"].sum()),
@@ -364,33 +481,248 @@ def report(
             # ... and the history rows of each way out but processing.
             **{name: int(d[name].sum()) for name in EXITS if name != "processed"},
             "unbalanced": int((d["balanced"] == False).sum()),  # noqa: E712 (None: gone)
+            "unprocessed": int(d["unprocessed"].sum()),
+            "posted": int(d["posted"].fillna(0).sum()),
+            "slowest": _slowest(frames["latency"]),
         }
         figures["taken_at"] = books.snapshot.get("taken_at") if books else None
         figures["made_at"] = dataset.now()
         drawn = dict(frames)
         if span["first"] is not None and span["last"] - span["first"] < SHORT_US:
             # Hours would draw a few flat blocks: the chart goes by minute.
-            by_minute = _traffic(df, "queue", "minute").withColumnRenamed("hour", "minute")
-            drawn["traffic_queue"] = by_minute.toPandas()
+            drawn["traffic_queue"] = merged.by_minute
         pngs = charts.draw(drawn, new)
         with open(os.path.join(new, "index.html"), "w") as f:
-            f.write(page(frames, figures, pngs, parquet))
-        made = {
-            "taken_at": figures["taken_at"],
-            "taken_at_us": books.snapshot.get("taken_at_us") if books else None,
-            "runs": len(books.runs) if books else None,
-            "dead_letter": list(dead_letter),
-            "made_at": figures["made_at"],
-            "figures": {k: v for k, v in figures.items() if k not in ("first", "last")},
-        }
-        with open(os.path.join(new, MADE), "w") as f:
-            json.dump(made, f, indent=1)
-            f.write("\n")
+            f.write(page(frames, figures, pngs, parquet, before))
+        _write_made(new, figures, books, dead_letter, same)
         dataset.swap(new, out)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise
     return Report(out, frames, figures)
+
+
+def _write_tables(frames: dict[str, pd.DataFrame], new: str) -> None:
+    """Each table as ``NAME.csv`` and ``parquet/NAME/part-0.parquet``
+    (timestamps as µs, as Spark reads them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for name, frame in frames.items():
+        os.makedirs(os.path.join(new, "parquet", name))
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        path = os.path.join(new, "parquet", name, "part-00000.parquet")
+        pq.write_table(table, path, coerce_timestamps="us", allow_truncated_timestamps=True)
+        frame.to_csv(os.path.join(new, f"{name}.csv"), index=False)
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The report's tables summed from the data files' aggregates."""
+
+    frames: dict[str, pd.DataFrame]
+    #: messages, queues (with rows), first and last posted_at (µs).
+    span: dict[str, Any]
+    #: traffic_queue by minute, for a short span's chart.
+    by_minute: pd.DataFrame
+
+
+def merge(
+    files: list[tuple[str, dict[str, Any]]],
+    queues: dict[str, dict[str, Any]] | None,
+    dead_letter: dict[str, list[str]],
+    globs: tuple[str, ...],
+) -> Merged:
+    """The report's tables from each data file's aggregates (``files``:
+    its queue and aggregates), as ``tables`` computes them with Spark from
+    the rows; ``queues``: the books' queues on the board (a queue with no
+    rows is counted too, with its properties; a row of another generation
+    of a name, or of a queue gone, is labelled ``NAME (deleted, id N)``)."""
+    import pandas as pd
+
+    ids = {n: int(q["id"]) for n, q in (queues or {}).items()}
+
+    def label(name: str, qid: int | None) -> str:
+        if queues is None or qid is None or ids.get(name) == qid:
+            return name
+        return f"{name} (deleted, id {qid})"
+
+    traffic, counts, letters, shapes = [], [], [], []
+    latency: dict[str, dict[str, Any]] = {}
+    first = last = None
+    for name, agg in files:
+        q = label(name, agg.get("queue_id"))
+        traffic += [(q, a, m, p, d) for a, m, p, d in agg["traffic"]]
+        counts.append({"queue": q, **agg["counts"]})
+        letters += [(q, src, why, k) for src, why, k in agg["letters"]]
+        shapes += [(q, shape, k) for shape, k in agg["shapes"]]
+        lat = agg["latency"]
+        if lat["count"]:
+            into = latency.setdefault(q, {"count": 0, "sum_us": 0, "max_us": 0, "buckets": {}})
+            into["count"] += lat["count"]
+            into["sum_us"] += lat["sum_us"]
+            into["max_us"] = max(into["max_us"], lat["max_us"])
+            for b, k in lat["buckets"].items():
+                into["buckets"][int(b)] = into["buckets"].get(int(b), 0) + k
+        if agg["first"] is not None:
+            first = agg["first"] if first is None else min(first, agg["first"])
+            last = agg["last"] if last is None else max(last, agg["last"])
+
+    t = pd.DataFrame(traffic, columns=["queue", "address", "minute", "posted", "processed"])
+    t = t.astype({"minute": "int64", "posted": "int64", "processed": "int64"})
+    t["hour"] = t["minute"] // 60
+    frames: dict[str, pd.DataFrame] = {
+        "traffic_queue": _sum_by(t, "queue", "hour", 3600),
+        "traffic_address": _sum_by(t, "address", "hour", 3600),
+    }
+    by_minute = _sum_by(t, "queue", "minute", 60).rename(columns={"hour": "minute"})
+    frames["latency"] = _latency(latency)
+    c = pd.DataFrame(
+        counts,
+        columns=["queue", "messages", "unprocessed", "redelivered", "most_deliveries", *EXITS],
+    )
+    names = set(c["queue"]) | set(queues or {})
+    named = [q for q in names if any(fnmatch.fnmatchcase(q, g) for g in globs)]
+    dlqs = sorted({*dead_letter, *named})
+    frames["deliveries"] = _deliveries(c, queues, dlqs)
+    frames["dead_letters"] = _letters(letters, dead_letter, dlqs)
+    frames["shapes"] = _shape_table(shapes)
+    span = {
+        "messages": int(c["messages"].sum()),
+        "queues": int(c.loc[c["messages"] > 0, "queue"].nunique()),
+        "first": first,
+        "last": last,
+    }
+    return Merged(frames, span, by_minute)
+
+
+def _sum_by(t: pd.DataFrame, key: str, unit: str, seconds: int) -> pd.DataFrame:
+    """Posted and processed per ``key`` and time ``unit`` (a column of ``t``
+    counted in ``seconds``), as naive UTC times; the column is called
+    ``hour`` whatever the unit."""
+    import pandas as pd
+
+    g = t.groupby([key, unit], as_index=False)[["posted", "processed"]].sum()
+    g = g.sort_values([key, unit], kind="stable").reset_index(drop=True)
+    hour = pd.to_datetime(g[unit] * seconds, unit="s")
+    return pd.DataFrame(
+        {key: g[key], "hour": hour, "posted": g["posted"], "processed": g["processed"]}
+    )
+
+
+def _latency(latency: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Per queue: processed, mean, p50/p95/p99 (from the merged buckets,
+    within 1% of the value) and max, in milliseconds."""
+    import pandas as pd
+
+    from pyspark_msgboard.aggregates import value
+
+    rows = []
+    for q in sorted(latency):
+        lat = latency[q]
+        n = lat["count"]
+        order = sorted(lat["buckets"].items())
+        ps = []
+        for f in (0.5, 0.95, 0.99):
+            rank = max(1, math.ceil(f * n))
+            seen = 0
+            for b, k in order:
+                seen += k
+                if seen >= rank:
+                    ps.append(min(value(b), lat["max_us"]) / 1000.0)
+                    break
+        rows.append((q, n, lat["sum_us"] / n / 1000.0, *ps, lat["max_us"] / 1000.0))
+    cols = ["queue", "processed", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms"]
+    return pd.DataFrame(rows, columns=cols).astype({"processed": "int64"})
+
+
+def _deliveries(
+    c: pd.DataFrame, queues: dict[str, dict[str, Any]] | None, dlqs: list[str]
+) -> pd.DataFrame:
+    import pandas as pd
+
+    g = c.groupby("queue", as_index=False).agg(
+        {
+            "messages": "sum",
+            "unprocessed": "sum",
+            "redelivered": "sum",
+            "most_deliveries": "max",
+            **dict.fromkeys(EXITS, "sum"),
+        }
+    )
+    props = pd.DataFrame(
+        [
+            (
+                name,
+                int(((q.get("spec") or {}).get("max_deliveries")) or 0),
+                int(q.get("next_seq", 1)) - 1,
+                int(q.get("unrecorded", 0)),
+                int(q.get("scheduled", 0)),
+            )
+            for name, q in sorted((queues or {}).items())
+        ],
+        columns=["queue", "max_deliveries", "posted", "unrecorded", "scheduled"],
+    )
+    d = g.merge(props, on="queue", how="outer")
+    counted = ("messages", "unprocessed", "redelivered", "most_deliveries", *EXITS)
+    for col in (*counted, "max_deliveries", "scheduled"):
+        d[col] = pd.to_numeric(d[col]).fillna(0).astype("int64")
+    d["posted"] = pd.to_numeric(d["posted"]).astype("Int64")
+    d["unrecorded"] = pd.to_numeric(d["unrecorded"]).astype("Int64")
+    d["dead_letter_queue"] = d["queue"].isin(dlqs)
+    total = d["unprocessed"] + d["unrecorded"] + d["scheduled"]
+    for name in EXITS:
+        total = total + d[name]
+    d["balanced"] = [
+        None if pd.isna(p) else bool(p == s) for p, s in zip(d["posted"], total, strict=True)
+    ]
+    cols = ["queue", "messages", "unprocessed", "redelivered", "most_deliveries", *EXITS]
+    cols += ["max_deliveries", "posted", "unrecorded", "scheduled", "dead_letter_queue"]
+    cols += ["balanced"]
+    return d[cols].sort_values("queue", kind="stable").reset_index(drop=True)
+
+
+def _letters(
+    letters: list[tuple[str, Any, Any, int]], dead_letter: dict[str, list[str]], dlqs: list[str]
+) -> pd.DataFrame:
+    """Per dead-letter queue, its messages by source and reason (the
+    board's headers, believed only when that source names this queue as
+    its dead-letter queue)."""
+    import pandas as pd
+
+    valid = {(dlq, src) for dlq, srcs in dead_letter.items() for src in srcs}
+    counted: dict[tuple[str, Any, Any], int] = {}
+    for q, src, why, k in letters:
+        if q not in dlqs:
+            continue
+        key = (q, src, why) if (q, src) in valid else (q, None, None)
+        counted[key] = counted.get(key, 0) + k
+    rows = sorted(
+        counted.items(),
+        key=lambda kv: (kv[0][0], *_nulls_last(kv[0][1]), *_nulls_last(kv[0][2])),
+    )
+    return pd.DataFrame(
+        [(q, s, r, k) for (q, s, r), k in rows], columns=["queue", "source", "reason", "messages"]
+    ).astype({"messages": "int64"})
+
+
+def _nulls_last(v: str | None) -> tuple[bool, str]:
+    return (v is None, v or "")
+
+
+def _shape_table(shapes: list[tuple[str, str, int]]) -> pd.DataFrame:
+    import pandas as pd
+
+    messages: dict[str, int] = {}
+    queues: dict[str, set[str]] = {}
+    for q, shape, k in shapes:
+        messages[shape] = messages.get(shape, 0) + k
+        queues.setdefault(shape, set()).add(q)
+    rows = [(s, n, len(queues[s])) for s, n in messages.items()]
+    rows.sort(key=lambda r: (-r[1], r[0]))
+    return pd.DataFrame(rows[:TOP_SHAPES], columns=["shape", "messages", "queues"]).astype(
+        {"messages": "int64", "queues": "int64"}
+    )
 
 
 def nights(reports: str) -> str:
@@ -408,7 +740,7 @@ def nights(reports: str) -> str:
         rows.append((made.get("taken_at") or "", name, made))
     rows.sort(reverse=True)
     cells = ["night", "snapshot taken", "report made", "messages", "queues", "processed"]
-    cells += ["dead-lettered", "expired", "redelivered", "in dead-letter queues"]
+    cells += ["moved", "dead-lettered", "expired", "redelivered", "in dead-letter queues"]
     head = "".join(f"<th>{c}</th>" for c in cells)
     body = []
     for _, name, made in rows:
@@ -416,7 +748,7 @@ def nights(reports: str) -> str:
         link = f'<a href="{html.escape(name)}/index.html">{html.escape(name)}</a>'
         values = [_stamp(made.get("taken_at")), _stamp(made.get("made_at"))]
         values += [_fmt(fig.get(k, "")) for k in ("messages", "queues", "processed")]
-        values += [_fmt(fig.get(k, "")) for k in ("dead_lettered", "expired")]
+        values += [_fmt(fig.get(k, "")) for k in ("moved", "dead_lettered", "expired")]
         values += [_fmt(fig.get(k, "")) for k in ("redelivered", "dead_letters")]
         tds = "".join(f"<td>{html.escape(v)}</td>" for v in values)
         body.append(f"<tr><td>{link}</td>{tds}</tr>")
@@ -464,15 +796,19 @@ def _table(frame: pd.DataFrame, rows: int = 12, none: str = "No rows.") -> str:
     if frame.empty:
         return f"<p class=none>{html.escape(none)}</p>"
     head = frame.head(rows)
-    cells = "".join(f"<th>{html.escape(str(c))}</th>" for c in head.columns)
+    names = [str(c).removesuffix("_ms") for c in head.columns]
+    cells = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in names)
     body = []
     for _, r in head.iterrows():
-        tds = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r)
+        tds = "".join(
+            f"<td>{html.escape(duration(v) if str(c).endswith('_ms') else _fmt(v))}</td>"
+            for c, v in zip(head.columns, r, strict=True)
+        )
         body.append(f"<tr>{tds}</tr>")
     more = (
         f"<p class=more>{len(frame) - rows} more rows in the CSV</p>" if len(frame) > rows else ""
     )
-    return f"<table><tr>{cells}</tr>{''.join(body)}</table>{more}"
+    return f"<div class=wide><table><tr>{cells}</tr>{''.join(body)}</table></div>{more}"
 
 
 def _fmt(v: Any) -> str:
@@ -495,7 +831,7 @@ SECTIONS = [
         "Post-to-processed latency",
         "Per queue, milliseconds, of the messages acked or taken (not the moved, "
         "dead-lettered, expired or dropped); p50, p95 and p99 are approximate (within "
-        "0.01% of rank).",
+        "1% of the value).",
     ),
     (
         "deliveries",
@@ -519,14 +855,87 @@ SECTIONS = [
 ]
 
 
+#: What changed since last night, in the order the page says it: the
+#: figure, and its words.
+DAY = (
+    ("posted", "posted"),
+    ("processed", "processed (acked or taken)"),
+    ("moved", "moved (by a selector)"),
+    ("dead_lettered", "dead-lettered"),
+    ("expired", "expired"),
+    ("dropped", "dropped"),
+    ("unprocessed", "backlog (waiting)"),
+    ("dead_letters", "in dead-letter queues"),
+)
+
+
+def since(figures: dict[str, Any], last: dict[str, Any] | None) -> str:
+    """The page's first section: what changed since last night's report
+    (``last``: its figures), in and out by each way and the backlog's
+    growth, then the slowest queues (by p99)."""
+    if last is None:
+        rows = "<p class=none>No report of an earlier night to compare with.</p>"
+    else:
+        cells = []
+        for key, words in DAY:
+            now, then = int(figures.get(key) or 0), int(last.get(key) or 0)
+            delta = now - then
+            sign = "+" if delta > 0 else ""
+            cells.append(
+                f"<tr><td>{html.escape(words)}</td><td><b>{sign}{delta:,}</b></td>"
+                f"<td>{then:,}</td><td>{now:,}</td></tr>"
+            )
+        stamp = _stamp(last.get("taken_at"))
+        rows = (
+            f"<p>Against the snapshot of {html.escape(stamp)}.</p><div class=wide><table>"
+            "<tr><th></th><th>since last night</th><th>last night</th><th>now</th></tr>"
+            f"{''.join(cells)}</table></div>"
+        )
+    slow = figures.get("slowest") or []
+    if slow:
+        items = "".join(
+            f"<tr><td>{html.escape(str(q))}</td><td>{html.escape(duration(p99))}</td>"
+            f"<td>{n:,}</td></tr>"
+            for q, p99, n in slow
+        )
+        rows += (
+            "<h3>Slowest queues</h3><div class=wide><table><tr><th>queue</th>"
+            f"<th>p99 post to processed</th><th>processed</th></tr>{items}</table></div>"
+        )
+    return f"<section id=day><h2>Since last night</h2>{rows}</section>"
+
+
+def duration(ms: float | None) -> str:
+    """Milliseconds in the unit a person reads: ``850 ms``, ``2.4 s``,
+    ``3.1 min``, ``5.0 h``, ``2.1 days``."""
+    if ms is None or ms != ms:
+        return ""
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if abs(ms) >= size:
+            return f"{ms / size:,.1f} {unit}"
+    return f"{ms:,.1f} ms" if abs(ms) < 10 else f"{ms:,.0f} ms"
+
+
+def _slowest(latency: pd.DataFrame, n: int = 5) -> list[list[Any]]:
+    """The ``n`` queues of highest p99 latency: queue, p99 ms, processed."""
+    top = latency.sort_values(["p99_ms", "queue"], ascending=[False, True]).head(n)
+    return [[str(q), float(p), int(k)] for q, p, k in top[["queue", "p99_ms", "processed"]].values]
+
+
 def page(
-    frames: dict[str, pd.DataFrame], figures: dict[str, Any], pngs: dict[str, str], source: str
+    frames: dict[str, pd.DataFrame],
+    figures: dict[str, Any],
+    pngs: dict[str, str],
+    source: str,
+    last: dict[str, Any] | None = None,
 ) -> str:
-    """The report as one HTML page (charts by relative link)."""
+    """The report as one HTML page (charts by relative link); ``last``:
+    last night's figures, for what changed since."""
     tiles = [
         ("messages", f"{figures['messages']:,}"),
         ("queues", f"{figures['queues']:,}"),
         ("processed", f"{figures['processed']:,}"),
+        ("moved", f"{figures['moved']:,}"),
         ("dead-lettered", f"{figures['dead_lettered']:,}"),
         ("expired", f"{figures['expired']:,}"),
         ("dropped", f"{figures['dropped']:,}"),
@@ -543,9 +952,7 @@ def page(
             f"<section><h2>{title}</h2><p>{note} <a href='{name}.csv'>{name}.csv</a></p>"
             f"{img}{_table(frames[name], none=NONE.get(name, 'No rows.'))}</section>"
         )
-    taken = figures.get("taken_at")
-    made = f"snapshot taken {_stamp(taken)}" if taken else "snapshot: not recorded"
-    made += f" · report made {_stamp(figures.get('made_at'))}"
+    made = _made_line(figures)
     span = "no messages"
     if figures["first"] is not None:
         span = f"{figures['first']:%Y-%m-%d %H:%M} to {figures['last']:%Y-%m-%d %H:%M} UTC"
@@ -563,12 +970,13 @@ table{{border-collapse:collapse;margin:.8em 0;font-size:13px}}
 td,th{{border-bottom:1px solid #e3e3e3;padding:.25em .8em;text-align:right}}
 th{{background:#fafafa}} td:first-child,th:first-child{{text-align:left}}
 .more{{color:#777;font-size:13px}} section{{margin:2.5em 0}}
-.none{{color:#555;font-style:italic}}
+.none{{color:#555;font-style:italic}} .wide{{overflow-x:auto;max-width:100%}}
 </style></head><body>
 <h1>msgboard history</h1>
 <p class=sub>{html.escape(source)} &middot; {span}</p>
-<p class=sub>{html.escape(made)}</p>
+<p class=sub id=made>{html.escape(made)}</p>
 <div class=tiles>{head}</div>
+{since(figures, last)}
 {"".join(parts)}
 </body></html>
 """
