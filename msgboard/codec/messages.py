@@ -218,6 +218,12 @@ def messages_from_pb(ps: Iterable[pb.Message], where: str = "messages") -> list[
             m = message_from_pb(p, queue="", seq=0, section=Section.UNPROCESSED)
         except InvalidArgument as e:
             raise e.within(f"{where}[{i}]") from None
+        for name in ("expires_at", "not_before"):  # issue 42: kept as posted, so checked
+            if p.HasField(name) and not 0 <= getattr(p, name).nanos < 1_000_000_000:
+                nanos = getattr(p, name).nanos
+                raise InvalidArgument(
+                    f"{where}[{i}].{name}: nanos {nanos} is not in 0..999,999,999"
+                )
         # The posted bytes are kept (``message.wire``), without what they
         # must never carry (cleared in ``ps``: a client's message that
         # went through message_to_pb says its section); a posted_at or
