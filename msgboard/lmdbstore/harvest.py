@@ -148,6 +148,9 @@ def harvest(path: str) -> Harvest:
                 )
         trace, freed = dict(f.trace), dict(f.freed)
         bad = {p.pgno for p in h.report.problems if p.pgno >= 2}
+        # A tree whose counters do not match its walk may have been walked
+        # from a wrong root: its pages are read as anyone's.
+        doubtful = {p.tree for p in h.report.problems if p.pgno < 0}
         for name, out in ((b"queues", h.queues), (b"state", h.state), (b"meta", h.meta)):
             for key, value in f.items(name):
                 out[key] = (CURRENT, value)
@@ -159,8 +162,8 @@ def harvest(path: str) -> Harvest:
         for pgno in range(2, f.pages):
             kind = trace.get(pgno, "")
             tree = kind.split(" ")[0].removesuffix("(dups)")
-            if tree not in (*NAMES, "free", "main") or pgno in bad:  # a bad name, a page misplaced
-                tree = ""
+            if tree not in (*NAMES, "free", "main") or pgno in bad or tree in doubtful:
+                tree = ""  # a damaged name, a page out of place
             if tree and (tree not in RECORDS or not kind.endswith("leaf")):
                 continue  # read whole by the walk, or no records there
             rank = freed.get(pgno, CURRENT if kind else ORPHAN)

@@ -214,7 +214,8 @@ def _copy(h: Harvest, dst: str, s: Summary) -> list[Message]:
     found = {QID.unpack_from(k)[0] for k in (*h.copies, *h.older)}
     names = _names(h, s, found)
     for key, (rank, value) in h.queues.items():
-        if rank > ORPHAN and key.decode(errors="replace") not in names.values():
+        lost = rank > ORPHAN and key.decode(errors="replace") not in names.values()
+        if lost and len(key) != KEY.size:  # else a record read through a bad root: kept apart
             aside.append(_aside("queues", key, value, "?", 0, "does not parse"))
     counters = {
         QID.unpack(k)[0]: STATE.unpack(v)
@@ -422,7 +423,9 @@ def _write(
     meta = {k: v for k, (_rank, v) in h.meta.items()}
     raw = meta.get(b"next_qid", b"")
     next_qid = U64.unpack(raw)[0] if len(raw) == U64.size else 0
-    txn.put(b"next_qid", U64.pack(max(next_qid, max(names, default=0) + 1)), db=dbs["meta"])
+    seen = max((QID.unpack_from(k)[0] for k in kept), default=0)
+    next_qid = max(next_qid, max(names, default=0) + 1, seen + 1)
+    txn.put(b"next_qid", U64.pack(next_qid), db=dbs["meta"])
     if len(meta.get(b"next_sid", b"")) == U64.size:
         txn.put(b"next_sid", meta[b"next_sid"], db=dbs["meta"])
     if meta.get(BOARD_ID_KEY):  # the id the links keyed with, kept

@@ -224,7 +224,55 @@ class DataFile:
                 pass
         if self.deep and names is None and not self.report.problems:
             self._cover(lists)
+        if self.deep and names is None:
+            self._metas_deep()
         return self.report
+
+    def _metas_deep(self) -> None:
+        """Both meta pages, beyond what LMDB checks (issue 42): nothing but
+        zeros past the meta record; the other one holds the commit before
+        (same page size, no more pages), and its free list and main tree
+        walk whole (LMDB reuses no page of the commit before the last)."""
+        meta = self.report.meta
+        assert meta is not None
+        end = PAGE_HEADER + META.size + 2 * DB.size + 16
+        sizes = {}
+        for m in self.report.metas:
+            if not m.valid:
+                continue
+            at = m.slot * self.psize
+            if self.pread(self.psize - end, at + end).strip(b"\0"):
+                self._problem("meta", m.slot, "bytes past its meta record are not zero")
+            address, sizes[m.slot] = META.unpack(self.pread(META.size, at + PAGE_HEADER))[2:]
+            if address or m.free.flags != MDB_INTEGERKEY or m.main.pad or m.main.flags:
+                self._problem(
+                    "meta",
+                    m.slot,
+                    f"address {address:#x}, free list flags {m.free.flags:#x}, main tree flags "
+                    f"{m.main.flags:#x} and pad {m.main.pad}: not LMDB's 0, 0x8, 0 and 0",
+                )
+        for m in self.report.metas:
+            if not m.valid or m is meta or m.txnid == meta.txnid:
+                continue
+            if (
+                m.txnid != meta.txnid - 1
+                or m.psize != meta.psize
+                or m.last_pgno > meta.last_pgno
+                or sizes[m.slot] > sizes[meta.slot]
+            ):
+                self._problem(
+                    "meta",
+                    m.slot,
+                    f"txn {m.txnid}, {m.last_pgno + 1} pages, page size {m.psize}, map size "
+                    f"{sizes[m.slot]}: not the commit before txn {meta.txnid} "
+                    f"({meta.last_pgno + 1} pages, map size {sizes[meta.slot]})",
+                )
+                continue
+            with DataFile(self.path, deep=True, txnid=m.txnid) as older:
+                for p in older.verify(names=()).problems:
+                    if p.tree in ("free", "main"):
+                        what = f"the {p.tree} tree of the older meta page (txn {m.txnid}): {p.what}"
+                        self._problem("meta", m.slot, what)
 
     def named(self) -> dict[bytes, Tree]:
         """The named databases' records, from the main tree (read once).
