@@ -175,7 +175,12 @@ def judge(clean: Records, names: dict[int, str], r: Repaired) -> list[str]:
         qid = int.from_bytes(key[:4], "big")
         return ids.get(qid, f"id {qid}"), int.from_bytes(key[4:], "big")
 
-    after_by = {named(key, r.names): (s, value) for (s, key), value in r.after.items()}
+    # A queue whose entry was lost is kept under a new name, said so
+    ids = dict(r.names)
+    for line in r.lines:
+        if m := re.match(r"lost: queue id (\d+): .* kept in the new queue '([^']+)'", line):
+            ids[int(m[1])] = names.get(int(m[1]), m[2])
+    after_by = {named(key, ids): (s, value) for (s, key), value in r.after.items()}
     clean_keys = set()
     for (section, key), value in clean.items():
         name, seq = named(key, names)

@@ -338,6 +338,7 @@ def test_a_timestamp_with_nanos_of_a_second_or_more_is_refused(tmp_path: Path) -
 # -- the repair sweep, sampled -----------------------------------------------
 
 
+@pytest.mark.timeout(900)  # about 40 repairs, each a process, on a loaded machine
 def test_the_repair_sweep_sampled(
     board: Path,
     pages: dict[int, str],

@@ -33,6 +33,7 @@ that parse as theirs (the newest version wins; a next seq, the highest).
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,11 +65,17 @@ CURRENT = 2**65
 #: A page of the current commit below a damaged one: no tree reaches it,
 #: the free list does not hold it.
 ORPHAN = 2**64
+#: Bytes left of what a page held before it was reused: older than any
+#: free page's.
+STALE = 1
 RECORDS = ("unprocessed", "history", "scheduled")
 #: Sections counted together: a released scheduled record moves, bytes
 #: unchanged, to unprocessed, so a page no tree reaches may be either.
 WAITING = ("unprocessed", "scheduled")
 _META_KEYS = (b"schema", b"next_qid", b"next_sid", b"board_id")
+#: Where a record's node header may end: flags 0 or F_BIGDATA, a 12-byte key
+#: (native u16s: the scan reads a little-endian machine's files).
+_RECORD_NODE = re.compile(rb"(?=[\x00\x01]\x00\x0c\x00)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +101,8 @@ class Copy:
             return f"page {self.pgno}"
         if self.rank >= ORPHAN:
             return f"page {self.pgno}, below a damaged page"
+        if self.rank == STALE:
+            return f"page {self.pgno}, left from before it was reused"
         return f"page {self.pgno}, freed by commit {self.rank}"
 
 
@@ -164,15 +173,24 @@ def harvest(path: str) -> Harvest:
             tree = kind.split(" ")[0].removesuffix("(dups)")
             if tree not in (*NAMES, "free", "main") or pgno in bad or tree in doubtful:
                 tree = ""  # a damaged name, a page out of place
-            if tree and (tree not in RECORDS or not kind.endswith("leaf")):
-                continue  # read whole by the walk, or no records there
             rank = freed.get(pgno, CURRENT if kind else ORPHAN)
             page = f.pread(f.psize, pgno * f.psize)
-            flags = HEADER.unpack_from(page, 0)[2] if len(page) >= PAGE_HEADER else 0
-            if pgno not in bad and flags & (P_BRANCH | P_OVERFLOW | P_META):
+            if len(page) < PAGE_HEADER:
                 continue
+            flags, lower, upper = HEADER.unpack_from(page, 0)[2:]
+            live = tree in RECORDS and kind.endswith("leaf")  # a record tree's verified leaf
+            whole = not tree and (pgno in bad or not flags & (P_BRANCH | P_OVERFLOW | P_META))
+            if not whole and not flags & P_OVERFLOW and PAGE_HEADER <= lower <= upper <= f.psize:
+                # Between a page's node offsets and its nodes: bytes of what
+                # the page held before it was reused (LMDB never clears them)
+                for key, value in _nodes(f, page, False, False, (lower, upper)):
+                    c = _record(key, value, "", STALE, pgno)
+                    if c is not None:
+                        found.setdefault(key, []).append(c)
+            if not (live or whole):
+                continue  # read whole by the walk, or no records there
             h.pages_scanned += 1
-            nodes = _nodes(f, page, trusted=bool(tree))
+            nodes = _nodes(f, page, trusted=live, small=bool(small))
             for key, value in nodes:
                 if len(key) == KEY.size:
                     c = _record(key, value, tree if tree in RECORDS else "", rank, pgno)
@@ -192,10 +210,14 @@ def _unread(h: Harvest) -> set[str]:
     return {t for t in ("queues", "state", "meta") if h.unread(t)}
 
 
-def _nodes(f: DataFile, page: bytes, trusted: bool) -> list[tuple[bytes, bytes]]:
+def _nodes(
+    f: DataFile, page: bytes, trusted: bool, small: bool, span: tuple[int, int] | None = None
+) -> list[tuple[bytes, bytes]]:
     """The (key, value) of every plain or overflow node of a leaf page that
     reads: by the header's offsets on a page that verified, else tried at
-    every even offset (a record's checksum tells a node from noise)."""
+    every even offset where a record's node may start (flags 0 or 1, a
+    12-byte key; any key when ``small`` trees are looked for): a record's
+    checksum tells a node from noise. ``span``: only nodes starting there."""
     psize = len(page)
     if len(page) < PAGE_HEADER:
         return []
@@ -203,8 +225,12 @@ def _nodes(f: DataFile, page: bytes, trusted: bool) -> list[tuple[bytes, bytes]]
         lower = HEADER.unpack_from(page, 0)[3]
         n = max(0, min((lower - PAGE_HEADER) >> 1, (psize - PAGE_HEADER) >> 1))
         offs: Sequence[int] = struct.unpack_from(f"={n}H", page, PAGE_HEADER)
-    else:
+    elif small:
         offs = range(PAGE_HEADER, psize - NODE_HEADER, 2)
+    else:
+        lo, hi = span or (PAGE_HEADER, psize)
+        found = _RECORD_NODE.finditer(page, lo + 4, hi + 4)
+        offs = [m.start() - 4 for m in found if not m.start() & 1]
     out = []
     for o in offs:
         if o + NODE_HEADER > psize:
@@ -286,10 +312,10 @@ def _choose(h: Harvest, found: dict[bytes, list[Copy]]) -> None:
     # hold the key, that tree.
     ranges = {t: h.ranges(t) for t in RECORDS}
     cover: dict[str, list[tuple[bytes, bytes]]] = {"waiting": [], "history": []}
-    pages: dict[int, list[Copy]] = {}
+    pages: dict[tuple[int, int], list[Copy]] = {}
     for copies in found.values():
         for c in copies:
-            pages.setdefault(c.pgno, []).append(c)
+            pages.setdefault((c.pgno, c.rank), []).append(c)
     for copies in pages.values():
         if copies[0].rank >= ORPHAN:
             keys = sorted(c.key for c in copies)

@@ -60,7 +60,7 @@ from msgboard.associative.keys import message_keys
 from msgboard.errors import FailedPrecondition
 from msgboard.lmdbstore import sidecar
 from msgboard.lmdbstore.durable import DurableStore
-from msgboard.lmdbstore.harvest import ORPHAN, RECORDS, WAITING, Copy, Harvest, harvest
+from msgboard.lmdbstore.harvest import ORPHAN, RECORDS, STALE, WAITING, Copy, Harvest, harvest
 from msgboard.lmdbstore.layout import (
     BOARD_ID_KEY,
     DAMAGED,
@@ -213,6 +213,15 @@ def _copy(h: Harvest, dst: str, s: Summary) -> list[Message]:
     kept: dict[bytes, Copy] = {**h.copies}
     found = {QID.unpack_from(k)[0] for k in (*h.copies, *h.older)}
     names = _names(h, s, found)
+    for qid in sorted(found - names.keys()):  # records whose queue entry is lost: kept apart
+        name = f"recovered.{qid}"
+        spec = {"id": qid, "spec": QueueSpec(name).to_json(), "created_at": now_us()}
+        h.queues[name.encode()] = (ORPHAN, json.dumps(spec).encode())
+        names[qid] = name
+        s.lost.append(
+            f"queue id {qid}: its name and settings (its entry in queues is lost): its "
+            f"records are kept in the new queue {name!r}"
+        )
     for key, (rank, value) in h.queues.items():
         lost = rank > ORPHAN and key.decode(errors="replace") not in names.values()
         if lost and len(key) != KEY.size:  # else a record read through a bad root: kept apart
@@ -286,11 +295,14 @@ def _account(
             continue
         if older:
             seqs = sorted(KEY.unpack(k)[1] for k in older)
-            commits = sorted({c.rank for c in older.values()})
+            commits = sorted({c.rank for c in older.values() if c.rank != STALE})
+            freed = f"freed by commits {commits[0]} to {commits[-1]}" if commits else ""
+            stale = sum(1 for c in older.values() if c.rank == STALE)
+            left = f"{stale} left in reused pages" if stale else ""
             s.restored.append(
                 f"queue {name!r} {label}: {len(older)} older copies of seqs {seqs[0]} to "
-                f"{seqs[-1]}, from free pages (freed by commits {commits[0]} to "
-                f"{commits[-1]}): their own page is damaged; some may have left the queue since"
+                f"{seqs[-1]}, from pages no tree holds ({', '.join(filter(None, (freed, left)))})"
+                ": their own page is damaged; some may have left the queue since"
             )
             kept.update(older)
         if want is None:
