@@ -44,13 +44,16 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("sweep", "table", "repair"))
     p.add_argument("--per-kind", type=int, default=0, help="repair: a sample of N pages a kind")
+    p.add_argument("--board", help="repair: the board to damage (built there if missing)")
+    p.add_argument("--part", default="0/1", help="repair: pages I, I+N, ... (I/N), in parallel")
     p.add_argument("--mode", choices=("zero", "flip"), default="zero")
     p.add_argument("--seed", type=int, default=6, help="where --mode flip flips")
     a = p.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        board = Path(tmp) / "board"
-        sweep.build(board)
+        board = Path(a.board) if a.board else Path(tmp) / "board"
+        if not board.exists():
+            sweep.build(board)
         pages = sweep.kinds(board)
         broken: list[str] = []
         if a.what == "repair":
@@ -102,6 +105,8 @@ def _repairs(board: Path, pages: dict[int, str], tmp: Path, a: argparse.Namespac
     """The repair sweep: prints its table; the violations."""
     clean = repairsweep.records(board)
     chosen = sweep.pick(pages, a.per_kind, seed=a.seed) if a.per_kind else sorted(pages)
+    i, n = map(int, a.part.split("/"))
+    chosen = chosen[i::n]
     results = []
     by: dict[str, dict[str, int]] = {}
     for pgno in chosen:
@@ -113,6 +118,7 @@ def _repairs(board: Path, pages: dict[int, str], tmp: Path, a: argparse.Namespac
         r = repairsweep.run_repair(copy, accept_rollback=True)
         v = repairsweep.judge(*clean, r)
         results.append((f"page {pgno} ({pages[pgno]})", r, v))
+        print(f"page {pgno} ({pages[pgno]}): exit {r.rc}, {len(v)} violation(s)", file=sys.stderr)
         k = by.setdefault(pages[pgno], dict.fromkeys(("pages", "whole", "named", "violations"), 0))
         k["pages"] += 1
         k["whole" if r.rc == 0 else "named"] += 1
