@@ -268,6 +268,10 @@ class DataFile:
                     f"({meta.last_pgno + 1} pages, map size {sizes[meta.slot]})",
                 )
                 continue
+            if m.txnid == 0:  # the first meta page of a new file or a compacting copy
+                if m.free.root != P_INVALID or m.main.root != P_INVALID:
+                    self._problem("meta", m.slot, "txn 0 with trees: not LMDB's first meta page")
+                continue
             with DataFile(self.path, deep=True, txnid=m.txnid) as older:
                 for p in older.verify(names=()).problems:
                     if p.tree in ("free", "main"):
