@@ -6,6 +6,12 @@ a sample of the same.
 
     .venv/bin/python bench/damage.py sweep [--mode zero|flip] [--seed 6]
     .venv/bin/python bench/damage.py table
+    .venv/bin/python bench/damage.py repair [--mode zero|flip] [--per-kind N]
+
+``repair`` (issue 42) damages every page in turn (or ``--per-kind N`` of
+each kind), runs ``msgboard check --repair --accept-rollback`` on the copy
+and judges the repaired board against the clean one, record by record
+(``tests/repairsweep.py``).
 
 Each prints a Markdown table (the figures of docs/operating.md), then every
 violation found, if any. Not a test: it asserts nothing.
@@ -22,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import sweep
+from tests import repairsweep, sweep
 
 
 def _said(served: dict[str, Any], path: str) -> str:
@@ -36,17 +42,27 @@ def _said(served: dict[str, Any], path: str) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("sweep", "table"))
+    p.add_argument("what", choices=("sweep", "table", "repair"))
+    p.add_argument("--per-kind", type=int, default=0, help="repair: a sample of N pages a kind")
+    p.add_argument("--board", help="repair: the board to damage (built there if missing)")
+    p.add_argument("--part", default="0/1", help="repair: pages I, I+N, ... (I/N), in parallel")
     p.add_argument("--mode", choices=("zero", "flip"), default="zero")
     p.add_argument("--seed", type=int, default=6, help="where --mode flip flips")
     a = p.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        board = Path(tmp) / "board"
-        sweep.build(board)
+        board = Path(a.board) if a.board else Path(tmp) / "board"
+        if not board.exists():
+            sweep.build(board)
         pages = sweep.kinds(board)
-        clean = sweep.run_serve(sweep.copy(board, Path(tmp) / "clean"))
         broken: list[str] = []
+        if a.what == "repair":
+            broken = _repairs(board, pages, Path(tmp), a)
+            print()
+            print(f"{len(broken)} violation(s); {time.monotonic() - started:.0f} s")
+            print("\n".join(broken))
+            return 0
+        clean = sweep.run_serve(sweep.copy(board, Path(tmp) / "clean"))
         if a.what == "sweep":
             results = {}
             for pgno in sorted(pages):
@@ -83,6 +99,40 @@ def main(argv: list[str]) -> int:
     print(f"{len(broken)} violation(s); {time.monotonic() - started:.0f} s")
     print("\n".join(broken))
     return 0
+
+
+def _repairs(board: Path, pages: dict[int, str], tmp: Path, a: argparse.Namespace) -> list[str]:
+    """The repair sweep: prints its table; the violations."""
+    clean = repairsweep.records(board)
+    chosen = sweep.pick(pages, a.per_kind, seed=a.seed) if a.per_kind else sorted(pages)
+    i, n = map(int, a.part.split("/"))
+    chosen = chosen[i::n]
+    results = []
+    by: dict[str, dict[str, int]] = {}
+    for pgno in chosen:
+        copy = sweep.copy(board, tmp / "copy")
+        if a.mode == "zero":
+            sweep.zero(copy, pgno)
+        else:
+            sweep.flip(copy, pgno, a.seed)
+        r = repairsweep.run_repair(copy, accept_rollback=True)
+        v = repairsweep.judge(*clean, r)
+        results.append((f"page {pgno} ({pages[pgno]})", r, v))
+        print(f"page {pgno} ({pages[pgno]}): exit {r.rc}, {len(v)} violation(s)", file=sys.stderr)
+        k = by.setdefault(pages[pgno], dict.fromkeys(("pages", "whole", "named", "violations"), 0))
+        k["pages"] += 1
+        k["whole" if r.rc == 0 else "named"] += 1
+        k["violations"] += bool(v)
+    print(f"{len(chosen)} pages, each {a.mode}ed in turn on a copy of the board, then repaired")
+    print()
+    print("| page kind | pages | repaired whole (exit 0) | losses named (exit 1) | violations |")
+    print("| --- | --- | --- | --- | --- |")
+    for kind in sorted(by):
+        k = by[kind]
+        print(f"| {kind} | {k['pages']} | {k['whole']} | {k['named']} | {k['violations']} |")
+    print()
+    print("\n".join(repairsweep.summary(results)))
+    return [f"{name}: {x}" for name, _, vs in results for x in vs]
 
 
 if __name__ == "__main__":

@@ -190,7 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="on a stopped board: copy what is readable into a new data.mdb, rebuild the "
         "indexes and counters, set damaged records aside in the queue $damaged, keep the old "
-        "file as data.mdb.damaged-TIME; then check again",
+        "file as data.mdb.damaged-TIME; then check again. Exits 1 unless nothing was lost",
+    )
+    p.add_argument(
+        "--accept-rollback",
+        action="store_true",
+        help="with --repair: repair a data.mdb older than the board's last commit (a loss, "
+        "named with its number of commits); without it such a file is refused",
     )
 
     q = sub.add_parser("queue", help="create, get, list, delete or purge queues")

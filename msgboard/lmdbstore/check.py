@@ -176,6 +176,7 @@ def check(path: str | os.PathLike[str]) -> Report:
         pages = _verify(path)
         if not pages.ok:  # name the damage by queue: the salvage walk
             _damaged(report, salvage.salvage(path, deep=True))
+            report.problems += _behind(side, pages)
             return report
     except (MsgboardError, NotLmdb, OSError) as e:
         report.problems.append(str(e))
@@ -226,13 +227,16 @@ def _behind(side: sidecar.Commit | None, pages: PageReport) -> list[str]:
         return []
     return [
         f"data.mdb is {side.txnid - txnid:,} commit(s) behind the last commit the board "
-        f"answered for (LMDB txn {txnid}, the board's last {side.txnid}): an older copy"
+        f"answered for (LMDB txn {txnid}, the board's last {side.txnid}): an older copy, "
+        "or a damaged newer meta page; msgboard check --repair refuses it unless "
+        "--accept-rollback"
     ]
 
 
 def _damaged(report: Report, found: salvage.Salvage) -> None:
     """Fills ``report`` from the salvage walk of a file with damaged pages."""
     report.schema = found.schema
+    report.selectors = found.selectors
     for qid, gap in found.gaps.items():
         q = QueueReport(gap.name, qid, state=gap.counters)
         q.unprocessed, q.history = gap.readable["unprocessed"], gap.readable["history"]

@@ -76,6 +76,8 @@ class Salvage:
     gaps: dict[int, Gap] = field(default_factory=dict)
     #: Lines of damage outside any known queue.
     other: list[str] = field(default_factory=list)
+    #: Durable selectors the walk reads.
+    selectors: int = 0
 
     def place(self, p: Problem) -> str:
         """One damaged page, named by queue and seqs where its tree has them."""
@@ -128,6 +130,7 @@ def salvage(path: str, *, deep: bool = True) -> Salvage:
             except (ValueError, KeyError, TypeError):
                 s.other.append(f"queue {key!r}: its entry in queues does not parse")
         s.gaps = {qid: Gap(name) for qid, name in s.names.items()}
+        s.selectors = sum(1 for _ in f.items(b"selectors"))
         for key, value in f.items(b"state"):
             if len(key) == QID.size and len(value) == STATE.size:
                 gap = s.gaps.get(QID.unpack(key)[0])

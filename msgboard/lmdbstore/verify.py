@@ -84,6 +84,8 @@ class DataFile:
         self.report = Report(self.path)
         #: When a dict: each page read, with its tree and kind (the sweep's map).
         self.trace: dict[int, str] | None = None
+        #: Each free page, with the commit that freed it (a deep ``verify``).
+        self.freed: dict[int, int] = {}
         self._fd = os.open(self.path, os.O_RDONLY)
         try:
             self._size = os.fstat(self._fd).st_size
@@ -100,6 +102,10 @@ class DataFile:
 
     def close(self) -> None:
         os.close(self._fd)
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """``size`` bytes of the file from ``offset`` (fewer past its end)."""
+        return os.pread(self._fd, size, offset)
 
     def __enter__(self) -> DataFile:
         return self
@@ -158,6 +164,9 @@ class DataFile:
             )
 
     def _meta(self, slot: int, buf: bytes) -> Meta:
+        if len(buf) < PAGE_HEADER + META.size + 2 * DB.size + 16:  # a file cut short
+            empty = Tree(0, 0, 0, 0, 0, 0, P_INVALID)
+            return Meta(slot, -1, False, 0, empty, empty, 0, 0)
         pgno, _pad, flags, _lo, _up = HEADER.unpack_from(buf, 0)
         magic, version, _addr, _mapsize = META.unpack_from(buf, PAGE_HEADER)
         at = PAGE_HEADER + META.size
@@ -202,17 +211,82 @@ class DataFile:
         meta = self.report.meta
         assert meta is not None
         free = Walk("free", meta.free, order(MDB_INTEGERKEY), self.deep, is_free=True)
-        lists = [v for _, v in self._tree(free) if isinstance(v, bytes)]
+        entries = [(k, v) for k, v in self._tree(free) if isinstance(v, bytes)]
+        lists = [v for _, v in entries]
+        for key, value in entries:  # txn id (native u64) -> an ID list: count, pages
+            count = U64.unpack_from(value)[0] if len(key) == 8 and len(value) >= 8 else 0
+            if len(value) == 8 + 8 * count:
+                txnid = U64.unpack(key)[0]
+                self.freed.update(dict.fromkeys(struct.unpack_from(f"={count}Q", value, 8), txnid))
         named = self.named()
         for name in named if names is None else [n for n in names if n in named]:
             for _ in self._entries(name, keep=False):
                 pass
         if self.deep and names is None and not self.report.problems:
             self._cover(lists)
+        if self.deep and names is None:
+            self._metas_deep()
         return self.report
 
+    def _metas_deep(self) -> None:
+        """Both meta pages, beyond what LMDB checks (issue 42): nothing but
+        zeros past the meta record; the other one holds the commit before
+        (same page size, no more pages), and its free list and main tree
+        walk whole (LMDB reuses no page of the commit before the last)."""
+        meta = self.report.meta
+        assert meta is not None
+        end = PAGE_HEADER + META.size + 2 * DB.size + 16
+        sizes = {}
+        for m in self.report.metas:
+            if not m.valid:
+                continue
+            at = m.slot * self.psize
+            if self.pread(self.psize - end, at + end).strip(b"\0"):
+                self._problem("meta", m.slot, "bytes past its meta record are not zero")
+            address, sizes[m.slot] = META.unpack(self.pread(META.size, at + PAGE_HEADER))[2:]
+            if address or m.free.flags != MDB_INTEGERKEY or m.main.pad or m.main.flags:
+                self._problem(
+                    "meta",
+                    m.slot,
+                    f"address {address:#x}, free list flags {m.free.flags:#x}, main tree flags "
+                    f"{m.main.flags:#x} and pad {m.main.pad}: not LMDB's 0, 0x8, 0 and 0",
+                )
+        for m in self.report.metas:
+            if not m.valid or m is meta or m.txnid == meta.txnid:
+                continue
+            if (
+                m.txnid != meta.txnid - 1
+                or m.psize != meta.psize
+                or m.last_pgno > meta.last_pgno
+                or sizes[m.slot] > sizes[meta.slot]
+            ):
+                self._problem(
+                    "meta",
+                    m.slot,
+                    f"txn {m.txnid}, {m.last_pgno + 1} pages, page size {m.psize}, map size "
+                    f"{sizes[m.slot]}: not the commit before txn {meta.txnid} "
+                    f"({meta.last_pgno + 1} pages, map size {sizes[meta.slot]})",
+                )
+                continue
+            if m.txnid == 0:  # the first meta page of a new file or a compacting copy
+                if m.free.root != P_INVALID or m.main.root != P_INVALID:
+                    self._problem("meta", m.slot, "txn 0 with trees: not LMDB's first meta page")
+                continue
+            try:
+                older = DataFile(self.path, deep=True, txnid=m.txnid)
+            except (LookupError, NotLmdb):
+                continue  # a live board committed since: that commit is gone, nothing to check
+            with older:
+                for p in older.verify(names=()).problems:
+                    if p.tree in ("free", "main"):
+                        what = f"the {p.tree} tree of the older meta page (txn {m.txnid}): {p.what}"
+                        self._problem("meta", m.slot, what)
+
     def named(self) -> dict[bytes, Tree]:
-        """The named databases' records, from the main tree (read once)."""
+        """The named databases' records, from the main tree (read once).
+        A damaged main tree of one page (a board's: fourteen records) is
+        read node by node: every record that still reads is used (its
+        tree's own pages are checked as they are walked)."""
         if not self.report.named and not any(p.tree == "main" for p in self.report.problems):
             meta = self.report.meta
             assert meta is not None
@@ -220,7 +294,33 @@ class DataFile:
             for key, value in self._tree(main):
                 if isinstance(value, Tree):
                     self.report.named[key] = value
+            if any(p.tree == "main" for p in self.report.problems) and meta.main.depth == 1:
+                self.report.named = self._named_leniently(meta.main.root)
         return self.report.named
+
+    def _named_leniently(self, pgno: int) -> dict[bytes, Tree]:
+        """The named-database records that still read on the damaged main
+        leaf ``pgno``: nodes found where a node may start, whatever the page
+        header says, each a printable name and a sane ``MDB_db``."""
+        if not NUM_METAS <= pgno < self.pages:
+            return {}
+        page = os.pread(self._fd, self.psize, pgno * self.psize)
+        found: dict[bytes, Tree] = {}
+        for o in range(PAGE_HEADER, len(page) - NODE_HEADER - DB.size, 2):
+            lo, hi, flags, ksize = NODE.unpack_from(page, o)
+            at = o + NODE_HEADER + ksize
+            if flags != F_SUBDATA or (lo | hi << 16) != DB.size or not 0 < ksize <= 64:
+                continue
+            if at + DB.size > len(page):
+                continue
+            name = page[o + NODE_HEADER : at]
+            if not name.isascii() or not name.isalpha() or name in found:
+                continue
+            sub = Tree.parse(page, at)
+            ok_root = sub.root == P_INVALID or NUM_METAS <= sub.root < self.pages
+            if ok_root and not sub.flags & ~DB_FLAGS and sub.depth <= MAX_DEPTH:
+                found[name] = sub
+        return found
 
     def items(self, name: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The readable entries of the named database ``name`` in key order
