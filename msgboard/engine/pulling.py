@@ -9,7 +9,8 @@ rules ("Credit"), ``credit.py`` how much a selector may take.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import closing
 from functools import partial
 
 from msgboard.engine.credit import credit
@@ -109,25 +110,28 @@ class Pulling:
             chunk: list[Message] = []
             end = True
             resume = 0
+            # A pull stops mid-walk once its chunk is full: the walk (and
+            # its cursors) is closed here, on the writer's thread.
             if copy:
-                source: Iterator[Message] = (
-                    m for m in txn.scan(q, None, s.cursor) if s.spec.pattern.matches(m)
-                )
-                for m in source:
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
-                        break
+                matches = s.spec.pattern.matches
+                with closing(txn.scan(q, None, s.cursor)) as rows:
+                    for m in rows:
+                        if not matches(m):
+                            continue
+                        chunk.append(m)
+                        if len(chunk) >= want:
+                            end = False
+                            break
                 self._budget -= len(chunk)
             else:
-                search = txn.find(q, s.spec.pattern, s.cursor)
-                for m in search:
-                    if m.seq in held:
-                        continue
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
-                        break
+                with txn.find(q, s.spec.pattern, s.cursor) as search:
+                    for m in search:
+                        if m.seq in held:
+                            continue
+                        chunk.append(m)
+                        if len(chunk) >= want:
+                            end = False
+                            break
                 if end and search.next_seq:
                     # The search's budget ran out before the end of the queue:
                     # everything before next_seq was seen; go on from there.
