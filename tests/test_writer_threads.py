@@ -17,6 +17,9 @@ generator holding one, is closed where it was opened, on its thread.
   search and no store generator (what holds cursors) outlives the board
   after the same kinds of calls, so none was left for the collector to
   free; before the fix every search left mid-way was.
+- ``test_a_walk_closed_on_another_thread_keeps_its_cursor_until_the_end``:
+  the guard (lmdbstore/owned.py) should a store generator still be closed
+  on a thread that did not open its cursor.
 """
 
 from __future__ import annotations
