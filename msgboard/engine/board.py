@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from functools import partial
 
@@ -459,18 +459,21 @@ class Board:
         txn, info = found
         extra = txn.counts(SYS).unprocessed - SYS_WAITING
         if extra > 0:
-            for m in list(self._oldest(txn, extra)):
+            for m in self._oldest(txn, extra):
                 self._net.process(b, txn, info, m, TRIMMED)
 
-    def _oldest(self, txn: Txn, n: int) -> Iterator[Message]:
-        """Up to ``n`` of the oldest waiting events no consumer holds."""
+    def _oldest(self, txn: Txn, n: int) -> list[Message]:
+        """Up to ``n`` of the oldest waiting events no consumer holds, read
+        (and the search closed) before any is processed."""
         held = self._net.holds.held(SYS)
-        for m in txn.find(SYS, EVERYTHING):
-            if n <= 0:
-                return
-            if m.seq not in held:
-                n -= 1
-                yield m
+        out: list[Message] = []
+        with txn.find(SYS, EVERYTHING) as search:
+            for m in search:
+                if len(out) >= n:
+                    break
+                if m.seq not in held:
+                    out.append(m)
+        return out
 
     def emit(self, name: str, *fields: ev.Field) -> None:
         """Announces an event from outside the engine (any thread): the

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
@@ -96,12 +97,15 @@ class Browsing:
                 if first is None:
                     first = txn.counts(queue).next_seq
             out: list[Message] = []
-            for scanned, m in enumerate(txn.scan(queue, section, first, reverse)):
-                if len(out) >= limit or scanned >= BROWSE_SCAN_LIMIT:
-                    return Page(out, m.seq)
-                if pat.matches(m):
-                    until = backing.get(m.seq)
-                    out.append(m if until is None else replace(m, redeliver_at=until))
+            # Closed on the thread reading the page (the writer's for a
+            # transient queue, a reader's for a view), when the page is full.
+            with closing(txn.scan(queue, section, first, reverse)) as rows:
+                for scanned, m in enumerate(rows):
+                    if len(out) >= limit or scanned >= BROWSE_SCAN_LIMIT:
+                        return Page(out, m.seq)
+                    if pat.matches(m):
+                        until = backing.get(m.seq)
+                        out.append(m if until is None else replace(m, redeliver_at=until))
             return Page(out, 0)
 
         fut: Future[Page] = Future()

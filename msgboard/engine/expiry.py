@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
+from contextlib import closing
 from functools import partial
 
 from msgboard.engine.writer import Batch, Timer, Writer
@@ -134,16 +135,17 @@ class Expiry:
             found = b.lookup(name)
             if found is not None and found[0].counts(name).unprocessed:
                 txn, _ = found
-                for m in txn.scan(name, Section.UNPROCESSED, start):
-                    if budget <= 0 and read:
-                        self._writer.submit(
-                            partial(self.catch_up, queues=queues, at=at, start=m.seq)
-                        )
-                        return
-                    budget -= 1
-                    read += 1
-                    if m.expires_at:
-                        self.add(name, m)
+                with closing(txn.scan(name, Section.UNPROCESSED, start)) as rows:
+                    for m in rows:
+                        if budget <= 0 and read:
+                            self._writer.submit(
+                                partial(self.catch_up, queues=queues, at=at, start=m.seq)
+                            )
+                            return
+                        budget -= 1
+                        read += 1
+                        if m.expires_at:
+                            self.add(name, m)
             at, start = at + 1, 1
             if budget <= 0 and at < len(queues):
                 self._writer.submit(partial(self.catch_up, queues=queues, at=at))

@@ -183,13 +183,13 @@ class Maintenance:
         pat = pattern or EVERYTHING
         start: int | None = None
         while len(msgs) < limit:
-            search = txn.find(queue, pat, start)
-            for m in search:
-                if m.seq in held or m.expired(b.now):
-                    continue
-                msgs.append(m)
-                if len(msgs) >= limit:
-                    break
+            with txn.find(queue, pat, start) as search:
+                for m in search:
+                    if m.seq in held or m.expired(b.now):
+                        continue
+                    msgs.append(m)
+                    if len(msgs) >= limit:
+                        break
             if len(msgs) >= limit or not search.next_seq:
                 break
             start = search.next_seq  # its budget ran out: go on from there
@@ -518,13 +518,14 @@ def _waiting(
     ``start`` below ``bound``, read before anything is written (the store's
     rule), and the seq to go on from (0: none left)."""
     msgs: list[Message] = []
-    for m in txn.scan(queue, Section.UNPROCESSED, start):
-        if m.seq >= bound:
-            return msgs, 0
-        if len(msgs) >= PURGE_CHUNK:
-            return msgs, m.seq
-        if m.seq not in held:
-            msgs.append(m)
+    with contextlib.closing(txn.scan(queue, Section.UNPROCESSED, start)) as rows:
+        for m in rows:
+            if m.seq >= bound:
+                return msgs, 0
+            if len(msgs) >= PURGE_CHUNK:
+                return msgs, m.seq
+            if m.seq not in held:
+                msgs.append(m)
     return msgs, 0
 
 

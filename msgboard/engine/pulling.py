@@ -10,6 +10,7 @@ rules ("Credit"), ``credit.py`` how much a selector may take.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from functools import partial
 
 from msgboard.engine.credit import credit
@@ -111,31 +112,34 @@ class Pulling:
             chunk: list[Message] = []
             end = True
             resume = 0
+            # A pull stops mid-walk once its chunk is full: the walk (and
+            # its cursors) is closed here, on the writer's thread.
             if copy:
                 matches = s.spec.pattern.matches
                 seen = 0
-                for m in txn.scan(q, None, s.cursor):
-                    seen += 1
-                    # A scheduled one is copied when due (``Network.release``).
-                    if m.section is not Section.SCHEDULED and matches(m):
+                with closing(txn.scan(q, None, s.cursor)) as rows:
+                    for m in rows:
+                        seen += 1
+                        # A scheduled one is copied when due (``Network.release``).
+                        if m.section is not Section.SCHEDULED and matches(m):
+                            chunk.append(m)
+                            if len(chunk) >= want:
+                                end = False
+                                break
+                        elif seen >= self._budget:
+                            # Passed by until the budget ran out: go on from there.
+                            end, resume = False, m.seq + 1
+                            break
+                self._budget -= seen
+            else:
+                with txn.find(q, s.spec.pattern, s.cursor) as search:
+                    for m in search:
+                        if m.seq in held:
+                            continue
                         chunk.append(m)
                         if len(chunk) >= want:
                             end = False
                             break
-                    elif seen >= self._budget:
-                        # Passed by until the budget ran out: go on from there.
-                        end, resume = False, m.seq + 1
-                        break
-                self._budget -= seen
-            else:
-                search = txn.find(q, s.spec.pattern, s.cursor)
-                for m in search:
-                    if m.seq in held:
-                        continue
-                    chunk.append(m)
-                    if len(chunk) >= want:
-                        end = False
-                        break
                 if end and search.next_seq:
                     # The search's budget ran out before the end of the queue:
                     # everything before next_seq was seen; go on from there.

@@ -122,16 +122,16 @@ class Taking:
             held = net.holds.held(queue)
             found: list[Message] = []
             expired: list[Message] = []
-            search = txn.find(queue, pat, start)
-            for m in search:
-                if m.seq in held:
-                    continue
-                if m.expired(b.now):
-                    expired.append(m)
-                    continue
-                found.append(m)
-                if len(found) >= max:
-                    break
+            with txn.find(queue, pat, start) as search:  # closed here, when left
+                for m in search:
+                    if m.seq in held:
+                        continue
+                    if m.expired(b.now):
+                        expired.append(m)
+                        continue
+                    found.append(m)
+                    if len(found) >= max:
+                        break
             for m in expired:  # rule 8: never delivered
                 net.overflow.dead(b, txn, info, m, "expired", 0)
             if not found and search.next_seq:
@@ -184,13 +184,13 @@ class Taking:
         now = now_us()
         start: int | None = None
         while True:
-            search = view.find(queue, pat, start)
-            for m in search:
-                if m.seq in held or m.expired(now):
-                    continue
-                found.append(m)
-                if len(found) >= max:
-                    return found
+            with view.find(queue, pat, start) as search:  # on this reader thread
+                for m in search:
+                    if m.seq in held or m.expired(now):
+                        continue
+                    found.append(m)
+                    if len(found) >= max:
+                        return found
             if not search.next_seq:
                 return found
             start = search.next_seq  # its budget ran out: go on from there

@@ -9,7 +9,9 @@ reads and writes it (``txn.py``, with ``dedup.py`` for idempotency keys,
 records and sub-databases, for the store, ``msgboard check`` (``check.py``)
 and the Spark reader alike. A replicated board's store also writes the
 operation log (``oplog.py``), which a standby's store applies;
-``compare.py`` tells two boards' data apart.
+``compare.py`` tells two boards' data apart. Every cursor is closed where
+it was opened, on its thread; ``owned.py`` guards the cursors that
+generators hold (docs/architecture.md, "What crosses a thread").
 
 Damage (issue 23): ``pages.py`` and ``verify.py`` verify LMDB's pages by
 hand before LMDB reads them; ``salvage.py`` names damage by queue from a

@@ -31,17 +31,17 @@ def drop(
     key read and its section. Any record of ``$damaged`` may go by seq.
     NotFound, or FailedPrecondition for a record that passes its check."""
     for section, db in dbs:
-        cur = txn.cursor(db)
-        if after:
-            if not _after(cur, prefix, seq):
+        with txn.cursor(db) as cur:
+            if after:
+                if not _after(cur, prefix, seq):
+                    continue
+            elif not cur.set_key(prefix + U64.pack(seq)):
                 continue
-        elif not cur.set_key(prefix + U64.pack(seq)):
-            continue
-        elif name != DAMAGED and intact(cur.key(), cur.value()):
-            raise FailedPrecondition(f"queue {name!r} seq {seq}: the record passes its check")
-        dropped = U64.unpack_from(cur.key(), 4)[0]
-        cur.delete()
-        return dropped, section
+            elif name != DAMAGED and intact(cur.key(), cur.value()):
+                raise FailedPrecondition(f"queue {name!r} seq {seq}: the record passes its check")
+            dropped = U64.unpack_from(cur.key(), 4)[0]
+            cur.delete()
+            return dropped, section
     where = f"after seq {seq}" if after else f"at seq {seq}"
     raise NotFound(f"queue {name!r}: no damaged record {where}")
 
@@ -50,14 +50,14 @@ def unindex(txn: lmdb.Transaction[bytes], index: Any, prefix: bytes, seq: int) -
     """Removes the ``index`` entries of queue ``prefix``'s unprocessed
     ``seq``, whose record was dropped unread: a walk of the queue's index."""
     want = U64.pack(seq)
-    cur = txn.cursor(index)
     gone = []
-    if cur.set_range(prefix):
-        for k, v in cur:  # every duplicate
-            if k[:4] != prefix:
-                break
-            if bytes(v) == want:
-                gone.append(bytes(k))
+    with txn.cursor(index) as cur:
+        if cur.set_range(prefix):
+            for k, v in cur:  # every duplicate
+                if k[:4] != prefix:
+                    break
+                if bytes(v) == want:
+                    gone.append(bytes(k))
     for k in gone:
         txn.delete(k, want, db=index)
 

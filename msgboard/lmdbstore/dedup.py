@@ -29,8 +29,8 @@ class Dedup:
 
     def any(self, prefix: bytes) -> bool:
         """Whether the queue of ``prefix`` holds any key (one cursor read)."""
-        cur = self._txn.cursor(self._keys)
-        return cur.set_range(prefix) and cur.key()[:4] == prefix
+        with self._txn.cursor(self._keys) as cur:
+            return cur.set_range(prefix) and cur.key()[:4] == prefix
 
     def held(self, prefix: bytes, key: str, now: int) -> int:
         """The seq holding ``key`` at ``now``; 0 if none."""
@@ -68,28 +68,27 @@ class Dedup:
         """``seq`` left its queue unread (a damaged record dropped): the key
         it holds, found by a walk of the queue's keys, ends as ``left``
         ends it."""
-        cur = self._txn.cursor(self._keys)
         held = []
-        if cur.set_range(prefix):
-            for k, v in cur:
-                if k[:4] != prefix:
-                    break
-                if HOLD.unpack(v) == (seq, 0):
-                    held.append(bytes(k[4:]).decode())
+        with self._txn.cursor(self._keys) as cur:
+            if cur.set_range(prefix):
+                for k, v in cur:
+                    if k[:4] != prefix:
+                        break
+                    if HOLD.unpack(v) == (seq, 0):
+                        held.append(bytes(k[4:]).decode())
         for key in held:
             self.left(prefix, key, seq, now, window)
 
     def drop(self, prefix: bytes) -> None:
         """Removes a deleted queue's keys and their ends."""
         txn = self._txn
-        cur = txn.cursor(self._keys)
-        if not cur.set_range(prefix):
-            return
         gone = []
-        for k, v in cur:
-            if k[:4] != prefix:
-                break
-            gone.append((k, HOLD.unpack(v)[1]))
+        with txn.cursor(self._keys) as cur:
+            if cur.set_range(prefix):
+                for k, v in cur:
+                    if k[:4] != prefix:
+                        break
+                    gone.append((k, HOLD.unpack(v)[1]))
         for k, until in gone:
             txn.delete(k, db=self._keys)
             if until:
@@ -102,15 +101,16 @@ class Dedup:
         txn = self._txn
         due: list[bytes] = []
         after = 0
-        for k in txn.cursor(self._ends).iternext(values=False):
-            until = U64.unpack_from(k)[0]
-            if until > now:
-                after = until
-                break
-            if len(due) >= budget:
-                after = now
-                break
-            due.append(k)
+        with txn.cursor(self._ends) as cur:
+            for k in cur.iternext(values=False):
+                until = U64.unpack_from(k)[0]
+                if until > now:
+                    after = until
+                    break
+                if len(due) >= budget:
+                    after = now
+                    break
+                due.append(k)
         for k in due:
             until, held = U64.unpack_from(k)[0], k[8:]
             raw = txn.get(held, db=self._keys)

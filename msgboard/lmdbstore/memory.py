@@ -16,7 +16,7 @@ thread that began it, and no writes while iterating a ``scan``.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from operator import attrgetter
 from typing import Any
 
@@ -439,7 +439,7 @@ class MemoryTxn(Txn):
         section: Section | None = None,
         start: int | None = None,
         reverse: bool = False,
-    ) -> Iterator[Message]:
+    ) -> Generator[Message, None, None]:
         q = self._get(name)  # raises now, not at the first next()
         if section is _UNPROCESSED:
             return _walk(q.unprocessed, start, reverse)
@@ -534,7 +534,7 @@ class MemoryTxn(Txn):
         return None if found is None else found.seq
 
 
-def _walk(sd: SortedDict, start: int | None, reverse: bool) -> Iterator[Message]:
+def _walk(sd: SortedDict, start: int | None, reverse: bool) -> Generator[Message, None, None]:
     keys = sd.irange(maximum=start, reverse=True) if reverse else sd.irange(minimum=start)
     for seq in keys:
         m: Message = sd[seq]
@@ -552,14 +552,14 @@ class _Reader(Reader):
         seqs = self._q.index.get(key)
         return 0 if seqs is None else len(seqs)
 
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
+    def keys(self, prefix: bytes) -> Generator[tuple[bytes, int], None, None]:
         index = self._q.index
         for key in index.irange(minimum=prefix):
             if not key.startswith(prefix):
                 return
             yield key, len(index[key])
 
-    def seqs(self, key: bytes, start: int) -> Iterator[int]:
+    def seqs(self, key: bytes, start: int) -> Generator[int, None, None]:
         seqs = self._q.index.get(key)
         if seqs is not None:
             yield from seqs.irange(minimum=start)
@@ -568,5 +568,5 @@ class _Reader(Reader):
         m: Message | None = self._q.unprocessed.get(seq)
         return m
 
-    def scan(self, start: int) -> Iterator[Message]:
+    def scan(self, start: int) -> Generator[Message, None, None]:
         return _walk(self._q.unprocessed, start, False)

@@ -159,6 +159,15 @@ class RecordingCursor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)
 
+    def __enter__(self) -> RecordingCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
+
+    def close(self) -> None:
+        self._cur.close()
+
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(self._cur)
 
@@ -251,11 +260,11 @@ def _store(
 
 def _trim(txn: lmdb.Transaction[bytes], dbs: Dbs, first: int) -> None:
     """Drops the entries before ``first``."""
-    cur = txn.cursor(dbs.oplog)
     dropped = False
-    while cur.first() and U64.unpack(cur.key())[0] < first:
-        cur.delete()
-        dropped = True
+    with txn.cursor(dbs.oplog) as cur:
+        while cur.first() and U64.unpack(cur.key())[0] < first:
+            cur.delete()
+            dropped = True
     if dropped:
         txn.put(LOG_FIRST_KEY, U64.pack(first), db=dbs.meta)
 
@@ -292,15 +301,15 @@ def entries(txn: lmdb.Transaction[bytes], dbs: Dbs, start: int, budget: int) -> 
     """The entries from index ``start`` on, up to about ``budget`` bytes
     (at least one if there is one)."""
     out: list[bytes] = []
-    cur = txn.cursor(dbs.oplog)
-    if not cur.set_key(U64.pack(start)):
-        return out
-    size = 0
-    for _, value in cur:
-        out.append(value)
-        size += len(value)
-        if size >= budget:
-            break
+    with txn.cursor(dbs.oplog) as cur:
+        if not cur.set_key(U64.pack(start)):
+            return out
+        size = 0
+        for _, value in cur:
+            out.append(value)
+            size += len(value)
+            if size >= budget:
+                break
     return out
 
 

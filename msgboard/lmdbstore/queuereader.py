@@ -4,7 +4,8 @@ one queue for ``Search``; ``seq_at``, the first seq posted at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
+from contextlib import ExitStack
 from typing import Any
 
 import lmdb
@@ -13,6 +14,7 @@ from msgboard.errors import RecordDamaged
 from msgboard.lmdbstore.cache import QueueState
 from msgboard.lmdbstore.guard import Guard
 from msgboard.lmdbstore.layout import KEY, MAX_U64, U64, decode
+from msgboard.lmdbstore.owned import Owned
 from msgboard.lmdbstore.search import Reader
 from msgboard.message import Message, Section
 
@@ -20,7 +22,8 @@ from msgboard.message import Message, Section
 class QueueReader(Reader):
     """One LMDB queue's unprocessed section and index, for ``Search``:
     ``txn`` and its ``index`` and ``unprocessed`` sub-databases, the
-    transaction's ``guard``, ``met`` for a damaged record, ``stale`` for an
+    transaction's ``guard`` and ``strays`` (``owned.py``: the cursors of its
+    generators are ``Owned``), ``met`` for a damaged record, ``stale`` for an
     index entry pointing at no waiting record (index damage: the name and
     the seq), ``scan`` to walk the section from a seq."""
 
@@ -30,26 +33,27 @@ class QueueReader(Reader):
         index: Any,
         unprocessed: Any,
         guard: Guard,
+        strays: list[object],
         met: Callable[[RecordDamaged], None],
         stale: Callable[[str, int], None],
-        scan: Callable[[bytes], Iterator[Message]],
+        scan: Callable[[bytes], Generator[Message, None, None]],
         name: str,
         prefix: bytes,
         count: int,
     ) -> None:
         self._txn, self._index, self._db = txn, index, unprocessed
         self._guard, self._met, self._stale, self._scan = guard, met, stale, scan
+        self._strays = strays
         self._name, self._prefix = name, prefix
         self.unprocessed = count
 
     def count(self, key: bytes) -> int:
-        cur = self._txn.cursor(self._index)
-        return cur.count() if cur.set_key(self._prefix + key) else 0
+        with self._guard, self._txn.cursor(self._index) as cur:
+            return cur.count() if cur.set_key(self._prefix + key) else 0
 
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
+    def keys(self, prefix: bytes) -> Generator[tuple[bytes, int], None, None]:
         full = self._prefix + prefix
-        with self._guard:
-            cur = self._txn.cursor(self._index)
+        with self._guard, Owned(self._txn.cursor(self._index), self._strays) as cur:
             if not cur.set_range(full):
                 return
             while True:
@@ -60,10 +64,9 @@ class QueueReader(Reader):
                 if not cur.next_nodup():
                     return
 
-    def seqs(self, key: bytes, start: int) -> Iterator[int]:
+    def seqs(self, key: bytes, start: int) -> Generator[int, None, None]:
         unpack = U64.unpack
-        with self._guard:
-            cur = self._txn.cursor(self._index)
+        with self._guard, Owned(self._txn.cursor(self._index), self._strays) as cur:
             if cur.set_range_dup(self._prefix + key, U64.pack(min(start, MAX_U64))):
                 for v in cur.iternext_dup(keys=False):
                     yield unpack(v)[0]
@@ -81,7 +84,7 @@ class QueueReader(Reader):
             self._met(e)
             return None
 
-    def scan(self, start: int) -> Iterator[Message]:
+    def scan(self, start: int) -> Generator[Message, None, None]:
         return self._scan(self._prefix + U64.pack(min(start, MAX_U64)))
 
 
@@ -101,39 +104,39 @@ def seq_at(
     or after ``time_us``: a few cursor reads in ``times``, then a binary
     search between two of its entries."""
     second = min(max(time_us, 0) // _US, MAX_U64)
-    cur = txn.cursor(times)
-    if not cur.set_range(KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
-        return None  # nothing was posted in that second or later
-    lo = U64.unpack(cur.value())[0]
-    if U64.unpack_from(cur.key(), 4)[0] > second:
-        hi = lo  # lo is the first seq posted after that second
-    elif cur.next() and cur.key()[:4] == q.prefix:
-        hi = U64.unpack(cur.value())[0]
-    else:
-        hi = q.next_seq
-    # Binary search within [lo, hi]: posted_at rises with seq.
-    first = _first_from(txn, sections, met, name, q.prefix)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        found = first(mid)
-        if found is None or found.posted_at >= time_us:
-            hi = mid
+    with ExitStack() as opened:
+        cur = opened.enter_context(txn.cursor(times))
+        if not cur.set_range(KEY.pack(q.qid, second)) or cur.key()[:4] != q.prefix:
+            return None  # nothing was posted in that second or later
+        lo = U64.unpack(cur.value())[0]
+        if U64.unpack_from(cur.key(), 4)[0] > second:
+            hi = lo  # lo is the first seq posted after that second
+        elif cur.next() and cur.key()[:4] == q.prefix:
+            hi = U64.unpack(cur.value())[0]
         else:
-            lo = found.seq + 1
-    found = first(lo)
-    return None if found is None else found.seq
+            hi = q.next_seq
+        # Binary search within [lo, hi]: posted_at rises with seq.
+        curs = [(opened.enter_context(txn.cursor(db)), section) for db, section in sections]
+        first = _first_from(curs, met, name, q.prefix)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = first(mid)
+            if found is None or found.posted_at >= time_us:
+                hi = mid
+            else:
+                lo = found.seq + 1
+        found = first(lo)
+        return None if found is None else found.seq
 
 
 def _first_from(
-    txn: lmdb.Transaction[bytes],
-    sections: list[tuple[Any, Section]],
+    curs: list[tuple[lmdb.Cursor[bytes], Section]],
     met: Callable[[RecordDamaged], None],
     name: str,
     prefix: bytes,
 ) -> Callable[[int], Message | None]:
-    """A function giving the first message (in any of ``sections``) at or
-    after a seq."""
-    curs = [(txn.cursor(db), section) for db, section in sections]
+    """A function giving the first message (in the sections ``curs`` are
+    cursors of, which its caller opened and closes) at or after a seq."""
 
     def first(seq: int) -> Message | None:
         while True:

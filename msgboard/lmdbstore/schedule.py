@@ -48,32 +48,33 @@ class Schedule:
         ``now``, in time order, then seq; and when the next one is due
         (``now`` if the budget ran out first, 0 if none is left)."""
         out: list[tuple[int, int, int]] = []
-        for k in self._txn.cursor(self._due).iternext(values=False):
-            at, qid, seq = DUE.unpack(k)
-            if at > now:
-                return out, at
-            if len(out) >= budget:
-                return out, now
-            out.append((at, qid, seq))
+        with self._txn.cursor(self._due) as cur:
+            for k in cur.iternext(values=False):
+                at, qid, seq = DUE.unpack(k)
+                if at > now:
+                    return out, at
+                if len(out) >= budget:
+                    return out, now
+                out.append((at, qid, seq))
         return out, 0
 
     def first(self) -> int:
         """When the first scheduled message is due; 0 if none is."""
-        cur = self._txn.cursor(self._due)
-        return U64.unpack_from(cur.key())[0] if cur.first() else 0
+        with self._txn.cursor(self._due) as cur:
+            return U64.unpack_from(cur.key())[0] if cur.first() else 0
 
     def drop(self, prefix: bytes, when: Callable[[bytes, bytes], int]) -> None:
         """Removes a deleted queue's scheduled records and their ``due``
         entries; ``when(key, record)`` reads a record's time (0 if it
         cannot: its entry is left, and dropped when it comes due)."""
         txn = self._txn
-        cur = txn.cursor(self._scheduled)
         gone = []
-        if cur.set_range(prefix):
-            for k, v in cur:
-                if k[:4] != prefix:
-                    break
-                gone.append((k, when(k, v)))
+        with txn.cursor(self._scheduled) as cur:
+            if cur.set_range(prefix):
+                for k, v in cur:
+                    if k[:4] != prefix:
+                        break
+                    gone.append((k, when(k, v)))
         for k, at in gone:
             txn.delete(k, db=self._scheduled)
             if at:
@@ -82,8 +83,8 @@ class Schedule:
     def unfile(self, key: bytes) -> None:
         """Removes the ``due`` entries of ``key`` (qid, seq) whose record
         went unread, its time unknown: a walk of ``due``."""
-        cur = self._txn.cursor(self._due)
-        gone = [k for k in cur.iternext(values=False) if k[8:] == key]
+        with self._txn.cursor(self._due) as cur:
+            gone = [k for k in cur.iternext(values=False) if k[8:] == key]
         for k in gone:
             self._txn.delete(k, db=self._due)
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import abc
 import heapq
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import ExitStack, closing
 
 from msgboard.associative import Pattern
 from msgboard.associative.keys import Lookup, address_lookup, template_lookups
@@ -57,20 +58,23 @@ class Reader(abc.ABC):
         """How many messages are filed under ``key``, without reading them."""
 
     @abc.abstractmethod
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, int]]:
-        """The distinct keys starting with ``prefix``, in order, with counts."""
+    def keys(self, prefix: bytes) -> Generator[tuple[bytes, int], None, None]:
+        """The distinct keys starting with ``prefix``, in order, with counts
+        (a generator: closed by its caller when left early)."""
 
     @abc.abstractmethod
-    def seqs(self, key: bytes, start: int) -> Iterator[int]:
-        """The seqs filed under ``key``, ascending, from ``start`` included."""
+    def seqs(self, key: bytes, start: int) -> Generator[int, None, None]:
+        """The seqs filed under ``key``, ascending, from ``start`` included
+        (a generator: closed by its caller when left early)."""
 
     @abc.abstractmethod
     def get(self, seq: int) -> Message | None:
         """The unprocessed message with that seq."""
 
     @abc.abstractmethod
-    def scan(self, start: int) -> Iterator[Message]:
-        """The section's messages in seq order from ``start`` included."""
+    def scan(self, start: int) -> Generator[Message, None, None]:
+        """The section's messages in seq order from ``start`` included (a
+        generator: closed by its caller when left early)."""
 
 
 def _resolve(r: Reader, lk: Lookup) -> tuple[int, list[bytes]] | None:
@@ -79,12 +83,13 @@ def _resolve(r: Reader, lk: Lookup) -> tuple[int, list[bytes]] | None:
     if lk.accept is None:
         return r.count(lk.key), [lk.key]
     cost, keys = 0, []
-    for n, (key, count) in enumerate(r.keys(lk.key)):
-        if n >= RANGE_KEYS:
-            return None
-        if lk.accept(key):
-            cost += count
-            keys.append(key)
+    with closing(r.keys(lk.key)) as found:
+        for n, (key, count) in enumerate(found):
+            if n >= RANGE_KEYS:
+                return None
+            if lk.accept(key):
+                cost += count
+                keys.append(key)
     return cost, keys
 
 
@@ -120,17 +125,34 @@ class Search(Iterator[Message]):
     """The matching messages, oldest first, lazily. When iteration ends,
     ``next_seq`` is 0 if the whole section was searched, or the seq to pass
     as ``start`` to resume (the budget ran out). ``plan`` ("address",
-    "template" or "scan") and ``examined`` say how it went."""
+    "template" or "scan") and ``examined`` say how it went.
+
+    A search holds cursors of its transaction until it ends or is closed:
+    use it in a ``with`` block (or call ``close``) on the thread that made
+    it, so that a search left before its end (a chunk full, a first match
+    taken) frees its cursors there and then. Nothing refers back to the
+    search from its generator, so no reference cycle keeps it for Python's
+    cyclic collector, which would free it on whichever thread allocates
+    (docs/architecture.md, "What crosses a thread")."""
 
     def __init__(self, r: Reader, pattern: Pattern, start: int | None, budget: int) -> None:
         self.plan, self.cost, keys = plan(r, pattern)
-        self.examined = 0
-        self.next_seq = 0
+        self._progress = progress = _Progress()
         first = 0 if start is None else max(start, 0)
         if self.plan == "scan":
-            self._it = self._scan(r, pattern, first, budget)
+            self._it = _scan(r, pattern, first, budget, progress)
         else:
-            self._it = self._lookup(r, pattern, first, budget, keys)
+            self._it = _lookup(r, pattern, first, budget, keys, progress)
+
+    @property
+    def examined(self) -> int:
+        """Candidates (or records, scanning) examined so far."""
+        return self._progress.examined
+
+    @property
+    def next_seq(self) -> int:
+        """The seq to resume from once the budget ran out; 0 otherwise."""
+        return self._progress.next_seq
 
     def __iter__(self) -> Iterator[Message]:
         # A for loop runs the generator itself: no method call per message.
@@ -139,33 +161,60 @@ class Search(Iterator[Message]):
     def __next__(self) -> Message:
         return next(self._it)
 
-    def _scan(self, r: Reader, pattern: Pattern, start: int, budget: int) -> Iterator[Message]:
-        matches = pattern.matches
-        for m in r.scan(start):
-            if self.examined >= budget:
-                self.next_seq = m.seq
+    def close(self) -> None:
+        """Ends the search now, closing its cursors (idempotent)."""
+        self._it.close()
+
+    def __enter__(self) -> Search:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._it.close()
+
+
+class _Progress:
+    """What a search's generator tells its ``Search``: the generator holds
+    this, not the search (no cycle)."""
+
+    __slots__ = ("examined", "next_seq")
+
+    def __init__(self) -> None:
+        self.examined = 0
+        self.next_seq = 0
+
+
+def _scan(
+    r: Reader, pattern: Pattern, start: int, budget: int, p: _Progress
+) -> Generator[Message, None, None]:
+    matches = pattern.matches
+    with closing(r.scan(start)) as rows:
+        for m in rows:
+            if p.examined >= budget:
+                p.next_seq = m.seq
                 return
-            self.examined += 1
+            p.examined += 1
             if matches(m):
                 yield m
 
-    def _lookup(
-        self, r: Reader, pattern: Pattern, start: int, budget: int, keys: list[bytes]
-    ) -> Iterator[Message]:
-        matches = pattern.matches
-        streams = [r.seqs(k, start) for k in keys]
-        if not streams:
-            return
+
+def _lookup(
+    r: Reader, pattern: Pattern, start: int, budget: int, keys: list[bytes], p: _Progress
+) -> Generator[Message, None, None]:
+    if not keys:
+        return
+    matches = pattern.matches
+    with ExitStack() as opened:
+        streams = [opened.enter_context(closing(r.seqs(k, start))) for k in keys]
         seqs = streams[0] if len(streams) == 1 else heapq.merge(*streams)
         last = -1
         for seq in seqs:
             if seq == last:
                 continue  # filed under two of the keys
             last = seq
-            if self.examined >= budget:
-                self.next_seq = seq
+            if p.examined >= budget:
+                p.next_seq = seq
                 return
-            self.examined += 1
+            p.examined += 1
             m = r.get(seq)
             if m is not None and matches(m):
                 yield m

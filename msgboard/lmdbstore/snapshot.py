@@ -129,13 +129,14 @@ def write(dbs: Dbs, txn: lmdb.Transaction[bytes], path: str, *, source: str) -> 
     schema = (txn.get(b"schema", db=dbs.meta) or b"").decode()
     queues = {}
     specs = {}
-    for key, value in txn.cursor(db=dbs.queues):
-        stored = json.loads(value)
-        qid = stored["id"]
-        specs[key.decode()] = {"id": qid, "spec": stored["spec"]}
-        state = txn.get(QID.pack(qid), db=dbs.state)
-        next_seq, unprocessed, history = (1, 0, 0) if state is None else STATE.unpack(state)
-        queues[key.decode()] = Counts(unprocessed, history, next_seq)
+    with txn.cursor(db=dbs.queues) as cur:
+        for key, value in cur:
+            stored = json.loads(value)
+            qid = stored["id"]
+            specs[key.decode()] = {"id": qid, "spec": stored["spec"]}
+            state = txn.get(QID.pack(qid), db=dbs.state)
+            next_seq, unprocessed, history = (1, 0, 0) if state is None else STATE.unpack(state)
+            queues[key.decode()] = Counts(unprocessed, history, next_seq)
     parent = os.path.dirname(path.rstrip(os.sep)) or os.sep
     os.makedirs(parent, exist_ok=True)
     partial = f"{path.rstrip(os.sep)}.partial-{uuid.uuid4().hex[:8]}"

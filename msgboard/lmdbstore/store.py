@@ -37,7 +37,7 @@ exact at every commit. History is not indexed.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -233,11 +233,13 @@ class Txn(abc.ABC):
         section: Section | None = None,
         start: int | None = None,
         reverse: bool = False,
-    ) -> Iterator[Message]:
+    ) -> Generator[Message, None, None]:
         """Yields the queue's messages in seq order (descending if
         ``reverse``), from seq ``start`` included (None: from the first in
         that direction), from one section or, with None, from both merged by
-        seq. Lazy: the caller stops when it has enough."""
+        seq. Lazy: the caller stops when it has enough. The generator may
+        hold cursors of the transaction: a caller that may stop before its
+        end closes it, on its own thread (``with closing(txn.scan(...))``)."""
 
     # -- idempotency keys -------------------------------------------------
 
@@ -311,7 +313,9 @@ class Txn(abc.ABC):
         section (see ``search.py``), else by a scan. Lazy, and bounded: it
         examines at most ``budget`` candidates, then ends with ``next_seq``
         set to the seq to resume from (0: nothing left). Do not write while
-        iterating it. KeyError if no such queue (at the call)."""
+        iterating it; use it in a ``with`` block, on the thread that made
+        it, so that its cursors are closed there when it is left before its
+        end. KeyError if no such queue (at the call)."""
 
     @abc.abstractmethod
     def seq_at(self, name: str, time_us: int) -> int | None:

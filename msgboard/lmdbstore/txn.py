@@ -19,7 +19,7 @@ import contextlib
 import heapq
 import json
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator
 from functools import partial
 from typing import cast
 
@@ -51,6 +51,7 @@ from msgboard.lmdbstore.layout import (
     seek_last,
     walk,
 )
+from msgboard.lmdbstore.owned import Owned
 from msgboard.lmdbstore.queuereader import QueueReader, seq_at
 from msgboard.lmdbstore.reserve import DiskReserve
 from msgboard.lmdbstore.schedule import Schedule
@@ -124,6 +125,9 @@ class DurableTxn(Txn):
         self._admitted = 0
         self._room: int | None = None
         self._guard = Guard(self._fail)
+        #: Cursors of generators closed on a thread that did not open them
+        #: (``owned.py``): kept until this transaction ends.
+        self._strays: list[object] = []
         # The sub-databases a record's read or write uses, one lookup away.
         self._unprocessed = dbs.unprocessed
         self._history = dbs.history
@@ -276,8 +280,7 @@ class DurableTxn(Txn):
         if self._reading:
             # The queues sub-database has the names in order: no sort, which
             # for 100,000 names would hold the GIL for some 60 ms at once.
-            with self._guard:
-                cur = self._txn.cursor(self._dbs.queues)
+            with self._guard, self._txn.cursor(self._dbs.queues) as cur:
                 names = [k.decode() for k in cur.iternext(values=False)]
             return [q.info for q in map(self._base.get, names) if q is not None]
         if not self._q:
@@ -298,10 +301,10 @@ class DurableTxn(Txn):
             self._schedule.drop(q.prefix, self._when)
             self._txn.delete(q.prefix + SCHEDULED, db=self._dbs.state)
             for db in (self._unprocessed, self._history, self._times, self._index):
-                cur = self._txn.cursor(db)
-                if cur.set_range(q.prefix):
-                    while cur.key()[:4] == q.prefix and cur.delete(dupdata=True):
-                        pass
+                with self._txn.cursor(db) as cur:
+                    if cur.set_range(q.prefix):
+                        while cur.key()[:4] == q.prefix and cur.delete(dupdata=True):
+                            pass
         self._q[name] = None
         self._wrote = True
         return True
@@ -325,19 +328,22 @@ class DurableTxn(Txn):
         end = q.prefix + LAST
         damaged = False
         for db, section in ((self._unprocessed, _UNPROCESSED), (self._history, _HISTORY)):
-            cur = self._txn.cursor(db)
-            if seek_last(cur, end) and cur.key()[:4] == q.prefix:
-                k = cur.key()
-                try:
-                    m = decode(k, cur.value(), name, U64.unpack_from(k, 4)[0], section)
-                except RecordDamaged as e:
-                    self._cache.met(e)
-                    damaged = True
+            with self._txn.cursor(db) as cur:
+                if not (seek_last(cur, end) and cur.key()[:4] == q.prefix):
                     continue
-                q.last_posted = max(q.last_posted, m.posted_at)
-        cur = self._txn.cursor(self._times)
-        if seek_last(cur, end) and cur.key()[:4] == q.prefix:
-            q.last_second = U64.unpack_from(cur.key(), 4)[0]
+                k, v = cur.item()
+            try:
+                m = decode(k, v, name, U64.unpack_from(k, 4)[0], section)
+            except RecordDamaged as e:
+                self._cache.met(e)
+                damaged = True
+                continue
+            q.last_posted = max(q.last_posted, m.posted_at)
+        with self._txn.cursor(self._times) as cur:
+            found = seek_last(cur, end) and cur.key()[:4] == q.prefix
+            times = cur.key() if found else b""
+        if found:
+            q.last_second = U64.unpack_from(times, 4)[0]
             # A damaged last record was posted within the last second the
             # times index has: its end keeps posted_at from going back.
             last = (q.last_second + 1) * _US - 1 if damaged else q.last_second * _US
@@ -522,9 +528,14 @@ class DurableTxn(Txn):
     def _trim(self, q: QueueState, n: int, name: str, now: int) -> None:
         """Drops the queue's ``n`` oldest history messages; their keys, if
         the queue holds any, start their window."""
-        cur = self._txn.cursor(self._history)
-        if not cur.set_range(q.prefix):
-            return
+        with self._txn.cursor(self._history) as cur:
+            if cur.set_range(q.prefix):
+                self._trim_from(cur, q, n, name, now)
+
+    def _trim_from(
+        self, cur: lmdb.Cursor[bytes], q: QueueState, n: int, name: str, now: int
+    ) -> None:
+        """``_trim``'s walk, from where ``cur`` stands."""
         keyed = self._dedup.any(q.prefix)
         while n > 0 and cur.key()[:4] == q.prefix:
             if keyed:
@@ -610,6 +621,7 @@ class DurableTxn(Txn):
                 self._index,
                 self._unprocessed,
                 self._guard,
+                self._strays,
                 self._cache.met,
                 self._cache.stale,
                 partial(self._scan, name, _UNPROCESSED, q.prefix, reverse=False),
@@ -625,7 +637,7 @@ class DurableTxn(Txn):
         section: Section | None = None,
         start: int | None = None,
         reverse: bool = False,
-    ) -> Iterator[Message]:
+    ) -> Generator[Message, None, None]:
         q = self._get(name)  # raises now, not at the first next()
         if start is None:
             key = q.prefix + LAST if reverse else q.prefix
@@ -637,7 +649,7 @@ class DurableTxn(Txn):
 
     def _scan(
         self, name: str, section: Section, prefix: bytes, key: bytes, reverse: bool
-    ) -> Iterator[Message]:
+    ) -> Generator[Message, None, None]:
         q = self._get(name)
         db = self._dbs.scheduled if section is _SCHEDULED else self._history
         if section is _UNPROCESSED:
@@ -647,9 +659,11 @@ class DurableTxn(Txn):
             want = {_UNPROCESSED: q.unprocessed, _HISTORY: q.history}.get(section, q.scheduled)
         met, unpack = self._cache.met, U64.unpack_from
         seen = prev = 0
-        with self._guard:
-            # As ``_whole`` does, without a generator per layer: a pull reads here.
-            for k, v in walk(self._txn.cursor(db), prefix, key, reverse):
+        # The cursor is closed where it was opened, when the walk ends or
+        # its consumer closes this generator (docs/architecture.md).
+        with self._guard, Owned(self._txn.cursor(db), self._strays) as cur:
+            # As ``_merged`` does, without a generator per layer: a pull reads here.
+            for k, v in walk(cur, prefix, key, reverse):
                 seen += 1
                 seq = unpack(k, 4)[0]
                 try:
@@ -662,35 +676,37 @@ class DurableTxn(Txn):
         if seen < want:
             self._cache.short(name, section.value, want, seen)
 
-    def _merged(self, name: str, prefix: bytes, key: bytes, reverse: bool) -> Iterator[Message]:
+    def _merged(
+        self, name: str, prefix: bytes, key: bytes, reverse: bool
+    ) -> Generator[Message, None, None]:
+        """The messages of every section from ``key`` on, in seq order,
+        whose records pass their check; a damaged one is counted and
+        logged, and skipped, named by its place when its key's seq cannot
+        be trusted (not between the last good seq and the next seq). A walk
+        of the whole queue that meets fewer records than its counters say
+        is counted and logged. The three cursors are closed when the walk
+        ends or its consumer closes this generator."""
         q = self._get(name)
-        u = walk(self._txn.cursor(self._unprocessed), prefix, key, reverse)
-        h = walk(self._txn.cursor(self._history), prefix, key, reverse)
-        s = walk(self._txn.cursor(self._dbs.scheduled), prefix, key, reverse)
-        # Keys share the prefix, so they compare as seqs do.
-        both = heapq.merge(
-            ((k, v, _UNPROCESSED) for k, v in u),
-            ((k, v, _HISTORY) for k, v in h),
-            ((k, v, _SCHEDULED) for k, v in s),
-            key=_first,
-            reverse=reverse,
-        )
         want = -1
         if key == prefix and not reverse:
             want = q.unprocessed + q.history + q.scheduled
-        return self._whole(name, both, q, want)
-
-    def _whole(
-        self, name: str, rows: Iterable[tuple[bytes, bytes, Section]], q: QueueState, want: int
-    ) -> Iterator[Message]:
-        """The messages of ``rows`` (key, record, section) whose records pass
-        their check; a damaged one is counted and logged, and skipped, named
-        by its place when its key's seq cannot be trusted (not between the
-        last good seq and the next seq). ``want`` (-1: none): the records a
-        walk of the whole queue must meet; fewer is counted and logged."""
         met, unpack = self._cache.met, U64.unpack_from
         seen = prev = 0
-        with self._guard:
+        txn, dbs, strays = self._txn, self._dbs, self._strays
+        with (
+            self._guard,
+            Owned(txn.cursor(self._unprocessed), strays) as u,
+            Owned(txn.cursor(self._history), strays) as h,
+            Owned(txn.cursor(dbs.scheduled), strays) as s,
+        ):
+            # Keys share the prefix, so they compare as seqs do.
+            rows = heapq.merge(
+                ((k, v, _UNPROCESSED) for k, v in walk(u, prefix, key, reverse)),
+                ((k, v, _HISTORY) for k, v in walk(h, prefix, key, reverse)),
+                ((k, v, _SCHEDULED) for k, v in walk(s, prefix, key, reverse)),
+                key=_first,
+                reverse=reverse,
+            )
             for k, v, section in rows:
                 seen += 1
                 seq = unpack(k, 4)[0]
@@ -752,8 +768,8 @@ class DurableTxn(Txn):
         return found
 
     def selectors(self) -> list[tuple[str, SelectorSpec]]:
-        with self._guard:
-            stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.selectors)]
+        with self._guard, self._txn.cursor(db=self._dbs.selectors) as cur:
+            stored = [(k.decode(), v) for k, v in cur]
         return [(sid, load_selector(self._dbs.path, sid, v)) for sid, v in stored]
 
     # -- links ----------------------------------------------------------
@@ -771,8 +787,8 @@ class DurableTxn(Txn):
         return found
 
     def links(self) -> list[LinkSpec]:
-        with self._guard:
-            stored = [(k.decode(), v) for k, v in self._txn.cursor(db=self._dbs.links)]
+        with self._guard, self._txn.cursor(db=self._dbs.links) as cur:
+            stored = [(k.decode(), v) for k, v in cur]
         return [load_link(self._dbs.path, name, v) for name, v in stored]
 
     # -- the board's id in its data --------------------------------------

@@ -54,16 +54,18 @@ def run(txn: lmdb.Transaction[bytes], dbs: Dbs, schema: bytes, to: bytes, path: 
 def _index(txn: lmdb.Transaction[bytes], dbs: Dbs) -> int:
     """Schema 1 to 2: files every unprocessed message in ``index``."""
     qids = {}
-    for key, value in txn.cursor(db=dbs.queues):
-        qids[json.loads(value)["id"]] = key.decode()
+    with txn.cursor(db=dbs.queues) as cur:
+        for key, value in cur:
+            qids[json.loads(value)["id"]] = key.decode()
     n = 0
     put, index = txn.put, dbs.index
-    for k, v in txn.cursor(db=dbs.unprocessed):
-        qid, seq = KEY.unpack(k)
-        m = decode_record(v, qids.get(qid, ""), seq, Section.UNPROCESSED)
-        for key in message_keys(m.address, m.tuple):
-            put(k[:4] + key, k[4:], db=index)
-        n += 1
+    with txn.cursor(db=dbs.unprocessed) as cur:
+        for k, v in cur:
+            qid, seq = KEY.unpack(k)
+            m = decode_record(v, qids.get(qid, ""), seq, Section.UNPROCESSED)
+            for key in message_keys(m.address, m.tuple):
+                put(k[:4] + key, k[4:], db=index)
+            n += 1
     return n
 
 
@@ -71,11 +73,11 @@ def _seal(txn: lmdb.Transaction[bytes], dbs: Dbs) -> int:
     """Schema 2 to 3: frames every record with its checksum."""
     n = 0
     for db in (dbs.unprocessed, dbs.history):
-        cur = txn.cursor(db=db)
-        more = cur.first()
-        while more:
-            k, v = cur.item()
-            cur.put(k, record.seal(k, v))
-            n += 1
-            more = cur.next()
+        with txn.cursor(db=db) as cur:
+            more = cur.first()
+            while more:
+                k, v = cur.item()
+                cur.put(k, record.seal(k, v))
+                n += 1
+                more = cur.next()
     return n

@@ -8,7 +8,9 @@
   the Prometheus listener, the log formats;
 - ``roles`` and ``standby``: a replicating board's role asked before each
   client call, and ``msgboard serve --standby-of`` (msgboard.cluster is
-  loaded only by a board that replicates).
+  loaded only by a board that replicates);
+- ``gcstress``: ``MSGBOARD_GC_STRESS``, a garbage-collector thread for
+  soaks and tests (docs/architecture.md, "What crosses a thread").
 
 It may import everything below it (``engine``, ``security``, the shared
 vocabulary); nothing but ``msgboard.testing`` and the CLI imports it.

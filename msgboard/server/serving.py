@@ -26,7 +26,7 @@ from msgboard.engine import BOARD_STOPPING, Board, Limits
 from msgboard.errors import ListenFailed, Unavailable
 from msgboard.links import Links
 from msgboard.security import Security
-from msgboard.server import prebuilt
+from msgboard.server import gcstress, prebuilt
 from msgboard.server.calls import Calls
 from msgboard.server.decoding import Decoding
 from msgboard.server.handoff import wait
@@ -173,6 +173,7 @@ async def serve(
     """Runs a board as ``config`` says until SIGTERM or SIGINT. Raises
     MsgboardError (Exposed, ConfigError, ListenFailed...) if it cannot start."""
     config = config or ServeConfig()
+    gcstress.start()  # a test aid, off unless MSGBOARD_GC_STRESS is set
     if config.cluster_ca:
         from msgboard.cluster.channel import Dialing, use
 
