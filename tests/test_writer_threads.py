@@ -114,8 +114,8 @@ def test_nothing_holding_a_cursor_is_left_to_the_collector(tmp_path: Path) -> No
             assert len(c.read("dst", max=3)) == 3
             assert len(c.browse("dst", limit=3).messages) == 3
             c.create_queue("aside")
-            assert len(c.move_messages("dst", "aside", limit=3)) == 3
-            assert len(c.delete_messages("dst", limit=3)) == 3
+            assert len(c.move_messages("dst", "aside", all=True, limit=3)) == 3
+            assert len(c.delete_messages("dst", all=True, limit=3)) == 3
     finally:
         server.stop()
     left = [repr(o)[:120] for o in gc.get_objects() if _left_over(o)]

@@ -215,12 +215,17 @@ async def act(request: web.Request) -> web.Response:
         if scope == "selected" and not seqs:
             raise InvalidArgument("seq: tick at least one message")
         pattern = form.pattern() if scope == "matching" else None
+        # "All matching" with an empty form: every dead letter, said outright
+        # (the engine refuses a call that chooses nothing).
+        every = scope == "matching" and pattern is None
         if action == "move":
             if not destination:
                 raise InvalidArgument("destination: choose the queue to move them to")
             require(request, MANAGE, destination)
         if action == "delete":
-            gone = await answer(board.delete_messages_async(queue, seqs, pattern, by=who.name))
+            gone = await answer(
+                board.delete_messages_async(queue, seqs, pattern, every=every, by=who.name)
+            )
             done = f"Deleted {len(gone)} message{'s' if len(gone) != 1 else ''}."
         else:
             to = destination if action == "move" else ""
@@ -230,6 +235,7 @@ async def act(request: web.Request) -> web.Response:
                     to,
                     seqs,
                     pattern,
+                    every=every,
                     by=who.name,
                     may=lambda q: who.may(MANAGE, q),
                 )
