@@ -47,7 +47,11 @@ class Repo:
         for name in ("ruff", "mypy", "pytest"):
             self.fake(venv / name)
         (venv / "python").symlink_to(shutil.which("python3") or "/usr/bin/python3")
-        (root / ".venv" / ".installed[dev]").touch()
+        # The lock, then both stamps: setup installs nothing with pip here.
+        (root / "requirements").mkdir()
+        (root / "requirements" / "dev.txt").write_text("")
+        for stamp in (".installed", ".installed[dev]"):
+            (root / ".venv" / stamp).touch()
         self.log = root / "log"
         self.missing = root / "missing"
         self.missing.write_text("")
