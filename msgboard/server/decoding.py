@@ -14,6 +14,7 @@ requests before it were served).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -69,6 +70,9 @@ def _unary_in(behavior: Any) -> Any:
 
 
 def _unary_in_stream_out(behavior: Any) -> Any:
+    if not inspect.isasyncgenfunction(behavior):  # it writes its answers (context.write)
+        return _unary_in(behavior)
+
     async def call(request: Any, context: Any) -> AsyncIterator[Any]:
         if isinstance(request, Undecodable):
             await abort(context, request.error)
@@ -86,6 +90,9 @@ def _stream_in(behavior: Any) -> Any:
 
 
 def _stream_both(behavior: Any) -> Any:
+    if not inspect.isasyncgenfunction(behavior):  # it writes its answers (context.write)
+        return _stream_in(behavior)
+
     async def call(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         async for r in behavior(_checked(requests, context), context):
             yield r
