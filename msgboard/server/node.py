@@ -76,7 +76,7 @@ from msgboard.cluster.members import Membership, may_discard, promotable, unmove
 from msgboard.config import ServeConfig
 from msgboard.console import Console
 from msgboard.engine import Board, Limits
-from msgboard.errors import ListenFailed, NoLease, StoreError
+from msgboard.errors import NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
 from msgboard.security import Security
 from msgboard.server.http import Listener
@@ -84,7 +84,7 @@ from msgboard.server.metrics import ClusterCollector, Metrics
 from msgboard.server.readiness import Readiness
 from msgboard.server.reflection import Reflection
 from msgboard.server.roles import REPLICATION
-from msgboard.server.serving import board_pipeline, server_options
+from msgboard.server.serving import bind, board_pipeline, server_options
 from msgboard.server.standby import BOARD, refusing
 from msgboard.server.switchboard import Pipeline, Switchboard
 from msgboard.v1 import board_pb2_grpc as pb_grpc
@@ -338,18 +338,7 @@ class Node:
         server = grpc.aio.server(
             options=server_options(self.limits or Limits()), interceptors=[self.switchboard]
         )
-        listen = self.config.listen
-        credentials = self.security.credentials()
-        try:
-            if credentials is None:
-                port = server.add_insecure_port(listen)
-            else:
-                port = server.add_secure_port(listen, credentials)
-        except RuntimeError:
-            port = 0
-        if port == 0:
-            raise ListenFailed(f"cannot listen on {listen}")
-        self.port = port
+        self.port = bind(server, self.config.listen, self.security)
         await server.start()
         self.server = server
 

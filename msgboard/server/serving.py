@@ -85,6 +85,12 @@ async def create_server(
         options=server_options(board.limits), interceptors=pipeline.interceptors
     )
     pipeline.install(server)
+    return server, bind(server, listen, security)
+
+
+def bind(server: grpc.aio.Server, listen: str, security: Security | None) -> int:
+    """Binds ``server`` to ``listen`` (TLS if ``security`` has
+    certificates); the port bound. ListenFailed if it cannot."""
     credentials = security.credentials() if security else None
     try:
         if credentials is None:
@@ -95,7 +101,7 @@ async def create_server(
         port = 0
     if port == 0:
         raise ListenFailed(f"cannot listen on {listen}")
-    return server, port
+    return port
 
 
 def server_options(limits: Limits) -> list[tuple[str, Any]]:
