@@ -359,6 +359,8 @@ class Network:
         pending: list[Delivery] = []
         c.pending = pending
         c.flushing = b
+        handed = c.handed
+        handed.append((did, b.now))
 
         def undo() -> None:
             out = c.outstanding
@@ -367,8 +369,18 @@ class Network:
             c.next_id = did
             pending.clear()
             c.flushing = None
+            if handed and handed[-1][0] == did:
+                handed.pop()
 
         b.undo(undo)
+        # The groups' times are kept from the oldest outstanding delivery's
+        # on: dropped here once they outnumber the deliveries outstanding,
+        # so one a group costs O(1) (amortized) and a consumer that keeps
+        # one delivery unacked for hours holds a few entries, not hours'.
+        if len(handed) > 2 * len(c.outstanding) + 16:
+            dropped = c.prune()
+            if dropped:
+                b.undo(partial(handed.extendleft, reversed(dropped)))
         b.after(lambda: self._flush(c, pending, b))
 
     def _flush(self, c: Consumer, batch: list[Delivery], b: Batch) -> None:

@@ -42,6 +42,7 @@ is bounded too).
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,12 +157,42 @@ class Consumer:
     identity: str = ""
     #: Its own redelivery policy (Subscribe); None: its queue's.
     redelivery: Redelivery | None = None
+    #: (first delivery id, µs) of each group of deliveries handed out, in
+    #: order, from the group of its oldest outstanding delivery on (older
+    #: ones are dropped as they go: ``prune``): what ``oldest`` reads.
+    #: One entry a group, not one a delivery.
+    handed: deque[tuple[int, int]] = field(default_factory=deque)
 
     def credit(self) -> float:
         """How many more messages it may be handed now."""
         if self.outstanding.bytes >= self.max_bytes:
             return 0
         return self.window - len(self.outstanding)
+
+    def oldest(self) -> int:
+        """When the oldest delivery it has not acked was handed out, µs
+        since the epoch (the time of the group that handed it out); 0 when
+        it has none outstanding."""
+        if not self.outstanding:
+            return 0
+        lo = min(self.outstanding)
+        at = self.handed[0][1] if self.handed else 0
+        for first, when in self.handed:
+            if first > lo:
+                break
+            at = when
+        return at
+
+    def prune(self) -> list[tuple[int, int]]:
+        """Drops the groups none of whose deliveries is outstanding (each
+        entry older than the one holding the oldest outstanding id); returns
+        them, oldest first, so that an undo can put them back."""
+        lo = min(self.outstanding, default=self.next_id)
+        h = self.handed
+        dropped = []
+        while len(h) > 1 and h[1][0] <= lo:
+            dropped.append(h.popleft())
+        return dropped
 
 
 @dataclass(eq=False, slots=True)
