@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 from msgboard.client import Client
 from msgboard.console.messages import age
 from msgboard.testing import ServerThread
-from tests.browser import ConsoleBoard, browser, console_board, wait_for
+from tests.browser import ConsoleBoard, browser, click, console_board, wait_for
 
 __all__ = ["browser", "console_board"]  # fixtures, used by name
 
@@ -114,3 +114,78 @@ def test_the_oldest_unacked_delivery_outlives_hundreds_of_acked_groups(
             c.post("jobs", ("more",))
             sub.ack(next(deliveries))
         assert oldest() > then
+
+
+def _many_dead_letters(c: Client, n: int, room: int) -> None:
+    """``n`` dead letters of jobs on jobs.dlq (posted in one stream, leased
+    and given back: max-deliveries), jobs then filled up to leave
+    ``room`` for resubmits."""
+    c.create_queue("jobs.dlq")
+    c.create_queue("jobs", dead_letter="jobs.dlq", max_deliveries=1, max_unprocessed=n)
+    c.post_many("jobs", [("job", i) for i in range(n)])
+    while leased := c.take_leased("jobs", lease=60, max=n):  # a Take gives 2,000 at most
+        c.ack("jobs", leased, nack=True)
+    deadline = time.monotonic() + 60
+    while c.get_queue("jobs.dlq").unprocessed < n:
+        assert time.monotonic() < deadline, "not dead-lettered"
+        time.sleep(0.1)
+    c.post_many("jobs", [("full", i) for i in range(n - room)])
+
+
+def _watch_bulk(driver: Any) -> list[tuple[int, int]]:
+    """Reads the page until the action ends (its outcome shown): each
+    (done, total) its progress showed on the way."""
+    seen: list[tuple[int, int]] = []
+
+    def ended(d: Any) -> bool:
+        got = d.execute_script(
+            "const p = document.getElementById('progress-done'),"
+            " t = document.getElementById('progress-total');"
+            "return [p && p.textContent, t && t.textContent,"
+            " !!(document.getElementById('done') || document.getElementById('error'))]"
+        )
+        if got[0] is not None and got[1] is not None:
+            reading = (int(got[0].replace(",", "")), int(got[1].replace(",", "")))
+            if reading not in seen:
+                seen.append(reading)
+        return bool(got[2])
+
+    wait_for(driver, ended, message="the bulk action's outcome")
+    return seen
+
+
+def test_a_bulk_action_over_thousands_shows_progress_then_the_list_as_it_is(
+    console_board: ConsoleBoard, browser: Any
+) -> None:
+    # Given 6,000 dead letters whose origin has room for 4,700,
+    with console_board.client() as c:
+        _many_dead_letters(c, 6000, room=4700)
+        browser.get(console_board.url + "/deadletters/jobs.dlq")
+        wait_for(browser, lambda d: len(_letters(d)) == 100, message="a page of dead letters")
+        # when I resubmit all of them, the page answers at once and shows
+        # how far it is (done of 6,000) as it goes, in batches of 500,
+        click(browser, "#resubmit-matching")
+        seen = _watch_bulk(browser)
+        assert seen, "no progress shown"
+        assert all(total == 6000 and d % 500 == 0 and d < 6000 for d, total in seen), seen
+        # until a batch finds no room: it stops there, says how many went
+        # and why it stopped, above the list as it is (1,500 still there).
+        done = browser.find_element(By.ID, "done").text
+        error = browser.find_element(By.ID, "error").text
+        assert done == "Resubmitted 4,500 of 6,000 messages to jobs in 9 batches, then stopped."
+        assert "jobs" in error and "full" in error
+        assert len(_letters(browser)) == 100
+        assert c.get_queue("jobs.dlq").unprocessed == 1500
+        assert c.get_queue("jobs").unprocessed == 1300 + 4500
+        # Deleting the 1,500 left goes the same way, to the end.
+        browser.find_element(By.ID, "delete-sure").click()
+        click(browser, "#delete-matching")
+        seen = _watch_bulk(browser)
+        assert all(total == 1500 and d % 500 == 0 and d < 1500 for d, total in seen), seen
+        assert browser.find_element(By.ID, "done").text == "Deleted 1,500 messages."
+        assert not browser.find_elements(By.ID, "error")
+        assert c.get_queue("jobs.dlq").unprocessed == 0
+
+
+def _letters(driver: Any) -> list[Any]:
+    return list(driver.find_elements(By.CSS_SELECTOR, "#letters tr[data-seq]"))
