@@ -8,7 +8,14 @@ Everything of a cluster named NAME is under ``/msgboard/NAME/``:
   its ``create_revision`` (= its ``mod_revision``) is the term's **epoch**;
 - ``sync``: the standbys the primary counts on, the JSON
   ``{"epoch": E, "standbys": [names]}``, written only by the primary of
-  epoch E (a transaction that compares the leader key's revision).
+  epoch E (a transaction that compares the leader key's revision);
+- ``term``: the lease of the latest term, written by the campaign that won
+  it (in the transaction that creates ``leader``); ``resigned``: the lease
+  of the latest term that ended by resigning, written by its leader while
+  the key was still its own. A new leader that finds ``term`` and
+  ``resigned`` equal knows its predecessor stopped before its key went;
+  otherwise it waits out the predecessor's longest possible deadline
+  (``Leadership``: "A term that begins").
 """
 
 from __future__ import annotations
@@ -52,6 +59,14 @@ class Keys:
     @property
     def sync(self) -> str:
         return self.prefix + "sync"
+
+    @property
+    def term(self) -> str:
+        return self.prefix + "term"
+
+    @property
+    def resigned(self) -> str:
+        return self.prefix + "resigned"
 
     @property
     def members(self) -> str:
