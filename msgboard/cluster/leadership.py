@@ -59,7 +59,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -189,14 +189,20 @@ class Leadership:
         self._wake.set()
         return True
 
-    def write_sync(self, standbys: Sequence[str], expected: SyncSet | None) -> SyncSet | None:
-        """Stores the in-sync standby set of this board's term, if this board
-        still leads and the set in etcd is still ``expected`` (None: none
-        was ever written); the set stored, or None if either has changed."""
+    def write_sync(
+        self,
+        standbys: Sequence[str],
+        expected: SyncSet | None,
+        ids: Mapping[str, str] | None = None,
+    ) -> SyncSet | None:
+        """Stores the in-sync standby set of this board's term (``ids``: the
+        data directory each joined with), if this board still leads and the
+        set in etcd is still ``expected`` (None: none was ever written); the
+        set stored, or None if either has changed."""
         t = self.term()
         if t is None:
             return None
-        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected, self.me.name)
+        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected, self.me.name, ids)
 
     def read_sync(self) -> SyncSet | None:
         return read_sync(self._etcd(), self.keys)
