@@ -189,3 +189,31 @@ def test_a_bulk_action_over_thousands_shows_progress_then_the_list_as_it_is(
 
 def _letters(driver: Any) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, "#letters tr[data-seq]"))
+
+
+def test_a_consumer_keeps_one_time_per_group_with_a_delivery_out() -> None:
+    """The engine's record behind the age (``Consumer.handed``): as the
+    network keeps it (``_first_out``: an entry a group, ``prune`` once the
+    entries pass twice the deliveries out), 1,000 groups acked around one
+    delivery held since the first leave a few entries, not 1,000, and the
+    oldest is the first's time; then the second's once the first is acked."""
+    from msgboard.engine.selectors import Consumer, Selector
+    from msgboard.message import Message
+    from msgboard.spec import SelectorSpec
+
+    c = Consumer(Selector("s", SelectorSpec("q"), False, True), 10.0, print, print)
+    m = Message(("job",))
+    for did in range(1, 1001):
+        c.handed.append((did, did * 1000))  # group ``did`` of one, at did ms
+        if len(c.handed) > 2 * len(c.outstanding) + 16:
+            c.prune()
+        c.outstanding.add(did, m)
+        if did - 1 in c.outstanding and did - 1 not in (1, 2, 999):
+            del c.outstanding[did - 1]  # acked
+    assert set(c.outstanding) == {1, 2, 999, 1000}
+    assert len(c.handed) <= 2 * len(c.outstanding) + 17
+    assert c.oldest() == 1000
+    del c.outstanding[1]
+    assert c.oldest() == 2000
+    del c.outstanding[2]
+    assert c.oldest() == 999_000

@@ -373,14 +373,13 @@ class Network:
                 handed.pop()
 
         b.undo(undo)
-        # The groups' times are kept from the oldest outstanding delivery's
-        # on: dropped here once they outnumber the deliveries outstanding,
-        # so one a group costs O(1) (amortized) and a consumer that keeps
-        # one delivery unacked for hours holds a few entries, not hours'.
+        # The groups' times are kept while they have a delivery outstanding:
+        # the others are dropped here once the entries outnumber twice the
+        # deliveries outstanding (a sort of those, every so many groups: a
+        # group costs O(log n) amortized), so a consumer that keeps one
+        # delivery unacked for hours holds a few entries, not hours'.
         if len(handed) > 2 * len(c.outstanding) + 16:
-            dropped = c.prune()
-            if dropped:
-                b.undo(partial(handed.extendleft, reversed(dropped)))
+            b.undo(partial(handed.__setitem__, slice(None), c.prune()))
         b.after(lambda: self._flush(c, pending, b))
 
     def _flush(self, c: Consumer, batch: list[Delivery], b: Batch) -> None:

@@ -42,7 +42,6 @@ is bounded too).
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,10 +157,10 @@ class Consumer:
     #: Its own redelivery policy (Subscribe); None: its queue's.
     redelivery: Redelivery | None = None
     #: (first delivery id, µs) of each group of deliveries handed out, in
-    #: order, from the group of its oldest outstanding delivery on (older
-    #: ones are dropped as they go: ``prune``): what ``oldest`` reads.
-    #: One entry a group, not one a delivery.
-    handed: deque[tuple[int, int]] = field(default_factory=deque)
+    #: order, kept while one of the group's deliveries is outstanding (and
+    #: the last group's): what ``oldest`` reads. One entry a group, not one
+    #: a delivery; ``prune`` drops the others.
+    handed: list[tuple[int, int]] = field(default_factory=list)
 
     def credit(self) -> float:
         """How many more messages it may be handed now."""
@@ -184,15 +183,22 @@ class Consumer:
         return at
 
     def prune(self) -> list[tuple[int, int]]:
-        """Drops the groups none of whose deliveries is outstanding (each
-        entry older than the one holding the oldest outstanding id); returns
-        them, oldest first, so that an undo can put them back."""
-        lo = min(self.outstanding, default=self.next_id)
+        """Keeps the groups that have a delivery outstanding, and the last
+        one (at most one entry per outstanding delivery, plus one); returns
+        the list as it was, so that an undo can put it back."""
         h = self.handed
-        dropped = []
-        while len(h) > 1 and h[1][0] <= lo:
-            dropped.append(h.popleft())
-        return dropped
+        ids = sorted(self.outstanding)
+        kept: list[tuple[int, int]] = []
+        j = 0
+        for k, entry in enumerate(h):
+            end = h[k + 1][0] if k + 1 < len(h) else math.inf
+            while j < len(ids) and ids[j] < entry[0]:
+                j += 1
+            if end == math.inf or (j < len(ids) and ids[j] < end):
+                kept.append(entry)
+        was = h[:]
+        h[:] = kept
+        return was
 
 
 @dataclass(eq=False, slots=True)
