@@ -407,8 +407,10 @@ class Board:
                 self._releases.add(m.not_before)
                 continue
             if limit and txn.counts(queue).unprocessed >= limit:
-                out.append(Receipt(0, net.overflow.route(b, info, m)))
-                continue
+                went = net.overflow.route(b, txn, info, m)
+                if went is not Disposition.STORED:  # drop-head made room: stored
+                    out.append(Receipt(0, went))
+                    continue
             stored = txn.append(queue, m, b.now)
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1
