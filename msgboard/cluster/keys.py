@@ -82,20 +82,31 @@ class Keys:
 
 @dataclass(frozen=True)
 class Primary:
-    """Who leads: the board's name, where its clients reach it, and its epoch."""
+    """Who leads: the board's name, where its clients reach it, and its
+    epoch; and where its web console is (``console``, a URL; "" when it
+    serves none, or its key does not say: a board before the console)."""
 
     name: str
     address: str
     epoch: int
+    console: str = ""
 
     def value(self) -> str:
-        return json.dumps({"name": self.name, "address": self.address}, sort_keys=True)
+        body = {"name": self.name, "address": self.address}
+        if self.console:
+            body["console"] = self.console
+        return json.dumps(body, sort_keys=True)
 
     @classmethod
     def of(cls, entry: Entry) -> Primary:
         """The primary a leader key names (its epoch is the key's revision)."""
         body = json.loads(entry.value)
-        return cls(str(body["name"]), str(body["address"]), entry.create_revision)
+        return cls(
+            str(body["name"]),
+            str(body["address"]),
+            entry.create_revision,
+            str(body.get("console", "")),
+        )
 
 
 @dataclass(frozen=True)

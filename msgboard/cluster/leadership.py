@@ -116,7 +116,8 @@ Eligible = Callable[[SyncSet | None], "bool | list[dict[str, Any]]"]
 
 class Leadership:
     """Campaigns for ``cluster``'s leadership as the board ``name`` (whose
-    clients use ``address``), in a thread of its own, from ``start()``."""
+    clients use ``address``, and whose web console is at ``console``, ""
+    if none), in a thread of its own, from ``start()``."""
 
     def __init__(
         self,
@@ -129,12 +130,13 @@ class Leadership:
         guard: float | None = None,
         eligible: Eligible | None = None,
         listener: Listener | None = None,
+        console: str = "",
     ) -> None:
         if ttl < 2:
             raise ValueError(f"ttl {ttl} is under etcd's minimum lease of 2 seconds")
         self.urls = etcd
         self.keys = Keys(cluster)
-        self.me = Primary(checked("board", name), address, 0)
+        self.me = Primary(checked("board", name), address, 0, console)
         self.ttl = ttl
         self.every = ttl / 3
         self.guard = guard if guard is not None else max(0.2, ttl / 10)

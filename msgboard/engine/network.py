@@ -359,6 +359,8 @@ class Network:
         pending: list[Delivery] = []
         c.pending = pending
         c.flushing = b
+        handed = c.handed
+        handed.append((did, b.now))
 
         def undo() -> None:
             out = c.outstanding
@@ -367,8 +369,17 @@ class Network:
             c.next_id = did
             pending.clear()
             c.flushing = None
+            if handed and handed[-1][0] == did:
+                handed.pop()
 
         b.undo(undo)
+        # The groups' times are kept while they have a delivery outstanding:
+        # the others are dropped here once the entries outnumber twice the
+        # deliveries outstanding (a sort of those, every so many groups: a
+        # group costs O(log n) amortized), so a consumer that keeps one
+        # delivery unacked for hours holds a few entries, not hours'.
+        if len(handed) > 2 * len(c.outstanding) + 16:
+            b.undo(partial(handed.__setitem__, slice(None), c.prune()))
         b.after(lambda: self._flush(c, pending, b))
 
     def _flush(self, c: Consumer, batch: list[Delivery], b: Batch) -> None:

@@ -106,6 +106,19 @@ def board_name(config: ServeConfig, address: str) -> str:
     return config.board_name or address.replace(":", "-").strip("[]")
 
 
+def console_url(config: ServeConfig, metrics_at: str, address: str) -> str:
+    """Where this board's console is, as it publishes it in its leader key
+    (a standby's console links there): its listener's HOST:PORT, the host
+    of the address it advertises when it listens on every interface; ""
+    without a console."""
+    if not metrics_at:
+        return ""
+    host, _, port = metrics_at.rpartition(":")
+    if host.strip("[]") in ("", "0.0.0.0", "::"):
+        host = address.rpartition(":")[0]
+    return f"{'https' if config.tls else 'http'}://{host}:{port}/"
+
+
 class Node:
     """One board of a cluster, as ``config`` says, from ``run()`` to its end."""
 
@@ -138,6 +151,7 @@ class Node:
                     users=lambda: self.security.users,
                     tls=config.tls,
                     role=self.role,
+                    primary_console=self._primary_console,
                 ),
             )
         self.name = ""
@@ -176,6 +190,12 @@ class Node:
         #: thread that did it (it decides ``_handed``).
         self._resigned = False
         self._handover: threading.Thread | None = None
+
+    def _primary_console(self) -> str:
+        """The console of the primary this board follows, as its leader key
+        says ("" if it does not, or none is followed)."""
+        f = self.following
+        return f.console if f is not None and f.address == self.role.primary else ""
 
     # -- the term and the fence --------------------------------------------
 
@@ -530,7 +550,7 @@ class Node:
             ).start()
             self.leadership = Leadership(
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
-                eligible=self._eligible,
+                eligible=self._eligible, console=console_url(c, metrics_at, self.address),
             ).start()  # fmt: skip
             await self.readiness.serving(f"{self.host}:{self.port}", metrics_at)
             log.info(
