@@ -206,7 +206,7 @@ def test_the_dataframe_is_what_the_engine_holds(spark: SparkSession, built: Buil
     """Given a snapshot of the board, when I load it with format("msgboard"),
     I expect the engine's messages, row for row, every field and type."""
     df = spark.read.format("msgboard").load(built.snap)
-    assert df.schema == snapshot.SCHEMA
+    assert df.schema == snapshot.spark_schema()
     got = sorted((spark_row(r) for r in df.collect()), key=lambda r: (r[0], r[1]))
     want = sorted((engine_row(m) for m in built.messages), key=lambda r: (r[0], r[1]))
     assert len(got) == len(want) == 300 + 40 + 3 + 1200 + 3 + 2 + 6 + 2

@@ -6,7 +6,7 @@
 
 ``OUT`` is a dataset (``dataset.py``): hive-partitioned Parquet laid out as
 ``queue=NAME/section=SECTION/day=YYYY-MM-DD/part-*.parquet``, with every
-column of the data source (``snapshot.SCHEMA``; ``queue`` and ``section``
+column of the data source (``snapshot.ARROW``; ``queue`` and ``section``
 carried by the directory names) and the books in ``_msgboard.json``. Each
 run decodes only what changed since the dataset's last snapshot
 (``changes.py``: new and changed waiting messages, history of the messages
@@ -69,7 +69,7 @@ def load(spark: SparkSession, path: str) -> DataFrame:
 
     from pyspark_msgboard import snapshot
 
-    fields = [*snapshot.SCHEMA.fields, StructField("day", DateType())]
+    fields = [*snapshot.spark_schema().fields, StructField("day", DateType())]
     return spark.read.schema(StructType(fields)).parquet(path)
 
 
@@ -334,11 +334,11 @@ def _write_tasks(spark: SparkSession | None, snap: str, new: str, opts: dict[str
     (``writer.py``): no row goes through the JVM. The data source's
     options say the partitions (``ranges``, ``rowsPerPartition``,
     ``numPartitions``), the batch size and the decoder."""
-    from pyspark_msgboard import snapshot, source, writer
+    from pyspark_msgboard import writer
+    from pyspark_msgboard.options import ReadOptions
 
-    reader: Any = source.MsgboardDataSource({**opts, "path": snap}).reader(snapshot.SCHEMA)
-    plan = [p.ranges for p in reader.partitions()]
-    writer.write(spark, snap, new, plan, reader.batch_rows, reader.decoder)
+    read = ReadOptions.parse({**opts, "path": snap})
+    writer.write(spark, snap, new, read.partitions(), read.batch_rows, read.decoder)
 
 
 def _write_dataframe(spark: SparkSession, snap: str, new: str, opts: dict[str, str]) -> None:
