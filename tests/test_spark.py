@@ -177,7 +177,7 @@ def spark_row(r: Any) -> Row:
         _us(r["posted_at"]),
         _us(r["processed_at"]),
         r["delivery_count"],
-        (r["exit"], r["exit_reason"], r["exit_queue"]),
+        (r["exit"], r["exit_reason"], r["exit_queue"], r["exit_selector"], r["exit_seq"]),
     )
 
 
@@ -198,8 +198,16 @@ def engine_row(m: Message) -> Row:
         m.posted_at,
         m.processed_at or None,
         m.delivery_count,
-        (m.exit.kind.value, m.exit.reason or None, m.exit.queue or None) if m.exit else (None,) * 3,
+        _exit(m),
     )
+
+
+def _exit(m: Message) -> tuple[Any, ...]:
+    """How ``m`` left, as the dataset's exit columns say it."""
+    e = m.exit
+    if e is None:
+        return (None,) * 5
+    return (e.kind.value, e.reason or None, e.queue or None, e.selector or None, e.seq or None)
 
 
 def test_the_dataframe_is_what_the_engine_holds(spark: SparkSession, built: Built) -> None:
@@ -213,7 +221,7 @@ def test_the_dataframe_is_what_the_engine_holds(spark: SparkSession, built: Buil
     assert got == want
     # Every history row says how it left; a waiting one says nothing.
     assert {r[2] for r in got if r[15][0] is None} == {"unprocessed"}
-    exits = {r[15] for r in got if r[0] == "work"}
+    exits = {r[15][:3] for r in got if r[0] == "work"}
     assert exits == {
         ("dropped", "delete", None),
         ("expired", "expired", "graveyard"),

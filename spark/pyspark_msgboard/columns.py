@@ -94,6 +94,15 @@ ARROW = pa.schema(
         pa.field("exit_reason", pa.string()),
         #: The queue it went to (moved, dead-lettered, expired); null: none.
         pa.field("exit_queue", pa.string()),
+        #: The selector that took it (moved, dropped or dead-lettered by
+        #: one, or acked from a consumer's lease on one); null: none.
+        pa.field("exit_selector", pa.string()),
+        #: Moved: the seq it has in ``exit_queue`` (the row to follow it
+        #: to); null when not moved, or moved by a board before it was
+        #: recorded. A dataset's files written before these two columns
+        #: lack them: read them with the dataset's schema (``export.load``
+        #: does), and they are null there.
+        pa.field("exit_seq", pa.int64()),
     ]
 )
 _TYPES = {n: ARROW.field(n).type for n in ("headers", "tuple", "posted_at")}
@@ -272,19 +281,27 @@ EXIT_NAMES[pb.EXIT_KIND_UNSPECIFIED] = None
 
 
 def _exits(rows: list[Any]) -> dict[str, pa.Array]:
-    """The ``exit``, ``exit_reason`` and ``exit_queue`` columns: null where
-    a row has no exit (waiting, or written before exits), and a reason or
-    queue null where it is empty."""
+    """The ``exit`` columns (kind, reason, queue, selector, seq): null where
+    a row has no exit (waiting, or written before exits), and any of the
+    others null where it is empty (0 for the seq)."""
     n = len(rows)
     present = [m.HasField("exit") for m in rows]
     if not any(present):
         nulls = pa.nulls(n, pa.string())
-        return {"exit": nulls, "exit_reason": nulls, "exit_queue": nulls}
+        return {
+            "exit": nulls,
+            "exit_reason": nulls,
+            "exit_queue": nulls,
+            "exit_selector": nulls,
+            "exit_seq": pa.nulls(n, pa.int64()),
+        }
     how = [m.exit if p else None for m, p in zip(rows, present, strict=True)]
     return {
         "exit": pa.array([EXIT_NAMES.get(e.kind) if e else None for e in how], pa.string()),
         "exit_reason": pa.array([(e.reason or None) if e else None for e in how], pa.string()),
         "exit_queue": pa.array([(e.queue or None) if e else None for e in how], pa.string()),
+        "exit_selector": pa.array([(e.selector or None) if e else None for e in how], pa.string()),
+        "exit_seq": pa.array([(e.seq or None) if e else None for e in how], pa.int64()),
     }
 
 

@@ -73,6 +73,17 @@ def load(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.schema(StructType(fields)).parquet(path)
 
 
+def schema() -> Any:
+    """The dataset's columns as a pyarrow schema (the partitions' ``queue``,
+    ``section`` and ``day`` among them), for ``pyarrow.dataset``: files
+    written before a column was added read it as null."""
+    import pyarrow as pa
+
+    from pyspark_msgboard import snapshot
+
+    return snapshot.ARROW.append(pa.field("day", pa.date32()))
+
+
 class Progress:
     """A progress bar on the terminal for the Spark jobs of one job group:
     tasks done out of tasks known, polled from the status tracker. Silent
@@ -431,13 +442,9 @@ def _write_empty(new: str) -> None:
     no partition is made up. A dataset with rows has no such file (its
     partitions say the columns; a file beside them would confuse Spark's
     partition discovery)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pyspark_msgboard import snapshot
-
-    schema = snapshot.ARROW.append(pa.field("day", pa.date32()))
-    pq.write_table(schema.empty_table(), os.path.join(new, EMPTY))
+    pq.write_table(schema().empty_table(), os.path.join(new, EMPTY))
 
 
 def _count(books: dataset.Books, key: str) -> int:
