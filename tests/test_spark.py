@@ -401,8 +401,11 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
     for name in r.frames:
         assert (out / f"{name}.csv").exists() and (out / "parquet" / name).is_dir()
         if name != "dead_letters":
-            assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-            assert f'src="{name}.png"' in page
+            import xml.etree.ElementTree as ET
+
+            svg = ET.parse(out / f"{name}.svg").getroot()  # well-formed, drawn
+            assert svg.tag == "{http://www.w3.org/2000/svg}svg" and len(svg) > 5
+            assert f'src="{name}.svg"' in page
     assert "approximate" in page
     taken = json.loads((Path(built.snap) / "snapshot.json").read_text())["taken_at"]
     assert f"snapshot taken {taken.replace('T', ' ').split('.')[0].removesuffix('Z')} UTC" in page
