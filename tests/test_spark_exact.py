@@ -266,4 +266,3 @@ def test_a_message_is_followed_across_a_move(client: Any, tmp_path: Path) -> Non
             assert dst["tuple"] == src["tuple"] and dst["section"] == "unprocessed"
         waiting = [r for r in t if r["exit"] is None]
         assert all(r["exit_seq"] is None and r["exit_selector"] is None for r in waiting)
-
