@@ -118,6 +118,7 @@ def main(
     build: Callable[[Path, int], None],
     day: Callable[[Board, int, float], None],
     parse: Callable[[str], int],
+    by_spark: bool = True,
 ) -> None:
     """The nights on a board ``build`` makes; ``day`` changes a share of it;
     ``parse`` is the floor's loop (bench/spark.py gives all three)."""
@@ -157,8 +158,10 @@ def main(
         night("1: first export", root / "snap1")
         # The same night by Spark, into a dataset of its own: what the
         # threshold (--local-rows) weighs.
-        by_spark = run([*export, "--local-rows", "0", str(root / "snap1"), str(root / "spark")])
-        print(f"night 1 by Spark (--local-rows 0): {by_spark}", file=sys.stderr)
+        spark = {}
+        if by_spark:
+            spark = run([*export, "--local-rows", "0", str(root / "snap1"), str(root / "spark")])
+            print(f"night 1 by Spark (--local-rows 0): {spark}", file=sys.stderr)
         with Board(root / "board", sync=False) as b:
             day(b, n, 0.01)
             b.snapshot(root / "snap2")
@@ -187,10 +190,11 @@ def main(
             f"{f['python_mib']:>7.0f} {f['python_anon_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
         )
     one, small, idle = nights
-    print(
-        f"night 1's export by Spark (--local-rows 0), same snapshot: {by_spark['wall_s']:.1f} s, "
-        f"CPU {by_spark['cpu_s']:.1f} s, JVM {by_spark['jvm_mib']:.0f} MiB"
-    )
+    if spark:
+        print(
+            f"night 1's export by Spark (--local-rows 0), same snapshot: {spark['wall_s']:.1f} s, "
+            f"CPU {spark['cpu_s']:.1f} s, JVM {spark['jvm_mib']:.0f} MiB"
+        )
     for what, key in (
         ("whole nightly (export + report), wall", "whole_s"),
         ("export alone, wall", "wall_s"),
