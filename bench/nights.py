@@ -13,6 +13,11 @@ its own JVM start, as cron's does):
 Each night is then reported (``msgboard report DATASET WWW/NIGHT``, a
 process of its own): the whole nightly is the two, the snapshot apart.
 
+Then the same three snapshots again, each through ``msgboard nightly
+SNAPSHOTS DATASET REPORTS`` (one process for export and report, as cron
+runs it; SNAPSHOTS holds today's snapshot already, a link to the night's,
+so that no board is asked), into a dataset and reports of their own.
+
 Per night: wall time of the export, of the report and of both, rows
 decoded (the books' run line), whether Spark ran, and the peak resident
 memory of the export's Python process (all of it, and its own memory
@@ -111,6 +116,22 @@ def run(cmd: list[str]) -> dict[str, float]:
     }
 
 
+def one_process(root: Path, export: list[str], night: int) -> dict[str, float]:
+    """Night ``night`` (snapshot ``root/snapN``) through ``msgboard
+    nightly`` into ``root/nightly``: its snapshot directory holds today's
+    snapshot already (a link to the night's), so no board is asked for
+    one. ``export``: the export's options (master, Spark log)."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    snaps = root / f"nightly-snaps-{night}"
+    snaps.mkdir()
+    (snaps / day).symlink_to(root / f"snap{night}")
+    opts = [a for a in export if a != "export"]
+    cmd = [MSGBOARD, "nightly", *opts, str(snaps), str(root / "nightly"), str(root / "nightly-www")]
+    fig = run(cmd)
+    print(f"nightly {night}: {fig}", file=sys.stderr)
+    return fig
+
+
 def main(
     n: int,
     master: str,
@@ -169,6 +190,7 @@ def main(
         with Board(root / "board", sync=False) as b:
             b.snapshot(root / "snap3")
         night("idle: new snapshot, no change", root / "snap3")
+        whole = [one_process(root, export[1:], n) for n in (1, 2, 3)]
         size = (root / "snap1" / "data.mdb").stat().st_size
     print(
         f"\nmsgboard nightly, {n:,} messages (4 queues, half in history), {master}, "
@@ -205,8 +227,15 @@ def main(
         print(f"1% night / night 1, {what}: {ratio:.3f}")
     idle_wall, idle_cpu = float(idle["whole_s"]), float(idle["whole_cpu_s"])  # type: ignore[arg-type]
     print(f"idle night, whole: {idle_wall:.1f} s wall, {idle_cpu:.1f} s CPU")
+    print("\nthe same snapshots through `msgboard nightly` (export and report in one process):")
+    for label, f in zip(("1: first export", "2: after 1% changed", "idle"), whole, strict=True):
+        print(f"{label:32} {f['wall_s']:>7.1f} s wall {f['cpu_s']:>7.1f} s CPU")
+    for what, key in (("wall", "wall_s"), ("CPU", "cpu_s")):
+        print(f"1% night / night 1, msgboard nightly, {what}: {whole[1][key] / whole[0][key]:.3f}")
     print(f"whole run: {time.perf_counter() - started:.0f} s")
     os.makedirs(results, exist_ok=True)
     path = Path(results) / f"nights-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    path.write_text(json.dumps({"messages": n, "floor_rows_per_s": rate, "nights": nights}))
+    path.write_text(
+        json.dumps({"messages": n, "floor_rows_per_s": rate, "nights": nights, "nightly": whole})
+    )
     print(f"results: {path}")
