@@ -115,10 +115,11 @@ class Overflow:
         it (processed) and goes where a post's overflow would, but with no
         poster to refuse, reject dead-letters it (``takes`` said it can).
         Its history record says where it went: moved by an overflow
-        selector, dead-lettered or dropped, reason ``overflow``."""
-        went = self.route(b, info, msg, dead=True)
-        if went is Disposition.OVERFLOWED:
-            how = Exit(ExitKind.MOVED, "overflow")
+        selector (to its queue, at the seq it got there), dead-lettered or
+        dropped, reason ``overflow``."""
+        went, moved = self._routed(b, info, msg, dead=True)
+        if moved is not None:
+            how = moved
         elif went is Disposition.DEAD_LETTERED:
             how = Exit(ExitKind.DEAD_LETTERED, "overflow", info.spec.dead_letter)
         else:
@@ -132,6 +133,13 @@ class Overflow:
         the overflow policy: dead-letter, or drop (drop-new, or reject when
         every overflow selector's queue is full too; with ``dead``, reject
         dead-letters too). Says what became of it."""
+        return self._routed(b, info, msg, dead=dead)[0]
+
+    def _routed(
+        self, b: Batch, info: QueueInfo, msg: Message, *, dead: bool = False
+    ) -> tuple[Disposition, Exit | None]:
+        """``route``, and for a message an overflow selector moved, its exit
+        (the selector, the queue and the seq it got there)."""
         q = info.spec.name
         b.count(q, overflowed=1)
         sels = [
@@ -145,18 +153,19 @@ class Overflow:
             spec = s.spec
             if spec.op is Op.DELETE:
                 self._table.to_back(b, s)
-                return Disposition.DROPPED
+                return Disposition.DROPPED, None
             if s.quota > 0 and room(b, spec.destination) > 0:
                 b.set(s, "quota", s.quota - 1)
                 self._table.to_back(b, s)
                 b.after(partial(self._table.bump, s.id))
-                self._append(b, spec.destination, fresh(msg), 1)
-                return Disposition.OVERFLOWED
+                at = self._append(b, spec.destination, fresh(msg), 1)
+                how = Exit(ExitKind.MOVED, "overflow", spec.destination, s.id, at)
+                return Disposition.OVERFLOWED, how
         policy = info.spec.overflow
         if (
             policy is not OverflowPolicy.DROP_NEW
             and (dead or policy is OverflowPolicy.DEAD_LETTER)
             and self.dead_letter(b, info, msg, "overflow", 0)
         ):
-            return Disposition.DEAD_LETTERED
-        return Disposition.DROPPED
+            return Disposition.DEAD_LETTERED, None
+        return Disposition.DROPPED, None
