@@ -31,7 +31,7 @@ from msgboard.cli import clusterstatus, definitions, moving
 from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, OverflowPolicy
 
 DEFAULT_SERVER = "127.0.0.1:7878"
 
@@ -222,9 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--overflow",
-        choices=["reject", "drop-new", "dead-letter"],
+        choices=[p.value for p in OverflowPolicy],
         default="reject",
-        help="what a post to a full queue does: refused, dropped, or dead-lettered",
+        help="what a post to a full queue does: refused, dropped, dead-lettered, or "
+        "stored with the oldest waiting message dropped (drop-head)",
     )
     p.add_argument(
         "--max-history",

@@ -96,7 +96,7 @@ class Network:
         self._traffic = writer.traffic
         self.table = Table()
         self.holds = Holds()
-        self.overflow = Overflow(self.table, events, self.process, self.append)
+        self.overflow = Overflow(self.table, events, self.process, self.append, self.holds.held)
         self.pulls = Pulling(writer, self.table, self.holds, self.overflow, self.take, self.copy)
         self.holders = Holders(
             writer, self.holds, self.pulls, self.overflow, self.process, self.finish, self.requeue
@@ -455,19 +455,21 @@ class Network:
         """Moves a scheduled message now due to the waiting ones, under its
         seq, and routes it as if it had just arrived: into a full queue its
         overflow (``Overflow.released``; False, left scheduled, when reject
-        has nowhere to put it); else the selectors that could take it and
-        have gone past its seq are rewound to it (a COPY still replaying
-        that has gone past it owes it: ``Selector.owed``)."""
+        has nowhere to put it; drop-head makes room, ``makes_room``); else
+        the selectors that could take it and have gone past its seq are
+        rewound to it (a COPY still replaying that has gone past it owes
+        it: ``Selector.owed``)."""
         q = info.spec.name
         limit = info.spec.max_unprocessed
         if limit and txn.counts(q).unprocessed >= limit:
             due = txn.fetch(q, seq)
             if due is not None and not self.overflow.takes(b, info, due):
                 return False
-            m = txn.release(q, seq, at)
-            if m is not None:
-                self.overflow.released(b, txn, info, m)
-            return True
+            if due is None or not self.overflow.makes_room(b, txn, info, due):
+                m = txn.release(q, seq, at)
+                if m is not None:
+                    self.overflow.released(b, txn, info, m)
+                return True
         m = txn.release(q, seq, at)
         if m is None:
             return True

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -78,6 +79,7 @@ from msgboard.console import Console
 from msgboard.engine import Board, Limits
 from msgboard.errors import NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.security import Security
 from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
@@ -160,6 +162,9 @@ class Node:
         self.watch: PrimaryWatch | None = None
         self.membership: Membership | None = None
         self._last = Position("", "", 0, 0)
+        #: Its data directory's ``board-id`` (read when it starts): what
+        #: the in-sync set records beside its name.
+        self.directory_id = ""
         #: Set when the term ends: stops the switchover watch.
         self._handing = threading.Event()
         #: The term ended by a switchover its successor had all of.
@@ -237,6 +242,7 @@ class Node:
                 p = Position(self.name, self.address, index, epoch, self.replica is None)
             else:
                 p = Position(self.name, self.address, self._last.index, self._last.epoch, True)
+            p = dataclasses.replace(p, board_id=self.directory_id)
         except StoreError:
             return self._last  # closed while we looked: the last one said
         self._last = p
@@ -507,6 +513,7 @@ class Node:
     async def run(self) -> None:
         c = self.config
         self.store = self._open_standby()
+        self.directory_id = stable_id(c.data)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -195,6 +195,10 @@ class _OverflowPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Overfl
     """The message goes to the queue's dead-letter queue (`dead_letter`, which
     the spec must name).
     """
+    OVERFLOW_POLICY_DROP_HEAD: _OverflowPolicy.ValueType  # 4
+    """Stored; the oldest waiting message not held is dropped (exit `dropped`,
+    reason `overflow`), or the post if all are held (docs/concepts.md).
+    """
 
 class OverflowPolicy(_OverflowPolicy, metaclass=_OverflowPolicyEnumTypeWrapper):
     """---------------------------------------------------------------- queues
@@ -211,6 +215,10 @@ OVERFLOW_POLICY_DROP_NEW: OverflowPolicy.ValueType  # 2
 OVERFLOW_POLICY_DEAD_LETTER: OverflowPolicy.ValueType  # 3
 """The message goes to the queue's dead-letter queue (`dead_letter`, which
 the spec must name).
+"""
+OVERFLOW_POLICY_DROP_HEAD: OverflowPolicy.ValueType  # 4
+"""Stored; the oldest waiting message not held is dropped (exit `dropped`,
+reason `overflow`), or the post if all are held (docs/concepts.md).
 """
 Global___OverflowPolicy: _TypeAlias = OverflowPolicy  # noqa: Y015
 
@@ -258,7 +266,9 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     DISPOSITION_UNSPECIFIED: _Disposition.ValueType  # 0
     """never sent"""
     DISPOSITION_STORED: _Disposition.ValueType  # 1
-    """Stored on the queue under its seq, then routed as usual."""
+    """Stored on the queue under its seq, then routed as usual (into a full
+    drop-head queue too: the oldest waiting message made room).
+    """
     DISPOSITION_OVERFLOWED: _Disposition.ValueType  # 2
     """The queue was full: an overflow selector moved it to its destination."""
     DISPOSITION_DEAD_LETTERED: _Disposition.ValueType  # 3
@@ -267,7 +277,8 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     """
     DISPOSITION_DROPPED: _Disposition.ValueType  # 4
     """The queue was full: discarded (the drop-new policy, an overflow DELETE
-    selector, or every queue it could go to full as well). Like OVERFLOWED
+    selector, drop-head with no waiting message to drop, or every queue it
+    could go to full as well). Like OVERFLOWED
     and DEAD_LETTERED, counted in QueueStats.overflowed.
     """
     DISPOSITION_DUPLICATE: _Disposition.ValueType  # 5
@@ -285,7 +296,9 @@ class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
 DISPOSITION_UNSPECIFIED: Disposition.ValueType  # 0
 """never sent"""
 DISPOSITION_STORED: Disposition.ValueType  # 1
-"""Stored on the queue under its seq, then routed as usual."""
+"""Stored on the queue under its seq, then routed as usual (into a full
+drop-head queue too: the oldest waiting message made room).
+"""
 DISPOSITION_OVERFLOWED: Disposition.ValueType  # 2
 """The queue was full: an overflow selector moved it to its destination."""
 DISPOSITION_DEAD_LETTERED: Disposition.ValueType  # 3
@@ -294,7 +307,8 @@ dead-letter overflow policy).
 """
 DISPOSITION_DROPPED: Disposition.ValueType  # 4
 """The queue was full: discarded (the drop-new policy, an overflow DELETE
-selector, or every queue it could go to full as well). Like OVERFLOWED
+selector, drop-head with no waiting message to drop, or every queue it
+could go to full as well). Like OVERFLOWED
 and DEAD_LETTERED, counted in QueueStats.overflowed.
 """
 DISPOSITION_DUPLICATE: Disposition.ValueType  # 5
@@ -1834,8 +1848,9 @@ class QueueStats(_message.Message):
     overflowed: _builtins.int
     """Messages posted while the queue was full (max_unprocessed), since the
     server started, whatever became of them: moved by an overflow selector,
-    dead-lettered (also counted in dead_lettered), dropped, or refused with
-    the whole post under the reject policy (every message of that post).
+    dead-lettered (also counted in dead_lettered), dropped, stored in place
+    of the oldest waiting message (drop-head), or refused with the whole
+    post under the reject policy (every message of that post).
     """
     ready: _builtins.int
     """Waiting messages visible to takers: unprocessed less outstanding."""
