@@ -82,6 +82,15 @@ def _version() -> str:
         return "unknown"
 
 
+class _Version(argparse.Action):
+    """``--version``, looked up when asked (reading the package metadata
+    costs about 50 ms, which every other command would pay)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"msgboard {_version()}")
+        parser.exit()
+
+
 def _subparsers(p: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """Every command's parser under ``p``, at every depth."""
     for action in p._actions:
@@ -161,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"msgboard {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run a board")

@@ -151,7 +151,8 @@ def envelope(m: Message) -> list[tuple[str, str]]:
     if m.exit is not None:
         how = m.exit
         parts = [how.kind.value]
-        parts += [f"{k} {v}" for k, v in (("reason", how.reason), ("to", how.queue)) if v]
+        to = f"{how.queue} #{how.seq}" if how.seq else how.queue
+        parts += [f"{k} {v}" for k, v in (("reason", how.reason), ("to", to)) if v]
         if how.selector:
             parts.append(f"by {how.selector}")
         rows.append(("left", ", ".join(parts)))

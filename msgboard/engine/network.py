@@ -276,7 +276,8 @@ class Network:
                 self.process(b, txn, info, msg, Exit(ExitKind.DEAD_LETTERED, why, dlq, s.id))
                 self.overflow.dead_letter(b, info, msg, why, hops)
                 return
-            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", msg.reply_to, s.id))
+            at = self.landing(b, msg.reply_to)
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "bounce", msg.reply_to, s.id, at))
             headers = {**msg.headers, "x-bounced-from": msg.address}
             out = Message(
                 tuple=msg.tuple,
@@ -290,9 +291,11 @@ class Network:
             )
             self.append(b, msg.reply_to, out, hops + 1)
         else:
-            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", spec.destination, s.id))
+            out, to = self._out(s, msg, hops), spec.destination
+            at = self.landing(b, to, out.key)
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "selector", to, s.id, at))
             b.set(s, "quota", s.quota - 1)
-            self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
+            self.append(b, to, out, self._next(s, hops))
 
     def copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
         """``s`` copies ``msg``; False if it could not (no credit or room):
@@ -420,6 +423,21 @@ class Network:
         b.count(name, posted=1)
         self.arrive(b, txn, info, stored, hops)
         return stored.seq
+
+    def landing(self, b: Batch, name: str, key: str = "") -> int:
+        """The seq ``append`` gives a message with ``key`` in queue ``name``
+        if it is the next one there (the holder's for a key the queue
+        holds; 0 if the queue is gone): a move records it in the source's
+        history record, written before the message lands."""
+        found = b.lookup(name)
+        if found is None:
+            return 0
+        txn = found[0]
+        if key:
+            seq = txn.keyed(name, key, b.now)
+            if seq:
+                return seq
+        return txn.counts(name).next_seq
 
     def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, how: Exit) -> Message:
         """Processes a waiting message into history (a Take, an ack, a

@@ -172,10 +172,11 @@ class Overflow:
         it (processed) and goes where a post's overflow would, but with no
         poster to refuse, reject dead-letters it (``takes`` said it can).
         Its history record says where it went: moved by an overflow
-        selector, dead-lettered or dropped, reason ``overflow``."""
-        went = self.route(b, txn, info, msg, dead=True)
-        if went is Disposition.OVERFLOWED:
-            how = Exit(ExitKind.MOVED, "overflow")
+        selector (to its queue, at the seq it got there), dead-lettered or
+        dropped, reason ``overflow``."""
+        went, moved = self._routed(b, txn, info, msg, dead=True)
+        if moved is not None:
+            how = moved
         elif went is Disposition.DEAD_LETTERED:
             how = Exit(ExitKind.DEAD_LETTERED, "overflow", info.spec.dead_letter)
         else:
@@ -194,6 +195,13 @@ class Overflow:
         asked first) drops the oldest waiting message and answers STORED:
         the post is to be stored, or drops the post if every waiting
         message is held. Says what became of it."""
+        return self._routed(b, txn, info, msg, dead=dead)[0]
+
+    def _routed(
+        self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, *, dead: bool = False
+    ) -> tuple[Disposition, Exit | None]:
+        """``route``, and for a message an overflow selector moved, its exit
+        (the selector, the queue and the seq it got there)."""
         q = info.spec.name
         b.count(q, overflowed=1)
         sels = [
@@ -207,22 +215,23 @@ class Overflow:
             spec = s.spec
             if spec.op is Op.DELETE:
                 self._table.to_back(b, s)
-                return Disposition.DROPPED
+                return Disposition.DROPPED, None
             if s.quota > 0 and room(b, spec.destination) > 0:
                 b.set(s, "quota", s.quota - 1)
                 self._table.to_back(b, s)
                 b.after(partial(self._table.bump, s.id))
-                self._append(b, spec.destination, fresh(msg), 1)
-                return Disposition.OVERFLOWED
+                at = self._append(b, spec.destination, fresh(msg), 1)
+                how = Exit(ExitKind.MOVED, "overflow", spec.destination, s.id, at)
+                return Disposition.OVERFLOWED, how
         policy = info.spec.overflow
         if policy is OverflowPolicy.DROP_HEAD:
             if not dead and self._drop_head(b, txn, info):
-                return Disposition.STORED
-            return Disposition.DROPPED
+                return Disposition.STORED, None
+            return Disposition.DROPPED, None
         if (
             policy is not OverflowPolicy.DROP_NEW
             and (dead or policy is OverflowPolicy.DEAD_LETTER)
             and self.dead_letter(b, info, msg, "overflow", 0)
         ):
-            return Disposition.DEAD_LETTERED
-        return Disposition.DROPPED
+            return Disposition.DEAD_LETTERED, None
+        return Disposition.DROPPED, None

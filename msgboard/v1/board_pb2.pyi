@@ -98,7 +98,13 @@ class _ExitKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExitKind.Val
     EXIT_KIND_ACKED: _ExitKind.ValueType  # 2
     """Acked by a consumer, or a leased Take's lease acked."""
     EXIT_KIND_MOVED: _ExitKind.ValueType  # 3
-    """A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+    """Put on another queue (Exit.queue, at Exit.seq): Exit.reason says by
+    what, "selector" (a MOVE selector, Exit.selector), "bounce" (a BOUNCE
+    selector, to its reply_to), "admin" (MoveMessages) or "overflow" (an
+    overflow selector, for a scheduled message released into its full
+    queue). Boards before these reasons recorded "" for a selector and
+    "moved" for MoveMessages.
+    """
     EXIT_KIND_DEAD_LETTERED: _ExitKind.ValueType  # 4
     """Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
     max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
@@ -125,7 +131,13 @@ EXIT_KIND_TAKEN: ExitKind.ValueType  # 1
 EXIT_KIND_ACKED: ExitKind.ValueType  # 2
 """Acked by a consumer, or a leased Take's lease acked."""
 EXIT_KIND_MOVED: ExitKind.ValueType  # 3
-"""A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+"""Put on another queue (Exit.queue, at Exit.seq): Exit.reason says by
+what, "selector" (a MOVE selector, Exit.selector), "bounce" (a BOUNCE
+selector, to its reply_to), "admin" (MoveMessages) or "overflow" (an
+overflow selector, for a scheduled message released into its full
+queue). Boards before these reasons recorded "" for a selector and
+"moved" for MoveMessages.
+"""
 EXIT_KIND_DEAD_LETTERED: ExitKind.ValueType  # 4
 """Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
 max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
@@ -695,6 +707,7 @@ class Exit(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     QUEUE_FIELD_NUMBER: _builtins.int
     SELECTOR_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
     kind: Global___ExitKind.ValueType
     reason: _builtins.str
     """Why, in the words of x-dead-letter-reason and Stats; empty for a take or ack."""
@@ -702,6 +715,11 @@ class Exit(_message.Message):
     """Where it went (moved, dead-lettered, expired); empty: nowhere."""
     selector: _builtins.str
     """The id of the selector that took it, if one did; empty otherwise."""
+    seq: _builtins.int
+    """Moved (by a selector or MoveMessages): the seq it has in `queue`, so
+    that it can be followed there; 0 when not moved, or recorded by a
+    board before this field.
+    """
     def __init__(
         self,
         *,
@@ -709,10 +727,11 @@ class Exit(_message.Message):
         reason: _builtins.str = ...,
         queue: _builtins.str = ...,
         selector: _builtins.str = ...,
+        seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "queue", b"queue", "reason", b"reason", "selector", b"selector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "queue", b"queue", "reason", b"reason", "selector", b"selector", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
