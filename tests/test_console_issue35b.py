@@ -11,6 +11,7 @@ import re
 import time
 from typing import Any
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from msgboard.client import Client
@@ -179,12 +180,25 @@ def test_a_bulk_action_over_thousands_shows_progress_then_the_list_as_it_is(
         assert c.get_queue("jobs").unprocessed == 1300 + 4500
         # Deleting the 1,500 left goes the same way, to the end.
         browser.find_element(By.ID, "delete-sure").click()
+        shown = browser.find_element(By.ID, "done")
         click(browser, "#delete-matching")
+        # The last action's outcome goes with its page (read before that, it
+        # would end the watch at once).
+        wait_for(browser, lambda d: _gone(shown), message="the last outcome replaced")
         seen = _watch_bulk(browser)
         assert all(total == 1500 and d % 500 == 0 and d < 1500 for d, total in seen), seen
         assert browser.find_element(By.ID, "done").text == "Deleted 1,500 messages."
         assert not browser.find_elements(By.ID, "error")
         assert c.get_queue("jobs.dlq").unprocessed == 0
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element`` has left the page (a new page replaced it)."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    return False
 
 
 def _letters(driver: Any) -> list[Any]:
