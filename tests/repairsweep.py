@@ -38,6 +38,8 @@ SECTIONS = ("unprocessed", "history", "scheduled")
 #: Which ``lost:`` class a section's records are counted in.
 CLASS = {"unprocessed": "waiting", "scheduled": "waiting", "history": "history"}
 Records = dict[tuple[str, bytes], bytes]
+#: The end of the violation of a record whole in the damaged file, not kept.
+_UNKEPT = ": whole in the file, not kept"
 DAMAGED = "$damaged"
 
 
@@ -193,7 +195,7 @@ def judge(clean: Records, names: dict[int, str], r: Repaired) -> list[str]:
         if got is None:
             missing.setdefault(where, []).append(seq)
             if value in r.damaged:
-                v.append(f"queue {where[0]!r} {section} seq {seq}: whole in the file, not kept")
+                v.append(f"queue {where[0]!r} {section} seq {seq}{_UNKEPT}")
         else:
             changed.setdefault(where, []).append(seq)
     for (name, seq), (section, _value) in after_by.items():
@@ -232,8 +234,11 @@ def summary(results: list[tuple[str, Repaired, list[str]]]) -> list[str]:
     crashes = sum(1 for _, _, v in results if any("crash" in x or "died" in x for x in v))
     silent = sum(1 for _, _, v in results if any("silent" in x for x in v))
     broken = sum(1 for _, _, v in results if v)
+    unkept = [sum(1 for x in v if x.endswith(_UNKEPT)) for _, _, v in results]
     return [
         f"{n} repairs: {whole} whole (exit 0), {n - whole - refused} with named losses "
         f"(exit 1), {refused} refused",
         f"{crashes} crashes, {silent} with a silent loss or rollback, {broken} with any violation",
+        f"{sum(1 for u in unkept if u)} with records whole in the file not kept "
+        f"({sum(unkept)} records)",
     ]

@@ -13,6 +13,21 @@ and its key says its queue and seq. Three kinds of page hold records:
 - a free page (ranked by the commit that freed it): an older version of
   a page, not yet reused.
 
+A damaged page (and any page no tree reaches) is also read for record
+values by their checksums wherever they lie among its nodes
+(``_sealed``): a node whose sizes, flags or key size are damaged hides
+its record from the node-by-node read, though its key and value are
+whole. A value there is the format byte, a checksum, and protobuf fields
+ending where another node starts (LMDB's nodes tile a leaf, 2-byte
+aligned); it is tried under the 12 bytes before it (its node's key) and,
+on a damaged page of the current commit where those are damaged too,
+once every page is read, under the keys the page may hold that no other
+current page holds (``_guess``: its parent's key range, nearest the
+page's own records first, at most ``GUESSES``). The checksum covers the
+key, so it proves the key; a value is kept only if it holds and the
+payload decodes (``Harvest.recovered`` says which). Not done: a damaged
+node of an overflow record (its value on another page).
+
 Which version of a record wins: a current or orphan page's over a free
 page's; then the later one by what the record itself proves (taken into
 history over waiting, a higher delivery count); then the page freed by the
