@@ -331,8 +331,11 @@ def _sealed(
     is added to ``found`` and ``records``; the values no key proved yet are
     returned, with the payload lengths they may have."""
     psize = len(page)
+    # Where a node may start: a node of a record's shape, a record read, a
+    # value's place (its node's header and key damaged too), the page's end
     ends = {psize} | {n.start for n in _nodes_anywhere(page, lo)}
     ends |= {n.start for n in records}
+    ends |= {v - NODE_HEADER - KEY.size for v in _starts(page, lo, psize)}
     left = []
     for a, b in _gaps(records, lo, psize):
         for v in _starts(page, a + NODE_HEADER + KEY.size, b - record.HEADER):
