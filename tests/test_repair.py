@@ -293,10 +293,13 @@ def copy(board: Path, tmp_path: Path) -> Path:
     return sweep.copy(board, tmp_path / "b")
 
 
-def damage_node(path: Path, pgno: int, first: int, last: int) -> tuple[bytes, bytes]:
+def damage_node(
+    path: Path, pgno: int, first: int, last: int, every: bool = False
+) -> tuple[bytes, bytes]:
     """Inverts bytes ``first`` to ``last`` (exclusive) of the middle node of
     leaf ``pgno`` (0-8: its header, 8-20: its 12-byte key, 20 on: its
-    value); the node's key and value as they were."""
+    value), or of ``every`` node; the middle node's key and value as they
+    were."""
     size = sweep.psize(path)
     with open(path / "data.mdb", "r+b") as f:
         f.seek(pgno * size)
@@ -308,7 +311,8 @@ def damage_node(path: Path, pgno: int, first: int, last: int) -> tuple[bytes, by
         o = offsets[len(offsets) // 2]
         length = int.from_bytes(page[o : o + 2], sys.byteorder)
         key, value = bytes(page[o + 8 : o + 20]), bytes(page[o + 20 : o + 20 + length])
-        page[o + first : o + last] = bytes(b ^ 0xFF for b in page[o + first : o + last])
+        for at in offsets if every else [o]:
+            page[at + first : at + last] = bytes(b ^ 0xFF for b in page[at + first : at + last])
         f.seek(pgno * size)
         f.write(page)
     return key, value
@@ -340,6 +344,18 @@ def test_a_record_under_a_damaged_node_header_is_found_by_its_checksum(
     seq = int.from_bytes(key[4:], "big")
     said = [line for line in r.lines if line.startswith("recovered: ")]
     assert any(f"seqs {seq})" in line for line in said), r.lines
+
+
+def test_every_record_of_a_leaf_whose_every_node_header_and_key_is_damaged_is_kept(
+    copy: Path, pages: dict[int, str], clean: Clean
+) -> None:
+    # Given every node of a leaf with its header and key damaged (no node
+    # start is left to read: each value ends where the next one's node starts)
+    damage_node(copy, sweep.first(pages, "unprocessed leaf"), 0, 20, every=True)
+    # When it is repaired, I expect every record kept, byte for byte: clean
+    r = repair_judged(copy, clean)
+    assert r.after == clean[0], r.lines[-12:]
+    assert r.rc == 0 and r.lines[-1] == "clean", r.lines
 
 
 def test_a_record_whose_value_is_damaged_too_is_named_lost_not_guessed(
