@@ -32,6 +32,9 @@ from pathlib import Path
 import lmdb
 
 from msgboard.lmdbstore import sidecar
+from msgboard.lmdbstore.layout import KEY
+from msgboard.lmdbstore.pages import NODE_HEADER
+from tests import sweep
 from tests.sweep import ROOT
 
 SECTIONS = ("unprocessed", "history", "scheduled")
@@ -224,6 +227,31 @@ def judge(clean: Records, names: dict[int, str], r: Repaired) -> list[str]:
     if (missing or changed) and said_clean:
         v.append("repair says clean, yet records are missing or older")
     return v
+
+
+def hiding_flips(board: Path, pages: dict[int, str], kind: str, seed: int, tmp: Path) -> list[int]:
+    """The leaves of ``kind`` whose seeded flip (``sweep.flip``) ends in a
+    node's header or key, its value whole: the flips that hide a whole
+    record from a node-by-node read (found on a copy at ``tmp``)."""
+    probe = sweep.copy(board, tmp)
+    size = sweep.psize(board)
+    out = []
+    for pgno in sorted(p for p, k in pages.items() if k == kind):
+        with open(probe / "data.mdb", "rb") as f:
+            f.seek(pgno * size)
+            before = f.read(size)
+        sweep.flip(probe, pgno, seed)
+        with open(probe / "data.mdb", "r+b") as f:
+            f.seek(pgno * size)
+            after = f.read(size)
+            f.seek(pgno * size)
+            f.write(before)
+        end = max(i for i in range(size) if before[i] != after[i]) + 1
+        lower = int.from_bytes(before[12:14], sys.byteorder)
+        starts = [int.from_bytes(before[i : i + 2], sys.byteorder) for i in range(16, lower, 2)]
+        if any(o < end <= o + NODE_HEADER + KEY.size for o in starts):
+            out.append(pgno)
+    return out
 
 
 def summary(results: list[tuple[str, Repaired, list[str]]]) -> list[str]:

@@ -441,9 +441,15 @@ def test_the_repair_sweep_sampled(
     tmp_path: Path,
 ) -> None:
     # Given a page of each kind zeroed, and two of each kind with 64 bytes
-    # flipped, each on a fresh copy (a seeded sample: about three dozen)
+    # flipped, each on a fresh copy (a seeded sample: about three dozen),
+    # and a leaf of each record tree whose flip ends in a node's header or
+    # key (the page layout varies from build to build: chosen, not sampled)
     picks = [(p, "zero") for p in sweep.pick(pages, 1, seed=42)]
     picks += [(p, "flip") for p in sweep.pick(pages, 2, seed=43) if pages[p] != "unused"]
+    for kind in ("unprocessed leaf", "history leaf"):
+        hiding = repairsweep.hiding_flips(board, pages, kind, 42, tmp_path / "probe")
+        assert hiding, f"no {kind} whose flip hides a node's header"
+        picks.append((hiding[0], "flip"))
     results = []
     for pgno, how in picks:
         copy = sweep.copy(board, tmp_path / "b")
