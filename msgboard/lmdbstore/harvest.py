@@ -505,6 +505,8 @@ def _candidates(h: Harvest, found: dict[bytes, list[Copy]], p: Hidden) -> list[b
     held = {k for k, cs in found.items() if any(c.rank >= ORPHAN for c in cs)}
     out: list[tuple[int, bytes]] = []
     for qid in sorted(qids or h.next_seq):
+        if len(out) >= 4 * GUESSES:
+            break  # a page no range bounds, on a board of many queues
         first, last = 1, h.next_seq.get(qid, 0) - 1
         around = sorted(near.get(qid, []))
         if low is not None and low[0] == qid:
