@@ -13,6 +13,11 @@ its own JVM start, as cron's does):
 Each night is then reported (``msgboard report DATASET WWW/NIGHT``, a
 process of its own): the whole nightly is the two, the snapshot apart.
 
+Then the same three snapshots again, each through ``msgboard nightly
+SNAPSHOTS DATASET REPORTS`` (one process for export and report, as cron
+runs it; SNAPSHOTS holds today's snapshot already, a link to the night's,
+so that no board is asked), into a dataset and reports of their own.
+
 Per night: wall time of the export, of the report and of both, rows
 decoded (the books' run line), whether Spark ran, and the peak resident
 memory of the export's Python process (all of it, and its own memory
@@ -74,7 +79,10 @@ def run(cmd: list[str]) -> dict[str, float]:
     peaks = {"python": 0, "python_anon": 0, "jvm": 0}
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As installed (pip compiles the bytecode): with PYTHONDONTWRITEBYTECODE
+    # set, each night would compile msgboard's own modules again (0.6 s).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     done = threading.Event()
 
     def sample() -> None:
@@ -108,6 +116,22 @@ def run(cmd: list[str]) -> dict[str, float]:
     }
 
 
+def one_process(root: Path, export: list[str], night: int) -> dict[str, float]:
+    """Night ``night`` (snapshot ``root/snapN``) through ``msgboard
+    nightly`` into ``root/nightly``: its snapshot directory holds today's
+    snapshot already (a link to the night's), so no board is asked for
+    one. ``export``: the export's options (master, Spark log)."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    snaps = root / f"nightly-snaps-{night}"
+    snaps.mkdir()
+    (snaps / day).symlink_to(root / f"snap{night}")
+    opts = [a for a in export if a != "export"]
+    cmd = [MSGBOARD, "nightly", *opts, str(snaps), str(root / "nightly"), str(root / "nightly-www")]
+    fig = run(cmd)
+    print(f"nightly {night}: {fig}", file=sys.stderr)
+    return fig
+
+
 def main(
     n: int,
     master: str,
@@ -115,6 +139,7 @@ def main(
     build: Callable[[Path, int], None],
     day: Callable[[Board, int, float], None],
     parse: Callable[[str], int],
+    by_spark: bool = True,
 ) -> None:
     """The nights on a board ``build`` makes; ``day`` changes a share of it;
     ``parse`` is the floor's loop (bench/spark.py gives all three)."""
@@ -154,8 +179,10 @@ def main(
         night("1: first export", root / "snap1")
         # The same night by Spark, into a dataset of its own: what the
         # threshold (--local-rows) weighs.
-        by_spark = run([*export, "--local-rows", "0", str(root / "snap1"), str(root / "spark")])
-        print(f"night 1 by Spark (--local-rows 0): {by_spark}", file=sys.stderr)
+        spark = {}
+        if by_spark:
+            spark = run([*export, "--local-rows", "0", str(root / "snap1"), str(root / "spark")])
+            print(f"night 1 by Spark (--local-rows 0): {spark}", file=sys.stderr)
         with Board(root / "board", sync=False) as b:
             day(b, n, 0.01)
             b.snapshot(root / "snap2")
@@ -163,6 +190,7 @@ def main(
         with Board(root / "board", sync=False) as b:
             b.snapshot(root / "snap3")
         night("idle: new snapshot, no change", root / "snap3")
+        whole = [one_process(root, export[1:], n) for n in (1, 2, 3)]
         size = (root / "snap1" / "data.mdb").stat().st_size
     print(
         f"\nmsgboard nightly, {n:,} messages (4 queues, half in history), {master}, "
@@ -184,10 +212,11 @@ def main(
             f"{f['python_mib']:>7.0f} {f['python_anon_mib']:>7.0f} {f['jvm_mib']:>8.0f}"
         )
     one, small, idle = nights
-    print(
-        f"night 1's export by Spark (--local-rows 0), same snapshot: {by_spark['wall_s']:.1f} s, "
-        f"CPU {by_spark['cpu_s']:.1f} s, JVM {by_spark['jvm_mib']:.0f} MiB"
-    )
+    if spark:
+        print(
+            f"night 1's export by Spark (--local-rows 0), same snapshot: {spark['wall_s']:.1f} s, "
+            f"CPU {spark['cpu_s']:.1f} s, JVM {spark['jvm_mib']:.0f} MiB"
+        )
     for what, key in (
         ("whole nightly (export + report), wall", "whole_s"),
         ("export alone, wall", "wall_s"),
@@ -198,8 +227,15 @@ def main(
         print(f"1% night / night 1, {what}: {ratio:.3f}")
     idle_wall, idle_cpu = float(idle["whole_s"]), float(idle["whole_cpu_s"])  # type: ignore[arg-type]
     print(f"idle night, whole: {idle_wall:.1f} s wall, {idle_cpu:.1f} s CPU")
+    print("\nthe same snapshots through `msgboard nightly` (export and report in one process):")
+    for label, f in zip(("1: first export", "2: after 1% changed", "idle"), whole, strict=True):
+        print(f"{label:32} {f['wall_s']:>7.1f} s wall {f['cpu_s']:>7.1f} s CPU")
+    for what, key in (("wall", "wall_s"), ("CPU", "cpu_s")):
+        print(f"1% night / night 1, msgboard nightly, {what}: {whole[1][key] / whole[0][key]:.3f}")
     print(f"whole run: {time.perf_counter() - started:.0f} s")
     os.makedirs(results, exist_ok=True)
     path = Path(results) / f"nights-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    path.write_text(json.dumps({"messages": n, "floor_rows_per_s": rate, "nights": nights}))
+    path.write_text(
+        json.dumps({"messages": n, "floor_rows_per_s": rate, "nights": nights, "nightly": whole})
+    )
     print(f"results: {path}")

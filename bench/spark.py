@@ -338,6 +338,11 @@ def main() -> None:
         "messages (bench/nights.py)",
     )
     p.add_argument(
+        "--no-spark-night",
+        action="store_true",
+        help="with --nights: skip night 1's export again by Spark (--local-rows 0)",
+    )
+    p.add_argument(
         "--steps",
         type=int,
         default=0,
@@ -352,7 +357,9 @@ def main() -> None:
         report_scale(args.report_rows, args.master)
         return
     if args.nights:
-        nights.main(args.nights, args.master, args.out, build, day, parse)
+        nights.main(
+            args.nights, args.master, args.out, build, day, parse, by_spark=not args.no_spark_night
+        )
         return
     n = args.messages
     ways = args.ways.split(",")

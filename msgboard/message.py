@@ -61,12 +61,14 @@ class ExitKind(enum.Enum):
 class Exit:
     """How a history message left: its kind; the reason (as
     ``x-dead-letter-reason`` and Stats say it); the queue it went to
-    (moved, dead-lettered, expired; "" nowhere); the selector that took it."""
+    (moved, dead-lettered, expired; "" nowhere); the selector that took it;
+    moved, the seq it has in ``queue`` (0: not known)."""
 
     kind: ExitKind
     reason: str = ""
     queue: str = ""
     selector: str = ""
+    seq: int = 0
 
 
 #: The exits without a reason, queue or selector (the hot paths share them).

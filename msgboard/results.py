@@ -152,6 +152,10 @@ class ConsumerView:
     delivered: int
     #: When it attached, µs since the epoch.
     since: int
+    #: When the oldest delivery it has not acked was handed out, µs since
+    #: the epoch; 0: none outstanding. Not on the wire (ListConsumers):
+    #: the console reads it in-process.
+    oldest: int = 0
 
 
 @dataclass(frozen=True, slots=True)

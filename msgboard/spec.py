@@ -58,6 +58,7 @@ class OverflowPolicy(enum.Enum):
     REJECT = "reject"  # the poster gets RESOURCE_EXHAUSTED
     DROP_NEW = "drop-new"  # accepted, answered with seq 0, not stored
     DEAD_LETTER = "dead-letter"  # to the queue's dead-letter queue
+    DROP_HEAD = "drop-head"  # stored; the oldest waiting message is dropped
 
 
 class UnmatchedPolicy(enum.Enum):
@@ -245,10 +246,11 @@ class SelectorSpec:
 class Disposition(enum.Enum):
     """What became of one posted message."""
 
-    STORED = "stored"  # stored on the queue under its seq (then routed as usual)
+    STORED = "stored"  # stored under its seq (then routed; drop-head: the oldest dropped)
     OVERFLOWED = "overflowed"  # the queue was full: moved to its overflow selector's queue
     DEAD_LETTERED = "dead-lettered"  # the queue was full: stored on its dead-letter queue
-    DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room)
+    DROPPED = "dropped"  # the queue was full: discarded (drop-new, an overflow DELETE, no room;
+    # drop-head with every waiting message held)
     DUPLICATE = "duplicate"  # its key is held: nothing stored, the seq is the first message's
 
 

@@ -135,6 +135,15 @@ class EtcdCluster:
         for i in indexes:
             self.members[i].kill()
 
+    def lines(self, word: str, last: int = 40) -> str:
+        """The last lines of each member's log that hold ``word``: what a
+        failed assertion shows of etcd's side (its leases, its leaders)."""
+        out = []
+        for m in self.members:
+            said = [x for x in m.log.read_text(errors="replace").splitlines() if word in x]
+            out += [f"{m.name}: {x}" for x in said[-last:]]
+        return "\n".join(out)
+
     def restart(self, *indexes: int) -> None:
         """Starts killed members again on their data (etcd ignores the
         initial-cluster flags for a member that has data)."""

@@ -22,7 +22,9 @@ the in-sync set (epoch, standbys, writer).
 
 Events (each an atomic step; the real code's compares in etcd make the
 steps that touch etcd atomic, and its clock makes a lapsed term end at the
-board before etcd can free the key, which the model takes as one step):
+board before etcd can free the key, which the model takes as one step; where
+etcd frees the key early, the next leader's wait of one TTL before it
+serves keeps the two in that order: ``Leadership``, "A term that begins"):
 
 - ``kill b`` / ``restart b``: memory lost, disk kept; a restarted board is
   a standby that follows nobody yet;
@@ -76,13 +78,18 @@ class Board(NamedTuple):
     log: tuple[Entry, ...] = ()
     #: The epoch in its ``led`` file (0: none): on disk.
     led: int = 0
-    #: The epoch it leads in (0: it does not); its gate's set (None: not
-    #: written in this term); the (board, epoch) it follows (None: none).
+    #: The epoch it leads in (0: it does not); its gate's set, each member
+    #: with the disk it joined with (None: not written in this term); the
+    #: (board, epoch) it follows (None: none).
     term: int = 0
-    stored: tuple[str, ...] | None = None
+    stored: tuple[tuple[str, str], ...] | None = None
     following: tuple[int, int] | None = None
     #: Where its log ended when its term began (the gate's ``base``).
     base: int = 0
+    #: Which disk it runs on: a new one after each wipe (its ``board-id``).
+    disk: int = 0
+    #: The highest log index its gate answered in this term (``covered``).
+    covered: int = 0
 
     @property
     def stopped(self) -> bool:
@@ -91,7 +98,7 @@ class Board(NamedTuple):
 
     def position(self, name: str) -> Position:
         epoch = self.log[-1][0] if self.log else 0
-        return Position(name, "", len(self.log), epoch, self.stopped)
+        return Position(name, "", len(self.log), epoch, self.stopped, board_id=str(self.disk))
 
 
 class Etcd(NamedTuple):
@@ -146,6 +153,9 @@ class Rules:
     wipes: bool = False
     #: Whether the liveness invariant (``stuck``) is checked.
     live: bool = True
+    #: Whether the set records the disk each member joined with (False: by
+    #: name only, as before; a member on a new disk is still counted).
+    ids: bool = True
 
 
 NOW = Rules()
@@ -170,13 +180,16 @@ def steps(s: State, rules: Rules) -> Iterator[tuple[str, State]]:
         name = NAMES[i]
         if rules.kills:
             if b.up:
-                yield f"kill {name}", s._replace(boards=_put(s, i, Board(False, b.log, b.led)))
+                dead = Board(False, b.log, b.led, disk=b.disk)
+                yield f"kill {name}", s._replace(boards=_put(s, i, dead))
             else:
-                yield f"restart {name}", s._replace(boards=_put(s, i, Board(True, b.log, b.led)))
+                back = Board(True, b.log, b.led, disk=b.disk)
+                yield f"restart {name}", s._replace(boards=_put(s, i, back))
                 if rules.wipes and (b.log or b.led):
-                    yield f"wipe {name}", s._replace(boards=_put(s, i, Board(False)))
+                    wiped = Board(False, disk=b.disk + 1)
+                    yield f"wipe {name}", s._replace(boards=_put(s, i, wiped))
         if e.leader is not None and e.leader[0] == i:
-            down = b._replace(term=0, stored=None) if b.term == e.leader[1] else b
+            down = b._replace(term=0, stored=None, covered=0) if b.term == e.leader[1] else b
             yield (
                 f"lease-loss {name}",
                 s._replace(boards=_put(s, i, down), etcd=e._replace(leader=None)),
@@ -206,7 +219,9 @@ def _elect(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
         return
     epoch = e.rev + 1
     led = b.led or epoch if rules.keep else epoch  # before: rewritten each term
-    leader = b._replace(term=epoch, led=led, stored=None, following=None, base=len(b.log))
+    leader = b._replace(
+        term=epoch, led=led, stored=None, following=None, base=len(b.log), covered=0
+    )
     yield (
         f"elect {NAMES[i]}",
         s._replace(boards=_put(s, i, leader), etcd=e._replace(rev=epoch, leader=(i, epoch))),
@@ -222,16 +237,27 @@ def _lead(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
             s._replace(boards=_put(s, i, b._replace(stored=())), etcd=e._replace(sync=sync)),
         )
         return
+    held = dict(b.stored)
+
+    def member(n: str, x: Board) -> bool:
+        """Whether the gate counts ``x`` as the set's ``n``: by its name and
+        the disk it joined with (``rules.ids``), or by its name alone."""
+        return n in held and (not rules.ids or held[n] == str(x.disk))
+
     for j, x in enumerate(s.boards):
         other = NAMES[j]
         if (
             x.up
             and x.following == (i, b.term)
-            and other not in b.stored
+            and not member(other, x)  # not a member, or on a new disk
             and joins(len(x.log), len(b.log), rules.base and b.base)
+            # Back on a new disk, it replaces the member it was: it must
+            # hold everything answered on that one's acks.
+            and (other not in held or len(x.log) >= b.covered)
         ):
-            members = tuple(sorted((*b.stored, other)))
-            sync = SyncSet(b.term, members, 0, name)
+            members = tuple(sorted({**held, other: str(x.disk)}.items()))
+            ids = members if rules.ids else ()
+            sync = SyncSet(b.term, tuple(n for n, _ in members), 0, name, ids)
             yield (
                 f"join {name} {other}",
                 s._replace(
@@ -248,12 +274,16 @@ def _lead(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
     acks = [
         len(x.log)
         for j, x in enumerate(s.boards)
-        if NAMES[j] in b.stored and x.up and x.following == (i, b.term)
+        if member(NAMES[j], x) and x.up and x.following == (i, b.term)
     ]
     upto = released(acks, rules.needed)
     new = frozenset(w for epoch, w in b.log[:upto] if epoch == b.term) - s.answered
     if new:
-        yield f"answer {name} (posts {sorted(new)})", s._replace(answered=s.answered | new)
+        answered = _put(s, i, b._replace(covered=max(b.covered, upto)))
+        yield (
+            f"answer {name} (posts {sorted(new)})",
+            s._replace(boards=answered, answered=s.answered | new),
+        )
 
 
 def _follow(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
@@ -262,7 +292,7 @@ def _follow(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
     p, epoch = e.leader
     if not rules.keep and b.led:
         # Before: set aside as soon as another board leads.
-        yield f"depose {name}", s._replace(boards=_put(s, i, Board(True, (), 0)))
+        yield f"depose {name}", s._replace(boards=_put(s, i, Board(True, (), 0, disk=b.disk)))
         return
     primary = s.boards[p]
     if b.following == (p, epoch) or not primary.up or primary.term != epoch:
@@ -277,7 +307,7 @@ def _follow(s: State, i: int, rules: Rules) -> Iterator[tuple[str, State]]:
             s._replace(boards=_put(s, i, b._replace(following=(p, epoch)))),
         )
     elif not rules.keep or may_discard(name, b.led, e.sync):
-        seeded = Board(True, primary.log, 0, following=(p, epoch))
+        seeded = Board(True, primary.log, 0, following=(p, epoch), disk=b.disk)
         yield f"seed {name} from {NAMES[p]}", s._replace(boards=_put(s, i, seeded))
 
 
@@ -335,12 +365,14 @@ def canonical(s: State) -> State:
             b.stored,
             None if b.following is None else (b.following[0], rank[b.following[1]]),
             b.base,
+            b.disk,
+            b.covered,
         )
         for b in s.boards
     )
     sync = e.sync
     if sync is not None:
-        sync = SyncSet(rank[sync.epoch], sync.standbys, 0, sync.primary)
+        sync = SyncSet(rank[sync.epoch], sync.standbys, 0, sync.primary, sync.ids)
     leader = None if e.leader is None else (e.leader[0], rank[e.leader[1]])
     return State(boards, Etcd(rank[e.rev], leader, sync), s.answered, s.writes)
 

@@ -106,3 +106,17 @@ def test_the_exception_before_elects_a_board_whose_disk_was_lost() -> None:
     found = explore(replace(NOW, promote=promotable_before, wipes=True, live=False), 12)
     assert found.violation == ["lost: b0 leads without answered posts [1]"], found
     assert found.trace[-5:] == ["kill b0", "wipe b0", "restart b0", "lease-loss b0", "elect b0"]
+
+
+def test_a_member_whose_disk_was_lost_is_not_elected_by_its_name() -> None:
+    """Given the rules now but a set that names its members by name alone
+    (as before), and the event of a dead board's disk lost, I expect the
+    explorer to find a standby of the set wiped and started again empty,
+    elected without the post it had acknowledged (the hole the last round
+    left open); with the set recording each member's disk (and a member
+    back on a new one joining again only once it holds what was answered),
+    nothing to a depth past that trace and its rejoin variant (15 events)."""
+    found = explore(replace(NOW, wipes=True, live=False, ids=False), 12)
+    assert found.violation == ["lost: b1 leads without answered posts [1]"], found
+    assert found.trace[-3:] == ["wipe b1", "restart b1", "elect b1"]
+    assert explore(replace(NOW, wipes=True, live=False), 15).violation == []

@@ -70,13 +70,15 @@ def test_a_leased_take_acked_is_acked_and_one_given_back_waits_without_an_exit(
     assert (again.delivery_count, again.exit) == (2, Exit(ExitKind.TAKEN))
 
 
-def test_a_move_names_the_queue_it_went_to(board: Board) -> None:
+def test_a_move_names_the_queue_and_seq_it_went_to(board: Board) -> None:
     board.create_queue(QueueSpec("src", max_history=H))
     board.create_queue(QueueSpec("dst"))
+    post(board, "dst", ("already",))  # dst's seqs are not src's
     s = board.create_selector(SelectorSpec("src", destination="dst"))
     post(board, "src", *nums(2))
-    assert exits(board, "src") == [Exit(ExitKind.MOVED, "", "dst", s.id)] * 2
-    assert board.get_queue("dst").unprocessed == 2
+    assert exits(board, "src") == [Exit(ExitKind.MOVED, "selector", "dst", s.id, n) for n in (2, 3)]
+    there = {m.seq: m.tuple for m in board.browse("dst").messages}
+    assert there == {1: ("already",), 2: ("n", 0), 3: ("n", 1)}
 
 
 def test_a_copy_leaves_the_source_waiting_with_no_exit(board: Board) -> None:
@@ -104,7 +106,7 @@ def test_a_bounce_is_moved_to_reply_to_or_dead_lettered_with_no_room(board: Boar
     board.post("svc", [Message(tuple=("no room",), reply_to="full")])
     why = "bounce: no room in reply_to"
     assert exits(board, "svc") == [
-        Exit(ExitKind.MOVED, "", "me", s.id),
+        Exit(ExitKind.MOVED, "bounce", "me", s.id, 1),
         Exit(ExitKind.DEAD_LETTERED, why, "dlq", s.id),
     ]
     [dead] = board.read("dlq")
@@ -173,6 +175,10 @@ def test_max_hops_is_dead_lettered_with_no_queue(board: Board) -> None:
     assert every.count(None) == 0
     moved = [e for e in every if e is not None and e.kind is ExitKind.MOVED]
     assert len(moved) == len(every) - 1 > 30
+    # Each hop names where the next one is: a message there, bounced back.
+    held = {(q, m.seq): m for q in ("a", "b") for m in history(board, q)}
+    for e in moved:
+        assert e.reason == "bounce" and (e.queue, e.seq) in held, e
     assert board.get_queue("dlq").unprocessed == 0
 
 

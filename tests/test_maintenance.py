@@ -131,10 +131,11 @@ def test_move_by_seqs_keeps_the_message_and_says_whence(board: Board) -> None:
     assert one.delivery_count == 0
     src = {m.seq: m for m in everything(board, "src")}
     assert src[2].section is Section.UNPROCESSED
-    for seq in (1, 3):
+    for seq, at in ((1, 1), (3, 2)):  # followed from its history record
         assert src[seq].section is Section.HISTORY
         assert src[seq].exit is not None
         assert (src[seq].exit.kind, src[seq].exit.queue) == (ExitKind.MOVED, "dst")
+        assert (src[seq].exit.reason, src[seq].exit.seq) == ("admin", at)
     # The destination holds the keys now: a retried post is a duplicate.
     assert post(board, "dst", ("again",), key="k1") == [1]
     assert events(board, "messages.moved") == [("messages.moved", "src", "dst", 2, "bob")]

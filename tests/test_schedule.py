@@ -191,6 +191,34 @@ def test_a_release_into_a_full_queue_takes_its_overflow_path(board: Board) -> No
     assert [m.seq for m in board.read("keep", max=5)] == [3, 4]
 
 
+def test_a_release_moved_by_an_overflow_selector_names_where_it_went(board: Board) -> None:
+    """Given a full queue with an overflow selector to another queue, when
+    a scheduled message is released into it, I expect its history record
+    to say moved, reason overflow, by that selector, to that queue and the
+    seq it has there (issue 41: a message is followed across a move)."""
+    from msgboard.message import ExitKind
+    from msgboard.spec import Role
+
+    board.create_queue(QueueSpec("spill"))
+    board.post("spill", [Message(tuple=("already",))])  # spill's seqs are not full's
+    board.create_queue(QueueSpec("full", max_unprocessed=1, max_history=10))
+    s = board.create_selector(SelectorSpec("full", destination="spill", role=Role.OVERFLOW))
+    board.post("full", [Message(tuple=("waits",))])
+    board.post("full", [Message(tuple=("later",), not_before=now_us() + S // 2)])
+    wait_for("the release", lambda: board.stats("spill").queues[0].unprocessed == 2)
+    [left] = board.browse("full", section=Section.HISTORY).messages
+    assert left.exit is not None
+    how = left.exit
+    assert (how.kind, how.reason, how.queue, how.selector) == (
+        ExitKind.MOVED,
+        "overflow",
+        "spill",
+        s.id,
+    )
+    there = {m.seq: m.tuple for m in board.browse("spill").messages}
+    assert there[how.seq] == ("later",) and how.seq == 2
+
+
 def test_a_release_that_keeps_failing_backs_off_and_logs_once(
     board: Board, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -177,7 +177,7 @@ def spark_row(r: Any) -> Row:
         _us(r["posted_at"]),
         _us(r["processed_at"]),
         r["delivery_count"],
-        (r["exit"], r["exit_reason"], r["exit_queue"]),
+        (r["exit"], r["exit_reason"], r["exit_queue"], r["exit_selector"], r["exit_seq"]),
     )
 
 
@@ -198,22 +198,30 @@ def engine_row(m: Message) -> Row:
         m.posted_at,
         m.processed_at or None,
         m.delivery_count,
-        (m.exit.kind.value, m.exit.reason or None, m.exit.queue or None) if m.exit else (None,) * 3,
+        _exit(m),
     )
+
+
+def _exit(m: Message) -> tuple[Any, ...]:
+    """How ``m`` left, as the dataset's exit columns say it."""
+    e = m.exit
+    if e is None:
+        return (None,) * 5
+    return (e.kind.value, e.reason or None, e.queue or None, e.selector or None, e.seq or None)
 
 
 def test_the_dataframe_is_what_the_engine_holds(spark: SparkSession, built: Built) -> None:
     """Given a snapshot of the board, when I load it with format("msgboard"),
     I expect the engine's messages, row for row, every field and type."""
     df = spark.read.format("msgboard").load(built.snap)
-    assert df.schema == snapshot.SCHEMA
+    assert df.schema == snapshot.spark_schema()
     got = sorted((spark_row(r) for r in df.collect()), key=lambda r: (r[0], r[1]))
     want = sorted((engine_row(m) for m in built.messages), key=lambda r: (r[0], r[1]))
     assert len(got) == len(want) == 300 + 40 + 3 + 1200 + 3 + 2 + 6 + 2
     assert got == want
     # Every history row says how it left; a waiting one says nothing.
     assert {r[2] for r in got if r[15][0] is None} == {"unprocessed"}
-    exits = {r[15] for r in got if r[0] == "work"}
+    exits = {r[15][:3] for r in got if r[0] == "work"}
     assert exits == {
         ("dropped", "delete", None),
         ("expired", "expired", "graveyard"),
@@ -393,8 +401,11 @@ def test_the_report_matches_counts_made_directly(spark: SparkSession, built: Bui
     for name in r.frames:
         assert (out / f"{name}.csv").exists() and (out / "parquet" / name).is_dir()
         if name != "dead_letters":
-            assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-            assert f'src="{name}.png"' in page
+            import xml.etree.ElementTree as ET
+
+            svg = ET.parse(out / f"{name}.svg").getroot()  # well-formed, drawn
+            assert svg.tag == "{http://www.w3.org/2000/svg}svg" and len(svg) > 5
+            assert f'src="{name}.svg"' in page
     assert "approximate" in page
     taken = json.loads((Path(built.snap) / "snapshot.json").read_text())["taken_at"]
     assert f"snapshot taken {taken.replace('T', ' ').split('.')[0].removesuffix('Z')} UTC" in page

@@ -209,6 +209,40 @@ def test_the_survey_sorts_what_changed(tmp_path: Path) -> None:
     assert not again.same and again.mark == 1 and seqs(again, "unprocessed") == [1]
 
 
+def test_the_waiting_walk_does_not_trust_the_count(tmp_path: Path) -> None:
+    """Given a snapshot of three queues, I expect the survey's walk of the
+    middle one to give its waiting seqs and checksums, and only its, in
+    chunks of CHUNK, whether the count it is told (the queue's state) is
+    right, too high (the next queue's keys follow) or too low."""
+    with Board(tmp_path / "board", sync=False) as b:
+        for name in ("a", "b", "c"):
+            b.create_queue(QueueSpec(name))
+            post(b, name, [Message(tuple=(name, i)) for i in range(23)])
+        b.take("b", max=3)  # seqs 1-3 of b gone: 4..23 wait
+        b.snapshot(tmp_path / "snap")
+    from msgboard.lmdbstore import record
+    from msgboard.lmdbstore.layout import KEY, QID, STATE
+    from pyspark_msgboard.snapfile import opened
+
+    with opened(str(tmp_path / "snap")) as (env, dbs), env.begin() as txn:
+        qid = json.loads(bytes(txn.get(b"b", db=dbs["queues"])))["id"]
+        _, count, _ = STATE.unpack(bytes(txn.get(QID.pack(qid), db=dbs["state"])))
+        assert count == 20
+        records = [txn.get(KEY.pack(qid, s), db=dbs["unprocessed"]) for s in range(4, 24)]
+        crcs = [int.from_bytes(r[1 : record.HEADER], "big") for r in records]
+        for told in (count, count + 7, count - 6, 0):
+            for chunk in (changes.CHUNK, 6):
+                old, changes.CHUNK = changes.CHUNK, chunk
+                try:
+                    got = list(changes._waiting(txn, dbs, qid, True, told))
+                finally:
+                    changes.CHUNK = old
+                assert all(len(c) <= chunk for c in got)
+                seqs = [int(s) for c in got for s in c["seq"]]
+                assert seqs == list(range(4, 24)), (told, chunk)
+                assert [int(x) for c in got for x in c["crc"]] == crcs, (told, chunk)
+
+
 def _spark_free_env(tmp_path: Path) -> dict[str, str]:
     """An environment with no Java at all: a command that needed Spark
     would fail in it, saying Spark needs Java."""

@@ -97,7 +97,9 @@ def payloads(
         how = draw(st.sampled_from([None, *ExitKind]))
         if how is not None:  # some with a reason and queue, as dead letters have
             reason, queue = draw(st.sampled_from([("", ""), ("expired", "dlq"), ("rejected", "")]))
-            data += exit_suffix(Exit(how, reason, queue))
+            # ... and a selector and seq, as moves have
+            selector, seq = draw(st.sampled_from([("", 0), ("s-1", 0), ("s-2", 7), ("", 2**40)]))
+            data += exit_suffix(Exit(how, reason, queue, selector, seq))
     return data
 
 
@@ -136,6 +138,8 @@ def expected(seq: int, payload: bytes) -> dict[str, Any]:
         "exit": pb.ExitKind.Name(m.exit.kind)[10:].lower() if m.HasField("exit") else None,
         "exit_reason": m.exit.reason or None,
         "exit_queue": m.exit.queue or None,
+        "exit_selector": m.exit.selector or None,
+        "exit_seq": m.exit.seq or None,
     }
 
 

@@ -80,7 +80,7 @@ def dataset_rows(out: Path) -> list[Row]:
                 _us(r["posted_at"]),
                 _us(r["processed_at"]),
                 r["delivery_count"],
-                (r["exit"], r["exit_reason"], r["exit_queue"]),
+                (r["exit"], r["exit_reason"], r["exit_queue"], r["exit_selector"], r["exit_seq"]),
             )
         )
     return sorted(rows, key=lambda r: (r[0], r[1]))
@@ -115,9 +115,15 @@ def board_rows(b: Board) -> list[Row]:
                         m.posted_at,
                         m.processed_at or None,
                         m.delivery_count,
-                        (m.exit.kind.value, m.exit.reason or None, m.exit.queue or None)
+                        (
+                            m.exit.kind.value,
+                            m.exit.reason or None,
+                            m.exit.queue or None,
+                            m.exit.selector or None,
+                            m.exit.seq or None,
+                        )
                         if m.exit
-                        else (None,) * 3,
+                        else (None,) * 5,
                     )
                 )
             if not page.next_seq:
@@ -217,3 +223,46 @@ def test_every_row_and_column_is_exact_night_after_night(tmp_path: Path) -> None
     assert not third.unchanged and third.decoded > 0
     assert dataset_rows(out) == night3
     assert not list(tmp_path.glob("history.partial-*"))
+
+
+def test_a_message_is_followed_across_a_move(client: Any, tmp_path: Path) -> None:
+    """Given a served board where a MOVE selector moves one message and an
+    admin's MoveMessages another, I expect each source row of the night's
+    dataset to name the destination queue, the seq it has there, what
+    moved it (reason ``selector`` with the selector's id, or ``admin``),
+    and that row there to be the same message (its tuple), both after the
+    night that saw the moves and after a later one."""
+    for name in ("inbox", "urgent", "parked"):
+        client.create_queue(name, max_history=UNLIMITED)
+    client.post("urgent", ("filler", 0))  # the destinations' seqs are not inbox's
+    client.post("parked", ("filler", 0))
+    client.post("parked", ("filler", 1))
+    for i in range(5):
+        client.post("inbox", ("job", i), key=f"k{i}")
+    out = tmp_path / "history"
+    client.snapshot(str(tmp_path / "snap1"))
+    export.export(_no_spark, str(tmp_path / "snap1"), str(out))  # night 1: nothing moved yet
+    s = client.create_selector("inbox", to="urgent", templates=[template("job", 3)])
+    [moved] = client.move_messages("inbox", "parked", seqs=[2])
+    assert (moved.seq, moved.queue, moved.new_seq) == (2, "parked", 3)
+    client.snapshot(str(tmp_path / "snap2"))
+    export.export(_no_spark, str(tmp_path / "snap2"), str(out))
+    for night in (2, 3):
+        if night == 3:  # a later night keeps the rows as they were
+            client.post("inbox", ("job", 9))
+            client.snapshot(str(tmp_path / "snap3"))
+            export.export(_no_spark, str(tmp_path / "snap3"), str(out))
+        t = ds.dataset(str(out), partitioning="hive", schema=export.schema()).to_table().to_pylist()
+        rows = {(r["queue"], r["seq"]): r for r in t}
+        for seq, to, at, why, by in (
+            (4, "urgent", 2, "selector", s.id),
+            (2, "parked", 3, "admin", None),
+        ):
+            src = rows["inbox", seq]
+            assert src["section"] == "history" and src["exit"] == "moved", src
+            got = (src["exit_queue"], src["exit_seq"], src["exit_reason"], src["exit_selector"])
+            assert got == (to, at, why, by), night
+            dst = rows[src["exit_queue"], src["exit_seq"]]
+            assert dst["tuple"] == src["tuple"] and dst["section"] == "unprocessed"
+        waiting = [r for r in t if r["exit"] is None]
+        assert all(r["exit_seq"] is None and r["exit_selector"] is None for r in waiting)

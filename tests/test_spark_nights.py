@@ -74,7 +74,7 @@ def test_an_empty_board_exports_and_reports(spark: SparkSession, tmp_path: Path)
     assert r.figures["queues"] == 1  # an empty queue counts
     # Plain readers see every column of the empty dataset, and no rows.
     out = str(tmp_path / "out")
-    columns = {*snapshot.SCHEMA.names, "day"}
+    columns = {*snapshot.ARROW.names, "day"}
     assert set(spark.read.parquet(out).columns) == columns
     assert spark.read.parquet(out).count() == 0
     table = ds.dataset(out, partitioning="hive").to_table()

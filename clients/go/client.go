@@ -109,9 +109,15 @@ func Dial(address string, opts ...Option) (*Client, error) {
 // DialList connects to the boards at addresses, a primary and its
 // standbys: the client finds the primary among them and follows it (see
 // WithFailover). Connections are made lazily, on the first call to each.
+// A host given without a port gets the board's (see WithPort).
 func DialList(addresses []string, opts ...Option) (*Client, error) {
 	if len(addresses) == 0 {
 		return nil, invalid(errors.New("server: no address given"))
+	}
+	given := addresses
+	addresses = make([]string, len(given))
+	for i, a := range given {
+		addresses[i] = WithPort(a)
 	}
 	var o options
 	for _, f := range opts {

@@ -556,3 +556,25 @@ func TestPostIdempotentKeysItsPostsAndWaitsForTheBoard(t *testing.T) {
 		t.Fatalf("the retry %+v, %v", rs, err)
 	}
 }
+
+func TestTheDropHeadPolicyDropsTheOldestWaitingMessage(t *testing.T) {
+	c := open(t)
+	q := queue(t)
+	got, err := c.CreateQueue(ctx(t), msgboard.QueueSpec{Name: q, MaxUnprocessed: 2, Overflow: msgboard.OverflowDropHead, MaxHistory: 10})
+	if err != nil || got.Spec.Overflow != msgboard.OverflowDropHead {
+		t.Fatalf("CreateQueue with OverflowDropHead: %v, %v", got, err)
+	}
+	rs, err := c.PostReceipts(ctx(t), q, msgboard.Message{Tuple: []any{"a"}}, msgboard.Message{Tuple: []any{"b"}}, msgboard.Message{Tuple: []any{"c"}})
+	if err != nil || len(rs) != 3 || rs[2].Seq != 3 || rs[2].Disposition != pb.Disposition_DISPOSITION_STORED {
+		t.Fatalf("a post over MaxUnprocessed with OverflowDropHead: %v, %v", rs, err)
+	}
+	ms, err := c.Read(ctx(t), q, msgboard.Pattern{}, msgboard.WithMax(5))
+	if err != nil || len(ms) != 2 || ms[0].Seq != 2 || ms[1].Seq != 3 {
+		t.Fatalf("waiting after the drop: %v, %v", ms, err)
+	}
+	// The dropped one left into history (its exit, dropped, is not in the Go Message).
+	h, err := c.Browse(ctx(t), q, msgboard.Browse{Section: pb.Section_SECTION_HISTORY})
+	if err != nil || len(h.Messages) != 1 || h.Messages[0].Seq != 1 {
+		t.Fatalf("history after the drop: %v, %v", h, err)
+	}
+}

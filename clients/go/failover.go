@@ -231,3 +231,27 @@ func splitAddresses(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// DefaultPort is the port of an address that names none: the board's, not gRPC's 443.
+const DefaultPort = "7878"
+
+// WithPort is address with the board's port (DefaultPort) when it names a
+// host alone ("127.0.0.1", "localhost", "[::1]", "::1"); a gRPC target with
+// a scheme ("unix:/path", "dns:///host:7") is left as it is. The Python
+// client's rule (msgboard/client/failover.py's with_port).
+func WithPort(address string) string {
+	switch {
+	case strings.Contains(address, "/") || strings.HasPrefix(address, "unix"):
+		return address
+	case strings.HasPrefix(address, "["): // [v6] or [v6]:port
+		if strings.Contains(address, "]:") {
+			return address
+		}
+		return address + ":" + DefaultPort
+	case strings.Count(address, ":") > 1: // a bare IPv6 address
+		return "[" + address + "]:" + DefaultPort
+	case strings.Contains(address, ":"):
+		return address
+	}
+	return address + ":" + DefaultPort
+}

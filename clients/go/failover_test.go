@@ -217,3 +217,32 @@ func TestFailoverByHandLosesNoAnsweredPostAndDoublesNone(t *testing.T) {
 		}
 	}
 }
+
+func TestAHostWithoutAPortIsTheBoardsPort(t *testing.T) {
+	for given, want := range map[string]string{
+		"127.0.0.1": "127.0.0.1:7878", "localhost": "localhost:7878", "h:9": "h:9",
+		"[::1]": "[::1]:7878", "[::1]:9": "[::1]:9", "::1": "[::1]:7878",
+		"unix:/tmp/b.sock": "unix:/tmp/b.sock", "dns:///h:7": "dns:///h:7",
+	} {
+		if got := msgboard.WithPort(given); got != want {
+			t.Errorf("WithPort(%q) = %q, want %q", given, got, want)
+		}
+	}
+	// Dialled: the channel's target, and a token still goes to a loopback host.
+	c, err := msgboard.Dial("127.0.0.1", msgboard.WithToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Address() != "127.0.0.1:7878" || c.Conn().Target() != "127.0.0.1:7878" {
+		t.Fatalf("dialled %q (target %q), want 127.0.0.1:7878", c.Address(), c.Conn().Target())
+	}
+	l, err := msgboard.DialList([]string{"localhost", "[::1]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Address() != "localhost:7878" {
+		t.Fatalf("DialList gave %q, want localhost:7878", l.Address())
+	}
+}

@@ -24,6 +24,10 @@ const (
 	OverflowDropNew = pb.OverflowPolicy_OVERFLOW_POLICY_DROP_NEW
 	// OverflowDeadLetter sends the message to the queue's DeadLetter.
 	OverflowDeadLetter = pb.OverflowPolicy_OVERFLOW_POLICY_DEAD_LETTER
+	// OverflowDropHead stores the message and drops the oldest waiting one
+	// (not one delivered or leased and not yet acked); with every waiting
+	// message held, the new one is dropped (seq 0, Disposition DROPPED).
+	OverflowDropHead = pb.OverflowPolicy_OVERFLOW_POLICY_DROP_HEAD
 
 	// UnmatchedHold lets the message wait (the default).
 	UnmatchedHold = pb.UnmatchedPolicy_UNMATCHED_POLICY_HOLD

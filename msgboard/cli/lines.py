@@ -104,6 +104,8 @@ def message_json(m: Message) -> dict[str, Any]:
         for key, text in (("reason", how.reason), ("queue", how.queue), ("selector", how.selector)):
             if text:
                 d["exit"][key] = text
+        if how.seq:  # moved: its seq in exit.queue
+            d["exit"]["seq"] = how.seq
     return d
 
 

@@ -31,7 +31,7 @@ from msgboard.cli import clusterstatus, definitions, moving
 from msgboard.cli.cluster import add_switchover, switchover
 from msgboard.cli.linking import add_link_parser
 from msgboard.errors import FailedPrecondition, MsgboardError
-from msgboard.spec import UNLIMITED
+from msgboard.spec import UNLIMITED, OverflowPolicy
 
 DEFAULT_SERVER = "127.0.0.1:7878"
 
@@ -80,6 +80,15 @@ def _version() -> str:
         return version("msgboard")
     except PackageNotFoundError:  # run from a checkout that is not installed
         return "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``, looked up when asked (reading the package metadata
+    costs about 50 ms, which every other command would pay)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"msgboard {_version()}")
+        parser.exit()
 
 
 def _subparsers(p: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -161,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"msgboard {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run a board")
@@ -213,9 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--overflow",
-        choices=["reject", "drop-new", "dead-letter"],
+        choices=[p.value for p in OverflowPolicy],
         default="reject",
-        help="what a post to a full queue does: refused, dropped, or dead-lettered",
+        help="what a post to a full queue does: refused, dropped, dead-lettered, or "
+        "stored with the oldest waiting message dropped (drop-head)",
     )
     p.add_argument(
         "--max-history",

@@ -107,6 +107,8 @@ class InSync(SyncGate):
         self._counted: dict[str, int] = {}
         #: How each connected standby is named in messages (its address).
         self._labels_seen: dict[str, str] = {}
+        #: The data directory (``board-id``) each connected standby said.
+        self._ids: dict[str, str] = {}
         #: When each standby's stream last ended.
         self._left: dict[str, float] = {}
         #: Groups held and not yet released (a switchover waits for none).
@@ -128,6 +130,21 @@ class InSync(SyncGate):
     def members(self) -> tuple[str, ...]:
         s = self.stored
         return s.standbys if s is not None else ()
+
+    def _same(self, name: str) -> bool:
+        """Under the lock: whether the standby connected as ``name`` is the
+        member the set names (it has the directory it joined with), not a
+        board made again under that name after its disk was lost."""
+        recorded = self.stored.id_of(name) if self.stored is not None else ""
+        return not recorded or recorded == self._ids.get(name, "")
+
+    def _ids_for(self, names: Iterable[str], joining: str) -> dict[str, str]:
+        """Under the lock: the directory of each of ``names`` for the set:
+        the one recorded (a member's does not change unless it joins
+        again), else, and for ``joining``, the one it is connected with."""
+        s = self.stored
+        recorded = {n: s.id_of(n) if s is not None and n != joining else "" for n in names}
+        return {n: recorded[n] or self._ids.get(n, "") for n in names}
 
     # -- the writer's side ----------------------------------------------
 
@@ -152,11 +169,12 @@ class InSync(SyncGate):
 
     # -- the streams' side (event loop) ---------------------------------
 
-    def connected(self, name: str, index: int, label: str = "") -> None:
+    def connected(self, name: str, index: int, label: str = "", directory: str = "") -> None:
         with self._lock:
             self._standbys[name] = index
             self._labels_seen[name] = label
-            counted = name in self.members
+            self._ids[name] = directory
+            counted = name in self.members and self._same(name)
             if counted:
                 self._count(name, index)
         if counted:
@@ -216,9 +234,13 @@ class InSync(SyncGate):
         stood = self._sample()
         with self._lock:
             # A standby that keeps up may lack a batch on the wire.
+            # A member back with a new directory (its disk was lost) joins
+            # again, and until then is not counted; it replaces the member
+            # it was, so it must hold everything answered on that one's acks.
             joining = [
                 n for n, i in self._standbys.items()
-                if n not in self.members and joins(i, self._oplog.last, self.base)
+                if (n not in self.members or (not self._same(n) and i >= self.covered))
+                and joins(i, self._oplog.last, self.base)
             ]  # fmt: skip
             lagging = [
                 n for n in self.members
@@ -226,7 +248,7 @@ class InSync(SyncGate):
                 or (n in self._standbys and self._standbys[n] < stood)
             ]  # fmt: skip
         for name in joining[:1]:  # one write per tick: each is a new CAS
-            if self._write((*self.members, name)):
+            if self._write(tuple(sorted({*self.members, name})), joining=name):
                 with self._lock:
                     index = self._standbys.get(name)
                     if index is not None:
@@ -260,11 +282,13 @@ class InSync(SyncGate):
         if self._write(left):
             log.warning("in-sync set: %s lags and was removed: %s", name, ", ".join(left) or "none")
 
-    def _write(self, names: tuple[str, ...]) -> bool:
+    def _write(self, names: tuple[str, ...], joining: str = "") -> bool:
         """Stores ``names`` as the set (CAS); whether it did. A failed CAS
         reads the set again (the next tick tries once more)."""
         expected = self.stored if self.stored is not None else self.leadership.read_sync()
-        done = self.leadership.write_sync(names, expected)
+        with self._lock:
+            ids = self._ids_for(names, joining)
+        done = self.leadership.write_sync(names, expected, ids)
         if done is None:
             # Only this thread writes the set of this term: the term ended.
             log.info("in-sync set: not written (this board no longer leads)")

@@ -8,7 +8,14 @@ Everything of a cluster named NAME is under ``/msgboard/NAME/``:
   its ``create_revision`` (= its ``mod_revision``) is the term's **epoch**;
 - ``sync``: the standbys the primary counts on, the JSON
   ``{"epoch": E, "standbys": [names]}``, written only by the primary of
-  epoch E (a transaction that compares the leader key's revision).
+  epoch E (a transaction that compares the leader key's revision);
+- ``term``: the lease of the latest term, written by the campaign that won
+  it (in the transaction that creates ``leader``); ``resigned``: the lease
+  of the latest term that ended by resigning, written by its leader while
+  the key was still its own. A new leader that finds ``term`` and
+  ``resigned`` equal knows its predecessor stopped before its key went;
+  otherwise it waits out the predecessor's longest possible deadline
+  (``Leadership``: "A term that begins").
 """
 
 from __future__ import annotations
@@ -54,6 +61,14 @@ class Keys:
         return self.prefix + "sync"
 
     @property
+    def term(self) -> str:
+        return self.prefix + "term"
+
+    @property
+    def resigned(self) -> str:
+        return self.prefix + "resigned"
+
+    @property
     def members(self) -> str:
         return self.prefix + "members/"
 
@@ -67,37 +82,64 @@ class Keys:
 
 @dataclass(frozen=True)
 class Primary:
-    """Who leads: the board's name, where its clients reach it, and its epoch."""
+    """Who leads: the board's name, where its clients reach it, and its
+    epoch; and where its web console is (``console``, a URL; "" when it
+    serves none, or its key does not say: a board before the console)."""
 
     name: str
     address: str
     epoch: int
+    console: str = ""
 
     def value(self) -> str:
-        return json.dumps({"name": self.name, "address": self.address}, sort_keys=True)
+        body = {"name": self.name, "address": self.address}
+        if self.console:
+            body["console"] = self.console
+        return json.dumps(body, sort_keys=True)
 
     @classmethod
     def of(cls, entry: Entry) -> Primary:
         """The primary a leader key names (its epoch is the key's revision)."""
         body = json.loads(entry.value)
-        return cls(str(body["name"]), str(body["address"]), entry.create_revision)
+        return cls(
+            str(body["name"]),
+            str(body["address"]),
+            entry.create_revision,
+            str(body.get("console", "")),
+        )
 
 
 @dataclass(frozen=True)
 class SyncSet:
     """The standbys the primary of ``epoch`` counts on, as stored in etcd.
     ``revision`` is the sync key's mod_revision (0: never written);
-    ``primary``: the board that wrote it ("" if not said)."""
+    ``primary``: the board that wrote it ("" if not said); ``ids``: the
+    data directory (``board-id``) each standby joined with, by name (a name
+    missing there: not recorded, as in a set written before they were)."""
 
     epoch: int
     standbys: tuple[str, ...]
     revision: int = 0
     primary: str = ""
+    ids: tuple[tuple[str, str], ...] = ()
+
+    def id_of(self, name: str) -> str:
+        """The directory ``name`` joined with ("": not recorded)."""
+        return dict(self.ids).get(name, "")
+
+    def holds(self, p: Position) -> bool:
+        """Whether ``p`` is the member this set names: its name is in the set
+        and it publishes the directory it joined with (when one was
+        recorded), not a new one made under the same name."""
+        recorded = self.id_of(p.name)
+        return p.name in self.standbys and (not recorded or recorded == p.board_id)
 
     def value(self) -> str:
         body: dict[str, object] = {"epoch": self.epoch, "standbys": sorted(self.standbys)}
         if self.primary:
             body["primary"] = self.primary
+        if self.ids:
+            body["ids"] = dict(sorted(self.ids))
         return json.dumps(body)
 
     @classmethod
@@ -110,13 +152,15 @@ class SyncSet:
             tuple(body["standbys"]),
             entry.mod_revision,
             str(body.get("primary", "")),
+            tuple(sorted((str(k), str(v)) for k, v in body.get("ids", {}).items())),
         )
 
 
 @dataclass(frozen=True)
 class Position:
     """Where a board's log stands, as it published it under ``members/``.
-    ``revision``: the member key's mod_revision (0: not read from etcd)."""
+    ``revision``: the member key's mod_revision (0: not read from etcd);
+    ``board_id``: its data directory's ``board-id`` ("": not said)."""
 
     name: str
     address: str
@@ -124,6 +168,7 @@ class Position:
     epoch: int
     stopped: bool = False
     revision: int = 0
+    board_id: str = ""
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -132,7 +177,7 @@ class Position:
 
     def value(self) -> str:
         body = {"address": self.address, "index": self.index, "epoch": self.epoch,
-                "stopped": self.stopped}  # fmt: skip
+                "stopped": self.stopped, "board_id": self.board_id}  # fmt: skip
         return json.dumps(body, sort_keys=True)
 
     @classmethod
@@ -146,6 +191,7 @@ class Position:
             int(body["epoch"]),
             bool(body.get("stopped", False)),
             entry.mod_revision,
+            str(body.get("board_id", "")),
         )
 
 

@@ -19,6 +19,22 @@ monotonic clocks over one TTL and the time between asking ``term()`` and
 acting on its answer. (An etcd leader change only lengthens leases: the new
 etcd leader renews every lease in full.)
 
+A term that begins waits out the one before, unless that one resigned. The
+deadline above holds only while etcd keeps a lease for its TTL, and etcd
+3.4 before 3.4.28 does not always: an etcd leader stuck on a slow disk
+(etcd issues 12528, 15247) may still revoke a lease it thinks ran out after
+another member led and renewed it, and the key goes early. Twice CI saw a
+board elected 2.7 s before its predecessor's deadline. So the winner of a
+campaign holds its key, renewing it, for a full TTL from the moment it won
+before it calls the term its own (``elected``): its predecessor's last
+renewal was read back before the key went, so its deadline ends within a
+TTL of that, whatever etcd did to the lease. The wait is skipped when the
+predecessor resigned: a resigning leader stops first, then records its
+lease under ``Keys.resigned`` while the key is still its own; the campaign
+reads that and ``Keys.term`` (the latest term's lease, which it overwrites)
+in the transaction that creates its key. A switchover and a clean stop
+hand over at once; a failover takes one TTL longer.
+
 ``clock()`` is Linux's CLOCK_BOOTTIME: monotonic like CLOCK_MONOTONIC, but it
 also counts the time the machine spent suspended, which CLOCK_MONOTONIC does
 not, so a laptop or virtual machine resumed from suspend does not believe
@@ -43,7 +59,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -100,7 +116,8 @@ Eligible = Callable[[SyncSet | None], "bool | list[dict[str, Any]]"]
 
 class Leadership:
     """Campaigns for ``cluster``'s leadership as the board ``name`` (whose
-    clients use ``address``), in a thread of its own, from ``start()``."""
+    clients use ``address``, and whose web console is at ``console``, ""
+    if none), in a thread of its own, from ``start()``."""
 
     def __init__(
         self,
@@ -113,12 +130,13 @@ class Leadership:
         guard: float | None = None,
         eligible: Eligible | None = None,
         listener: Listener | None = None,
+        console: str = "",
     ) -> None:
         if ttl < 2:
             raise ValueError(f"ttl {ttl} is under etcd's minimum lease of 2 seconds")
         self.urls = etcd
         self.keys = Keys(cluster)
-        self.me = Primary(checked("board", name), address, 0)
+        self.me = Primary(checked("board", name), address, 0, console)
         self.ttl = ttl
         self.every = ttl / 3
         self.guard = guard if guard is not None else max(0.2, ttl / 10)
@@ -173,14 +191,20 @@ class Leadership:
         self._wake.set()
         return True
 
-    def write_sync(self, standbys: Sequence[str], expected: SyncSet | None) -> SyncSet | None:
-        """Stores the in-sync standby set of this board's term, if this board
-        still leads and the set in etcd is still ``expected`` (None: none
-        was ever written); the set stored, or None if either has changed."""
+    def write_sync(
+        self,
+        standbys: Sequence[str],
+        expected: SyncSet | None,
+        ids: Mapping[str, str] | None = None,
+    ) -> SyncSet | None:
+        """Stores the in-sync standby set of this board's term (``ids``: the
+        data directory each joined with), if this board still leads and the
+        set in etcd is still ``expected`` (None: none was ever written); the
+        set stored, or None if either has changed."""
         t = self.term()
         if t is None:
             return None
-        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected, self.me.name)
+        return write_sync(self._etcd(), self.keys, t.epoch, standbys, expected, self.me.name, ids)
 
     def read_sync(self) -> SyncSet | None:
         return read_sync(self._etcd(), self.keys)
@@ -277,8 +301,14 @@ class Leadership:
             outcome = etcd.txn(
                 compare,
                 [
+                    # The latest term and the latest resigned one, read
+                    # before this term's lease replaces the first.
+                    {"request_range": {"key": encode(self.keys.term)}},
+                    {"request_range": {"key": encode(self.keys.resigned)}},
                     {"request_put": {"key": encode(self.keys.leader),
                                      "value": encode(self.me.value()), "lease": grant.id}},
+                    {"request_put": {"key": encode(self.keys.term),
+                                     "value": encode(str(grant.id))}},
                     {"request_range": {"key": encode(self.keys.leader)}},
                 ],
             )  # fmt: skip
@@ -286,18 +316,63 @@ class Leadership:
             self._revoke(etcd, grant.id)
             raise
         now = clock()
-        entry = outcome.read(0)
+        entry = outcome.read(2)
         if not outcome.succeeded or entry is None or now >= until:
             # Lost the race, or won it too slowly to vouch for the term.
             self._revoke(etcd, grant.id)
             return None
         term = Term(entry.create_revision, grant.id, grant.ttl, until)
-        self._tell(Change("elected", term.epoch, until, now))
+        before, resigned = outcome.read(0), outcome.read(1)
+        waits = ""
+        if before is not None and (resigned is None or resigned.value != before.value):
+            # The term before did not resign: wait out its longest deadline.
+            waited = self._outwait(etcd, term, now + grant.ttl)
+            if waited is None:
+                return None
+            term, now = waited, clock()
+            waits = "it waited out the term before, which did not resign"
+        self._tell(Change("elected", term.epoch, term.until, now, waits))
         if not self._publish(term, None):
             self._revoke(etcd, grant.id)
             return None
         log.info("leadership %s: elected, epoch %d", self.me.name, term.epoch)
         return term
+
+    def _outwait(self, etcd: Etcd, term: Term, begins: float) -> Term | None:
+        """Holds ``term``'s key, renewing it, until ``begins``; the term
+        renewed then, or None (lease revoked) if it was lost meanwhile."""
+        while not self._stopping:
+            left = begins - clock()
+            if left <= 0 and term.valid():
+                return term
+            self._pause(min(left, self.every))
+            renewed = self._renew(etcd, term)
+            if isinstance(renewed, str):
+                log.info("leadership %s: lost epoch %d before it began: %s",
+                         self.me.name, term.epoch, renewed)  # fmt: skip
+                break
+            term = renewed or term
+        self._revoke(etcd, term.lease)
+        return None
+
+    def _renew(self, etcd: Etcd, term: Term) -> Term | str | None:
+        """One renewal of ``term``'s lease, its key read back: the term with
+        its new deadline (itself if that is no later), None if etcd did not
+        answer and the deadline has not passed, or why the term is over."""
+        sent = clock()
+        try:
+            ttl = etcd.keepalive(term.lease)
+            entry, _ = etcd.get(self.keys.leader) if ttl > 0 else (None, 0)
+        except TRANSIENT as e:
+            return None if term.valid() else f"it could not renew ({e})"
+        if ttl <= 0:
+            return "its lease ran out in etcd"
+        if entry is None or (entry.create_revision, entry.lease) != (term.epoch, term.lease):
+            return "the leader key is no longer its own"
+        if not term.valid():
+            return "its renewal came back after the term's deadline"
+        renewed = Term(term.epoch, term.lease, ttl, sent + ttl - self.guard)
+        return renewed if renewed.until > term.until else term
 
     def _hold(self, etcd: Etcd, term: Term) -> None:
         """Renews the term's lease until it lapses, is lost or is resigned."""
@@ -307,35 +382,19 @@ class Leadership:
             wait = self.every
             if self._term is not term:
                 return  # resigned: _round revokes
-            sent = clock()
-            reason = ""
-            try:
-                ttl = etcd.keepalive(term.lease)
-                entry, _ = etcd.get(self.keys.leader) if ttl > 0 else (None, 0)
-                if ttl <= 0:
-                    reason = "its lease ran out in etcd"
-                elif entry is None or (entry.create_revision, entry.lease) != (
-                    term.epoch,
-                    term.lease,
-                ):
-                    reason = "the leader key is no longer its own"
-            except TRANSIENT as e:
-                if term.valid():
-                    wait = self.every / 4  # the next try may get through in time
-                    continue
-                reason = f"it could not renew ({e})"
-            now = clock()
-            if not reason and not term.valid(now):
-                reason = "its renewal came back after the term's deadline"
-            if reason:
-                self._fence(etcd, term, reason)
+            renewed = self._renew(etcd, term)
+            if isinstance(renewed, str):
+                self._fence(etcd, term, renewed)
                 return
-            renewed = Term(term.epoch, term.lease, ttl, sent + ttl - self.guard)
-            if renewed.until > term.until:
-                self._tell(Change("renewed", term.epoch, renewed.until, now))
-                if not self._publish(renewed, term):
-                    return  # resigned meanwhile: _round revokes
-                term = renewed
+            if renewed is None:
+                wait = self.every / 4  # unanswered: the next try may get through in time
+                continue
+            if renewed is term:
+                continue
+            self._tell(Change("renewed", term.epoch, renewed.until, clock()))
+            if not self._publish(renewed, term):
+                return  # resigned meanwhile: _round revokes
+            term = renewed
 
     def _fence(self, etcd: Etcd, term: Term, reason: str) -> None:
         with self._changed:
@@ -352,6 +411,15 @@ class Leadership:
             t, self._resign = self._resign, None
         if t is not None:
             self._tell(Change("resigned", t.epoch, t.until, clock()))
+            # Stopped already: say so while the key is still ours, so the
+            # next leader need not wait out this term (see the top).
+            with contextlib.suppress(*TRANSIENT):
+                etcd.txn(
+                    [{"key": encode(self.keys.leader), "result": "EQUAL", "target": "LEASE",
+                      "lease": t.lease}],
+                    [{"request_put": {"key": encode(self.keys.resigned),
+                                      "value": encode(str(t.lease))}}],
+                )  # fmt: skip
             self._revoke(etcd, t.lease)
 
     def _revoke(self, etcd: Etcd, lease: int) -> None:

@@ -74,7 +74,12 @@ def promotable(
     primary has written a set, so none answered a write, and it holds
     every write it answered itself (``wrote_set``). Named by the set but
     without that data (deposed and set aside, or seeded), it is only a
-    board like the others."""
+    board like the others.
+
+    A member counts only while it publishes the data directory it joined
+    the set with (``SyncSet.holds``): a board whose disk was lost and that
+    starts again empty under the same name is not that member, and is
+    neither promoted nor counted until it has joined the set again."""
     needed = max(1, needed)
     if wrote_set(me, led, sync):
         # The primary that wrote the set (and no later one has), with its
@@ -87,9 +92,9 @@ def promotable(
         if me not in stopped or len(counted) < len(positions):
             return None
     else:
-        if me not in sync.standbys or me not in stopped:
+        if me not in stopped or not sync.holds(stopped[me]):
             return None
-        counted = [stopped[n] for n in sync.standbys if n in stopped]
+        counted = [stopped[n] for n in sync.standbys if n in stopped and sync.holds(stopped[n])]
         if len(counted) < len(sync.standbys) - needed + 1:
             return None
     best = min(counted, key=lambda p: (-p.epoch, -p.index, p.name != favoured, p.name))

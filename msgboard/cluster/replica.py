@@ -86,6 +86,8 @@ class Replica:
         #: This board's stable id (``board_id``), under which the primary
         #: keeps its place.
         self.board_id = board_id or stable_id(store.path)
+        #: Its data directory's id, which the in-sync set records.
+        self.directory_id = stable_id(store.path)
         self._credentials = credentials
         self._stop = threading.Event()
         self._call: Any = None
@@ -182,6 +184,7 @@ class Replica:
             epoch=self.epoch,
             board_id=self.board_id,
             copy_id=self._copy_id if not crc else "",
+            directory_id=self.directory_id,
         )
 
     def _follow(self) -> bool:

@@ -130,7 +130,7 @@ class ReplicationService(rpb_grpc.ReplicationServicer):
         stream = self._newest[key] = object()
         acks = asyncio.create_task(self._acks(requests, key, gate, stream))
         if gate is not None:
-            gate.connected(key, start - 1, name)
+            gate.connected(key, start - 1, name, hello.directory_id)
         try:
             while not acks.done() and self._newest.get(key) is stream:
                 woken.clear()

@@ -14,7 +14,7 @@ write is a compare-and-swap on two revisions in one etcd transaction:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from msgboard.cluster.etcd import Etcd, encode
 from msgboard.cluster.keys import Keys, SyncSet, checked
@@ -33,13 +33,15 @@ def write_sync(
     standbys: Sequence[str],
     expected: SyncSet | None,
     primary: str = "",
+    ids: Mapping[str, str] | None = None,
 ) -> SyncSet | None:
     """Stores ``standbys`` as the set of the primary of ``epoch`` (named
-    ``primary``) if that primary still holds the leader key and the stored
-    set is still ``expected`` (None: never written); the set stored, or
-    None if not."""
+    ``primary``; ``ids``: the data directory each joined with, by name) if
+    that primary still holds the leader key and the stored set is still
+    ``expected`` (None: never written); the set stored, or None if not."""
     names = tuple(sorted({checked("standby", n) for n in standbys}))
-    value = SyncSet(epoch, names, primary=primary).value()
+    known = tuple((n, i) for n, i in sorted((ids or {}).items()) if n in names and i)
+    value = SyncSet(epoch, names, primary=primary, ids=known).value()
     outcome = etcd.txn(
         [
             {"key": encode(keys.leader), "result": "EQUAL", "target": "CREATE",

@@ -127,9 +127,10 @@ class SyncGate:
 
     # -- the standbys' side -------------------------------------------------
 
-    def connected(self, name: str, index: int, label: str = "") -> None:
+    def connected(self, name: str, index: int, label: str = "", directory: str = "") -> None:
         """A standby connected, holding every entry up to ``index``;
-        ``label``: how messages name it (its address; default ``name``)."""
+        ``label``: how messages name it (its address; default ``name``);
+        ``directory``: its data directory's id (the in-sync set's)."""
         with self._cond:
             self._labels[name] = label or name
         self.ack(name, index)

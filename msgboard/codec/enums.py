@@ -104,6 +104,7 @@ OVERFLOW = EnumTable(
         OverflowPolicy.REJECT: pb.OVERFLOW_POLICY_REJECT,
         OverflowPolicy.DROP_NEW: pb.OVERFLOW_POLICY_DROP_NEW,
         OverflowPolicy.DEAD_LETTER: pb.OVERFLOW_POLICY_DEAD_LETTER,
+        OverflowPolicy.DROP_HEAD: pb.OVERFLOW_POLICY_DROP_HEAD,
     },
     unset=OverflowPolicy.REJECT,
 )

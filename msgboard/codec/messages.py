@@ -161,13 +161,15 @@ def exit_to_pb(e: Exit, out: pb.Exit) -> None:
         out.queue = e.queue
     if e.selector:
         out.selector = e.selector
+    if e.seq:
+        out.seq = e.seq
 
 
 def exit_from_pb(p: pb.Exit) -> Exit | None:
     """How a history message left; None for a kind this version does not
     know (a newer board's), read as "not recorded"."""
     kind = EXIT_KIND.from_pb.get(p.kind)
-    return None if kind is None else Exit(kind, p.reason, p.queue, p.selector)
+    return None if kind is None else Exit(kind, p.reason, p.queue, p.selector, p.seq)
 
 
 def message_from_pb(

@@ -17,6 +17,8 @@ live with htmx; charts are uPlot. Both are vendored under ``static/``.
 - ``forms``: what the forms say, read with the CLI's notation (patterns,
   the typed tuple editor, headers);
 - ``graph``: the routing network laid out for the Network page's SVG;
+- ``bulk``: bulk actions (every matching dead letter) going on in batches
+  after the click, with their progress;
 - ``pages/``: one module per page, each with its routes and template.
 
 It may import the engine's face, security (the one permission table), the

@@ -33,6 +33,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from msgboard.console import auth
+from msgboard.console.bulk import BULKS, Bulks
 from msgboard.console.context import CONSOLE, NAV, Console
 from msgboard.console.pages import (
     browse,
@@ -173,6 +174,7 @@ def create_app(console: Console, routes: Iterable[web.RouteDef] = ()) -> web.App
     app[auth.SESSIONS] = auth.Sessions()
     app[SAMPLER] = sampler = Sampler(console)
     app[NAV] = [m.NAV for m in PAGES if m.NAV is not None]
+    app[BULKS] = bulks = Bulks()
     app.router.add_routes(list(routes))
     for page in PAGES:
         app.router.add_routes(page.routes)
@@ -186,6 +188,7 @@ def create_app(console: Console, routes: Iterable[web.RouteDef] = ()) -> web.App
 
     async def cleaned(app: web.Application) -> None:
         await sampler.stop()
+        await bulks.close()
 
     app.on_startup.append(started)
     app.on_shutdown.append(closing)

@@ -70,6 +70,9 @@ class Console:
     #: The board's links (issue 27): a callable listing them, None while
     #: the board has none to list.
     links: Callable[[], Sequence[LinkRow]] | None = None
+    #: A board of a cluster's: the console of the primary it follows, as
+    #: the primary published it ("" when it did not: ``primary_console``).
+    primary_console: Callable[[], str] | None = None
     #: Seconds between the sampler's readings (and the pages' refreshes).
     every: float = 5.0
     #: Set as the listener closes: open event streams end.
@@ -87,12 +90,45 @@ CONSOLE = web.AppKey("console", Console)
 NAV = web.AppKey("nav", list[tuple[str, str]])
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PrimaryLink:
+    """Where a standby's console sends a person: the primary's address (its
+    clients'), and its console's URL; ``published``: the primary said it
+    (its leader key), else it is guessed (``primary_console``)."""
+
+    address: str
+    url: str
+    published: bool
+
+
+def primary_console(request: web.Request) -> PrimaryLink | None:
+    """The primary's console, for a standby's pages; None on a primary, a
+    board that does not replicate, or a standby that knows of no primary.
+    The URL is the one the primary published; when it published none (it
+    serves no console, or it is a board from before the console published
+    it), it is guessed: the primary's host (of its clients' address) with
+    this console's own scheme and port, as when every board of the cluster
+    is served alike (``--metrics-listen`` on the same port)."""
+    console = request.app[CONSOLE]
+    role = console.role
+    if role is None or role.is_primary or not role.primary:
+        return None
+    url = console.primary_console() if console.primary_console is not None else ""
+    if url:
+        return PrimaryLink(role.primary, url, True)
+    host = role.primary.rpartition(":")[0]
+    port = request.url.port
+    return PrimaryLink(role.primary, f"{request.scheme}://{host}:{port}/", False)
+
+
 def board_of(request: web.Request) -> Board:
     """The board the console serves; 503 while there is none (a standby)."""
     board = request.app[CONSOLE].board
     if board is None:
+        link = primary_console(request)
+        where = f": {link.url}" if link is not None else ""
         raise web.HTTPServiceUnavailable(
-            text="this board is a standby: it has no board open; open the primary's console"
+            text=f"this board is a standby: it has no board open; open the primary's console{where}"
         )
     return board
 

@@ -9,7 +9,8 @@ body holding ``<script>`` is text, never markup).
   ``default_view`` picks one from the content type and the bytes;
 - ``dead_letter_of(m)``: why and whence a dead letter came (the headers
   the board writes when it dead-letters a message);
-- ``when(us)``: a board time (µs since the epoch) as ISO-8601 UTC.
+- ``when(us)``: a board time (µs since the epoch) as ISO-8601 UTC;
+  ``age(seconds)``: a span as a person reads it (``4 min 05 s``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,24 @@ def when(us: int) -> str:
     if not us:
         return ""
     return to_datetime(us).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def age(seconds: float) -> str:
+    """A span in the two largest units that say it: ``0.4 s``, ``12 s``,
+    ``4 min 05 s``, ``2 h 07 min``, ``3 d 04 h`` (a negative span, from a
+    clock stepped back, is ``0.0 s``)."""
+    s = max(0.0, seconds)
+    if s < 10:
+        return f"{s:.1f} s"
+    whole = int(s)
+    for unit, size, small, small_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "min", 60),
+        ("min", 60, "s", 1),
+    ):
+        if whole >= size:
+            return f"{whole // size} {unit} {whole % size // small_size:02d} {small}"
+    return f"{whole} s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +151,8 @@ def envelope(m: Message) -> list[tuple[str, str]]:
     if m.exit is not None:
         how = m.exit
         parts = [how.kind.value]
-        parts += [f"{k} {v}" for k, v in (("reason", how.reason), ("to", how.queue)) if v]
+        to = f"{how.queue} #{how.seq}" if how.seq else how.queue
+        parts += [f"{k} {v}" for k, v in (("reason", how.reason), ("to", to)) if v]
         if how.selector:
             parts.append(f"by {how.selector}")
         rows.append(("left", ", ".join(parts)))

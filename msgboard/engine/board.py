@@ -336,8 +336,9 @@ class Board:
         returns their seqs once durable. A message that finds the queue full
         and is not refused (drop-new, dead-letter, an overflow selector) is
         not stored on this queue: its seq is 0 (``post_receipts`` says what
-        became of it). A message whose ``key`` the queue holds is not stored
-        either: its seq is the holder's."""
+        became of it); under drop-head it is stored and the oldest waiting
+        message dropped for it. A message whose ``key`` the queue holds is
+        not stored either: its seq is the holder's."""
         msgs, nbytes = self._check_post(queue, messages)
         return self._writer.submit(
             lambda b: [r.seq for r in self._post(b, queue, msgs, nbytes)], size=nbytes
@@ -407,8 +408,10 @@ class Board:
                 self._releases.add(m.not_before)
                 continue
             if limit and txn.counts(queue).unprocessed >= limit:
-                out.append(Receipt(0, net.overflow.route(b, info, m)))
-                continue
+                went = net.overflow.route(b, txn, info, m)
+                if went is not Disposition.STORED:  # drop-head made room: stored
+                    out.append(Receipt(0, went))
+                    continue
             stored = txn.append(queue, m, b.now)
             out.append(Receipt(stored.seq, Disposition.STORED))
             posted += 1

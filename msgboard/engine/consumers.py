@@ -34,6 +34,7 @@ def consumer_view(c: Consumer) -> ConsumerView:
         len(c.outstanding),
         c.next_id - 1,  # delivery ids count up from 1, one per delivery
         c.since,
+        c.oldest(),
     )
 
 

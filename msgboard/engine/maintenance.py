@@ -344,7 +344,8 @@ class Maintenance:
         out: list[Moved] = []
         counts: dict[str, int] = {}
         for m, to in plan:
-            net.process(b, c.txn, c.info, m, Exit(ExitKind.MOVED, "moved", to))
+            at = net.landing(b, to)
+            net.process(b, c.txn, c.info, m, Exit(ExitKind.MOVED, "admin", to, "", at))
             txn, info = b.find(to)
             headers = {**m.headers, MOVED_FROM: source, MOVED_SEQ: str(m.seq)}
             stored = txn.append(to, dataclasses.replace(fresh(m), headers=headers), b.now)

@@ -96,7 +96,7 @@ class Network:
         self._traffic = writer.traffic
         self.table = Table()
         self.holds = Holds()
-        self.overflow = Overflow(self.table, events, self.process, self.append)
+        self.overflow = Overflow(self.table, events, self.process, self.append, self.holds.held)
         self.pulls = Pulling(writer, self.table, self.holds, self.overflow, self.take, self.copy)
         self.holders = Holders(
             writer, self.holds, self.pulls, self.overflow, self.process, self.finish, self.requeue
@@ -276,7 +276,8 @@ class Network:
                 self.process(b, txn, info, msg, Exit(ExitKind.DEAD_LETTERED, why, dlq, s.id))
                 self.overflow.dead_letter(b, info, msg, why, hops)
                 return
-            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", msg.reply_to, s.id))
+            at = self.landing(b, msg.reply_to)
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "bounce", msg.reply_to, s.id, at))
             headers = {**msg.headers, "x-bounced-from": msg.address}
             out = Message(
                 tuple=msg.tuple,
@@ -290,9 +291,11 @@ class Network:
             )
             self.append(b, msg.reply_to, out, hops + 1)
         else:
-            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "", spec.destination, s.id))
+            out, to = self._out(s, msg, hops), spec.destination
+            at = self.landing(b, to, out.key)
+            self.process(b, txn, info, msg, Exit(ExitKind.MOVED, "selector", to, s.id, at))
             b.set(s, "quota", s.quota - 1)
-            self.append(b, spec.destination, self._out(s, msg, hops), self._next(s, hops))
+            self.append(b, to, out, self._next(s, hops))
 
     def copy(self, b: Batch, s: Selector, msg: Message, hops: int) -> bool:
         """``s`` copies ``msg``; False if it could not (no credit or room):
@@ -359,6 +362,8 @@ class Network:
         pending: list[Delivery] = []
         c.pending = pending
         c.flushing = b
+        handed = c.handed
+        handed.append((did, b.now))
 
         def undo() -> None:
             out = c.outstanding
@@ -367,8 +372,17 @@ class Network:
             c.next_id = did
             pending.clear()
             c.flushing = None
+            if handed and handed[-1][0] == did:
+                handed.pop()
 
         b.undo(undo)
+        # The groups' times are kept while they have a delivery outstanding:
+        # the others are dropped here once the entries outnumber twice the
+        # deliveries outstanding (a sort of those, every so many groups: a
+        # group costs O(log n) amortized), so a consumer that keeps one
+        # delivery unacked for hours holds a few entries, not hours'.
+        if len(handed) > 2 * len(c.outstanding) + 16:
+            b.undo(partial(handed.__setitem__, slice(None), c.prune()))
         b.after(lambda: self._flush(c, pending, b))
 
     def _flush(self, c: Consumer, batch: list[Delivery], b: Batch) -> None:
@@ -410,6 +424,21 @@ class Network:
         self.arrive(b, txn, info, stored, hops)
         return stored.seq
 
+    def landing(self, b: Batch, name: str, key: str = "") -> int:
+        """The seq ``append`` gives a message with ``key`` in queue ``name``
+        if it is the next one there (the holder's for a key the queue
+        holds; 0 if the queue is gone): a move records it in the source's
+        history record, written before the message lands."""
+        found = b.lookup(name)
+        if found is None:
+            return 0
+        txn = found[0]
+        if key:
+            seq = txn.keyed(name, key, b.now)
+            if seq:
+                return seq
+        return txn.counts(name).next_seq
+
     def process(self, b: Batch, txn: Txn, info: QueueInfo, msg: Message, how: Exit) -> Message:
         """Processes a waiting message into history (a Take, an ack, a
         DELETE, a MOVE out), recording ``how`` it left; the queue has room
@@ -437,19 +466,21 @@ class Network:
         """Moves a scheduled message now due to the waiting ones, under its
         seq, and routes it as if it had just arrived: into a full queue its
         overflow (``Overflow.released``; False, left scheduled, when reject
-        has nowhere to put it); else the selectors that could take it and
-        have gone past its seq are rewound to it (a COPY still replaying
-        that has gone past it owes it: ``Selector.owed``)."""
+        has nowhere to put it; drop-head makes room, ``makes_room``); else
+        the selectors that could take it and have gone past its seq are
+        rewound to it (a COPY still replaying that has gone past it owes
+        it: ``Selector.owed``)."""
         q = info.spec.name
         limit = info.spec.max_unprocessed
         if limit and txn.counts(q).unprocessed >= limit:
             due = txn.fetch(q, seq)
             if due is not None and not self.overflow.takes(b, info, due):
                 return False
-            m = txn.release(q, seq, at)
-            if m is not None:
-                self.overflow.released(b, txn, info, m)
-            return True
+            if due is None or not self.overflow.makes_room(b, txn, info, due):
+                m = txn.release(q, seq, at)
+                if m is not None:
+                    self.overflow.released(b, txn, info, m)
+                return True
         m = txn.release(q, seq, at)
         if m is None:
             return True

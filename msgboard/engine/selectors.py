@@ -156,12 +156,49 @@ class Consumer:
     identity: str = ""
     #: Its own redelivery policy (Subscribe); None: its queue's.
     redelivery: Redelivery | None = None
+    #: (first delivery id, µs) of each group of deliveries handed out, in
+    #: order, kept while one of the group's deliveries is outstanding (and
+    #: the last group's): what ``oldest`` reads. One entry a group, not one
+    #: a delivery; ``prune`` drops the others.
+    handed: list[tuple[int, int]] = field(default_factory=list)
 
     def credit(self) -> float:
         """How many more messages it may be handed now."""
         if self.outstanding.bytes >= self.max_bytes:
             return 0
         return self.window - len(self.outstanding)
+
+    def oldest(self) -> int:
+        """When the oldest delivery it has not acked was handed out, µs
+        since the epoch (the time of the group that handed it out); 0 when
+        it has none outstanding."""
+        if not self.outstanding:
+            return 0
+        lo = min(self.outstanding)
+        at = self.handed[0][1] if self.handed else 0
+        for first, when in self.handed:
+            if first > lo:
+                break
+            at = when
+        return at
+
+    def prune(self) -> list[tuple[int, int]]:
+        """Keeps the groups that have a delivery outstanding, and the last
+        one (at most one entry per outstanding delivery, plus one); returns
+        the list as it was, so that an undo can put it back."""
+        h = self.handed
+        ids = sorted(self.outstanding)
+        kept: list[tuple[int, int]] = []
+        j = 0
+        for k, entry in enumerate(h):
+            end = h[k + 1][0] if k + 1 < len(h) else math.inf
+            while j < len(ids) and ids[j] < entry[0]:
+                j += 1
+            if end == math.inf or (j < len(ids) and ids[j] < end):
+                kept.append(entry)
+        was = h[:]
+        h[:] = kept
+        return was
 
 
 @dataclass(eq=False, slots=True)

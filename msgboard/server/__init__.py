@@ -9,6 +9,9 @@
 - ``roles`` and ``standby``: a replicating board's role asked before each
   client call, and ``msgboard serve --standby-of`` (msgboard.cluster is
   loaded only by a board that replicates);
+- ``switchboard`` (one server, a pipeline per role) and ``decoding`` (a
+  request that is not protobuf refused): interceptors that wrap every
+  call's behaviour with ``rewrap``;
 - ``gcstress``: ``MSGBOARD_GC_STRESS``, a garbage-collector thread for
   soaks and tests (docs/architecture.md, "What crosses a thread").
 

@@ -14,14 +14,15 @@ requests before it were served).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
 
 from msgboard.details import abort
 from msgboard.errors import InvalidArgument
+from msgboard.server.rewrap import rewrap
 
 
 class Undecodable:
@@ -60,44 +61,16 @@ async def _checked(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[
         yield r
 
 
-def _unary_in(behavior: Any) -> Any:
-    async def call(request: Any, context: Any) -> Any:
-        if isinstance(request, Undecodable):
-            await abort(context, request.error)
-        return await behavior(request, context)
-
-    return call
-
-
-def _unary_in_stream_out(behavior: Any) -> Any:
-    if not inspect.isasyncgenfunction(behavior):  # it writes its answers (context.write)
-        return _unary_in(behavior)
-
-    async def call(request: Any, context: Any) -> AsyncIterator[Any]:
-        if isinstance(request, Undecodable):
-            await abort(context, request.error)
-        async for r in behavior(request, context):
-            yield r
-
-    return call
-
-
-def _stream_in(behavior: Any) -> Any:
-    async def call(requests: AsyncIterator[Any], context: Any) -> Any:
-        return await behavior(_checked(requests, context), context)
-
-    return call
-
-
-def _stream_both(behavior: Any) -> Any:
-    if not inspect.isasyncgenfunction(behavior):  # it writes its answers (context.write)
-        return _stream_in(behavior)
-
-    async def call(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        async for r in behavior(_checked(requests, context), context):
-            yield r
-
-    return call
+@asynccontextmanager
+async def _decoded(streams_in: bool, request: Any, context: Any) -> AsyncIterator[Any]:
+    """A unary request that did not parse ends the call at once; a stream's
+    requests are checked as they are read (``_checked``)."""
+    if streams_in:
+        yield _checked(request, context)
+        return
+    if isinstance(request, Undecodable):
+        await abort(context, request.error)
+    yield request
 
 
 class Decoding(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
@@ -114,12 +87,4 @@ class Decoding(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if h is None or h.request_deserializer is None:
             return h
         decode = _decoding(h.request_deserializer, details.method)
-        if h.unary_unary is not None:
-            return h._replace(request_deserializer=decode, unary_unary=_unary_in(h.unary_unary))
-        if h.unary_stream is not None:
-            return h._replace(
-                request_deserializer=decode, unary_stream=_unary_in_stream_out(h.unary_stream)
-            )
-        if h.stream_unary is not None:
-            return h._replace(request_deserializer=decode, stream_unary=_stream_in(h.stream_unary))
-        return h._replace(request_deserializer=decode, stream_stream=_stream_both(h.stream_stream))
+        return rewrap(h, _decoded, request_deserializer=decode)

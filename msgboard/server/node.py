@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -78,6 +79,7 @@ from msgboard.console import Console
 from msgboard.engine import Board, Limits
 from msgboard.errors import NoLease, StoreError
 from msgboard.lmdbstore import DurableStore, Log
+from msgboard.lmdbstore.boardid import stable_id
 from msgboard.security import Security
 from msgboard.server.http import Listener
 from msgboard.server.metrics import ClusterCollector, Metrics
@@ -102,6 +104,19 @@ LED = "led"
 
 def board_name(config: ServeConfig, address: str) -> str:
     return config.board_name or address.replace(":", "-").strip("[]")
+
+
+def console_url(config: ServeConfig, metrics_at: str, address: str) -> str:
+    """Where this board's console is, as it publishes it in its leader key
+    (a standby's console links there): its listener's HOST:PORT, the host
+    of the address it advertises when it listens on every interface; ""
+    without a console."""
+    if not metrics_at:
+        return ""
+    host, _, port = metrics_at.rpartition(":")
+    if host.strip("[]") in ("", "0.0.0.0", "::"):
+        host = address.rpartition(":")[0]
+    return f"{'https' if config.tls else 'http'}://{host}:{port}/"
 
 
 class Node:
@@ -136,6 +151,7 @@ class Node:
                     users=lambda: self.security.users,
                     tls=config.tls,
                     role=self.role,
+                    primary_console=self._primary_console,
                 ),
             )
         self.name = ""
@@ -160,6 +176,9 @@ class Node:
         self.watch: PrimaryWatch | None = None
         self.membership: Membership | None = None
         self._last = Position("", "", 0, 0)
+        #: Its data directory's ``board-id`` (read when it starts): what
+        #: the in-sync set records beside its name.
+        self.directory_id = ""
         #: Set when the term ends: stops the switchover watch.
         self._handing = threading.Event()
         #: The term ended by a switchover its successor had all of.
@@ -171,6 +190,12 @@ class Node:
         #: thread that did it (it decides ``_handed``).
         self._resigned = False
         self._handover: threading.Thread | None = None
+
+    def _primary_console(self) -> str:
+        """The console of the primary this board follows, as its leader key
+        says ("" if it does not, or none is followed)."""
+        f = self.following
+        return f.console if f is not None and f.address == self.role.primary else ""
 
     # -- the term and the fence --------------------------------------------
 
@@ -237,6 +262,7 @@ class Node:
                 p = Position(self.name, self.address, index, epoch, self.replica is None)
             else:
                 p = Position(self.name, self.address, self._last.index, self._last.epoch, True)
+            p = dataclasses.replace(p, board_id=self.directory_id)
         except StoreError:
             return self._last  # closed while we looked: the last one said
         self._last = p
@@ -507,6 +533,7 @@ class Node:
     async def run(self) -> None:
         c = self.config
         self.store = self._open_standby()
+        self.directory_id = stable_id(c.data)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -523,7 +550,7 @@ class Node:
             ).start()
             self.leadership = Leadership(
                 c.etcd, c.cluster, self.name, self.address, ttl=c.lease_ttl,
-                eligible=self._eligible,
+                eligible=self._eligible, console=console_url(c, metrics_at, self.address),
             ).start()  # fmt: skip
             await self.readiness.serving(f"{self.host}:{self.port}", metrics_at)
             log.info(

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from msgboard.details import abort
 from msgboard.errors import Unavailable
+from msgboard.server.rewrap import rewrap
 
 __all__ = ["Pipeline", "Switchboard"]
 
@@ -136,49 +137,21 @@ def _tracked(handler: Handler, pipeline: Pipeline) -> Handler:
     """``handler`` with its behaviour counted in ``pipeline.running`` while
     it runs; cancelled by a drain, it ends with UNAVAILABLE (a task
     cancelled from outside would leave the client waiting)."""
-    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
-        behaviour = getattr(handler, kind)
-        if behaviour is not None:
-            wrapped = (_streaming if _yields(behaviour) else _calling)(behaviour, pipeline)
-            return handler._replace(**{kind: wrapped})  # type: ignore[attr-defined, no-any-return]
-    return handler
+    return rewrap(handler, functools.partial(_running, pipeline))  # type: ignore[no-any-return]
 
 
-def _yields(behaviour: Any) -> bool:
-    return inspect.isasyncgenfunction(behaviour)
-
-
-def _calling(behaviour: Any, pipeline: Pipeline) -> Any:
-    async def call(request: Any, context: Any) -> Any:
-        task = asyncio.current_task()
-        assert task is not None
-        pipeline.running.add(task)
-        try:
-            answer = behaviour(request, context)
-            return await answer if inspect.isawaitable(answer) else answer
-        except asyncio.CancelledError:
-            if not pipeline.draining:
-                raise
-            await abort(context, Unavailable(STOPPED))
-        finally:
-            pipeline.running.discard(task)
-
-    return call
-
-
-def _streaming(behaviour: Any, pipeline: Pipeline) -> Any:
-    async def stream(request: Any, context: Any) -> Any:
-        task = asyncio.current_task()
-        assert task is not None
-        pipeline.running.add(task)
-        try:
-            async for answer in behaviour(request, context):
-                yield answer
-        except asyncio.CancelledError:
-            if not pipeline.draining:
-                raise
-            await abort(context, Unavailable(STOPPED))
-        finally:
-            pipeline.running.discard(task)
-
-    return stream
+@asynccontextmanager
+async def _running(
+    pipeline: Pipeline, streams_in: bool, request: Any, context: Any
+) -> AsyncIterator[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    pipeline.running.add(task)
+    try:
+        yield request
+    except asyncio.CancelledError:
+        if not pipeline.draining:
+            raise
+        await abort(context, Unavailable(STOPPED))
+    finally:
+        pipeline.running.discard(task)

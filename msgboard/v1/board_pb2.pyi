@@ -98,7 +98,13 @@ class _ExitKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExitKind.Val
     EXIT_KIND_ACKED: _ExitKind.ValueType  # 2
     """Acked by a consumer, or a leased Take's lease acked."""
     EXIT_KIND_MOVED: _ExitKind.ValueType  # 3
-    """A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+    """Put on another queue (Exit.queue, at Exit.seq): Exit.reason says by
+    what, "selector" (a MOVE selector, Exit.selector), "bounce" (a BOUNCE
+    selector, to its reply_to), "admin" (MoveMessages) or "overflow" (an
+    overflow selector, for a scheduled message released into its full
+    queue). Boards before these reasons recorded "" for a selector and
+    "moved" for MoveMessages.
+    """
     EXIT_KIND_DEAD_LETTERED: _ExitKind.ValueType  # 4
     """Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
     max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
@@ -125,7 +131,13 @@ EXIT_KIND_TAKEN: ExitKind.ValueType  # 1
 EXIT_KIND_ACKED: ExitKind.ValueType  # 2
 """Acked by a consumer, or a leased Take's lease acked."""
 EXIT_KIND_MOVED: ExitKind.ValueType  # 3
-"""A MOVE or BOUNCE selector put it on another queue (Exit.queue)."""
+"""Put on another queue (Exit.queue, at Exit.seq): Exit.reason says by
+what, "selector" (a MOVE selector, Exit.selector), "bounce" (a BOUNCE
+selector, to its reply_to), "admin" (MoveMessages) or "overflow" (an
+overflow selector, for a scheduled message released into its full
+queue). Boards before these reasons recorded "" for a selector and
+"moved" for MoveMessages.
+"""
 EXIT_KIND_DEAD_LETTERED: ExitKind.ValueType  # 4
 """Dead-lettered: Exit.reason is rejected, max-deliveries, unmatched,
 max-hops or "bounce: no room in reply_to"; Exit.queue the dead-letter
@@ -183,6 +195,10 @@ class _OverflowPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Overfl
     """The message goes to the queue's dead-letter queue (`dead_letter`, which
     the spec must name).
     """
+    OVERFLOW_POLICY_DROP_HEAD: _OverflowPolicy.ValueType  # 4
+    """Stored; the oldest waiting message not held is dropped (exit `dropped`,
+    reason `overflow`), or the post if all are held (docs/concepts.md).
+    """
 
 class OverflowPolicy(_OverflowPolicy, metaclass=_OverflowPolicyEnumTypeWrapper):
     """---------------------------------------------------------------- queues
@@ -199,6 +215,10 @@ OVERFLOW_POLICY_DROP_NEW: OverflowPolicy.ValueType  # 2
 OVERFLOW_POLICY_DEAD_LETTER: OverflowPolicy.ValueType  # 3
 """The message goes to the queue's dead-letter queue (`dead_letter`, which
 the spec must name).
+"""
+OVERFLOW_POLICY_DROP_HEAD: OverflowPolicy.ValueType  # 4
+"""Stored; the oldest waiting message not held is dropped (exit `dropped`,
+reason `overflow`), or the post if all are held (docs/concepts.md).
 """
 Global___OverflowPolicy: _TypeAlias = OverflowPolicy  # noqa: Y015
 
@@ -246,7 +266,9 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     DISPOSITION_UNSPECIFIED: _Disposition.ValueType  # 0
     """never sent"""
     DISPOSITION_STORED: _Disposition.ValueType  # 1
-    """Stored on the queue under its seq, then routed as usual."""
+    """Stored on the queue under its seq, then routed as usual (into a full
+    drop-head queue too: the oldest waiting message made room).
+    """
     DISPOSITION_OVERFLOWED: _Disposition.ValueType  # 2
     """The queue was full: an overflow selector moved it to its destination."""
     DISPOSITION_DEAD_LETTERED: _Disposition.ValueType  # 3
@@ -255,7 +277,8 @@ class _DispositionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispositi
     """
     DISPOSITION_DROPPED: _Disposition.ValueType  # 4
     """The queue was full: discarded (the drop-new policy, an overflow DELETE
-    selector, or every queue it could go to full as well). Like OVERFLOWED
+    selector, drop-head with no waiting message to drop, or every queue it
+    could go to full as well). Like OVERFLOWED
     and DEAD_LETTERED, counted in QueueStats.overflowed.
     """
     DISPOSITION_DUPLICATE: _Disposition.ValueType  # 5
@@ -273,7 +296,9 @@ class Disposition(_Disposition, metaclass=_DispositionEnumTypeWrapper):
 DISPOSITION_UNSPECIFIED: Disposition.ValueType  # 0
 """never sent"""
 DISPOSITION_STORED: Disposition.ValueType  # 1
-"""Stored on the queue under its seq, then routed as usual."""
+"""Stored on the queue under its seq, then routed as usual (into a full
+drop-head queue too: the oldest waiting message made room).
+"""
 DISPOSITION_OVERFLOWED: Disposition.ValueType  # 2
 """The queue was full: an overflow selector moved it to its destination."""
 DISPOSITION_DEAD_LETTERED: Disposition.ValueType  # 3
@@ -282,7 +307,8 @@ dead-letter overflow policy).
 """
 DISPOSITION_DROPPED: Disposition.ValueType  # 4
 """The queue was full: discarded (the drop-new policy, an overflow DELETE
-selector, or every queue it could go to full as well). Like OVERFLOWED
+selector, drop-head with no waiting message to drop, or every queue it
+could go to full as well). Like OVERFLOWED
 and DEAD_LETTERED, counted in QueueStats.overflowed.
 """
 DISPOSITION_DUPLICATE: Disposition.ValueType  # 5
@@ -681,6 +707,7 @@ class Exit(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     QUEUE_FIELD_NUMBER: _builtins.int
     SELECTOR_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
     kind: Global___ExitKind.ValueType
     reason: _builtins.str
     """Why, in the words of x-dead-letter-reason and Stats; empty for a take or ack."""
@@ -688,6 +715,11 @@ class Exit(_message.Message):
     """Where it went (moved, dead-lettered, expired); empty: nowhere."""
     selector: _builtins.str
     """The id of the selector that took it, if one did; empty otherwise."""
+    seq: _builtins.int
+    """Moved (by a selector or MoveMessages): the seq it has in `queue`, so
+    that it can be followed there; 0 when not moved, or recorded by a
+    board before this field.
+    """
     def __init__(
         self,
         *,
@@ -695,10 +727,11 @@ class Exit(_message.Message):
         reason: _builtins.str = ...,
         queue: _builtins.str = ...,
         selector: _builtins.str = ...,
+        seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "queue", b"queue", "reason", b"reason", "selector", b"selector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "queue", b"queue", "reason", b"reason", "selector", b"selector", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1815,8 +1848,9 @@ class QueueStats(_message.Message):
     overflowed: _builtins.int
     """Messages posted while the queue was full (max_unprocessed), since the
     server started, whatever became of them: moved by an overflow selector,
-    dead-lettered (also counted in dead_lettered), dropped, or refused with
-    the whole post under the reject policy (every message of that post).
+    dead-lettered (also counted in dead_lettered), dropped, stored in place
+    of the oldest waiting message (drop-head), or refused with the whole
+    post under the reject policy (every message of that post).
     """
     ready: _builtins.int
     """Waiting messages visible to takers: unprocessed less outstanding."""

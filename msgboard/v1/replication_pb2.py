@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmsgboard/v1/replication.proto\x12\x0bmsgboard.v1\"\x0f\n\rStatusRequest\"[\n\x0eStatusResponse\x12\x0c\n\x04last\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12,\n\x08standbys\x18\x03 \x03(\x0b\x32\x1a.msgboard.v1.StandbyStatus\"i\n\rStandbyStatus\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\r\n\x05\x61\x63ked\x18\x02 \x01(\x04\x12\x13\n\x0blag_entries\x18\x03 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x04 \x01(\x01\x12\x10\n\x08\x62oard_id\x18\x05 \x01(\t\".\n\x0bSeedRequest\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x10\n\x08\x62oard_id\x18\x02 \x01(\t\"*\n\tSeedChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0f\n\x07\x63opy_id\x18\x02 \x01(\t\"]\n\rFollowRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.msgboard.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.msgboard.v1.AckH\x00\x42\x06\n\x04kind\"\x82\x01\n\x05Hello\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\x12\x12\n\nlast_epoch\x18\x03 \x01(\x04\x12\x10\n\x08last_crc\x18\x04 \x01(\r\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x10\n\x08\x62oard_id\x18\x06 \x01(\t\x12\x0f\n\x07\x63opy_id\x18\x07 \x01(\t\"\x14\n\x03\x41\x63k\x12\r\n\x05index\x18\x01 \x01(\x04\">\n\x0e\x46ollowResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x0c\n\x04last\x18\x02 \x01(\x04\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\"9\n\x0cProbeRequest\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03\x63rc\x18\x03 \x01(\r\"J\n\rProbeResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05\x66irst\x18\x02 \x01(\x04\x12\x0c\n\x04last\x18\x03 \x01(\x04\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x32\x93\x02\n\x0bReplication\x12\x45\n\x06\x46ollow\x12\x1a.msgboard.v1.FollowRequest\x1a\x1b.msgboard.v1.FollowResponse(\x01\x30\x01\x12:\n\x04Seed\x12\x18.msgboard.v1.SeedRequest\x1a\x16.msgboard.v1.SeedChunk0\x01\x12>\n\x05Probe\x12\x19.msgboard.v1.ProbeRequest\x1a\x1a.msgboard.v1.ProbeResponse\x12\x41\n\x06Status\x12\x1a.msgboard.v1.StatusRequest\x1a\x1b.msgboard.v1.StatusResponseB\x9c\x01\n\x15io.github.msgboard.v1B\x10ReplicationProtoP\x01Z=github.com/msgboard/msgboard/clients/go/msgboardpb;msgboardpb\xa2\x02\x04MSGB\xaa\x02\x0bMsgboard.V1\xca\x02\x0bMsgboard\\V1\xea\x02\x0cMsgboard::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmsgboard/v1/replication.proto\x12\x0bmsgboard.v1\"\x0f\n\rStatusRequest\"[\n\x0eStatusResponse\x12\x0c\n\x04last\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12,\n\x08standbys\x18\x03 \x03(\x0b\x32\x1a.msgboard.v1.StandbyStatus\"i\n\rStandbyStatus\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\r\n\x05\x61\x63ked\x18\x02 \x01(\x04\x12\x13\n\x0blag_entries\x18\x03 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x04 \x01(\x01\x12\x10\n\x08\x62oard_id\x18\x05 \x01(\t\".\n\x0bSeedRequest\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x10\n\x08\x62oard_id\x18\x02 \x01(\t\"*\n\tSeedChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0f\n\x07\x63opy_id\x18\x02 \x01(\t\"]\n\rFollowRequest\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.msgboard.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.msgboard.v1.AckH\x00\x42\x06\n\x04kind\"\x98\x01\n\x05Hello\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\x12\x12\n\nlast_epoch\x18\x03 \x01(\x04\x12\x10\n\x08last_crc\x18\x04 \x01(\r\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x10\n\x08\x62oard_id\x18\x06 \x01(\t\x12\x0f\n\x07\x63opy_id\x18\x07 \x01(\t\x12\x14\n\x0c\x64irectory_id\x18\x08 \x01(\t\"\x14\n\x03\x41\x63k\x12\r\n\x05index\x18\x01 \x01(\x04\">\n\x0e\x46ollowResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x0c\n\x04last\x18\x02 \x01(\x04\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\"9\n\x0cProbeRequest\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03\x63rc\x18\x03 \x01(\r\"J\n\rProbeResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05\x66irst\x18\x02 \x01(\x04\x12\x0c\n\x04last\x18\x03 \x01(\x04\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x32\x93\x02\n\x0bReplication\x12\x45\n\x06\x46ollow\x12\x1a.msgboard.v1.FollowRequest\x1a\x1b.msgboard.v1.FollowResponse(\x01\x30\x01\x12:\n\x04Seed\x12\x18.msgboard.v1.SeedRequest\x1a\x16.msgboard.v1.SeedChunk0\x01\x12>\n\x05Probe\x12\x19.msgboard.v1.ProbeRequest\x1a\x1a.msgboard.v1.ProbeResponse\x12\x41\n\x06Status\x12\x1a.msgboard.v1.StatusRequest\x1a\x1b.msgboard.v1.StatusResponseB\x9c\x01\n\x15io.github.msgboard.v1B\x10ReplicationProtoP\x01Z=github.com/msgboard/msgboard/clients/go/msgboardpb;msgboardpb\xa2\x02\x04MSGB\xaa\x02\x0bMsgboard.V1\xca\x02\x0bMsgboard\\V1\xea\x02\x0cMsgboard::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,15 +45,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FOLLOWREQUEST']._serialized_start=355
   _globals['_FOLLOWREQUEST']._serialized_end=448
   _globals['_HELLO']._serialized_start=451
-  _globals['_HELLO']._serialized_end=581
-  _globals['_ACK']._serialized_start=583
-  _globals['_ACK']._serialized_end=603
-  _globals['_FOLLOWRESPONSE']._serialized_start=605
-  _globals['_FOLLOWRESPONSE']._serialized_end=667
-  _globals['_PROBEREQUEST']._serialized_start=669
-  _globals['_PROBEREQUEST']._serialized_end=726
-  _globals['_PROBERESPONSE']._serialized_start=728
-  _globals['_PROBERESPONSE']._serialized_end=802
-  _globals['_REPLICATION']._serialized_start=805
-  _globals['_REPLICATION']._serialized_end=1080
+  _globals['_HELLO']._serialized_end=603
+  _globals['_ACK']._serialized_start=605
+  _globals['_ACK']._serialized_end=625
+  _globals['_FOLLOWRESPONSE']._serialized_start=627
+  _globals['_FOLLOWRESPONSE']._serialized_end=689
+  _globals['_PROBEREQUEST']._serialized_start=691
+  _globals['_PROBEREQUEST']._serialized_end=748
+  _globals['_PROBERESPONSE']._serialized_start=750
+  _globals['_PROBERESPONSE']._serialized_end=824
+  _globals['_REPLICATION']._serialized_start=827
+  _globals['_REPLICATION']._serialized_end=1102
 # @@protoc_insertion_point(module_scope)

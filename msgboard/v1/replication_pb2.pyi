@@ -214,6 +214,7 @@ class Hello(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     BOARD_ID_FIELD_NUMBER: _builtins.int
     COPY_ID_FIELD_NUMBER: _builtins.int
+    DIRECTORY_ID_FIELD_NUMBER: _builtins.int
     board: _builtins.str
     """The standby's name, for logs and metrics (its advertised address)."""
     from_index: _builtins.int
@@ -237,6 +238,12 @@ class Hello(_message.Message):
     no entry at its last index (a copy of a log that keeps none): the
     primary lets it follow only if it made that copy.
     """
+    directory_id: _builtins.str
+    """The `board-id` file of the standby's data directory, when `board_id`
+    is a name (a board of a cluster): the in-sync set records it with the
+    name, and a board whose directory was lost and made again under the
+    same name is not that member until it joins the set again.
+    """
     def __init__(
         self,
         *,
@@ -247,10 +254,11 @@ class Hello(_message.Message):
         epoch: _builtins.int = ...,
         board_id: _builtins.str = ...,
         copy_id: _builtins.str = ...,
+        directory_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id", "copy_id", b"copy_id", "epoch", b"epoch", "from_index", b"from_index", "last_crc", b"last_crc", "last_epoch", b"last_epoch"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["board", b"board", "board_id", b"board_id", "copy_id", b"copy_id", "directory_id", b"directory_id", "epoch", b"epoch", "from_index", b"from_index", "last_crc", b"last_crc", "last_epoch", b"last_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -8,7 +8,7 @@
 - ``export.py``: snapshot -> a Parquet dataset that accumulates (``dataset.py``: its
   layout, books and atomic swaps).
 - ``commands.py``: the ``export``, ``report`` and ``nightly`` commands.
-- ``report.py``: Parquet -> history tables, PNG charts and an HTML page.
+- ``report.py``: Parquet -> history tables, SVG charts (``charts.py``) and an HTML page.
 
 Spark registers this package's ``DefaultSource`` by itself wherever the
 package is installed as a regular package (it looks for ``pyspark_*``

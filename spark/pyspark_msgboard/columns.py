@@ -2,7 +2,7 @@
 
 ``batch(keys, payloads, queue, section)`` turns a run of one queue
 section's records (their LMDB keys and checked payloads, each a
-``msgboard.v1.Message``) into one record batch of SCHEMA, with as little
+``msgboard.v1.Message``) into one record batch of ARROW, with as little
 Python per record as it can:
 
 - **one parse per batch**: the payloads, framed as the repeated field of a
@@ -29,7 +29,7 @@ come out sorted by key, so the same snapshot exports to the same bytes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,72 +37,86 @@ import pyarrow.compute as pc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from msgboard.errors import RecordDamaged
 from msgboard.lmdbstore.layout import KEY
 from msgboard.v1 import board_pb2 as pb
 
-VALUE = StructType(
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+_UTC = pa.timestamp("us", tz="UTC")
+#: A tuple field: its kind and the one value column of that kind.
+_VALUE_ARROW = pa.struct(
     [
-        StructField("type", StringType(), False),
-        StructField("bool", BooleanType()),
-        StructField("int", LongType()),
-        StructField("float", DoubleType()),
-        StructField("string", StringType()),
-        StructField("bytes", BinaryType()),
+        pa.field("type", pa.string(), False),
+        pa.field("bool", pa.bool_()),
+        pa.field("int", pa.int64()),
+        pa.field("float", pa.float64()),
+        pa.field("string", pa.string()),
+        pa.field("bytes", pa.binary()),
     ]
 )
-#: One row per message, both sections of every durable queue.
-SCHEMA = StructType(
+#: One row per message, both sections of every durable queue, as Arrow:
+#: what the data source's read() yields (Spark checks it against
+#: ``spark_schema()``, ``tests/test_spark_columns.py`` that they agree).
+#: Written in pyarrow, not derived from Spark's types, so that a night
+#: without Spark imports neither pyspark nor pandas.
+ARROW = pa.schema(
     [
-        StructField("queue", StringType(), False),
+        pa.field("queue", pa.string(), False),
         #: The queue's id: a queue deleted and made again under its name
         #: has a new one (a new generation), its seqs starting again at 1.
-        StructField("queue_id", LongType(), False),
-        StructField("seq", LongType(), False),
-        StructField("section", StringType(), False),
-        StructField("address", StringType(), False),
-        StructField("priority", LongType(), False),
-        StructField("headers", MapType(StringType(), StringType(), False), False),
-        StructField("reply_to", StringType(), False),
-        StructField("expires_at", TimestampType()),
-        StructField("tuple", ArrayType(VALUE, False), False),
-        StructField("content_type", StringType(), False),
-        StructField("body", BinaryType(), False),
-        StructField("posted_at", TimestampType(), False),
-        StructField("processed_at", TimestampType()),
-        StructField("delivery_count", IntegerType(), False),
+        pa.field("queue_id", pa.int64(), False),
+        pa.field("seq", pa.int64(), False),
+        pa.field("section", pa.string(), False),
+        pa.field("address", pa.string(), False),
+        pa.field("priority", pa.int64(), False),
+        pa.field(
+            "headers",
+            pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), False)),
+            False,
+        ),
+        pa.field("reply_to", pa.string(), False),
+        pa.field("expires_at", _UTC),
+        pa.field("tuple", pa.list_(pa.field("element", _VALUE_ARROW, False)), False),
+        pa.field("content_type", pa.string(), False),
+        pa.field("body", pa.binary(), False),
+        pa.field("posted_at", _UTC, False),
+        pa.field("processed_at", _UTC),
+        pa.field("delivery_count", pa.int32(), False),
         #: How a history message left, as the board recorded it: taken,
         #: acked, moved, dead_lettered, expired or dropped; null while it
         #: waits, or for a record written before exits were recorded.
-        StructField("exit", StringType()),
+        pa.field("exit", pa.string()),
         #: Why (expired, rejected, max-deliveries, unmatched, max-hops,
         #: delete, trimmed, "bounce: no room in reply_to"); null: none given.
-        StructField("exit_reason", StringType()),
+        pa.field("exit_reason", pa.string()),
         #: The queue it went to (moved, dead-lettered, expired); null: none.
-        StructField("exit_queue", StringType()),
+        pa.field("exit_queue", pa.string()),
+        #: The selector that took it (moved, dropped or dead-lettered by
+        #: one, or acked from a consumer's lease on one); null: none.
+        pa.field("exit_selector", pa.string()),
+        #: Moved: the seq it has in ``exit_queue`` (the row to follow it
+        #: to); null when not moved, or moved by a board before it was
+        #: recorded. A dataset's files written before these two columns
+        #: lack them: read them with the dataset's schema (``export.load``
+        #: does), and they are null there.
+        pa.field("exit_seq", pa.int64()),
     ]
 )
-#: What Spark expects read() to yield for SCHEMA, exactly (it checks).
-ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
 _TYPES = {n: ARROW.field(n).type for n in ("headers", "tuple", "posted_at")}
-_VALUE_ARROW = _TYPES["tuple"].value_type
 #: The value columns of a tuple field, named as the wire's kinds.
-_KINDS = [f.name for f in VALUE.fields if f.name != "type"]
+_KINDS = [f.name for f in _VALUE_ARROW if f.name != "type"]
+
+
+def spark_schema() -> StructType:
+    """ARROW as Spark's types (the data source's schema; pyspark imported
+    here, on first use)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema: StructType = from_arrow_schema(ARROW)
+    return schema
 
 
 #: The range of times Spark, Arrow and Python's datetime all hold, in µs
@@ -267,19 +281,27 @@ EXIT_NAMES[pb.EXIT_KIND_UNSPECIFIED] = None
 
 
 def _exits(rows: list[Any]) -> dict[str, pa.Array]:
-    """The ``exit``, ``exit_reason`` and ``exit_queue`` columns: null where
-    a row has no exit (waiting, or written before exits), and a reason or
-    queue null where it is empty."""
+    """The ``exit`` columns (kind, reason, queue, selector, seq): null where
+    a row has no exit (waiting, or written before exits), and any of the
+    others null where it is empty (0 for the seq)."""
     n = len(rows)
     present = [m.HasField("exit") for m in rows]
     if not any(present):
         nulls = pa.nulls(n, pa.string())
-        return {"exit": nulls, "exit_reason": nulls, "exit_queue": nulls}
+        return {
+            "exit": nulls,
+            "exit_reason": nulls,
+            "exit_queue": nulls,
+            "exit_selector": nulls,
+            "exit_seq": pa.nulls(n, pa.int64()),
+        }
     how = [m.exit if p else None for m, p in zip(rows, present, strict=True)]
     return {
         "exit": pa.array([EXIT_NAMES.get(e.kind) if e else None for e in how], pa.string()),
         "exit_reason": pa.array([(e.reason or None) if e else None for e in how], pa.string()),
         "exit_queue": pa.array([(e.queue or None) if e else None for e in how], pa.string()),
+        "exit_selector": pa.array([(e.selector or None) if e else None for e in how], pa.string()),
+        "exit_seq": pa.array([(e.seq or None) if e else None for e in how], pa.int64()),
     }
 
 

@@ -108,6 +108,8 @@ def _batch(keys: list[bytes], payloads: list[bytes], queue: str, section: str) -
         "exit": pc.if_else(present, _EXITS.take(kind), None),
         "exit_reason": _text(exits.field("reason"), present),
         "exit_queue": _text(exits.field("queue"), present),
+        "exit_selector": _text(exits.field("selector"), present),
+        "exit_seq": _seq(exits.field("seq"), present),
     }
     return pa.RecordBatch.from_arrays([out[f.name] for f in columns.ARROW], schema=columns.ARROW)
 
@@ -125,6 +127,12 @@ def _time(col: pa.Array, optional: bool) -> pa.Array:
 def _text(col: pa.Array, present: pa.Array) -> pa.Array:
     """An exit's string: null where there is no exit or it is empty."""
     return pc.if_else(pc.and_(present, pc.not_equal(col.fill_null(""), "")), col, None)
+
+
+def _seq(col: pa.Array, present: pa.Array) -> pa.Array:
+    """An exit's seq: null where there is no exit or it is 0."""
+    seq = col.fill_null(0).cast(pa.int64())
+    return pc.if_else(pc.and_(present, pc.not_equal(seq, 0)), seq, None)
 
 
 def _tuples(col: pa.ListArray) -> pa.Array:

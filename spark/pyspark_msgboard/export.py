@@ -6,7 +6,7 @@
 
 ``OUT`` is a dataset (``dataset.py``): hive-partitioned Parquet laid out as
 ``queue=NAME/section=SECTION/day=YYYY-MM-DD/part-*.parquet``, with every
-column of the data source (``snapshot.SCHEMA``; ``queue`` and ``section``
+column of the data source (``snapshot.ARROW``; ``queue`` and ``section``
 carried by the directory names) and the books in ``_msgboard.json``. Each
 run decodes only what changed since the dataset's last snapshot
 (``changes.py``: new and changed waiting messages, history of the messages
@@ -69,8 +69,19 @@ def load(spark: SparkSession, path: str) -> DataFrame:
 
     from pyspark_msgboard import snapshot
 
-    fields = [*snapshot.SCHEMA.fields, StructField("day", DateType())]
+    fields = [*snapshot.spark_schema().fields, StructField("day", DateType())]
     return spark.read.schema(StructType(fields)).parquet(path)
+
+
+def schema() -> Any:
+    """The dataset's columns as a pyarrow schema (the partitions' ``queue``,
+    ``section`` and ``day`` among them), for ``pyarrow.dataset``: files
+    written before a column was added read it as null."""
+    import pyarrow as pa
+
+    from pyspark_msgboard import snapshot
+
+    return snapshot.ARROW.append(pa.field("day", pa.date32()))
 
 
 class Progress:
@@ -334,11 +345,11 @@ def _write_tasks(spark: SparkSession | None, snap: str, new: str, opts: dict[str
     (``writer.py``): no row goes through the JVM. The data source's
     options say the partitions (``ranges``, ``rowsPerPartition``,
     ``numPartitions``), the batch size and the decoder."""
-    from pyspark_msgboard import snapshot, source, writer
+    from pyspark_msgboard import writer
+    from pyspark_msgboard.options import ReadOptions
 
-    reader: Any = source.MsgboardDataSource({**opts, "path": snap}).reader(snapshot.SCHEMA)
-    plan = [p.ranges for p in reader.partitions()]
-    writer.write(spark, snap, new, plan, reader.batch_rows, reader.decoder)
+    read = ReadOptions.parse({**opts, "path": snap})
+    writer.write(spark, snap, new, read.partitions(), read.batch_rows, read.decoder)
 
 
 def _write_dataframe(spark: SparkSession, snap: str, new: str, opts: dict[str, str]) -> None:
@@ -431,13 +442,9 @@ def _write_empty(new: str) -> None:
     no partition is made up. A dataset with rows has no such file (its
     partitions say the columns; a file beside them would confuse Spark's
     partition discovery)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pyspark_msgboard import snapshot
-
-    schema = snapshot.ARROW.append(pa.field("day", pa.date32()))
-    pq.write_table(schema.empty_table(), os.path.join(new, EMPTY))
+    pq.write_table(schema().empty_table(), os.path.join(new, EMPTY))
 
 
 def _count(books: dataset.Books, key: str) -> int:

@@ -1,4 +1,4 @@
-"""The history report: a dataset -> tables, PNG charts, one HTML page.
+"""The history report: a dataset -> tables, SVG charts, one HTML page.
 
 ::
 
@@ -491,9 +491,9 @@ def _make(
         if span["first"] is not None and span["last"] - span["first"] < SHORT_US:
             # Hours would draw a few flat blocks: the chart goes by minute.
             drawn["traffic_queue"] = merged.by_minute
-        pngs = charts.draw(drawn, new)
+        drawings = charts.draw(drawn, new)
         with open(os.path.join(new, "index.html"), "w") as f:
-            f.write(page(frames, figures, pngs, parquet, before))
+            f.write(page(frames, figures, drawings, parquet, before))
         _write_made(new, figures, books, dead_letter, same)
         dataset.swap(new, out)
     except BaseException:
@@ -925,7 +925,7 @@ def _slowest(latency: pd.DataFrame, n: int = 5) -> list[list[Any]]:
 def page(
     frames: dict[str, pd.DataFrame],
     figures: dict[str, Any],
-    pngs: dict[str, str],
+    drawings: dict[str, str],
     source: str,
     last: dict[str, Any] | None = None,
 ) -> str:
@@ -947,7 +947,7 @@ def page(
     head = "".join(f"<div class=tile><b>{v}</b><span>{k}</span></div>" for k, v in tiles)
     parts = []
     for name, title, note in SECTIONS:
-        img = f'<img src="{pngs[name]}" alt="{title}">' if name in pngs else ""
+        img = f'<img src="{drawings[name]}" alt="{title}">' if name in drawings else ""
         parts.append(
             f"<section><h2>{title}</h2><p>{note} <a href='{name}.csv'>{name}.csv</a></p>"
             f"{img}{_table(frames[name], none=NONE.get(name, 'No rows.'))}</section>"

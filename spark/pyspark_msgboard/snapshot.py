@@ -41,21 +41,20 @@ from msgboard.errors import RecordDamaged
 from msgboard.lmdbstore import record
 from msgboard.lmdbstore.layout import KEY, QID, STATE, U64, is_sealed
 from pyspark_msgboard import columns, compiled
-from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, SCHEMA, VALUE, clamp
+from pyspark_msgboard.columns import ARROW, MAX_US, MIN_US, clamp, spark_schema
 from pyspark_msgboard.snapfile import SECTIONS, Range, SnapshotError, check, opened
 
 __all__ = [  # where they were
     "ARROW",
     "MAX_US",
     "MIN_US",
-    "SCHEMA",
     "SECTIONS",
-    "VALUE",
     "Range",
     "SnapshotError",
     "check",
     "clamp",
     "opened",
+    "spark_schema",
 ]
 
 

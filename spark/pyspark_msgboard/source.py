@@ -21,14 +21,14 @@ record batches, never Python rows.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_msgboard import snapshot
+from pyspark_msgboard.options import ReadOptions
 from pyspark_msgboard.snapshot import Range
 
 
@@ -41,45 +41,16 @@ class Ranges(InputPartition):
 
 
 class MsgboardReader(DataSourceReader):
-    def __init__(
-        self,
-        path: str,
-        rows_per_part: int,
-        parts: int,
-        batch_rows: int,
-        since: dict[str, int] | None = None,
-        listed: str | None = None,
-        decoder: str = "compiled",
-    ) -> None:
-        self.path = path
-        self.rows_per_part = rows_per_part
-        self.parts = parts
-        self.batch_rows = batch_rows
-        self.since = since
-        self.listed = listed
-        self.decoder = decoder
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        if self.listed is not None:
-            plan = snapshot.pack(_ranges(self.listed), self.rows_per_part, self.parts)
-        else:
-            plan = snapshot.plan(self.path, self.rows_per_part, self.parts, self.since)
-        return [Ranges(ranges) for ranges in plan]
+        return [Ranges(ranges) for ranges in self.options.partitions()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Ranges)
-        return snapshot.read(self.path, partition.ranges, self.batch_rows, self.decoder)
-
-
-def _int(options: Mapping[str, str], name: str, default: int) -> int:
-    text = options.get(name, str(default))
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"option {name}: not a whole number: {text!r}") from None
-    if value < 0:
-        raise ValueError(f"option {name}: must not be negative (got {value})")
-    return value
+        o = self.options
+        return snapshot.read(o.path, partition.ranges, o.batch_rows, o.decoder)
 
 
 class MsgboardDataSource(DataSource):
@@ -90,53 +61,8 @@ class MsgboardDataSource(DataSource):
         return "msgboard"
 
     def schema(self) -> StructType:
-        return snapshot.SCHEMA
+        return snapshot.spark_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = self.options  # case-insensitive: a dict() of it is lower-cased
-        path = opts.get("path")
-        if not path:
-            raise ValueError('the msgboard data source needs a snapshot path: load("DIR")')
-        return MsgboardReader(
-            path,
-            _int(opts, "rowsPerPartition", 250_000) or 250_000,
-            _int(opts, "numPartitions", 0),
-            _int(opts, "batchRows", 8192) or 8192,
-            _since(opts.get("historySince")),
-            opts.get("ranges"),
-            _decoder(opts.get("decoder")),
-        )
-
-
-def _decoder(text: str | None) -> str:
-    """The decoder option: one of ``snapshot.DECODERS``."""
-    name = text or "compiled"
-    if name not in snapshot.DECODERS:
-        known = ", ".join(snapshot.DECODERS)
-        raise ValueError(f"option decoder: {name!r}: expected one of {known}")
-    return name
-
-
-def _ranges(path: str) -> list[Range]:
-    """The ranges option: a JSON file of ``[section, queue, qid, lo, hi, rows]``."""
-    try:
-        with open(path) as f:
-            items = json.load(f)
-        return [Range(str(a), str(b), int(c), int(d), int(e), int(g)) for a, b, c, d, e, g in items]
-    except (OSError, ValueError, TypeError) as e:
-        raise ValueError(f"option ranges: {path}: {e}") from None
-
-
-def _since(text: str | None) -> dict[str, int] | None:
-    """The historySince option: a JSON object of queue name -> first seq."""
-    if not text:
-        return None
-    try:
-        since = json.loads(text)
-        if not isinstance(since, dict) or not all(
-            isinstance(k, str) and type(v) is int for k, v in since.items()
-        ):
-            raise ValueError("not an object of queue names and seqs")
-    except ValueError as e:
-        raise ValueError(f'option historySince: {e}: expected {{"queue": seq, ...}}') from None
-    return since
+        # Case-insensitive: a dict() of it would be lower-cased.
+        return MsgboardReader(ReadOptions.parse(self.options))

@@ -72,6 +72,7 @@ DICTIONARY = [
     "exit",
     "exit_reason",
     "exit_queue",
+    "exit_selector",
 ]
 #: Characters Spark escapes in a partition value (``%XX``), as it does.
 _ESCAPE = frozenset("\"#%'*/:=?\\{[]^\x7f") | frozenset(chr(c) for c in range(1, 32))

@@ -46,7 +46,10 @@ const AGAIN = new Set([
 /** grpc-js's words for a call that never reached a board. */
 const NO_CONNECTION = ["No connection established", "Name resolution failed"];
 
-/** The addresses of "a,b,c", an array, or (none) $MSGBOARD_SERVER, else 127.0.0.1:7878. */
+/**
+ * The addresses of "a,b,c", an array, or (none) $MSGBOARD_SERVER, else
+ * 127.0.0.1:7878; a host given without a port gets the board's (`withPort`).
+ */
 export function addressesOf(server?: string | readonly string[]): string[] {
   let s: string | readonly string[] = server ?? "";
   if (s.length === 0) s = process.env.MSGBOARD_SERVER || DEFAULT_ADDRESS;
@@ -54,7 +57,24 @@ export function addressesOf(server?: string | readonly string[]): string[] {
   if (out.some((a) => a === "")) {
     throw new InvalidArgument(`server: an empty address in ${JSON.stringify(s)} (give HOST:PORT[,HOST:PORT...])`);
   }
-  return out;
+  return out.map(withPort);
+}
+
+/** The port of an address that names none: the board's, not gRPC's 443. */
+export const DEFAULT_PORT = 7878;
+
+/**
+ * `address` with the board's port (7878) when it names a host alone
+ * (`127.0.0.1`, `localhost`, `[::1]`, `::1`); a gRPC target with a scheme
+ * (`unix:/path`, `dns:///host:7`) is left as it is. The Python client's
+ * rule (msgboard/client/failover.py's with_port).
+ */
+export function withPort(address: string): string {
+  if (address.includes("/") || address.startsWith("unix")) return address;
+  if (address.startsWith("[")) return address.includes("]:") ? address : `${address}:${DEFAULT_PORT}`;
+  const colons = address.split(":").length - 1;
+  if (colons > 1) return `[${address}]:${DEFAULT_PORT}`; // a bare IPv6 address
+  return colons === 1 ? address : `${address}:${DEFAULT_PORT}`;
 }
 
 /** The board refused the call before running it, or no board was reached. */

@@ -7,7 +7,7 @@ export type { Acked, BrowseOptions, ClientOptions, Lease, LeaseOptions, MatchOpt
 export { Connection, DEFAULT_ADDRESS, Duplex, isLoopback } from "./connection.js";
 export type { ConnectOptions, TlsOptions } from "./connection.js";
 export * from "./errors.js";
-export { addressesOf, Failover, FAILOVER_MS, refused } from "./failover.js";
+export { addressesOf, DEFAULT_PORT, Failover, FAILOVER_MS, refused, withPort } from "./failover.js";
 export type { ChooseOptions, LeaseInfo, Moved, Purged } from "./maintenance.js";
 export { Subscription } from "./subscription.js";
 export type { Delivery, ReconnectOptions } from "./subscription.js";

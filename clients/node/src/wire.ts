@@ -344,7 +344,10 @@ export interface QueueSpec {
   transient?: boolean;
   /** Most waiting messages; 0: no limit. */
   maxUnprocessed?: number;
-  /** A post to a full queue: "reject" (default), "drop-new" or "dead-letter". */
+  /**
+   * A post to a full queue: "reject" (default), "drop-new", "dead-letter" or
+   * "drop-head" (stored; the oldest waiting message not held is dropped).
+   */
   overflow?: string;
   /** Most messages kept in history once taken; 0 (default) keeps none; Infinity: every one. */
   maxHistory?: number;

@@ -171,6 +171,31 @@ describe("posting", () => {
     assert.equal(m!.body.toString(), "hi");
     assert.deepEqual(m!.headers, { k: "v" });
   });
+
+  it("takes the drop-head policy: a post to a full queue drops the oldest waiting message", async () => {
+    const q = fresh();
+    const made = await board.createQueue(q, { maxUnprocessed: 2, overflow: "drop-head", maxHistory: 10 });
+    assert.equal(made.spec.overflow, "drop-head");
+    assert.equal((await board.getQueue(q)).spec.overflow, "drop-head");
+    const r = await board.postReceipts(q, [["a"], ["b"], ["c"]]);
+    assert.deepEqual(
+      r.map((x) => [x.seq, x.disposition]),
+      [
+        [1, "stored"],
+        [2, "stored"],
+        [3, "stored"],
+      ],
+    );
+    assert.deepEqual(
+      (await board.read(q, undefined, { max: 5 })).map((m) => m.seq),
+      [2, 3],
+    );
+    // The dropped one left into history (its exit, `dropped`, is not in the Node Message).
+    assert.deepEqual(
+      (await board.browse(q, { section: "history" })).messages.map((m) => m.seq),
+      [1],
+    );
+  });
 });
 
 describe("keys, schedules and retries", () => {

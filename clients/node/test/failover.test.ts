@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { addressesOf, connect, InvalidArgument, refused, Unavailable, type Delivery } from "../src/index.js";
+import { addressesOf, Client, connect, InvalidArgument, refused, Unavailable, type Delivery } from "../src/index.js";
 import { freeAddress, Server } from "./server.js";
 
 const TOKEN = "cluster-secret";
@@ -37,6 +37,21 @@ describe("failover", () => {
     assert.ok(refused(notPrimary));
     assert.ok(refused(new Unavailable("No connection established. Last error: connect ECONNREFUSED")));
     assert.ok(!refused(new Unavailable("Connection dropped")));
+  });
+
+  it("gives a host named without a port the board's port, 7878, not gRPC's 443", () => {
+    assert.deepEqual(addressesOf("127.0.0.1"), ["127.0.0.1:7878"]);
+    assert.deepEqual(addressesOf("localhost,b:9,[::1]"), ["localhost:7878", "b:9", "[::1]:7878"]);
+    assert.deepEqual(addressesOf(["::1", "[::1]:9", "h"]), ["[::1]:7878", "[::1]:9", "h:7878"]);
+    // gRPC targets with a scheme are left as they are.
+    assert.deepEqual(addressesOf("unix:/tmp/b.sock,dns:///h:7"), ["unix:/tmp/b.sock", "dns:///h:7"]);
+    const c = new Client("127.0.0.1", { token: "t" }); // loopback still: the token may go
+    try {
+      assert.equal(c.address, "127.0.0.1:7878");
+      assert.match(c.connection.stub.getChannel().getTarget(), /127\.0\.0\.1:7878$/);
+    } finally {
+      c.close();
+    }
   });
 
   it("lands on the primary given [standby, primary], and skips a dead address", async () => {

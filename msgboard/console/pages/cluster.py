@@ -2,7 +2,8 @@
 link's state and lag.
 
 A board that does not replicate says so. A replicating board shows its role
-and epoch; a primary lists its standbys with the entries and seconds each
+and epoch; a standby links to its primary's console (``primary_console``);
+a primary lists its standbys with the entries and seconds each
 is behind (``msgboard.cluster.status.Standbys``'s report, the same figures
 as ``msgboard_replication_lag_*``); standbys and links are shown to users
 with ``admin`` (the cluster's Status needs the cluster's token). The page
@@ -21,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from msgboard.console.auth import identity
-from msgboard.console.context import CONSOLE, Console, LinkRow
+from msgboard.console.context import CONSOLE, Console, LinkRow, primary_console
 from msgboard.console.templating import render
 from msgboard.security.permissions import ADMIN, BOARD
 
@@ -65,7 +66,11 @@ def view(console: Console) -> View:
 def _context(request: web.Request) -> dict[str, Any]:
     # The role is anyone's to see; standbys and links (addresses, lag) are
     # the board's, as the cluster's Status is: admin only.
-    return {"v": view(request.app[CONSOLE]), "whole": identity(request).may(ADMIN, BOARD)}
+    return {
+        "v": view(request.app[CONSOLE]),
+        "whole": identity(request).may(ADMIN, BOARD),
+        "primary": primary_console(request),
+    }
 
 
 @routes.get("/cluster")

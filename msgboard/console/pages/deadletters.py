@@ -9,13 +9,16 @@ by the pattern form (the CLI's notation, ``forms.PatternForm``), each with
 its reason, origin queue and seq (the ``x-dead-letter-*`` headers the board
 writes); ``POST /deadletters/{queue}`` does one action (``action``:
 ``resubmit``, ``move`` or ``delete``; ``scope``: ``selected``, the seqs
-ticked, or ``matching``, every waiting message the pattern matches, up to
-the board's ``max_take`` a call) and comes back to the page saying what
-it did.
+ticked, or ``matching``, every waiting message the pattern matches) and
+comes back to the page saying what it did.
 
-Each action is one engine call, so one operation of the board (atomic: all
-of it or, on any error, nothing), and the board posts it on ``$sys``
-naming the user (``messages.moved``, ``messages.deleted``):
+An action on the ticked ones is one engine call, so one operation of the
+board (atomic: all of it or, on any error, nothing); one on all matching
+is a bulk action (``console.bulk``): batches of ``BATCH``, each one engine
+call, going on after the page came back, which shows how far it is
+(``GET /deadletters/{queue}/bulk/{id}``, asked by htmx every second) and
+then what it did. The board posts each call on ``$sys`` naming the user
+(``messages.moved``, ``messages.deleted``):
 ``Board.move_messages`` (with no destination: each message to the queue
 its ``x-dead-letter-queue`` names) and ``Board.delete_messages``. Seeing a
 dead-letter queue needs ``read`` on it; acting needs ``manage`` on it and
@@ -32,7 +35,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from msgboard.associative import Pattern
 from msgboard.console.auth import identity, require
+from msgboard.console.bulk import BATCH, BULKS, Bulk
 from msgboard.console.context import answer, board_of
 from msgboard.console.forms import PatternForm, choices, href, http_status
 from msgboard.console.messages import dead_letter_of, when
@@ -49,6 +54,8 @@ NAV = ("Dead letters", "/deadletters")
 PAGE = 100
 ACTIONS = ("resubmit", "move", "delete")
 SCOPES = ("selected", "matching")
+#: Messages a Browse page reads when a bulk action counts what matches.
+COUNT_PAGE = 1000
 routes = web.RouteTableDef()
 
 
@@ -135,6 +142,7 @@ def _context(dlqs: list[Dlq], **kw: Any) -> dict[str, Any]:
         "destinations": [],
         "checked": set(),
         "actions": ACTIONS,
+        "bulk": None,
     }
     return {**base, **kw}
 
@@ -179,9 +187,18 @@ async def _page(request: web.Request, queue: str, form: PatternForm, **kw: Any) 
 async def page(request: web.Request) -> web.Response:
     queue = request.match_info["queue"]
     require(request, READ, queue)
-    ctx = await _page(
-        request, queue, PatternForm.of(request.query), done=request.query.get("done", "")
-    )
+    done, error, going = request.query.get("done", ""), "", None
+    if request.query.get("bulk"):
+        # Read once: the page shows the action going on or what it did,
+        # as it was at this moment (it may end while the list is read).
+        bulk = request.app[BULKS].get(request.query["bulk"], identity(request).name)
+        if bulk.finished:
+            done, error = bulk.summary(), bulk.error
+        else:
+            going = bulk
+    ctx = await _page(request, queue, PatternForm.of(request.query), done=done, error=error)
+    ctx["bulk"] = going
+    ctx["batch"] = BATCH
     return render(request, "deadletters.html", ctx, status=ctx.pop("status", 200))
 
 
@@ -192,6 +209,70 @@ def _seqs(values: list[str]) -> list[int]:
             raise InvalidArgument(f"seqs[{i}]: {v!r} is not a seq")
         out.append(int(v))
     return out
+
+
+#: What each action is called while it goes and once done.
+VERBS = {
+    "resubmit": ("Resubmitting", "Resubmitted"),
+    "move": ("Moving", "Moved"),
+    "delete": ("Deleting", "Deleted"),
+}
+
+
+def _matching(request: web.Request, queue: str, action: str, to: str, pattern: Pattern) -> Bulk:
+    """Starts ``action`` on every waiting message of ``queue`` that
+    ``pattern`` matches, in batches (``bulk.py``): they are counted first
+    (Browse, on the board's reader thread), then acted on ``BATCH`` at a
+    time, the oldest matching first, never more than were counted (a
+    resubmit whose origin sends them back here ends)."""
+    board = board_of(request)
+    who = identity(request)
+    going, done = VERBS[action]
+
+    async def count() -> int:
+        n, seq = 0, 0
+        while True:
+            got = await answer(
+                board.browse_async(
+                    queue,
+                    Start.SEQ if seq else Start.OLDEST,
+                    seq=seq,
+                    limit=COUNT_PAGE,
+                    section=Section.UNPROCESSED,
+                    pattern=pattern,
+                )
+            )
+            n += len(got.messages)
+            if not got.next_seq:
+                return n
+            seq = got.next_seq
+
+    async def step(n: int) -> tuple[int, set[str]]:
+        if action == "delete":
+            gone = await answer(board.delete_messages_async(queue, (), pattern, n, by=who.name))
+            return len(gone), set()
+        moved = await answer(
+            board.move_messages_async(
+                queue, to, (), pattern, n, by=who.name, may=lambda q: who.may(MANAGE, q)
+            )
+        )
+        return len(moved), {m.queue for m in moved}
+
+    bulk = Bulk("", queue, who.name, going, done)
+    return request.app[BULKS].start(bulk, count, step, http_status)
+
+
+@routes.get("/deadletters/{queue}/bulk/{id}")
+async def progress(request: web.Request) -> web.Response:
+    """How far a bulk action is (htmx asks every second); once it ended,
+    the page is loaded again (``HX-Refresh``), to show what it did above
+    the list as it is then."""
+    queue = request.match_info["queue"]
+    require(request, READ, queue)
+    bulk = request.app[BULKS].get(request.match_info["id"], identity(request).name)
+    if bulk.finished:
+        return web.Response(text="", headers={"HX-Refresh": "true"})
+    return render(request, "bulk_progress.html", {"bulk": bulk, "batch": BATCH})
 
 
 @routes.post("/deadletters/{queue}")
@@ -214,30 +295,23 @@ async def act(request: web.Request) -> web.Response:
         seqs = _seqs(ticked) if scope == "selected" else []
         if scope == "selected" and not seqs:
             raise InvalidArgument("seq: tick at least one message")
-        pattern = form.pattern() if scope == "matching" else None
-        # "All matching" with an empty form: every dead letter, said outright
-        # (the engine refuses a call that chooses nothing).
-        every = scope == "matching" and pattern is None
         if action == "move":
             if not destination:
                 raise InvalidArgument("destination: choose the queue to move them to")
             require(request, MANAGE, destination)
-        if action == "delete":
-            gone = await answer(
-                board.delete_messages_async(queue, seqs, pattern, every=every, by=who.name)
+        to = destination if action == "move" else ""
+        if scope == "matching":
+            bulk = _matching(request, queue, action, to, form.pattern())
+            raise web.HTTPSeeOther(
+                href(f"/deadletters/{quote(queue, safe='')}", **form.query(), bulk=bulk.id)
             )
+        if action == "delete":
+            gone = await answer(board.delete_messages_async(queue, seqs, by=who.name))
             done = f"Deleted {len(gone)} message{'s' if len(gone) != 1 else ''}."
         else:
-            to = destination if action == "move" else ""
             moved = await answer(
                 board.move_messages_async(
-                    queue,
-                    to,
-                    seqs,
-                    pattern,
-                    every=every,
-                    by=who.name,
-                    may=lambda q: who.may(MANAGE, q),
+                    queue, to, seqs, by=who.name, may=lambda q: who.may(MANAGE, q)
                 )
             )
             where = sorted({m.queue for m in moved})

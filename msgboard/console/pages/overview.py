@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from msgboard.console.auth import identity, remember, require
-from msgboard.console.context import CONSOLE, answer, board_of
+from msgboard.console.context import CONSOLE, answer, board_of, primary_console
 from msgboard.console.messages import body_view, default_view, shown
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
@@ -129,7 +129,7 @@ async def rows(
 @routes.get("/")
 async def page(request: web.Request) -> web.Response:
     if request.app[CONSOLE].board is None:  # a standby of a cluster
-        return render(request, "standby.html")
+        return render(request, "standby.html", {"primary": primary_console(request)})
     view = View.of(request.query)
     shown, more = await rows(request, fresh=True, view=view)
     ctx = {"rows": shown, "more": more, "view": view, "sorts": SORTS}

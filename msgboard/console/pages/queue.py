@@ -1,6 +1,7 @@
 """A queue's own page (``/queues/NAME``, where the overview's names link):
 its figures and rates, its consumers with their lag (deliveries outstanding,
-not yet acked), the selectors out of it and into it, its last messages, and
+not yet acked, and the age of the oldest of them: ``ConsumerView.oldest``,
+when the board handed it out), the selectors out of it and into it, its last messages, and
 what one may do with it (browse, compose, its dead letters, delete).
 
 Reading it costs the board one Stats of the queue (O(1): ``stats_async``
@@ -20,11 +21,13 @@ from msgboard.console.auth import identity, reading
 from msgboard.console.context import answer, board_of
 from msgboard.console.forms import refused
 from msgboard.console.graph import pattern_text
+from msgboard.console.messages import age
 from msgboard.console.pages.browse import row
 from msgboard.console.sampler import SAMPLER
 from msgboard.console.templating import render
 from msgboard.errors import MsgboardError
-from msgboard.results import SelectorView, Start
+from msgboard.message import now_us
+from msgboard.results import ConsumerView, SelectorView, Start
 from msgboard.security.permissions import SEE
 
 NAV = None
@@ -45,6 +48,24 @@ class Route:
     attached: bool
     outstanding: int
     delivered: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """A consumer as a line of the page, with its lag: ``outstanding``
+    (``ConsumerView.outstanding``) and ``age``, how long its oldest unacked
+    delivery has been out ("" with none out), in seconds in ``seconds``."""
+
+    c: ConsumerView
+    age: str
+    seconds: float
+
+
+def _lag(c: ConsumerView, now: int) -> Lag:
+    if not c.oldest:
+        return Lag(c, "", 0.0)
+    seconds = max(0, now - c.oldest) / 1e6
+    return Lag(c, age(seconds), seconds)
 
 
 def _route(v: SelectorView, other: str) -> Route:
@@ -90,7 +111,7 @@ async def page(request: web.Request) -> web.Response:
         "q": q,
         "rate_in": rate_in,
         "rate_out": rate_out,
-        "consumers": consumers,
+        "consumers": [_lag(c, now_us()) for c in consumers],
         "out": out,
         # A queue feeding this one that the identity may not see is counted,
         # not named.
