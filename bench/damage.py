@@ -6,10 +6,11 @@ a sample of the same.
 
     .venv/bin/python bench/damage.py sweep [--mode zero|flip] [--seed 6]
     .venv/bin/python bench/damage.py table
-    .venv/bin/python bench/damage.py repair [--mode zero|flip] [--per-kind N]
+    .venv/bin/python bench/damage.py repair [--mode zero|flip] [--per-kind N] [--kind KIND]
 
 ``repair`` (issue 42) damages every page in turn (or ``--per-kind N`` of
-each kind), runs ``msgboard check --repair --accept-rollback`` on the copy
+each kind; ``--kind "history leaf"``: only pages of that kind, repeated
+for more), runs ``msgboard check --repair --accept-rollback`` on the copy
 and judges the repaired board against the clean one, record by record
 (``tests/repairsweep.py``).
 
@@ -30,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import repairsweep, sweep
 
+DONE = {"zero": "zeroed", "flip": "flipped"}
+
 
 def _said(served: dict[str, Any], path: str) -> str:
     """The server's refusal line (cut short), or the damage it counted."""
@@ -44,6 +47,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("sweep", "table", "repair"))
     p.add_argument("--per-kind", type=int, default=0, help="repair: a sample of N pages a kind")
+    p.add_argument("--kind", action="append", help="repair: only pages of this kind (repeatable)")
     p.add_argument("--board", help="repair: the board to damage (built there if missing)")
     p.add_argument("--part", default="0/1", help="repair: pages I, I+N, ... (I/N), in parallel")
     p.add_argument("--mode", choices=("zero", "flip"), default="zero")
@@ -75,7 +79,7 @@ def main(argv: list[str]) -> int:
                 verdict = sweep.judge(clean, sweep.run_serve(copy), checked)
                 results[pgno] = (checked, verdict)
                 broken += [f"page {pgno} ({pages[pgno]}): {v}" for v in verdict.violations]
-            print(f"{len(pages)} pages, each {a.mode}ed in turn on a copy of the board")
+            print(f"{len(pages)} pages, each {DONE[a.mode]} in turn on a copy of the board")
             print()
             print("\n".join(sweep.rows(pages, results)))
         else:
@@ -105,6 +109,11 @@ def _repairs(board: Path, pages: dict[int, str], tmp: Path, a: argparse.Namespac
     """The repair sweep: prints its table; the violations."""
     clean = repairsweep.records(board)
     chosen = sweep.pick(pages, a.per_kind, seed=a.seed) if a.per_kind else sorted(pages)
+    if a.kind:
+        unknown = set(a.kind) - set(pages.values())
+        if unknown:
+            raise SystemExit(f"no page of kind {sorted(unknown)}: {sorted(set(pages.values()))}")
+        chosen = [p for p in chosen if pages[p] in a.kind]
     i, n = map(int, a.part.split("/"))
     chosen = chosen[i::n]
     results = []
@@ -123,7 +132,7 @@ def _repairs(board: Path, pages: dict[int, str], tmp: Path, a: argparse.Namespac
         k["pages"] += 1
         k["whole" if r.rc == 0 else "named"] += 1
         k["violations"] += bool(v)
-    print(f"{len(chosen)} pages, each {a.mode}ed in turn on a copy of the board, then repaired")
+    print(f"{len(chosen)} pages, each {DONE[a.mode]} in turn on a copy of the board, then repaired")
     print()
     print("| page kind | pages | repaired whole (exit 0) | losses named (exit 1) | violations |")
     print("| --- | --- | --- | --- | --- |")

@@ -32,12 +32,17 @@ from pathlib import Path
 import lmdb
 
 from msgboard.lmdbstore import sidecar
+from msgboard.lmdbstore.layout import KEY
+from msgboard.lmdbstore.pages import NODE_HEADER
+from tests import sweep
 from tests.sweep import ROOT
 
 SECTIONS = ("unprocessed", "history", "scheduled")
 #: Which ``lost:`` class a section's records are counted in.
 CLASS = {"unprocessed": "waiting", "scheduled": "waiting", "history": "history"}
 Records = dict[tuple[str, bytes], bytes]
+#: The end of the violation of a record whole in the damaged file, not kept.
+_UNKEPT = ": whole in the file, not kept"
 DAMAGED = "$damaged"
 
 
@@ -193,7 +198,7 @@ def judge(clean: Records, names: dict[int, str], r: Repaired) -> list[str]:
         if got is None:
             missing.setdefault(where, []).append(seq)
             if value in r.damaged:
-                v.append(f"queue {where[0]!r} {section} seq {seq}: whole in the file, not kept")
+                v.append(f"queue {where[0]!r} {section} seq {seq}{_UNKEPT}")
         else:
             changed.setdefault(where, []).append(seq)
     for (name, seq), (section, _value) in after_by.items():
@@ -224,6 +229,31 @@ def judge(clean: Records, names: dict[int, str], r: Repaired) -> list[str]:
     return v
 
 
+def hiding_flips(board: Path, pages: dict[int, str], kind: str, seed: int, tmp: Path) -> list[int]:
+    """The leaves of ``kind`` whose seeded flip (``sweep.flip``) ends in a
+    node's header or key, its value whole: the flips that hide a whole
+    record from a node-by-node read (found on a copy at ``tmp``)."""
+    probe = sweep.copy(board, tmp)
+    size = sweep.psize(board)
+    out = []
+    for pgno in sorted(p for p, k in pages.items() if k == kind):
+        with open(probe / "data.mdb", "rb") as f:
+            f.seek(pgno * size)
+            before = f.read(size)
+        sweep.flip(probe, pgno, seed)
+        with open(probe / "data.mdb", "r+b") as f:
+            f.seek(pgno * size)
+            after = f.read(size)
+            f.seek(pgno * size)
+            f.write(before)
+        end = max(i for i in range(size) if before[i] != after[i]) + 1
+        lower = int.from_bytes(before[12:14], sys.byteorder)
+        starts = [int.from_bytes(before[i : i + 2], sys.byteorder) for i in range(16, lower, 2)]
+        if any(o < end <= o + NODE_HEADER + KEY.size for o in starts):
+            out.append(pgno)
+    return out
+
+
 def summary(results: list[tuple[str, Repaired, list[str]]]) -> list[str]:
     """The sweep's figures: repairs, whole, refused, crashes, violations."""
     n = len(results)
@@ -232,8 +262,11 @@ def summary(results: list[tuple[str, Repaired, list[str]]]) -> list[str]:
     crashes = sum(1 for _, _, v in results if any("crash" in x or "died" in x for x in v))
     silent = sum(1 for _, _, v in results if any("silent" in x for x in v))
     broken = sum(1 for _, _, v in results if v)
+    unkept = [sum(1 for x in v if x.endswith(_UNKEPT)) for _, _, v in results]
     return [
         f"{n} repairs: {whole} whole (exit 0), {n - whole - refused} with named losses "
         f"(exit 1), {refused} refused",
         f"{crashes} crashes, {silent} with a silent loss or rollback, {broken} with any violation",
+        f"{sum(1 for u in unkept if u)} with records whole in the file not kept "
+        f"({sum(unkept)} records)",
     ]

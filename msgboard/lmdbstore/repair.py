@@ -104,6 +104,8 @@ class Summary:
     #: Older copies restored, and choices between versions.
     restored: list[str] = field(default_factory=list)
     chose: list[str] = field(default_factory=list)
+    #: Records read by their checksums where their nodes are damaged.
+    recovered: list[str] = field(default_factory=list)
     rebuilt: list[str] = field(default_factory=list)
     kept: str = ""
 
@@ -120,6 +122,7 @@ class Summary:
         out += [f"queue {n!r}: {c:,} records copied" for n, c in sorted(self.copied.items())]
         out += [f"restored: {r}" for r in self.restored]
         out += [f"chose: {r}" for r in self.chose]
+        out += [f"recovered: {r}" for r in self.recovered]
         out.append(f"{self.set_aside} damaged record(s) or loss(es) moved to {DAMAGED!r}")
         out += [f"lost: {r}" for r in self.lost]
         out += [f"rebuilt: {r}" for r in self.rebuilt]
@@ -239,6 +242,7 @@ def _copy(h: Harvest, dst: str, s: Summary) -> list[Message]:
     for qid, name in sorted(names.items()):
         _account(h, s, qid, name, counters.get(qid), sched.get(qid, 0), kept)
     _choices(h, s, names)
+    _recovered(h, s, names, kept)
     env = lmdb.open(dst, map_size=1 << 36, max_dbs=MAX_DBS, subdir=True)
     try:
         dbs = {n: env.open_db(n.encode(), dupsort=dupsort(n)) for n in NAMES}
@@ -347,6 +351,34 @@ def _choices(h: Harvest, s: Summary, names: dict[int, str]) -> None:
             f"more, the newest kept; e.g. seq {KEY.unpack(first)[1]}: {best.section} on "
             f"{best.where()} over {', '.join(h.choices[first][:2])}"
         )
+
+
+def _recovered(h: Harvest, s: Summary, names: dict[int, str], kept: dict[bytes, Copy]) -> None:
+    """One line per queue and class: records kept that were read by their
+    checksums, their nodes' headers (or keys) damaged."""
+    by: dict[tuple[int, str], list[tuple[int, int, str]]] = {}
+    for key, (pgno, how) in h.recovered.items():
+        c = kept.get(key)
+        if c is not None and c.pgno == pgno:
+            qid, seq = KEY.unpack(key)
+            label = "history" if c.section == "history" else "waiting"
+            by.setdefault((qid, label), []).append((seq, pgno, how))
+    for (qid, label), got in sorted(by.items()):
+        got.sort()
+        pages = ", ".join(str(p) for p in sorted({p for _, p, _ in got}))
+        guessed = sum(1 for *_, how in got if how == "key")
+        keys = f"; the keys of {guessed} damaged too, proven by the checksums" if guessed else ""
+        s.recovered.append(
+            f"queue {names.get(qid, qid)!r} {label}: {len(got)} record(s) read by their "
+            f"checksums on damaged page(s) {pages} (seqs {_seqs([q for q, _, _ in got])}), "
+            f"their nodes' headers unreadable{keys}"
+        )
+
+
+def _seqs(seqs: list[int]) -> str:
+    """A few seqs, listed."""
+    more = f" and {len(seqs) - 5} more" if len(seqs) > 5 else ""
+    return ", ".join(str(q) for q in seqs[:5]) + more
 
 
 def _write(
