@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from msgboard.cluster import TRANSIENT, Etcd
+from msgboard.cluster import TRANSIENT, Etcd, SyncSet
 from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -476,14 +476,19 @@ class Boards:
             etcd.close()
         return found[0]
 
-    def in_sync(self) -> list[str]:
-        """The in-sync set stored in etcd."""
+    def sync_set(self) -> SyncSet | None:
+        """The in-sync set stored in etcd (None: never written)."""
         etcd = Etcd(self.etcd, timeout=2.0)
         try:
             entry, _ = etcd.get(f"/msgboard/{self.cluster}/sync")
         finally:
             etcd.close()
-        return [] if entry is None else list(json.loads(entry.value)["standbys"])
+        return SyncSet.of(entry)
+
+    def in_sync(self) -> list[str]:
+        """The names of the in-sync set stored in etcd."""
+        s = self.sync_set()
+        return [] if s is None else list(s.standbys)
 
     def kill(self, name: str) -> None:
         served = self.procs[name]

@@ -67,3 +67,15 @@ def spark() -> Any:
     s = session.session("local[2]", conf=conf)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def sweep_board(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The damage sweeps' reference board (tests/sweep.py), built once for
+    the session; tests/test_damage.py and tests/test_repair.py copy it
+    before they damage it."""
+    from tests import sweep
+
+    path = tmp_path_factory.mktemp("sweep") / "board"
+    sweep.build(path, jobs=1500, logs=900)
+    return path

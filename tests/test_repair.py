@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +100,8 @@ def test_the_judge_passes_what_is_allowed() -> None:
 
 
 @pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("repair") / "board"
-    sweep.build(path, jobs=1500, logs=900)
-    yield path
+def board(sweep_board: Path) -> Path:
+    return sweep_board
 
 
 @pytest.fixture(scope="module")
